@@ -1,0 +1,44 @@
+# Two commands are the contract: `make serve` and `make test` (see README.md).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: serve test lint typecheck pytest bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# The service and the core: no torch.
+$(VENV)/.installed-base: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+# Tests also need the ground-truth extra (torch CPU wheel pinned, transformers) and the linters.
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[test,groundtruth]"
+	touch $@ $(VENV)/.installed-base
+
+serve: $(VENV)/.installed-base
+	$(BIN)/uvicorn app.main:app --host $(HOST) --port $(PORT)
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check estimator app tests benchmarks validation
+	$(BIN)/ruff format --check estimator app tests benchmarks validation
+
+typecheck: $(VENV)/.installed-test
+	$(BIN)/mypy
+
+pytest: $(VENV)/.installed-test
+	$(BIN)/python -m pytest
+
+test: lint typecheck pytest
+
+bench: $(VENV)/.installed-test
+	$(BIN)/python -m pip install --quiet -e ".[bench]"
+	$(BIN)/python benchmarks/bench_estimate.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache

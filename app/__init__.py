@@ -1,0 +1,1 @@
+"""LLM Planner's web service and CLI over the ``estimator`` core."""

@@ -1,0 +1,62 @@
+"""LLM Planner's analytical core: parameters, FLOPs and memory of transformer training and serving.
+
+Pure functions over frozen specs; no I/O beyond reading the bundled catalogs, no logging, no
+printing. Every quantity that a layout changes (tp, pp, micro-batch ...) may be an int or a numpy
+array, so a single estimate and a sweep run the same formulas.
+"""
+
+from __future__ import annotations
+
+from .accelerator import GIB, Accelerator
+from .catalog import (
+    accelerator_entry,
+    accelerator_ids,
+    get_accelerator,
+    get_model,
+    model_entry,
+    model_ids,
+)
+from .errors import SpecError, UnknownIdError
+from .flops import ForwardFlops, TrainingFlops, forward_flops, training_flops
+from .inference import InferenceMemory, InferenceSetup, inference_memory, kv_cache_bytes_per_token
+from .memory import TrainingMemory, TrainingSetup, training_memory
+from .model import ModelSpec, model_from_config, supported_model_types
+from .parallel import Parallelism
+from .params import ParamCounts, count_params
+from .precision import PRESETS, Precision, get_precision
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "GIB",
+    "PRESETS",
+    "Accelerator",
+    "ForwardFlops",
+    "InferenceMemory",
+    "InferenceSetup",
+    "ModelSpec",
+    "Parallelism",
+    "ParamCounts",
+    "Precision",
+    "SpecError",
+    "TrainingFlops",
+    "TrainingMemory",
+    "TrainingSetup",
+    "UnknownIdError",
+    "__version__",
+    "accelerator_entry",
+    "accelerator_ids",
+    "count_params",
+    "forward_flops",
+    "get_accelerator",
+    "get_model",
+    "get_precision",
+    "inference_memory",
+    "kv_cache_bytes_per_token",
+    "model_entry",
+    "model_from_config",
+    "model_ids",
+    "supported_model_types",
+    "training_flops",
+    "training_memory",
+]

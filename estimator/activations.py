@@ -1,0 +1,163 @@
+"""Activation memory kept for backward, per layer and per micro-batch, on one GPU.
+
+The ``megatron`` convention follows Korthikanti et al. 2022 ("Reducing Activation Recomputation in
+Large Transformer Models", Sec. 4, eq. 1-2), generalized from GPT-3 to the families here: every
+linear keeps its input, every norm its input, attention keeps Q, K, V and its output (plus the
+softmax statistics with flash attention, or the ``s x s`` score matrices with eager attention), the
+MLP keeps its activation's input and output, dropouts keep one-byte masks. For GPT-3 shapes with
+dropout this reproduces the paper's ``34 s b h + 5 a s^2 b`` bytes per layer (bf16) exactly; under TP
+without sequence parallelism the norm/dropout region is replicated (``10 + 24/t``); with sequence
+parallelism everything is split by TP.
+
+Items are (elements per token, format, region): ``seq`` items are split over TP only with sequence
+parallelism, ``tp`` items are always split over TP, ``full`` items are never split (replicated
+modules such as MLA's down-projections). Elements on GEMM inputs are stored in the precision's
+``gemm_inputs`` format (fp8 recipes save fp8 copies).
+
+Tokens per GPU are ``seq_len * micro_batch / cp``; routed experts see ``top_k`` copies of each token,
+all-gathered over TP when the experts are tensor-parallel (``etp``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from .architecture import LayerKind
+from .model import ModelSpec
+from .precision import DTYPES, Precision
+from .xp import Num, where
+
+__all__ = ["ActivationConvention", "ActivationItem", "layer_items", "layer_activation_bytes"]
+
+ActivationConvention = Literal["megatron"]
+Region = Literal["seq", "tp", "full", "expert_h", "expert_i", "scores"]
+
+# Megatron counts the token ids fed to the embedding as 8 bytes per token (int64).
+TOKEN_ID_BYTES = 8
+MASK_BYTES = 1
+STATS_BYTES = 4  # flash-attention log-sum-exp and router probabilities are kept in fp32
+
+
+@dataclass(frozen=True, slots=True)
+class ActivationItem:
+    """A tensor saved for backward: ``elems`` per token (per key too, for ``scores``)."""
+
+    name: str
+    elems: int
+    fmt: str  # "act", "gemm", "mask" or "fp32"
+    region: Region
+
+
+def _norm_inputs(kind: LayerKind, h: int) -> int:
+    """Distinct norm inputs of size h: parallel-residual layers feed every norm the same x."""
+    hidden_norms = sum(1 for n in kind.norms if n.size == h)
+    return 1 if kind.parallel_residual else hidden_norms
+
+
+def layer_items(model: ModelSpec, kind: LayerKind, flash: bool) -> tuple[ActivationItem, ...]:
+    h = model.hidden_size
+    a = kind.attention
+    items = [ActivationItem("norm.inputs", _norm_inputs(kind, h) * h, "act", "seq")]
+    # Inputs of the attention and MLP linears (one each; q/k/v share theirs, gate/up theirs).
+    shared_input = kind.parallel_residual and _norm_inputs(kind, h) == 1 and len(
+        [n for n in kind.norms if n.size == h]) == 1
+    items.append(ActivationItem("attention.input", h, "gemm", "seq"))
+    for m in kind.linears:  # MLA: inputs of the up-projections, outputs of the down-projections
+        if m.component == "attention" and m.tp == "replicated":
+            items.append(ActivationItem(f"{m.name}.output", m.out_features, "act", "full"))
+        if m.component == "attention" and m.tp == "column" and m.in_features != h:
+            items.append(ActivationItem(f"{m.name}.input", m.in_features, "gemm", "full"))
+    for n in kind.norms:
+        if n.name.endswith(("q_norm", "k_norm")):
+            heads = a.num_heads if n.name.endswith("q_norm") else a.num_kv_heads
+            items.append(ActivationItem(f"{n.name}.input", heads * n.size, "act", "tp"))
+    items += [
+        ActivationItem("attention.q", a.num_heads * a.qk_head_dim, "act", "tp"),
+        ActivationItem("attention.k", a.num_kv_heads * a.qk_head_dim, "act", "tp"),
+        ActivationItem("attention.v", a.num_kv_heads * a.v_head_dim, "act", "tp"),
+        ActivationItem("attention.output", a.num_heads * a.v_head_dim, "act", "tp"),
+    ]
+    if flash:
+        items.append(ActivationItem("attention.softmax_lse", a.num_heads, "fp32", "tp"))
+    else:
+        items.append(ActivationItem("attention.softmax", a.num_heads, "act", "scores"))
+        if model.attention_dropout > 0:
+            items += [ActivationItem("attention.dropout_mask", a.num_heads, "mask", "scores"),
+                      ActivationItem("attention.dropout_output", a.num_heads, "act", "scores")]
+    if model.hidden_dropout > 0:
+        items.append(ActivationItem("attention.dropout_mask", h, "mask", "seq"))
+    if not shared_input:
+        items.append(ActivationItem("mlp.input", h, "gemm", "seq"))
+    act_copies = 2 if model.gated_mlp else 1  # gate and up (gated) or fc1 output (plain)
+    for m in kind.linears:
+        if m.component in ("mlp", "shared_experts") and m.tp == "row":
+            items += [ActivationItem(f"{m.name}.act_input", act_copies * m.in_features, "act",
+                                     "tp"),
+                      ActivationItem(f"{m.name}.input", m.in_features, "gemm", "tp")]
+        elif m.component == "experts" and m.tp == "row":
+            items += [ActivationItem("experts.input", m.active * h, "gemm", "expert_h"),
+                      ActivationItem("experts.act_input", m.active * act_copies * m.in_features,
+                                     "act", "expert_i"),
+                      ActivationItem("experts.down_input", m.active * m.in_features, "gemm",
+                                     "expert_i")]
+        elif m.component == "router":
+            items.append(ActivationItem("router.probs", m.out_features, "fp32", "seq"))
+    if model.hidden_dropout > 0:
+        items.append(ActivationItem("mlp.dropout_mask", h, "mask", "seq"))
+    return tuple(items)
+
+
+def _fmt_bytes(fmt: str, precision: Precision) -> float:
+    if fmt == "act":
+        return DTYPES[precision.activations].bytes
+    if fmt == "gemm":
+        return DTYPES[precision.gemm_inputs].bytes
+    return MASK_BYTES if fmt == "mask" else STATS_BYTES
+
+
+def layer_activation_bytes(
+    model: ModelSpec, kind: LayerKind, precision: Precision, *, tokens: Num, keys: Num, tp: Num,
+    sp: Num, etp: Num, flash: bool, recompute: str,
+) -> Num:
+    """Bytes one layer keeps for one micro-batch on one GPU.
+
+    ``tokens`` is the number of tokens on this GPU (``s * b / cp``), ``keys`` the number of keys
+    each query attends over in the score matrices (``s``, eager attention only). Full recompute
+    keeps only the layer input; selective recompute drops the score matrices.
+    """
+    seq_div = where(sp, tp, 1)
+    if recompute == "full":
+        return tokens * model.hidden_size * DTYPES[precision.activations].bytes / seq_div
+    per_token: Num = 0
+    for it in layer_items(model, kind, flash):
+        b = it.elems * _fmt_bytes(it.fmt, precision)
+        if it.region == "seq":
+            per_token = per_token + b / seq_div
+        elif it.region == "tp":
+            per_token = per_token + b / tp
+        elif it.region == "full":
+            per_token = per_token + b
+        elif it.region == "expert_h":
+            per_token = per_token + b * etp / tp
+        elif it.region == "expert_i":
+            per_token = per_token + b / tp
+        elif recompute != "selective":  # scores: per (query, key) pair, heads split over TP
+            per_token = per_token + b * keys / tp
+    return tokens * per_token
+
+
+def embedding_activation_bytes(model: ModelSpec, precision: Precision, tokens: Num, tp: Num,
+                               sp: Num) -> Num:
+    """First stage, per micro-batch: token ids, and the embedding dropout output if any."""
+    drop = model.hidden_size * DTYPES[precision.activations].bytes if model.hidden_dropout else 0
+    return tokens * (TOKEN_ID_BYTES + drop / where(sp, tp, 1))
+
+
+def head_activation_bytes(model: ModelSpec, precision: Precision, tokens: Num, tp: Num,
+                          sp: Num, vocab_per_rank: Num) -> Num:
+    """Last stage, one micro-batch: final-norm input, head input, and the logits the
+    cross-entropy keeps in fp32 (the fp32 upcast of the vocabulary-parallel loss)."""
+    h = model.hidden_size
+    seq = (h * DTYPES[precision.activations].bytes + h * DTYPES[precision.gemm_inputs].bytes)
+    return tokens * (seq / where(sp, tp, 1) + vocab_per_rank * STATS_BYTES)

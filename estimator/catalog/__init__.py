@@ -1,0 +1,74 @@
+"""The bundled catalogs: models (Hugging Face configs) and accelerators, each entry with sources.
+
+Files are read once, lazily, and never written. Nothing here touches the network.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from ..accelerator import Accelerator, accelerator_from_entry
+from ..errors import UnknownIdError
+from ..model import ModelSpec, model_from_config
+
+__all__ = [
+    "accelerator_entry",
+    "accelerator_ids",
+    "get_accelerator",
+    "get_model",
+    "model_entry",
+    "model_ids",
+]
+
+
+@cache
+def _load(name: str) -> dict[str, Any]:
+    text = (Path(__file__).parent / name).read_text(encoding="utf-8")
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+@cache
+def _models() -> dict[str, dict[str, Any]]:
+    return {m["id"]: m for m in _load("models.json")["models"]}
+
+
+@cache
+def _accelerators() -> dict[str, dict[str, Any]]:
+    return {a["id"]: a for a in _load("accelerators.json")["accelerators"]}
+
+
+def model_ids() -> tuple[str, ...]:
+    return tuple(_models())
+
+
+def accelerator_ids() -> tuple[str, ...]:
+    return tuple(_accelerators())
+
+
+def model_entry(model_id: str) -> dict[str, Any]:
+    """The raw catalog entry: ``config``, ``hf_id``, ``sources`` ..."""
+    try:
+        return _models()[model_id]
+    except KeyError:
+        raise UnknownIdError("model", model_id, model_ids()) from None
+
+
+def accelerator_entry(accelerator_id: str) -> dict[str, Any]:
+    try:
+        return _accelerators()[accelerator_id]
+    except KeyError:
+        raise UnknownIdError("accelerator", accelerator_id, accelerator_ids()) from None
+
+
+@cache
+def get_model(model_id: str) -> ModelSpec:
+    return model_from_config(model_entry(model_id)["config"], model_id)
+
+
+@cache
+def get_accelerator(accelerator_id: str) -> Accelerator:
+    return accelerator_from_entry(accelerator_entry(accelerator_id))

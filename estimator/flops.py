@@ -1,0 +1,132 @@
+"""Forward and training FLOPs under one stated convention.
+
+Convention (the one ``torch.utils.flop_counter.FlopCounterMode`` uses, so the tests can compare
+exactly): only matrix multiplies count, 2 FLOPs per multiply-add; bias adds, norms, activations,
+softmax and embedding lookups count zero. Attention scores ``Q K^T`` and ``P V`` are counted over
+the full ``s x s`` square (``attention_core``), as an eager or math-SDPA kernel computes them.
+
+``attention_core_causal`` counts only the unmasked half (and, for sliding-window layers, only the
+window): the work a causal flash kernel must do, used for *model FLOPs* (MFU). Backward is twice
+the forward (two GEMMs per forward GEMM: input and weight gradients).
+
+Every function takes sequence length and batch as ints or numpy arrays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from .architecture import AttentionCore
+from .model import ModelSpec
+from .xp import Num, minimum
+
+__all__ = ["ForwardFlops", "Recompute", "TrainingFlops", "forward_flops", "training_flops"]
+
+Recompute = Literal["none", "selective", "full"]
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardFlops:
+    """Forward-pass FLOPs for ``batch`` sequences of ``seq_len`` tokens, by component."""
+
+    embeddings: Num
+    attention_proj: Num
+    attention_core: Num
+    attention_core_causal: Num
+    mlp: Num
+    experts: Num
+    shared_experts: Num
+    router: Num
+    output_head: Num
+
+    @property
+    def total(self) -> Num:
+        """torch's count: full-square attention."""
+        return self.matmul + self.attention_core
+
+    @property
+    def total_causal(self) -> Num:
+        """Model FLOPs: attention with the causal mask (and windows) applied."""
+        return self.matmul + self.attention_core_causal
+
+    @property
+    def matmul(self) -> Num:
+        """Everything but the attention scores (weights x activations)."""
+        return (self.embeddings + self.attention_proj + self.mlp + self.experts
+                + self.shared_experts + self.router + self.output_head)
+
+
+def _causal_pairs(seq: Num, window: int | None) -> Num:
+    """Unmasked (query, key) pairs of a causal, optionally windowed, sequence."""
+    if window is None:
+        return seq * (seq + 1) // 2
+    m = minimum(seq, window)
+    return m * (m + 1) // 2 + (seq - m) * window
+
+
+def _core_flops(core: AttentionCore, pairs: Num) -> Num:
+    return 2 * pairs * core.num_heads * (core.qk_head_dim + core.v_head_dim)
+
+
+def forward_flops(model: ModelSpec, seq_len: Num, batch: Num = 1) -> ForwardFlops:
+    tokens = seq_len * batch
+    per_token = dict.fromkeys(("embeddings", "attention", "mlp", "experts", "shared_experts",
+                               "router"), 0)
+    core = core_causal = 0
+    for kind, n in zip(model.kinds, model.kind_counts, strict=True):
+        for m in kind.linears:
+            per_token[m.component] += n * m.forward_flops_per_token()
+        core = core + n * _core_flops(kind.attention, seq_len * seq_len)
+        core_causal = core_causal + n * _core_flops(
+            kind.attention, _causal_pairs(seq_len, kind.attention.window))
+    per_token["embeddings"] += sum(m.forward_flops_per_token()
+                                   for m in model.embedding_projections)
+    return ForwardFlops(
+        embeddings=tokens * per_token["embeddings"],
+        attention_proj=tokens * per_token["attention"],
+        attention_core=batch * core,
+        attention_core_causal=batch * core_causal,
+        mlp=tokens * per_token["mlp"],
+        experts=tokens * per_token["experts"],
+        shared_experts=tokens * per_token["shared_experts"],
+        router=tokens * per_token["router"],
+        output_head=tokens * 2 * model.vocab_size * model.embed_dim,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TrainingFlops:
+    """FLOPs of one training pass (forward + backward) over the given tokens.
+
+    ``model`` is the MFU numerator (causal attention, no recompute: 3x the causal forward).
+    ``hardware`` adds the recomputed forward work (HFU numerator): full recompute repeats the
+    whole forward of the layers, selective recompute repeats the attention scores only
+    (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models").
+    """
+
+    forward: Num
+    backward: Num
+    recompute: Num
+
+    @property
+    def model(self) -> Num:
+        return self.forward + self.backward
+
+    @property
+    def hardware(self) -> Num:
+        return self.forward + self.backward + self.recompute
+
+
+def training_flops(
+    model: ModelSpec, seq_len: Num, batch: Num = 1, recompute: Recompute = "none"
+) -> TrainingFlops:
+    f = forward_flops(model, seq_len, batch)
+    forward = f.total_causal
+    if recompute == "full":
+        extra = forward - f.output_head - f.embeddings
+    elif recompute == "selective":
+        extra = f.attention_core_causal
+    else:
+        extra = 0
+    return TrainingFlops(forward=forward, backward=2 * forward, recompute=extra)

@@ -1,0 +1,187 @@
+"""Serving memory per GPU: weights, KV cache, activation peaks, runtime overhead, concurrency.
+
+KV cache per token and layer is ``2 * kv_heads * head_dim`` elements for standard attention (K
+and V), ``kv_lora_rank + qk_rope_head_dim`` for DeepSeek MLA's compressed latent (which, unlike
+per-head caches, is replicated on every TP rank), in the KV-cache format. Sliding-window layers
+keep at most ``window`` tokens. KV heads split over TP; when tp exceeds their number each rank
+keeps one (vLLM/TensorRT-LLM replicate them). Under PP a GPU caches only its stage's layers.
+
+Activation peaks are the live tensors of one layer for the tokens in flight (a prefill chunk, or
+one token per sequence when decoding): the residual stream, the norm output, q/k/v, the attention
+output and the MLP's intermediate (gate and up), plus fp32 logits for one token per sequence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from .accelerator import GIB, Accelerator
+from .errors import SpecError
+from .model import ModelSpec
+from .parallel import Parallelism, validate_layout
+from .precision import DTYPES, Precision
+from .sharding import padded_vocab, stage_kind_counts, stage_params
+from .xp import Num, maximum, minimum
+
+__all__ = [
+    "RUNTIME_OVERHEAD_BYTES",
+    "InferenceMemory",
+    "InferenceSetup",
+    "inference_memory",
+    "kv_cache_bytes_per_token",
+]
+
+# CUDA context, kernels, CUDA-graph pools and NCCL buffers of a serving engine (vLLM reserves its
+# budget with gpu_memory_utilization=0.9; this is the part of that budget that is not KV cache).
+RUNTIME_OVERHEAD_BYTES = 1.5 * GIB
+
+
+@dataclass(frozen=True, slots=True)
+class InferenceSetup:
+    """A serving workload: ``concurrency`` sequences of ``input_len + output_len`` tokens.
+
+    ``prefill_chunk`` is the number of prompt tokens processed in one forward (chunked prefill);
+    by default one whole prompt.
+    """
+
+    input_len: int
+    output_len: int
+    concurrency: int = 1
+    prefill_chunk: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InferenceMemory:
+    """Per-GPU serving memory, in bytes, on the most-loaded pipeline stage."""
+
+    weights_bytes: float
+    kv_cache_bytes: float
+    activation_peak_bytes: float
+    runtime_overhead_bytes: float
+    capacity_bytes: float
+    kv_cache_bytes_per_token: float
+    kv_cache_bytes_per_sequence: float
+    max_concurrency: int
+    prefill_peak_bytes: float
+    decode_peak_bytes: float
+    stage: int
+    notes: tuple[str, ...] = ()
+
+    @property
+    def total_bytes(self) -> float:
+        return sum(getattr(self, name) for name in INFERENCE_TERMS)
+
+    @property
+    def fits(self) -> bool:
+        return self.total_bytes <= self.capacity_bytes
+
+    def terms(self) -> dict[str, float]:
+        return {name: getattr(self, name) for name in INFERENCE_TERMS}
+
+
+INFERENCE_TERMS = ("weights_bytes", "kv_cache_bytes", "activation_peak_bytes",
+                   "runtime_overhead_bytes")
+
+
+def _kv_elems(model: ModelSpec, kind_index: int, tp: Num) -> Num:
+    a = model.kinds[kind_index].attention
+    if not a.cache_shards_with_tp:
+        return a.cache_elems_per_token
+    per_head = a.cache_elems_per_token // a.num_kv_heads
+    return per_head * maximum(a.num_kv_heads // tp, 1)
+
+
+def kv_cache_bytes_per_token(model: ModelSpec, precision: Precision, context: Num, *,
+                             tp: Num = 1, pp: Num = 1, stage: Num = 0) -> Num:
+    """KV-cache bytes per sequence token on one GPU, averaged over a ``context``-token sequence
+    (sliding-window layers stop growing at their window)."""
+    return kv_cache_bytes_per_sequence(model, precision, context, tp=tp, pp=pp,
+                                       stage=stage) / context
+
+
+def kv_cache_bytes_per_sequence(model: ModelSpec, precision: Precision, context: Num, *,
+                                tp: Num = 1, pp: Num = 1, stage: Num = 0) -> Num:
+    counts = stage_kind_counts(model, pp, 1, stage)
+    total: Num = 0
+    for k, (kind, n) in enumerate(zip(model.kinds, counts, strict=True)):
+        window = kind.attention.window
+        tokens = context if window is None else minimum(context, window)
+        total = total + n * tokens * _kv_elems(model, k, tp)
+    return total * DTYPES[precision.kv_cache].bytes
+
+
+def _layer_live_elems(model: ModelSpec, tp: Num) -> Num:
+    """Peak live elements per token inside one layer (largest kind)."""
+    peak: Num = 0
+    for kind in model.kinds:
+        a = kind.attention
+        qkv = (a.num_heads * a.qk_head_dim + a.num_kv_heads * (a.qk_head_dim + a.v_head_dim))
+        inter = max((m.in_features * m.active for m in kind.linears
+                     if m.tp == "row" and m.component != "attention"), default=0)
+        live = 2 * model.hidden_size + qkv / tp + a.num_heads * a.v_head_dim / tp + 2 * inter / tp
+        peak = maximum(peak, live)
+    return peak
+
+
+def inference_memory(model: ModelSpec, accelerator: Accelerator, parallel: Parallelism,
+                     setup: InferenceSetup, precision: Precision) -> InferenceMemory:
+    validate_layout(model, parallel, training=False)
+    if parallel.dp != 1 or parallel.cp != 1 or parallel.vp != 1:
+        raise SpecError("layout", "serving layouts take tp, pp and ep (one replica)")
+    if model.moe is not None and parallel.tp % parallel.ep:
+        raise SpecError("layout.ep", f"ep={parallel.ep} must divide tp={parallel.tp} "
+                        "(experts are spread over the TP ranks of a replica)", parallel.ep)
+    for name in ("input_len", "output_len", "concurrency"):
+        if getattr(setup, name) < (0 if name == "output_len" else 1):
+            raise SpecError(name, "must be >= 1" if name != "output_len" else "must be >= 0",
+                            getattr(setup, name))
+    context = setup.input_len + setup.output_len
+    if model.max_seq_len is not None and context > model.max_seq_len:
+        raise SpecError("input_len", f"input_len + output_len = {context} exceeds the model's "
+                        f"max_position_embeddings={model.max_seq_len}", setup.input_len)
+    tp, pp, ep = parallel.tp, parallel.pp, parallel.ep
+    etp = tp // ep if model.moe is not None else 1
+    act_b = DTYPES[precision.activations].bytes
+    chunk = setup.prefill_chunk or setup.input_len
+    per_stage: list[InferenceMemory] = []
+    for stage in (range(pp) if len(model.kinds) > 1 else sorted({0, pp - 1})):
+        p = stage_params(model, tp, pp, 1, ep, etp, stage)
+        weights = ((p.linear_weights + p.expert_weights) * DTYPES[precision.weights].bytes
+                   + (p.other + p.expert_other) * act_b)
+        per_seq = kv_cache_bytes_per_sequence(model, precision, context, tp=tp, pp=pp,
+                                              stage=stage)
+        live = _layer_live_elems(model, tp) * act_b
+        logits = (padded_vocab(model, tp) // tp) * DTYPES["fp32"].bytes
+        last = stage == pp - 1
+        prefill = chunk * live + last * logits
+        decode = setup.concurrency * (live + last * logits)
+        peak = max(prefill, decode)
+        free = accelerator.memory_bytes - weights - peak - RUNTIME_OVERHEAD_BYTES
+        mem = InferenceMemory(
+            weights_bytes=float(weights),
+            kv_cache_bytes=float(setup.concurrency * per_seq),
+            activation_peak_bytes=float(peak),
+            runtime_overhead_bytes=RUNTIME_OVERHEAD_BYTES,
+            capacity_bytes=float(accelerator.memory_bytes),
+            kv_cache_bytes_per_token=float(per_seq / context),
+            kv_cache_bytes_per_sequence=float(per_seq),
+            max_concurrency=max(int(free // per_seq), 0) if per_seq else 0,
+            prefill_peak_bytes=float(prefill),
+            decode_peak_bytes=float(decode),
+            stage=stage,
+        )
+        per_stage.append(mem)
+    best = max(per_stage, key=lambda m: m.total_bytes)
+    notes = [f"Runtime overhead (CUDA context, CUDA graphs, NCCL) is a planning default of "
+             f"{RUNTIME_OVERHEAD_BYTES / GIB:.1f} GiB."]
+    if any(k.attention.window for k in model.kinds):
+        notes.append("Sliding-window layers cache at most their window of tokens.")
+    if any(not k.attention.cache_shards_with_tp for k in model.kinds) and tp > 1:
+        notes.append("MLA's latent KV cache is replicated on every TP rank.")
+    if any(k.attention.num_kv_heads < tp for k in model.kinds):
+        notes.append("tp exceeds the KV-head count: KV heads are replicated across TP ranks.")
+    if best.max_concurrency < setup.concurrency:
+        notes.append(f"KV cache limits concurrency to {best.max_concurrency} sequences of "
+                     f"{context} tokens.")
+    return InferenceMemory(**{f.name: getattr(best, f.name) for f in fields(best)
+                              if f.name != "notes"}, notes=tuple(notes))

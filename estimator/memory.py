@@ -1,0 +1,305 @@
+"""Training memory per GPU, term by term, on the most-loaded pipeline stage.
+
+Bytes per parameter (Megatron-LM's accounting, ``theoretical_memory_usage.py``, generalized):
+model weights in the precision's weight format (plus Transformer Engine's low-precision weight
+cache for fp8 recipes), gradients in the gradient format (fp32 ``main_grad`` for bf16 training),
+fp32 master weights, and optimizer states (AdamW: two fp32 moments). ZeRO stage 1 (and Megatron's
+distributed optimizer) shards master weights and optimizer states over the data-parallel ranks
+(``dp * cp`` for dense parameters, the expert data-parallel ranks for experts); stage 2 also the
+gradients; stage 3 (FSDP FULL_SHARD) also the weights, which are then all-gathered one layer at a
+time (two layers resident: the one computing and the one prefetched).
+
+Activations follow ``activations.py``; pipeline rank ``r`` keeps the micro-batches in flight under
+1F1B (``pp - r``) or interleaved 1F1B (Megatron's warm-up count ``2 (pp - r - 1) + (vp - 1) pp + 1``
+chunks), never more than the step has. The first stage adds the embedding's inputs, the last the
+logits buffer. Named overheads (CUDA context, NCCL buffers, allocator fragmentation) are estimates
+with the defaults below and say so in ``notes``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Literal
+
+from .accelerator import GIB, Accelerator
+from .activations import embedding_activation_bytes, head_activation_bytes, layer_activation_bytes
+from .errors import SpecError
+from .flops import Recompute
+from .model import ModelSpec
+from .parallel import Parallelism, validate_layout
+from .precision import DTYPES, Precision
+from .sharding import padded_vocab, stage_kind_counts, stage_params
+from .xp import Num, ceil_div, logical_and, maximum, minimum, where
+
+__all__ = [
+    "CUDA_CONTEXT_BYTES",
+    "FRAGMENTATION_FRACTION",
+    "NCCL_BUFFER_BYTES_PER_GROUP",
+    "OPTIMIZERS",
+    "TrainingMemory",
+    "TrainingSetup",
+    "training_memory",
+    "training_memory_terms",
+]
+
+# CUDA context, cuBLAS/cuDNN workspaces and loaded kernels of a PyTorch training process. Not in
+# torch.cuda.max_memory_allocated, but it counts against the card's capacity.
+CUDA_CONTEXT_BYTES = 0.75 * GIB
+# NCCL communicator buffers, per parallel group of size > 1 the GPU belongs to (NCCL's default
+# NCCL_BUFFSIZE of 4 MiB per channel and peer, over the channels a group opens).
+NCCL_BUFFER_BYTES_PER_GROUP = 0.25 * GIB
+# PyTorch caching-allocator overhead (reserved minus allocated) as a share of allocated bytes.
+# 5% is a planning default; expandable segments bring it near zero, fragmented workloads see 10-15%.
+FRAGMENTATION_FRACTION = 0.05
+
+Optimizer = Literal["adamw", "adam8bit", "sgd", "adafactor"]
+# Optimizer-state elements per parameter and their format; adafactor keeps factored second
+# moments (row + column statistics) instead, see ``_optimizer_state_bytes``.
+OPTIMIZERS: dict[str, tuple[int, str]] = {
+    "adamw": (2, "fp32"),
+    "adam8bit": (2, "fp8-adam"),
+    "sgd": (1, "fp32"),
+    "adafactor": (0, "fp32"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TrainingSetup:
+    """What is trained on each step.
+
+    ``global_batch_size`` defaults to ``micro_batch_size * dp``; ``flash_attention`` selects the
+    attention kernel whose saved tensors are counted; ``optimizer`` the state layout.
+    """
+
+    seq_len: int
+    micro_batch_size: int = 1
+    global_batch_size: int | None = None
+    recompute: Recompute = "none"
+    flash_attention: bool = True
+    optimizer: Optimizer = "adamw"
+
+
+@dataclass(frozen=True, slots=True)
+class TrainingMemory:
+    """Per-GPU training memory on the most-loaded GPU, in bytes, term by term."""
+
+    weights_bytes: float
+    weight_cache_bytes: float
+    gradients_bytes: float
+    master_weights_bytes: float
+    optimizer_states_bytes: float
+    activations_bytes: float
+    logits_bytes: float
+    zero3_gather_bytes: float
+    cuda_context_bytes: float
+    comm_buffers_bytes: float
+    fragmentation_bytes: float
+    capacity_bytes: float
+    stage: int
+    params_on_gpu: float
+    in_flight_microbatches: int
+    notes: tuple[str, ...] = ()
+
+    @property
+    def total_bytes(self) -> float:
+        return sum(getattr(self, name) for name in TERMS)
+
+    @property
+    def fits(self) -> bool:
+        return self.total_bytes <= self.capacity_bytes
+
+    def terms(self) -> dict[str, float]:
+        return {name: getattr(self, name) for name in TERMS}
+
+
+TERMS = tuple(f.name for f in fields(TrainingMemory) if f.name.endswith("_bytes")
+              and f.name != "capacity_bytes")
+
+
+def _optimizer_state_bytes(model: ModelSpec, optimizer: str, params: Num) -> Num:
+    count, fmt = OPTIMIZERS[optimizer]
+    if optimizer == "adafactor":
+        return params * _adafactor_ratio(model) * DTYPES["fp32"].bytes
+    return params * count * DTYPES[fmt].bytes
+
+
+def _adafactor_ratio(model: ModelSpec) -> float:
+    """Factored second-moment elements per parameter: a (rows x cols) matrix keeps rows + cols
+    statistics, vectors keep themselves (Shazeer & Stern 2018). Applied as a model-wide ratio."""
+    stats = params = 0
+    for kind, n in zip(model.kinds, model.kind_counts, strict=True):
+        for m in kind.linears:
+            stats += n * m.copies * (m.in_features + m.out_features) + n * m.bias_params
+            params += n * m.params
+        stats += n * sum(x.params for x in kind.norms)
+        params += n * sum(x.params for x in kind.norms)
+    return stats / params if params else 1.0
+
+
+def in_flight_microbatches(pp: Num, vp: Num, stage: Num, microbatches: Num) -> Num:
+    """Micro-batches of activations a pipeline rank holds at its peak, in units of the rank's
+    full layer set: 1F1B keeps ``pp - r``; interleaved 1F1B keeps ``2 (pp - r - 1) + (vp - 1) pp + 1``
+    chunks of ``1/vp`` of the rank's layers (Megatron-LM ``schedules.py`` warm-up counts)."""
+    plain = minimum(pp - stage, microbatches)
+    chunks = minimum(2 * (pp - stage - 1) + (vp - 1) * pp + 1, microbatches * vp)
+    return where(vp > 1, chunks / vp, plain)
+
+
+def training_memory_terms(
+    model: ModelSpec, precision: Precision, setup: TrainingSetup, *, tp: Num, pp: Num, dp: Num,
+    cp: Num, ep: Num, etp: Num, vp: Num, sp: Num, zero: Num, stage: Num, microbatches: Num,
+    micro_batch: Num, seq_len: Num, recompute: str, flash: bool, optimizer: str,
+) -> dict[str, Num]:
+    """Every memory term for one pipeline stage, for ints or arrays of layouts.
+
+    This is the single formula the single estimate and the sweep both call.
+    """
+    sp_on = logical_and(sp, tp > 1)
+    params = stage_params(model, tp, pp, vp, ep, etp, stage)
+    dense_shards = dp * cp
+    expert_shards = tp * cp * dp // (ep * etp)
+
+    w_lin, w_other = DTYPES[precision.weights].bytes, DTYPES[precision.activations].bytes
+    weights = (params.linear_weights + params.expert_weights) * w_lin + (
+        params.other + params.expert_other) * w_other
+    weights_dense = params.linear_weights * w_lin + params.other * w_other
+    weights_expert = weights - weights_dense
+    weights = where(zero >= 3, weights_dense / dense_shards + weights_expert / expert_shards,
+                    weights)
+    cache = 0.0
+    if precision.weight_cache is not None:
+        cache = (params.linear_weights + params.expert_weights) * DTYPES[
+            precision.weight_cache].bytes
+    # A parameter's share of the ZeRO-sharded terms: dense over dp*cp, experts over edp.
+    sharded_params = params.dense / dense_shards + params.experts / expert_shards
+    grads = where(zero >= 2, sharded_params, params.total) * precision.bytes("gradients")
+    opt_params = where(zero >= 1, sharded_params, params.total)
+    master = opt_params * precision.bytes("master_weights")
+    states = _optimizer_state_bytes(model, optimizer, opt_params)
+    gather = where(zero >= 3, 2 * params.largest_layer * w_lin, 0)
+
+    tokens = seq_len * micro_batch / cp
+    per_mb: Num = 0
+    for kind, n in zip(model.kinds, stage_kind_counts(model, pp, vp, stage), strict=True):
+        per_mb = per_mb + n * layer_activation_bytes(
+            model, kind, precision, tokens=tokens, keys=seq_len, tp=tp, sp=sp_on, etp=etp,
+            flash=flash, recompute=recompute)
+    flight = in_flight_microbatches(pp, vp, stage, microbatches)
+    first, last = stage == 0, stage == pp - 1
+    acts = flight * (per_mb + first * embedding_activation_bytes(model, precision, tokens, tp,
+                                                                  sp_on))
+    if recompute == "full":  # the layer being recomputed holds its full activations
+        working: Num = 0
+        for kind, n in zip(model.kinds, stage_kind_counts(model, pp, vp, stage), strict=True):
+            one = layer_activation_bytes(model, kind, precision, tokens=tokens, keys=seq_len,
+                                         tp=tp, sp=sp_on, etp=etp, flash=flash, recompute="none")
+            working = maximum(working, where(n > 0, one, 0))
+        acts = acts + working
+    vocab_rows = padded_vocab(model, tp) // tp
+    logits = last * head_activation_bytes(model, precision, tokens, tp, sp_on, vocab_rows)
+
+    groups = sum(where(x > 1, 1, 0) for x in (tp, pp, dp, cp, ep))
+    allocated = weights + cache + grads + master + states + acts + logits + gather
+    return {
+        "weights_bytes": weights,
+        "weight_cache_bytes": cache,
+        "gradients_bytes": grads,
+        "master_weights_bytes": master,
+        "optimizer_states_bytes": states,
+        "activations_bytes": acts,
+        "logits_bytes": logits,
+        "zero3_gather_bytes": gather,
+        "cuda_context_bytes": CUDA_CONTEXT_BYTES,
+        "comm_buffers_bytes": groups * NCCL_BUFFER_BYTES_PER_GROUP,
+        "fragmentation_bytes": allocated * FRAGMENTATION_FRACTION,
+        "params_on_gpu": params.total,
+        "in_flight": flight,
+    }
+
+
+def candidate_stages(model: ModelSpec, pp: int) -> tuple[int, ...]:
+    """Stages that can be the most loaded. With one layer kind, stage 0 dominates every middle
+    stage (same layers, most micro-batches in flight) and only the last differs (head, logits);
+    mixed stacks (dense-first MoE, alternating kinds) are checked stage by stage."""
+    if len(model.kinds) == 1:
+        return (0, pp - 1) if pp > 1 else (0,)
+    return tuple(range(pp))
+
+
+def validate_training(model: ModelSpec, p: Parallelism, setup: TrainingSetup) -> None:
+    validate_layout(model, p, training=True)
+    if setup.seq_len < 1:
+        raise SpecError("seq_len", "must be >= 1", setup.seq_len)
+    if model.max_seq_len is not None and setup.seq_len > model.max_seq_len:
+        raise SpecError("seq_len", f"exceeds the model's max_position_embeddings="
+                        f"{model.max_seq_len}", setup.seq_len)
+    if setup.micro_batch_size < 1:
+        raise SpecError("micro_batch_size", "must be >= 1", setup.micro_batch_size)
+    if setup.recompute not in ("none", "selective", "full"):
+        raise SpecError("recompute", "must be 'none', 'selective' or 'full'", setup.recompute)
+    if setup.optimizer not in OPTIMIZERS:
+        raise SpecError("optimizer", f"must be one of {', '.join(OPTIMIZERS)}", setup.optimizer)
+    gbs = setup.global_batch_size
+    if gbs is not None and (gbs < 1 or gbs % (setup.micro_batch_size * p.dp)):
+        raise SpecError("global_batch_size", f"must be a positive multiple of micro_batch_size"
+                        f" x dp = {setup.micro_batch_size * p.dp}", gbs)
+    if p.cp > 1 and setup.seq_len % (2 * p.cp):
+        raise SpecError("layout.cp", f"2*cp={2 * p.cp} must divide seq_len={setup.seq_len} "
+                        "(load-balanced context parallelism)", p.cp)
+    if p.cp > 1 and not setup.flash_attention:
+        raise SpecError("layout.cp", "context parallelism needs flash attention (ring "
+                        "attention exchanges K/V blocks, not score matrices)", p.cp)
+
+
+def training_memory(
+    model: ModelSpec, accelerator: Accelerator, parallel: Parallelism, setup: TrainingSetup,
+    precision: Precision,
+) -> TrainingMemory:
+    """Per-GPU memory of a training step on the most-loaded GPU, with its breakdown."""
+    validate_training(model, parallel, setup)
+    gbs = setup.global_batch_size or setup.micro_batch_size * parallel.dp
+    microbatches = gbs // (setup.micro_batch_size * parallel.dp)
+    per_stage = []
+    for stage in candidate_stages(model, parallel.pp):
+        terms = training_memory_terms(
+            model, precision, setup, tp=parallel.tp, pp=parallel.pp, dp=parallel.dp,
+            cp=parallel.cp, ep=parallel.ep, etp=parallel.expert_tp, vp=parallel.vp,
+            sp=parallel.sequence_parallel, zero=parallel.optimizer_shard_stage, stage=stage,
+            microbatches=microbatches, micro_batch=setup.micro_batch_size,
+            seq_len=setup.seq_len, recompute=setup.recompute, flash=setup.flash_attention,
+            optimizer=setup.optimizer)
+        per_stage.append((sum(terms[name] for name in TERMS), stage, terms))
+    _, best_stage, best = max(per_stage, key=lambda t: t[0])
+    notes = _training_notes(model, parallel, setup, best_stage)
+    return TrainingMemory(
+        **{name: float(best[name]) for name in TERMS},
+        capacity_bytes=float(accelerator.memory_bytes),
+        stage=best_stage,
+        params_on_gpu=float(best["params_on_gpu"]),
+        in_flight_microbatches=int(ceil_div(best["in_flight"] * 1000, 1000)),
+        notes=notes,
+    )
+
+
+def _training_notes(model: ModelSpec, p: Parallelism, setup: TrainingSetup,
+                    stage: int) -> tuple[str, ...]:
+    notes = [
+        f"Most-loaded GPU is on pipeline stage {stage} of {p.pp}.",
+        "Overheads are planning defaults, not measurements: CUDA context "
+        f"{CUDA_CONTEXT_BYTES / GIB:.2f} GiB, NCCL buffers "
+        f"{NCCL_BUFFER_BYTES_PER_GROUP / GIB:.2f} GiB per parallel group, allocator "
+        f"fragmentation {FRAGMENTATION_FRACTION:.0%} of allocated memory.",
+    ]
+    if p.sequence_parallel and p.tp == 1:
+        notes.append("sequence_parallel has no effect with tp=1.")
+    if p.tp > 1 and not p.sequence_parallel:
+        notes.append("Without sequence parallelism, norm and dropout activations are "
+                     "replicated on every TP rank; enabling it divides them by tp.")
+    if p.zero_stage >= 2 and p.pp > 1:
+        notes.append("ZeRO-2/3 with pipeline parallelism is not supported by DeepSpeed's "
+                     "pipeline engine (ZeRO-1 only); FSDP2 + PP (torchtitan) supports it.")
+    if padded := (padded_vocab(model, p.tp) - model.vocab_size):
+        notes.append(f"Vocabulary padded by {padded} rows to a multiple of 128*tp (Megatron).")
+    if model.notes:
+        notes += list(model.notes)
+    return tuple(notes)

@@ -1,0 +1,61 @@
+"""Arithmetic that works the same on Python numbers and on numpy arrays.
+
+The estimator's formulas take layout quantities (tp, pp, micro-batch, ...) that are plain ints for
+a single estimate and numpy arrays for a sweep. Plain operators already work on both; these few
+helpers cover what does not (min/max/where/indexing), picking the cheap scalar path when every
+argument is a Python number so that a single estimate stays in microseconds.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any, TypeAlias
+
+__all__ = ["Num", "ceil_div", "is_array", "logical_and", "maximum", "minimum", "take", "where"]
+
+# A Python int/float or a numpy array of them. Typed as Any: numpy's stubs and Python's numeric
+# tower do not compose under mypy, and these values only ever meet + - * / // and the helpers here.
+Num: TypeAlias = Any
+
+
+def _numpy() -> Any:
+    """numpy if it has been imported, else None: no value can be an array before it is, so a
+    single estimate never pays numpy's import time."""
+    return sys.modules.get("numpy")
+
+
+def is_array(*values: Num) -> bool:
+    np = _numpy()
+    return np is not None and any(isinstance(v, np.ndarray) for v in values)
+
+
+def minimum(a: Num, b: Num) -> Num:
+    return _numpy().minimum(a, b) if is_array(a, b) else min(a, b)
+
+
+def maximum(a: Num, b: Num) -> Num:
+    return _numpy().maximum(a, b) if is_array(a, b) else max(a, b)
+
+
+def where(cond: Num, a: Num, b: Num) -> Num:
+    if is_array(cond, a, b):
+        return _numpy().where(cond, a, b)
+    return a if cond else b
+
+
+def logical_and(a: Num, b: Num) -> Num:
+    return _numpy().logical_and(a, b) if is_array(a, b) else bool(a) and bool(b)
+
+
+def ceil_div(a: Num, b: Num) -> Num:
+    """Integer ceiling division for ints and integer arrays."""
+    return -(-a // b)
+
+
+def take(table: Sequence[int] | np.ndarray, index: Num) -> Num:
+    """``table[index]`` for an int index or an integer index array."""
+    if is_array(index):
+        np = _numpy()
+        return np.take(np.asarray(table), index)
+    return table[index]
