@@ -28,9 +28,22 @@ from .model import ModelSpec
 from .precision import DTYPES, Precision
 from .xp import Num, where
 
-__all__ = ["ActivationConvention", "ActivationItem", "layer_items", "layer_activation_bytes"]
+__all__ = [
+    "HF_CONVENTION_FAMILIES",
+    "ActivationConvention",
+    "ActivationItem",
+    "embedding_activation_bytes",
+    "head_activation_bytes",
+    "hf_checkpoint_shared_bytes",
+    "hf_layer_items",
+    "layer_activation_bytes",
+    "layer_items",
+]
 
-ActivationConvention = Literal["megatron"]
+ActivationConvention = Literal["megatron", "hf"]
+# Families whose Hugging Face implementation the ``hf`` convention models op by op (RMSNorm with
+# an fp32 upcast, rotary positions, gated MLP, eager or SDPA attention).
+HF_CONVENTION_FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
 Region = Literal["seq", "tp", "full", "expert_h", "expert_i", "scores"]
 
 # Megatron counts the token ids fed to the embedding as 8 bytes per token (int64).
@@ -108,7 +121,51 @@ def layer_items(model: ModelSpec, kind: LayerKind, flash: bool) -> tuple[Activat
     return tuple(items)
 
 
+def _hf_norm(name: str, size: int, vectors: int, region: Region) -> list[ActivationItem]:
+    """HF RMSNorm saves an fp32 copy of its input, the fp32 rsqrt per vector and the normalized
+    input in the model dtype (the weight multiply's operand)."""
+    return [ActivationItem(f"{name}.input_fp32", size * vectors, "fp32", region),
+            ActivationItem(f"{name}.rsqrt", vectors, "fp32", region),
+            ActivationItem(f"{name}.normalized", size * vectors, "act", region)]
+
+
+def hf_layer_items(model: ModelSpec, kind: LayerKind, flash: bool) -> tuple[ActivationItem, ...]:
+    """What a Hugging Face Llama-style decoder layer saves for backward, op by op (measured
+    with ``saved_tensors_hooks`` in the tests): two RMSNorms, the inputs of the q/k/v and gate/up
+    projections, SDPA's q, k, v, output and log-sum-exp (eager: q and the KV-repeated k, v, the
+    fp32 softmax and its model-dtype copy, the output), and four intermediates of the SwiGLU MLP
+    (gate output, SiLU output, up output, product)."""
+    h, a = model.hidden_size, kind.attention
+    items = [*_hf_norm("input_layernorm", h, 1, "seq"),
+             *_hf_norm("post_attention_layernorm", h, 1, "seq"),
+             ActivationItem("attention.input", h, "gemm", "seq"),
+             ActivationItem("mlp.input", h, "gemm", "seq")]
+    for n in kind.norms:
+        if n.name.endswith(("q_norm", "k_norm")):
+            heads = a.num_heads if n.name.endswith("q_norm") else a.num_kv_heads
+            items += _hf_norm(n.name, n.size, heads, "tp")
+    q, out = a.num_heads * a.qk_head_dim, a.num_heads * a.v_head_dim
+    items += [ActivationItem("attention.q", q, "act", "tp"),
+              ActivationItem("attention.output", out, "act", "tp")]
+    if flash:
+        items += [ActivationItem("attention.k", a.num_kv_heads * a.qk_head_dim, "act", "tp"),
+                  ActivationItem("attention.v", a.num_kv_heads * a.v_head_dim, "act", "tp"),
+                  ActivationItem("attention.softmax_lse", a.num_heads, "fp32", "tp")]
+    else:
+        items += [ActivationItem("attention.k_repeated", a.num_heads * a.qk_head_dim, "act", "tp"),
+                  ActivationItem("attention.v_repeated", a.num_heads * a.v_head_dim, "act", "tp"),
+                  ActivationItem("attention.softmax_fp32", a.num_heads, "fp32", "scores"),
+                  ActivationItem("attention.probs", a.num_heads, "act_if_not_fp32", "scores")]
+    for m in kind.linears:
+        if m.component == "mlp" and m.tp == "row":
+            items.append(ActivationItem("mlp.intermediates", 4 * m.in_features, "act", "tp"))
+    return tuple(items)
+
+
 def _fmt_bytes(fmt: str, precision: Precision) -> float:
+    if fmt == "act_if_not_fp32":  # a dtype cast that is a no-op in fp32 saves nothing new
+        b = DTYPES[precision.activations].bytes
+        return 0.0 if precision.activations == "fp32" else b
     if fmt == "act":
         return DTYPES[precision.activations].bytes
     if fmt == "gemm":
@@ -118,7 +175,7 @@ def _fmt_bytes(fmt: str, precision: Precision) -> float:
 
 def layer_activation_bytes(
     model: ModelSpec, kind: LayerKind, precision: Precision, *, tokens: Num, keys: Num, tp: Num,
-    sp: Num, etp: Num, flash: bool, recompute: str,
+    sp: Num, etp: Num, flash: bool, recompute: str, convention: str = "megatron",
 ) -> Num:
     """Bytes one layer keeps for one micro-batch on one GPU.
 
@@ -130,7 +187,8 @@ def layer_activation_bytes(
     if recompute == "full":
         return tokens * model.hidden_size * DTYPES[precision.activations].bytes / seq_div
     per_token: Num = 0
-    for it in layer_items(model, kind, flash):
+    items = hf_layer_items if convention == "hf" else layer_items
+    for it in items(model, kind, flash):
         b = it.elems * _fmt_bytes(it.fmt, precision)
         if it.region == "seq":
             per_token = per_token + b / seq_div
@@ -148,16 +206,39 @@ def layer_activation_bytes(
 
 
 def embedding_activation_bytes(model: ModelSpec, precision: Precision, tokens: Num, tp: Num,
-                               sp: Num) -> Num:
-    """First stage, per micro-batch: token ids, and the embedding dropout output if any."""
+                               sp: Num, convention: str = "megatron", seq_len: Num = 0) -> Num:
+    """First stage, per micro-batch: token ids, and the embedding dropout output if any.
+
+    The ``hf`` convention adds the rotary cos/sin tables every layer's rotation saves (shared,
+    ``[1, s, head_dim]`` each).
+    """
     drop = model.hidden_size * DTYPES[precision.activations].bytes if model.hidden_dropout else 0
-    return tokens * (TOKEN_ID_BYTES + drop / where(sp, tp, 1))
+    extra: Num = 0
+    if convention == "hf":
+        extra = 2 * seq_len * model.head_dim * DTYPES[precision.activations].bytes
+    return tokens * (TOKEN_ID_BYTES + drop / where(sp, tp, 1)) + extra
+
+
+def hf_checkpoint_shared_bytes(model: ModelSpec, precision: Precision, seq_len: Num,
+                               micro_batch: Num, flash: bool) -> Num:
+    """With HF gradient checkpointing each layer saves its inputs; besides the hidden states
+    those are shared by all layers: cos/sin, the position ids and, for eager attention, the
+    materialized ``[b, 1, s, s]`` causal mask."""
+    act = DTYPES[precision.activations].bytes
+    mask = 0 if flash else micro_batch * seq_len * seq_len * act
+    return 2 * seq_len * model.head_dim * act + seq_len * TOKEN_ID_BYTES + mask
 
 
 def head_activation_bytes(model: ModelSpec, precision: Precision, tokens: Num, tp: Num,
-                          sp: Num, vocab_per_rank: Num) -> Num:
+                          sp: Num, vocab_per_rank: Num, convention: str = "megatron") -> Num:
     """Last stage, one micro-batch: final-norm input, head input, and the logits the
-    cross-entropy keeps in fp32 (the fp32 upcast of the vocabulary-parallel loss)."""
+    cross-entropy keeps in fp32 (the fp32 upcast of the vocabulary-parallel loss). The ``hf``
+    convention's RMSNorm keeps its fp32 copy and rsqrt, and the loss its int64 labels."""
     h = model.hidden_size
-    seq = (h * DTYPES[precision.activations].bytes + h * DTYPES[precision.gemm_inputs].bytes)
-    return tokens * (seq / where(sp, tp, 1) + vocab_per_rank * STATS_BYTES)
+    act, gemm = DTYPES[precision.activations].bytes, DTYPES[precision.gemm_inputs].bytes
+    if convention == "hf":
+        norm = sum(it.elems * _fmt_bytes(it.fmt, precision) for it in _hf_norm("norm", h, 1,
+                                                                               "seq"))
+        return tokens * ((norm + h * gemm) / where(sp, tp, 1) + vocab_per_rank * STATS_BYTES
+                         + TOKEN_ID_BYTES) + STATS_BYTES
+    return tokens * ((h * act + h * gemm) / where(sp, tp, 1) + vocab_per_rank * STATS_BYTES)

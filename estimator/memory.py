@@ -22,7 +22,14 @@ from dataclasses import dataclass, fields
 from typing import Literal
 
 from .accelerator import GIB, Accelerator
-from .activations import embedding_activation_bytes, head_activation_bytes, layer_activation_bytes
+from .activations import (
+    HF_CONVENTION_FAMILIES,
+    ActivationConvention,
+    embedding_activation_bytes,
+    head_activation_bytes,
+    hf_checkpoint_shared_bytes,
+    layer_activation_bytes,
+)
 from .errors import SpecError
 from .flops import Recompute
 from .model import ModelSpec
@@ -68,7 +75,10 @@ class TrainingSetup:
     """What is trained on each step.
 
     ``global_batch_size`` defaults to ``micro_batch_size * dp``; ``flash_attention`` selects the
-    attention kernel whose saved tensors are counted; ``optimizer`` the state layout.
+    attention kernel whose saved tensors are counted; ``optimizer`` the state layout;
+    ``activation_convention`` whose saved tensors are counted: ``megatron`` (Megatron-Core's fused
+    kernels, Korthikanti et al.) or ``hf`` (Hugging Face eager/SDPA modules, op by op; Llama-style
+    families only).
     """
 
     seq_len: int
@@ -77,6 +87,7 @@ class TrainingSetup:
     recompute: Recompute = "none"
     flash_attention: bool = True
     optimizer: Optimizer = "adamw"
+    activation_convention: ActivationConvention = "megatron"
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +160,7 @@ def training_memory_terms(
     model: ModelSpec, precision: Precision, setup: TrainingSetup, *, tp: Num, pp: Num, dp: Num,
     cp: Num, ep: Num, etp: Num, vp: Num, sp: Num, zero: Num, stage: Num, microbatches: Num,
     micro_batch: Num, seq_len: Num, recompute: str, flash: bool, optimizer: str,
+    convention: str = "megatron",
 ) -> dict[str, Num]:
     """Every memory term for one pipeline stage, for ints or arrays of layouts.
 
@@ -183,20 +195,27 @@ def training_memory_terms(
     for kind, n in zip(model.kinds, stage_kind_counts(model, pp, vp, stage), strict=True):
         per_mb = per_mb + n * layer_activation_bytes(
             model, kind, precision, tokens=tokens, keys=seq_len, tp=tp, sp=sp_on, etp=etp,
-            flash=flash, recompute=recompute)
+            flash=flash, recompute=recompute, convention=convention)
     flight = in_flight_microbatches(pp, vp, stage, microbatches)
     first, last = stage == 0, stage == pp - 1
-    acts = flight * (per_mb + first * embedding_activation_bytes(model, precision, tokens, tp,
-                                                                  sp_on))
+    if convention == "hf" and recompute == "full":
+        embed = (embedding_activation_bytes(model, precision, tokens, tp, sp_on)
+                 + hf_checkpoint_shared_bytes(model, precision, seq_len, micro_batch, flash))
+    else:
+        embed = embedding_activation_bytes(model, precision, tokens, tp, sp_on, convention,
+                                           seq_len)
+    acts = flight * (per_mb + first * embed)
     if recompute == "full":  # the layer being recomputed holds its full activations
         working: Num = 0
         for kind, n in zip(model.kinds, stage_kind_counts(model, pp, vp, stage), strict=True):
             one = layer_activation_bytes(model, kind, precision, tokens=tokens, keys=seq_len,
-                                         tp=tp, sp=sp_on, etp=etp, flash=flash, recompute="none")
+                                         tp=tp, sp=sp_on, etp=etp, flash=flash, recompute="none",
+                                         convention=convention)
             working = maximum(working, where(n > 0, one, 0))
         acts = acts + working
-    vocab_rows = padded_vocab(model, tp) // tp
-    logits = last * head_activation_bytes(model, precision, tokens, tp, sp_on, vocab_rows)
+    vocab_rows = model.vocab_size / tp if convention == "hf" else padded_vocab(model, tp) // tp
+    logits = last * head_activation_bytes(model, precision, tokens, tp, sp_on, vocab_rows,
+                                          convention)
 
     groups = sum(where(x > 1, 1, 0) for x in (tp, pp, dp, cp, ep))
     allocated = weights + cache + grads + master + states + acts + logits + gather
@@ -237,6 +256,12 @@ def validate_training(model: ModelSpec, p: Parallelism, setup: TrainingSetup) ->
         raise SpecError("micro_batch_size", "must be >= 1", setup.micro_batch_size)
     if setup.recompute not in ("none", "selective", "full"):
         raise SpecError("recompute", "must be 'none', 'selective' or 'full'", setup.recompute)
+    if setup.activation_convention not in ("megatron", "hf"):
+        raise SpecError("activation_convention", "must be 'megatron' or 'hf'",
+                        setup.activation_convention)
+    if setup.activation_convention == "hf" and model.model_type not in HF_CONVENTION_FAMILIES:
+        raise SpecError("activation_convention", "the 'hf' convention is modelled for "
+                        f"{', '.join(HF_CONVENTION_FAMILIES)}; use 'megatron'", model.model_type)
     if setup.optimizer not in OPTIMIZERS:
         raise SpecError("optimizer", f"must be one of {', '.join(OPTIMIZERS)}", setup.optimizer)
     gbs = setup.global_batch_size
@@ -267,7 +292,7 @@ def training_memory(
             sp=parallel.sequence_parallel, zero=parallel.optimizer_shard_stage, stage=stage,
             microbatches=microbatches, micro_batch=setup.micro_batch_size,
             seq_len=setup.seq_len, recompute=setup.recompute, flash=setup.flash_attention,
-            optimizer=setup.optimizer)
+            optimizer=setup.optimizer, convention=setup.activation_convention)
         per_stage.append((sum(terms[name] for name in TERMS), stage, terms))
     _, best_stage, best = max(per_stage, key=lambda t: t[0])
     notes = _training_notes(model, parallel, setup, best_stage)
