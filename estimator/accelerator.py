@@ -46,8 +46,11 @@ class Accelerator:
         """Dense peak FLOP/s for a compute format; SpecError if the hardware has no such rate."""
         rate = self.peak_flop_per_s.get(fmt)
         if rate is None:
-            raise SpecError("precision", f"{self.id} has no {fmt} tensor-core rate "
-                            f"(has {', '.join(self.peak_flop_per_s)})", fmt)
+            raise SpecError(
+                "precision",
+                f"{self.id} has no {fmt} tensor-core rate (has {', '.join(self.peak_flop_per_s)})",
+                fmt,
+            )
         return rate
 
 

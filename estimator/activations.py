@@ -5,7 +5,8 @@ Large Transformer Models", Sec. 4, eq. 1-2), generalized from GPT-3 to the famil
 linear keeps its input, every norm its input, attention keeps Q, K, V and its output (plus the
 softmax statistics with flash attention, or the ``s x s`` score matrices with eager attention), the
 MLP keeps its activation's input and output, dropouts keep one-byte masks. For GPT-3 shapes with
-dropout this reproduces the paper's ``34 s b h + 5 a s^2 b`` bytes per layer (bf16) exactly; under TP
+dropout this reproduces the paper's ``34 s b h + 5 a s^2 b`` bytes per layer (bf16) exactly; under
+TP
 without sequence parallelism the norm/dropout region is replicated (``10 + 24/t``); with sequence
 parallelism everything is split by TP.
 
@@ -14,7 +15,8 @@ parallelism, ``tp`` items are always split over TP, ``full`` items are never spl
 modules such as MLA's down-projections). Elements on GEMM inputs are stored in the precision's
 ``gemm_inputs`` format (fp8 recipes save fp8 copies).
 
-Tokens per GPU are ``seq_len * micro_batch / cp``; routed experts see ``top_k`` copies of each token,
+Tokens per GPU are ``seq_len * micro_batch / cp``; routed experts see ``top_k`` copies of each
+token,
 all-gathered over TP when the experts are tensor-parallel (``etp``).
 """
 
@@ -73,8 +75,11 @@ def layer_items(model: ModelSpec, kind: LayerKind, flash: bool) -> tuple[Activat
     a = kind.attention
     items = [ActivationItem("norm.inputs", _norm_inputs(kind, h) * h, "act", "seq")]
     # Inputs of the attention and MLP linears (one each; q/k/v share theirs, gate/up theirs).
-    shared_input = kind.parallel_residual and _norm_inputs(kind, h) == 1 and len(
-        [n for n in kind.norms if n.size == h]) == 1
+    shared_input = (
+        kind.parallel_residual
+        and _norm_inputs(kind, h) == 1
+        and len([n for n in kind.norms if n.size == h]) == 1
+    )
     items.append(ActivationItem("attention.input", h, "gemm", "seq"))
     for m in kind.linears:  # MLA: inputs of the up-projections, outputs of the down-projections
         if m.component == "attention" and m.tp == "replicated":
@@ -96,8 +101,10 @@ def layer_items(model: ModelSpec, kind: LayerKind, flash: bool) -> tuple[Activat
     else:
         items.append(ActivationItem("attention.softmax", a.num_heads, "act", "scores"))
         if model.attention_dropout > 0:
-            items += [ActivationItem("attention.dropout_mask", a.num_heads, "mask", "scores"),
-                      ActivationItem("attention.dropout_output", a.num_heads, "act", "scores")]
+            items += [
+                ActivationItem("attention.dropout_mask", a.num_heads, "mask", "scores"),
+                ActivationItem("attention.dropout_output", a.num_heads, "act", "scores"),
+            ]
     if model.hidden_dropout > 0:
         items.append(ActivationItem("attention.dropout_mask", h, "mask", "seq"))
     if not shared_input:
@@ -105,15 +112,18 @@ def layer_items(model: ModelSpec, kind: LayerKind, flash: bool) -> tuple[Activat
     act_copies = 2 if model.gated_mlp else 1  # gate and up (gated) or fc1 output (plain)
     for m in kind.linears:
         if m.component in ("mlp", "shared_experts") and m.tp == "row":
-            items += [ActivationItem(f"{m.name}.act_input", act_copies * m.in_features, "act",
-                                     "tp"),
-                      ActivationItem(f"{m.name}.input", m.in_features, "gemm", "tp")]
+            items += [
+                ActivationItem(f"{m.name}.act_input", act_copies * m.in_features, "act", "tp"),
+                ActivationItem(f"{m.name}.input", m.in_features, "gemm", "tp"),
+            ]
         elif m.component == "experts" and m.tp == "row":
-            items += [ActivationItem("experts.input", m.active * h, "gemm", "expert_h"),
-                      ActivationItem("experts.act_input", m.active * act_copies * m.in_features,
-                                     "act", "expert_i"),
-                      ActivationItem("experts.down_input", m.active * m.in_features, "gemm",
-                                     "expert_i")]
+            items += [
+                ActivationItem("experts.input", m.active * h, "gemm", "expert_h"),
+                ActivationItem(
+                    "experts.act_input", m.active * act_copies * m.in_features, "act", "expert_i"
+                ),
+                ActivationItem("experts.down_input", m.active * m.in_features, "gemm", "expert_i"),
+            ]
         elif m.component == "router":
             items.append(ActivationItem("router.probs", m.out_features, "fp32", "seq"))
     if model.hidden_dropout > 0:
@@ -124,9 +134,11 @@ def layer_items(model: ModelSpec, kind: LayerKind, flash: bool) -> tuple[Activat
 def _hf_norm(name: str, size: int, vectors: int, region: Region) -> list[ActivationItem]:
     """HF RMSNorm saves an fp32 copy of its input, the fp32 rsqrt per vector and the normalized
     input in the model dtype (the weight multiply's operand)."""
-    return [ActivationItem(f"{name}.input_fp32", size * vectors, "fp32", region),
-            ActivationItem(f"{name}.rsqrt", vectors, "fp32", region),
-            ActivationItem(f"{name}.normalized", size * vectors, "act", region)]
+    return [
+        ActivationItem(f"{name}.input_fp32", size * vectors, "fp32", region),
+        ActivationItem(f"{name}.rsqrt", vectors, "fp32", region),
+        ActivationItem(f"{name}.normalized", size * vectors, "act", region),
+    ]
 
 
 def hf_layer_items(model: ModelSpec, kind: LayerKind, flash: bool) -> tuple[ActivationItem, ...]:
@@ -136,26 +148,34 @@ def hf_layer_items(model: ModelSpec, kind: LayerKind, flash: bool) -> tuple[Acti
     fp32 softmax and its model-dtype copy, the output), and four intermediates of the SwiGLU MLP
     (gate output, SiLU output, up output, product)."""
     h, a = model.hidden_size, kind.attention
-    items = [*_hf_norm("input_layernorm", h, 1, "seq"),
-             *_hf_norm("post_attention_layernorm", h, 1, "seq"),
-             ActivationItem("attention.input", h, "gemm", "seq"),
-             ActivationItem("mlp.input", h, "gemm", "seq")]
+    items = [
+        *_hf_norm("input_layernorm", h, 1, "seq"),
+        *_hf_norm("post_attention_layernorm", h, 1, "seq"),
+        ActivationItem("attention.input", h, "gemm", "seq"),
+        ActivationItem("mlp.input", h, "gemm", "seq"),
+    ]
     for n in kind.norms:
         if n.name.endswith(("q_norm", "k_norm")):
             heads = a.num_heads if n.name.endswith("q_norm") else a.num_kv_heads
             items += _hf_norm(n.name, n.size, heads, "tp")
     q, out = a.num_heads * a.qk_head_dim, a.num_heads * a.v_head_dim
-    items += [ActivationItem("attention.q", q, "act", "tp"),
-              ActivationItem("attention.output", out, "act", "tp")]
+    items += [
+        ActivationItem("attention.q", q, "act", "tp"),
+        ActivationItem("attention.output", out, "act", "tp"),
+    ]
     if flash:
-        items += [ActivationItem("attention.k", a.num_kv_heads * a.qk_head_dim, "act", "tp"),
-                  ActivationItem("attention.v", a.num_kv_heads * a.v_head_dim, "act", "tp"),
-                  ActivationItem("attention.softmax_lse", a.num_heads, "fp32", "tp")]
+        items += [
+            ActivationItem("attention.k", a.num_kv_heads * a.qk_head_dim, "act", "tp"),
+            ActivationItem("attention.v", a.num_kv_heads * a.v_head_dim, "act", "tp"),
+            ActivationItem("attention.softmax_lse", a.num_heads, "fp32", "tp"),
+        ]
     else:
-        items += [ActivationItem("attention.k_repeated", a.num_heads * a.qk_head_dim, "act", "tp"),
-                  ActivationItem("attention.v_repeated", a.num_heads * a.v_head_dim, "act", "tp"),
-                  ActivationItem("attention.softmax_fp32", a.num_heads, "fp32", "scores"),
-                  ActivationItem("attention.probs", a.num_heads, "act_if_not_fp32", "scores")]
+        items += [
+            ActivationItem("attention.k_repeated", a.num_heads * a.qk_head_dim, "act", "tp"),
+            ActivationItem("attention.v_repeated", a.num_heads * a.v_head_dim, "act", "tp"),
+            ActivationItem("attention.softmax_fp32", a.num_heads, "fp32", "scores"),
+            ActivationItem("attention.probs", a.num_heads, "act_if_not_fp32", "scores"),
+        ]
     for m in kind.linears:
         if m.component == "mlp" and m.tp == "row":
             items.append(ActivationItem("mlp.intermediates", 4 * m.in_features, "act", "tp"))
@@ -174,8 +194,18 @@ def _fmt_bytes(fmt: str, precision: Precision) -> float:
 
 
 def layer_activation_bytes(
-    model: ModelSpec, kind: LayerKind, precision: Precision, *, tokens: Num, keys: Num, tp: Num,
-    sp: Num, etp: Num, flash: bool, recompute: str, convention: str = "megatron",
+    model: ModelSpec,
+    kind: LayerKind,
+    precision: Precision,
+    *,
+    tokens: Num,
+    keys: Num,
+    tp: Num,
+    sp: Num,
+    etp: Num,
+    flash: bool,
+    recompute: str,
+    convention: str = "megatron",
 ) -> Num:
     """Bytes one layer keeps for one micro-batch on one GPU.
 
@@ -205,8 +235,15 @@ def layer_activation_bytes(
     return tokens * per_token
 
 
-def embedding_activation_bytes(model: ModelSpec, precision: Precision, tokens: Num, tp: Num,
-                               sp: Num, convention: str = "megatron", seq_len: Num = 0) -> Num:
+def embedding_activation_bytes(
+    model: ModelSpec,
+    precision: Precision,
+    tokens: Num,
+    tp: Num,
+    sp: Num,
+    convention: str = "megatron",
+    seq_len: Num = 0,
+) -> Num:
     """First stage, per micro-batch: token ids, and the embedding dropout output if any.
 
     The ``hf`` convention adds the rotary cos/sin tables every layer's rotation saves (shared,
@@ -219,8 +256,9 @@ def embedding_activation_bytes(model: ModelSpec, precision: Precision, tokens: N
     return tokens * (TOKEN_ID_BYTES + drop / where(sp, tp, 1)) + extra
 
 
-def hf_checkpoint_shared_bytes(model: ModelSpec, precision: Precision, seq_len: Num,
-                               micro_batch: Num, flash: bool) -> Num:
+def hf_checkpoint_shared_bytes(
+    model: ModelSpec, precision: Precision, seq_len: Num, micro_batch: Num, flash: bool
+) -> Num:
     """With HF gradient checkpointing each layer saves its inputs; besides the hidden states
     those are shared by all layers: cos/sin, the position ids and, for eager attention, the
     materialized ``[b, 1, s, s]`` causal mask."""
@@ -229,16 +267,25 @@ def hf_checkpoint_shared_bytes(model: ModelSpec, precision: Precision, seq_len: 
     return 2 * seq_len * model.head_dim * act + seq_len * TOKEN_ID_BYTES + mask
 
 
-def head_activation_bytes(model: ModelSpec, precision: Precision, tokens: Num, tp: Num,
-                          sp: Num, vocab_per_rank: Num, convention: str = "megatron") -> Num:
+def head_activation_bytes(
+    model: ModelSpec,
+    precision: Precision,
+    tokens: Num,
+    tp: Num,
+    sp: Num,
+    vocab_per_rank: Num,
+    convention: str = "megatron",
+) -> Num:
     """Last stage, one micro-batch: final-norm input, head input, and the logits the
     cross-entropy keeps in fp32 (the fp32 upcast of the vocabulary-parallel loss). The ``hf``
     convention's RMSNorm keeps its fp32 copy and rsqrt, and the loss its int64 labels."""
     h = model.hidden_size
     act, gemm = DTYPES[precision.activations].bytes, DTYPES[precision.gemm_inputs].bytes
     if convention == "hf":
-        norm = sum(it.elems * _fmt_bytes(it.fmt, precision) for it in _hf_norm("norm", h, 1,
-                                                                               "seq"))
-        return tokens * ((norm + h * gemm) / where(sp, tp, 1) + vocab_per_rank * STATS_BYTES
-                         + TOKEN_ID_BYTES) + STATS_BYTES
+        norm = sum(it.elems * _fmt_bytes(it.fmt, precision) for it in _hf_norm("norm", h, 1, "seq"))
+        return (
+            tokens
+            * ((norm + h * gemm) / where(sp, tp, 1) + vocab_per_rank * STATS_BYTES + TOKEN_ID_BYTES)
+            + STATS_BYTES
+        )
     return tokens * ((h * act + h * gemm) / where(sp, tp, 1) + vocab_per_rank * STATS_BYTES)

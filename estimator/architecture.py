@@ -2,7 +2,8 @@
 
 A model is an embedding, a stack of decoder layers and an output head. Layers come in a few
 *kinds* (dense, MoE, local- or global-attention ...); each kind is a list of parameterized modules
-(linear maps and norms, named as in the Hugging Face implementation) plus one attention core. Parameter
+(linear maps and norms, named as in the Hugging Face implementation) plus one attention core.
+Parameter
 counts, FLOPs, tensor-parallel shards and activation sizes are all read off this inventory, so a
 family's quirks are written once, in ``model.py``, and never again in the math.
 

@@ -53,8 +53,15 @@ class ForwardFlops:
     @property
     def matmul(self) -> Num:
         """Everything but the attention scores (weights x activations)."""
-        return (self.embeddings + self.attention_proj + self.mlp + self.experts
-                + self.shared_experts + self.router + self.output_head)
+        return (
+            self.embeddings
+            + self.attention_proj
+            + self.mlp
+            + self.experts
+            + self.shared_experts
+            + self.router
+            + self.output_head
+        )
 
 
 def _causal_pairs(seq: Num, window: int | None) -> Num:
@@ -71,17 +78,18 @@ def _core_flops(core: AttentionCore, pairs: Num) -> Num:
 
 def forward_flops(model: ModelSpec, seq_len: Num, batch: Num = 1) -> ForwardFlops:
     tokens = seq_len * batch
-    per_token = dict.fromkeys(("embeddings", "attention", "mlp", "experts", "shared_experts",
-                               "router"), 0)
+    per_token = dict.fromkeys(
+        ("embeddings", "attention", "mlp", "experts", "shared_experts", "router"), 0
+    )
     core = core_causal = 0
     for kind, n in zip(model.kinds, model.kind_counts, strict=True):
         for m in kind.linears:
             per_token[m.component] += n * m.forward_flops_per_token()
         core = core + n * _core_flops(kind.attention, seq_len * seq_len)
         core_causal = core_causal + n * _core_flops(
-            kind.attention, _causal_pairs(seq_len, kind.attention.window))
-    per_token["embeddings"] += sum(m.forward_flops_per_token()
-                                   for m in model.embedding_projections)
+            kind.attention, _causal_pairs(seq_len, kind.attention.window)
+        )
+    per_token["embeddings"] += sum(m.forward_flops_per_token() for m in model.embedding_projections)
     return ForwardFlops(
         embeddings=tokens * per_token["embeddings"],
         attention_proj=tokens * per_token["attention"],

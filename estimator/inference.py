@@ -69,7 +69,7 @@ class InferenceMemory:
 
     @property
     def total_bytes(self) -> float:
-        return sum(getattr(self, name) for name in INFERENCE_TERMS)
+        return float(sum(getattr(self, name) for name in INFERENCE_TERMS))
 
     @property
     def fits(self) -> bool:
@@ -79,8 +79,12 @@ class InferenceMemory:
         return {name: getattr(self, name) for name in INFERENCE_TERMS}
 
 
-INFERENCE_TERMS = ("weights_bytes", "kv_cache_bytes", "activation_peak_bytes",
-                   "runtime_overhead_bytes")
+INFERENCE_TERMS = (
+    "weights_bytes",
+    "kv_cache_bytes",
+    "activation_peak_bytes",
+    "runtime_overhead_bytes",
+)
 
 
 def _kv_elems(model: ModelSpec, kind_index: int, tp: Num) -> Num:
@@ -91,16 +95,31 @@ def _kv_elems(model: ModelSpec, kind_index: int, tp: Num) -> Num:
     return per_head * maximum(a.num_kv_heads // tp, 1)
 
 
-def kv_cache_bytes_per_token(model: ModelSpec, precision: Precision, context: Num, *,
-                             tp: Num = 1, pp: Num = 1, stage: Num = 0) -> Num:
+def kv_cache_bytes_per_token(
+    model: ModelSpec,
+    precision: Precision,
+    context: Num,
+    *,
+    tp: Num = 1,
+    pp: Num = 1,
+    stage: Num = 0,
+) -> Num:
     """KV-cache bytes per sequence token on one GPU, averaged over a ``context``-token sequence
     (sliding-window layers stop growing at their window)."""
-    return kv_cache_bytes_per_sequence(model, precision, context, tp=tp, pp=pp,
-                                       stage=stage) / context
+    return (
+        kv_cache_bytes_per_sequence(model, precision, context, tp=tp, pp=pp, stage=stage) / context
+    )
 
 
-def kv_cache_bytes_per_sequence(model: ModelSpec, precision: Precision, context: Num, *,
-                                tp: Num = 1, pp: Num = 1, stage: Num = 0) -> Num:
+def kv_cache_bytes_per_sequence(
+    model: ModelSpec,
+    precision: Precision,
+    context: Num,
+    *,
+    tp: Num = 1,
+    pp: Num = 1,
+    stage: Num = 0,
+) -> Num:
     counts = stage_kind_counts(model, pp, 1, stage)
     total: Num = 0
     for k, (kind, n) in enumerate(zip(model.kinds, counts, strict=True)):
@@ -115,41 +134,63 @@ def _layer_live_elems(model: ModelSpec, tp: Num) -> Num:
     peak: Num = 0
     for kind in model.kinds:
         a = kind.attention
-        qkv = (a.num_heads * a.qk_head_dim + a.num_kv_heads * (a.qk_head_dim + a.v_head_dim))
-        inter = max((m.in_features * m.active for m in kind.linears
-                     if m.tp == "row" and m.component != "attention"), default=0)
+        qkv = a.num_heads * a.qk_head_dim + a.num_kv_heads * (a.qk_head_dim + a.v_head_dim)
+        inter = max(
+            (
+                m.in_features * m.active
+                for m in kind.linears
+                if m.tp == "row" and m.component != "attention"
+            ),
+            default=0,
+        )
         live = 2 * model.hidden_size + qkv / tp + a.num_heads * a.v_head_dim / tp + 2 * inter / tp
         peak = maximum(peak, live)
     return peak
 
 
-def inference_memory(model: ModelSpec, accelerator: Accelerator, parallel: Parallelism,
-                     setup: InferenceSetup, precision: Precision) -> InferenceMemory:
+def inference_memory(
+    model: ModelSpec,
+    accelerator: Accelerator,
+    parallel: Parallelism,
+    setup: InferenceSetup,
+    precision: Precision,
+) -> InferenceMemory:
     validate_layout(model, parallel, training=False)
     if parallel.dp != 1 or parallel.cp != 1 or parallel.vp != 1:
         raise SpecError("layout", "serving layouts take tp, pp and ep (one replica)")
     if model.moe is not None and parallel.tp % parallel.ep:
-        raise SpecError("layout.ep", f"ep={parallel.ep} must divide tp={parallel.tp} "
-                        "(experts are spread over the TP ranks of a replica)", parallel.ep)
+        raise SpecError(
+            "layout.ep",
+            f"ep={parallel.ep} must divide tp={parallel.tp} "
+            "(experts are spread over the TP ranks of a replica)",
+            parallel.ep,
+        )
     for name in ("input_len", "output_len", "concurrency"):
         if getattr(setup, name) < (0 if name == "output_len" else 1):
-            raise SpecError(name, "must be >= 1" if name != "output_len" else "must be >= 0",
-                            getattr(setup, name))
+            raise SpecError(
+                name,
+                "must be >= 1" if name != "output_len" else "must be >= 0",
+                getattr(setup, name),
+            )
     context = setup.input_len + setup.output_len
     if model.max_seq_len is not None and context > model.max_seq_len:
-        raise SpecError("input_len", f"input_len + output_len = {context} exceeds the model's "
-                        f"max_position_embeddings={model.max_seq_len}", setup.input_len)
+        raise SpecError(
+            "input_len",
+            f"input_len + output_len = {context} exceeds the model's "
+            f"max_position_embeddings={model.max_seq_len}",
+            setup.input_len,
+        )
     tp, pp, ep = parallel.tp, parallel.pp, parallel.ep
     etp = tp // ep if model.moe is not None else 1
     act_b = DTYPES[precision.activations].bytes
     chunk = setup.prefill_chunk or setup.input_len
     per_stage: list[InferenceMemory] = []
-    for stage in (range(pp) if len(model.kinds) > 1 else sorted({0, pp - 1})):
+    for stage in range(pp) if len(model.kinds) > 1 else sorted({0, pp - 1}):
         p = stage_params(model, tp, pp, 1, ep, etp, stage)
-        weights = ((p.linear_weights + p.expert_weights) * DTYPES[precision.weights].bytes
-                   + (p.other + p.expert_other) * act_b)
-        per_seq = kv_cache_bytes_per_sequence(model, precision, context, tp=tp, pp=pp,
-                                              stage=stage)
+        weights = (p.linear_weights + p.expert_weights) * DTYPES[precision.weights].bytes + (
+            p.other + p.expert_other
+        ) * act_b
+        per_seq = kv_cache_bytes_per_sequence(model, precision, context, tp=tp, pp=pp, stage=stage)
         live = _layer_live_elems(model, tp) * act_b
         logits = (padded_vocab(model, tp) // tp) * DTYPES["fp32"].bytes
         last = stage == pp - 1
@@ -172,8 +213,10 @@ def inference_memory(model: ModelSpec, accelerator: Accelerator, parallel: Paral
         )
         per_stage.append(mem)
     best = max(per_stage, key=lambda m: m.total_bytes)
-    notes = [f"Runtime overhead (CUDA context, CUDA graphs, NCCL) is a planning default of "
-             f"{RUNTIME_OVERHEAD_BYTES / GIB:.1f} GiB."]
+    notes = [
+        f"Runtime overhead (CUDA context, CUDA graphs, NCCL) is a planning default of "
+        f"{RUNTIME_OVERHEAD_BYTES / GIB:.1f} GiB."
+    ]
     if any(k.attention.window for k in model.kinds):
         notes.append("Sliding-window layers cache at most their window of tokens.")
     if any(not k.attention.cache_shards_with_tp for k in model.kinds) and tp > 1:
@@ -181,7 +224,10 @@ def inference_memory(model: ModelSpec, accelerator: Accelerator, parallel: Paral
     if any(k.attention.num_kv_heads < tp for k in model.kinds):
         notes.append("tp exceeds the KV-head count: KV heads are replicated across TP ranks.")
     if best.max_concurrency < setup.concurrency:
-        notes.append(f"KV cache limits concurrency to {best.max_concurrency} sequences of "
-                     f"{context} tokens.")
-    return InferenceMemory(**{f.name: getattr(best, f.name) for f in fields(best)
-                              if f.name != "notes"}, notes=tuple(notes))
+        notes.append(
+            f"KV cache limits concurrency to {best.max_concurrency} sequences of {context} tokens."
+        )
+    return InferenceMemory(
+        **{f.name: getattr(best, f.name) for f in fields(best) if f.name != "notes"},
+        notes=tuple(notes),
+    )

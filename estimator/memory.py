@@ -113,7 +113,7 @@ class TrainingMemory:
 
     @property
     def total_bytes(self) -> float:
-        return sum(getattr(self, name) for name in TERMS)
+        return float(sum(getattr(self, name) for name in TERMS))
 
     @property
     def fits(self) -> bool:
@@ -123,8 +123,11 @@ class TrainingMemory:
         return {name: getattr(self, name) for name in TERMS}
 
 
-TERMS = tuple(f.name for f in fields(TrainingMemory) if f.name.endswith("_bytes")
-              and f.name != "capacity_bytes")
+TERMS = tuple(
+    f.name
+    for f in fields(TrainingMemory)
+    if f.name.endswith("_bytes") and f.name != "capacity_bytes"
+)
 
 
 def _optimizer_state_bytes(model: ModelSpec, optimizer: str, params: Num) -> Num:
@@ -149,7 +152,8 @@ def _adafactor_ratio(model: ModelSpec) -> float:
 
 def in_flight_microbatches(pp: Num, vp: Num, stage: Num, microbatches: Num) -> Num:
     """Micro-batches of activations a pipeline rank holds at its peak, in units of the rank's
-    full layer set: 1F1B keeps ``pp - r``; interleaved 1F1B keeps ``2 (pp - r - 1) + (vp - 1) pp + 1``
+    full layer set: 1F1B keeps ``pp - r``; interleaved 1F1B keeps
+    ``2 (pp - r - 1) + (vp - 1) pp + 1``
     chunks of ``1/vp`` of the rank's layers (Megatron-LM ``schedules.py`` warm-up counts)."""
     plain = minimum(pp - stage, microbatches)
     chunks = minimum(2 * (pp - stage - 1) + (vp - 1) * pp + 1, microbatches * vp)
@@ -157,9 +161,26 @@ def in_flight_microbatches(pp: Num, vp: Num, stage: Num, microbatches: Num) -> N
 
 
 def training_memory_terms(
-    model: ModelSpec, precision: Precision, setup: TrainingSetup, *, tp: Num, pp: Num, dp: Num,
-    cp: Num, ep: Num, etp: Num, vp: Num, sp: Num, zero: Num, stage: Num, microbatches: Num,
-    micro_batch: Num, seq_len: Num, recompute: str, flash: bool, optimizer: str,
+    model: ModelSpec,
+    precision: Precision,
+    setup: TrainingSetup,
+    *,
+    tp: Num,
+    pp: Num,
+    dp: Num,
+    cp: Num,
+    ep: Num,
+    etp: Num,
+    vp: Num,
+    sp: Num,
+    zero: Num,
+    stage: Num,
+    microbatches: Num,
+    micro_batch: Num,
+    seq_len: Num,
+    recompute: str,
+    flash: bool,
+    optimizer: str,
     convention: str = "megatron",
 ) -> dict[str, Num]:
     """Every memory term for one pipeline stage, for ints or arrays of layouts.
@@ -173,15 +194,18 @@ def training_memory_terms(
 
     w_lin, w_other = DTYPES[precision.weights].bytes, DTYPES[precision.activations].bytes
     weights = (params.linear_weights + params.expert_weights) * w_lin + (
-        params.other + params.expert_other) * w_other
+        params.other + params.expert_other
+    ) * w_other
     weights_dense = params.linear_weights * w_lin + params.other * w_other
     weights_expert = weights - weights_dense
-    weights = where(zero >= 3, weights_dense / dense_shards + weights_expert / expert_shards,
-                    weights)
+    weights = where(
+        zero >= 3, weights_dense / dense_shards + weights_expert / expert_shards, weights
+    )
     cache = 0.0
     if precision.weight_cache is not None:
         cache = (params.linear_weights + params.expert_weights) * DTYPES[
-            precision.weight_cache].bytes
+            precision.weight_cache
+        ].bytes
     # A parameter's share of the ZeRO-sharded terms: dense over dp*cp, experts over edp.
     sharded_params = params.dense / dense_shards + params.experts / expert_shards
     grads = where(zero >= 2, sharded_params, params.total) * precision.bytes("gradients")
@@ -194,28 +218,49 @@ def training_memory_terms(
     per_mb: Num = 0
     for kind, n in zip(model.kinds, stage_kind_counts(model, pp, vp, stage), strict=True):
         per_mb = per_mb + n * layer_activation_bytes(
-            model, kind, precision, tokens=tokens, keys=seq_len, tp=tp, sp=sp_on, etp=etp,
-            flash=flash, recompute=recompute, convention=convention)
+            model,
+            kind,
+            precision,
+            tokens=tokens,
+            keys=seq_len,
+            tp=tp,
+            sp=sp_on,
+            etp=etp,
+            flash=flash,
+            recompute=recompute,
+            convention=convention,
+        )
     flight = in_flight_microbatches(pp, vp, stage, microbatches)
     first, last = stage == 0, stage == pp - 1
     if convention == "hf" and recompute == "full":
-        embed = (embedding_activation_bytes(model, precision, tokens, tp, sp_on)
-                 + hf_checkpoint_shared_bytes(model, precision, seq_len, micro_batch, flash))
+        embed = embedding_activation_bytes(
+            model, precision, tokens, tp, sp_on
+        ) + hf_checkpoint_shared_bytes(model, precision, seq_len, micro_batch, flash)
     else:
-        embed = embedding_activation_bytes(model, precision, tokens, tp, sp_on, convention,
-                                           seq_len)
+        embed = embedding_activation_bytes(model, precision, tokens, tp, sp_on, convention, seq_len)
     acts = flight * (per_mb + first * embed)
     if recompute == "full":  # the layer being recomputed holds its full activations
         working: Num = 0
         for kind, n in zip(model.kinds, stage_kind_counts(model, pp, vp, stage), strict=True):
-            one = layer_activation_bytes(model, kind, precision, tokens=tokens, keys=seq_len,
-                                         tp=tp, sp=sp_on, etp=etp, flash=flash, recompute="none",
-                                         convention=convention)
+            one = layer_activation_bytes(
+                model,
+                kind,
+                precision,
+                tokens=tokens,
+                keys=seq_len,
+                tp=tp,
+                sp=sp_on,
+                etp=etp,
+                flash=flash,
+                recompute="none",
+                convention=convention,
+            )
             working = maximum(working, where(n > 0, one, 0))
         acts = acts + working
     vocab_rows = model.vocab_size / tp if convention == "hf" else padded_vocab(model, tp) // tp
-    logits = last * head_activation_bytes(model, precision, tokens, tp, sp_on, vocab_rows,
-                                          convention)
+    logits = last * head_activation_bytes(
+        model, precision, tokens, tp, sp_on, vocab_rows, convention
+    )
 
     groups = sum(where(x > 1, 1, 0) for x in (tp, pp, dp, cp, ep))
     allocated = weights + cache + grads + master + states + acts + logits + gather
@@ -250,34 +295,57 @@ def validate_training(model: ModelSpec, p: Parallelism, setup: TrainingSetup) ->
     if setup.seq_len < 1:
         raise SpecError("seq_len", "must be >= 1", setup.seq_len)
     if model.max_seq_len is not None and setup.seq_len > model.max_seq_len:
-        raise SpecError("seq_len", f"exceeds the model's max_position_embeddings="
-                        f"{model.max_seq_len}", setup.seq_len)
+        raise SpecError(
+            "seq_len",
+            f"exceeds the model's max_position_embeddings={model.max_seq_len}",
+            setup.seq_len,
+        )
     if setup.micro_batch_size < 1:
         raise SpecError("micro_batch_size", "must be >= 1", setup.micro_batch_size)
     if setup.recompute not in ("none", "selective", "full"):
         raise SpecError("recompute", "must be 'none', 'selective' or 'full'", setup.recompute)
     if setup.activation_convention not in ("megatron", "hf"):
-        raise SpecError("activation_convention", "must be 'megatron' or 'hf'",
-                        setup.activation_convention)
+        raise SpecError(
+            "activation_convention", "must be 'megatron' or 'hf'", setup.activation_convention
+        )
     if setup.activation_convention == "hf" and model.model_type not in HF_CONVENTION_FAMILIES:
-        raise SpecError("activation_convention", "the 'hf' convention is modelled for "
-                        f"{', '.join(HF_CONVENTION_FAMILIES)}; use 'megatron'", model.model_type)
+        raise SpecError(
+            "activation_convention",
+            "the 'hf' convention is modelled for "
+            f"{', '.join(HF_CONVENTION_FAMILIES)}; use 'megatron'",
+            model.model_type,
+        )
     if setup.optimizer not in OPTIMIZERS:
         raise SpecError("optimizer", f"must be one of {', '.join(OPTIMIZERS)}", setup.optimizer)
     gbs = setup.global_batch_size
     if gbs is not None and (gbs < 1 or gbs % (setup.micro_batch_size * p.dp)):
-        raise SpecError("global_batch_size", f"must be a positive multiple of micro_batch_size"
-                        f" x dp = {setup.micro_batch_size * p.dp}", gbs)
+        raise SpecError(
+            "global_batch_size",
+            f"must be a positive multiple of micro_batch_size"
+            f" x dp = {setup.micro_batch_size * p.dp}",
+            gbs,
+        )
     if p.cp > 1 and setup.seq_len % (2 * p.cp):
-        raise SpecError("layout.cp", f"2*cp={2 * p.cp} must divide seq_len={setup.seq_len} "
-                        "(load-balanced context parallelism)", p.cp)
+        raise SpecError(
+            "layout.cp",
+            f"2*cp={2 * p.cp} must divide seq_len={setup.seq_len} "
+            "(load-balanced context parallelism)",
+            p.cp,
+        )
     if p.cp > 1 and not setup.flash_attention:
-        raise SpecError("layout.cp", "context parallelism needs flash attention (ring "
-                        "attention exchanges K/V blocks, not score matrices)", p.cp)
+        raise SpecError(
+            "layout.cp",
+            "context parallelism needs flash attention (ring "
+            "attention exchanges K/V blocks, not score matrices)",
+            p.cp,
+        )
 
 
 def training_memory(
-    model: ModelSpec, accelerator: Accelerator, parallel: Parallelism, setup: TrainingSetup,
+    model: ModelSpec,
+    accelerator: Accelerator,
+    parallel: Parallelism,
+    setup: TrainingSetup,
     precision: Precision,
 ) -> TrainingMemory:
     """Per-GPU memory of a training step on the most-loaded GPU, with its breakdown."""
@@ -287,12 +355,27 @@ def training_memory(
     per_stage = []
     for stage in candidate_stages(model, parallel.pp):
         terms = training_memory_terms(
-            model, precision, setup, tp=parallel.tp, pp=parallel.pp, dp=parallel.dp,
-            cp=parallel.cp, ep=parallel.ep, etp=parallel.expert_tp, vp=parallel.vp,
-            sp=parallel.sequence_parallel, zero=parallel.optimizer_shard_stage, stage=stage,
-            microbatches=microbatches, micro_batch=setup.micro_batch_size,
-            seq_len=setup.seq_len, recompute=setup.recompute, flash=setup.flash_attention,
-            optimizer=setup.optimizer, convention=setup.activation_convention)
+            model,
+            precision,
+            setup,
+            tp=parallel.tp,
+            pp=parallel.pp,
+            dp=parallel.dp,
+            cp=parallel.cp,
+            ep=parallel.ep,
+            etp=parallel.expert_tp,
+            vp=parallel.vp,
+            sp=parallel.sequence_parallel,
+            zero=parallel.optimizer_shard_stage,
+            stage=stage,
+            microbatches=microbatches,
+            micro_batch=setup.micro_batch_size,
+            seq_len=setup.seq_len,
+            recompute=setup.recompute,
+            flash=setup.flash_attention,
+            optimizer=setup.optimizer,
+            convention=setup.activation_convention,
+        )
         per_stage.append((sum(terms[name] for name in TERMS), stage, terms))
     _, best_stage, best = max(per_stage, key=lambda t: t[0])
     notes = _training_notes(model, parallel, setup, best_stage)
@@ -306,8 +389,9 @@ def training_memory(
     )
 
 
-def _training_notes(model: ModelSpec, p: Parallelism, setup: TrainingSetup,
-                    stage: int) -> tuple[str, ...]:
+def _training_notes(
+    model: ModelSpec, p: Parallelism, setup: TrainingSetup, stage: int
+) -> tuple[str, ...]:
     notes = [
         f"Most-loaded GPU is on pipeline stage {stage} of {p.pp}.",
         "Overheads are planning defaults, not measurements: CUDA context "
@@ -318,11 +402,15 @@ def _training_notes(model: ModelSpec, p: Parallelism, setup: TrainingSetup,
     if p.sequence_parallel and p.tp == 1:
         notes.append("sequence_parallel has no effect with tp=1.")
     if p.tp > 1 and not p.sequence_parallel:
-        notes.append("Without sequence parallelism, norm and dropout activations are "
-                     "replicated on every TP rank; enabling it divides them by tp.")
+        notes.append(
+            "Without sequence parallelism, norm and dropout activations are "
+            "replicated on every TP rank; enabling it divides them by tp."
+        )
     if p.zero_stage >= 2 and p.pp > 1:
-        notes.append("ZeRO-2/3 with pipeline parallelism is not supported by DeepSpeed's "
-                     "pipeline engine (ZeRO-1 only); FSDP2 + PP (torchtitan) supports it.")
+        notes.append(
+            "ZeRO-2/3 with pipeline parallelism is not supported by DeepSpeed's "
+            "pipeline engine (ZeRO-1 only); FSDP2 + PP (torchtitan) supports it."
+        )
     if padded := (padded_vocab(model, p.tp) - model.vocab_size):
         notes.append(f"Vocabulary padded by {padded} rows to a multiple of 128*tp (Megatron).")
     if model.notes:

@@ -21,7 +21,7 @@ from typing import Any
 from .architecture import AttentionCore, LayerKind, Linear, Norm
 from .errors import SpecError
 
-__all__ = ["ModelSpec", "MoESpec", "model_from_config", "supported_model_types"]
+__all__ = ["MoESpec", "ModelSpec", "model_from_config", "supported_model_types"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,8 +194,12 @@ def _attention_linears(
 ) -> list[Linear]:
     return [
         Linear("self_attn.q_proj", h, heads * head_dim, qkv_bias, "attention", "column", heads),
-        Linear("self_attn.k_proj", h, kv_heads * head_dim, qkv_bias, "attention", "column", kv_heads),
-        Linear("self_attn.v_proj", h, kv_heads * head_dim, qkv_bias, "attention", "column", kv_heads),
+        Linear(
+            "self_attn.k_proj", h, kv_heads * head_dim, qkv_bias, "attention", "column", kv_heads
+        ),
+        Linear(
+            "self_attn.v_proj", h, kv_heads * head_dim, qkv_bias, "attention", "column", kv_heads
+        ),
         Linear("self_attn.o_proj", heads * head_dim, h, o_bias, "attention", "row", heads),
     ]
 
@@ -220,10 +224,19 @@ def _gated_mlp(prefix: str, h: int, inter: int, bias: bool, component: Any) -> l
 
 
 def _routed_experts(prefix: str, h: int, inter: int, experts: int, top_k: int) -> list[Linear]:
-    """transformers 5 stores experts fused: ``gate_up_proj`` [E, 2I, h] and ``down_proj`` [E, h, I]."""
+    """transformers 5 stores experts fused: ``gate_up_proj`` [E, 2I, h], ``down_proj`` [E, h, I]."""
     return [
-        Linear(f"{prefix}.gate_up_proj", h, 2 * inter, False, "experts", "column", 2 * inter,
-               experts, top_k),
+        Linear(
+            f"{prefix}.gate_up_proj",
+            h,
+            2 * inter,
+            False,
+            "experts",
+            "column",
+            2 * inter,
+            experts,
+            top_k,
+        ),
         Linear(f"{prefix}.down_proj", inter, h, False, "experts", "row", inter, experts, top_k),
     ]
 
@@ -239,8 +252,9 @@ def _standard_core(heads: int, kv_heads: int, head_dim: int, window: int | None)
 def _kv_heads(c: _Config, heads: int) -> int:
     kv = c.integer("num_key_value_heads", default=heads)
     if heads % kv:
-        raise SpecError("config.num_key_value_heads",
-                        f"must divide num_attention_heads={heads}", kv)
+        raise SpecError(
+            "config.num_key_value_heads", f"must divide num_attention_heads={heads}", kv
+        )
     return kv
 
 
@@ -295,13 +309,17 @@ def _llama_like(c: _Config, ident: str) -> ModelSpec:
     layers = c.integer("num_hidden_layers", default=d.get("num_hidden_layers"))
     heads = c.integer("num_attention_heads", default=d.get("num_attention_heads"))
     vocab = c.integer("vocab_size", default=d.get("vocab_size"))
-    kv_heads = _kv_heads(c, c.integer("num_key_value_heads", default=d.get("num_key_value_heads", heads)))
+    kv_heads = _kv_heads(
+        c, c.integer("num_key_value_heads", default=d.get("num_key_value_heads", heads))
+    )
     head_dim = c.integer("head_dim", default=d.get("head_dim", h // heads))
     tie = c.flag("tie_word_embeddings", bool(d.get("tie_word_embeddings", False)))
     notes: list[str] = []
     if not known:
-        notes.append(f"model_type {mt!r} is not a known family: read as a Llama-style decoder "
-                     "(RMSNorm, gated MLP, rotary positions); check the counts.")
+        notes.append(
+            f"model_type {mt!r} is not a known family: read as a Llama-style decoder "
+            "(RMSNorm, gated MLP, rotary positions); check the counts."
+        )
 
     qkv_bias = c.flag("attention_bias", False)
     o_bias = qkv_bias
@@ -317,19 +335,19 @@ def _llama_like(c: _Config, ident: str) -> ModelSpec:
 
     # MoE layout per family
     experts = top_k = moe_inter = shared_inter = 0
-    moe_layer: Callable[[int], bool] = lambda i: False
+    moe_set: set[int] = set()
     if mt == "mixtral":
         experts = c.integer("num_local_experts", "num_experts", default=8)
         top_k = c.integer("num_experts_per_tok", default=2)
         moe_inter = c.integer("intermediate_size", default=14336)
-        moe_layer = lambda i: True
+        moe_set = set(range(layers))
     elif mt in ("qwen3_moe", "qwen2_moe"):
         experts = c.integer("num_experts", default=128)
         top_k = c.integer("num_experts_per_tok", default=8)
         moe_inter = c.integer("moe_intermediate_size", default=768)
         step = c.integer("decoder_sparse_step", default=1)
         only_mlp = set(c.int_list("mlp_only_layers"))
-        moe_layer = lambda i: i not in only_mlp and (i + 1) % step == 0
+        moe_set = {i for i in range(layers) if i not in only_mlp and (i + 1) % step == 0}
         if mt == "qwen2_moe":
             shared_inter = c.integer("shared_expert_intermediate_size", default=0, minimum=0)
     elif mt == "deepseek_v3":
@@ -338,10 +356,11 @@ def _llama_like(c: _Config, ident: str) -> ModelSpec:
         moe_inter = c.integer("moe_intermediate_size", default=2048)
         shared_inter = moe_inter * c.integer("n_shared_experts", default=1, minimum=0)
         first_dense = c.integer("first_k_dense_replace", default=3, minimum=0)
-        moe_layer = lambda i: i >= first_dense
+        moe_set = set(range(first_dense, layers))
     elif not known and c._get(("num_experts", "num_local_experts", "n_routed_experts")):
-        raise SpecError("config.model_type",
-                        f"mixture-of-experts model_type {mt!r} is not supported yet", mt)
+        raise SpecError(
+            "config.model_type", f"mixture-of-experts model_type {mt!r} is not supported yet", mt
+        )
     inter = c.integer("intermediate_size", default=d.get("intermediate_size"))
 
     mla = mt == "deepseek_v3"
@@ -352,27 +371,34 @@ def _llama_like(c: _Config, ident: str) -> ModelSpec:
         if mla:
             core, attn = _mla(c, h, heads)
             linears += attn
-            norms += [_rms("self_attn.q_a_layernorm", c.integer("q_lora_rank"))] if c.opt_integer(
-                "q_lora_rank") else []
+            norms += (
+                [_rms("self_attn.q_a_layernorm", c.integer("q_lora_rank"))]
+                if c.opt_integer("q_lora_rank")
+                else []
+            )
             norms.append(_rms("self_attn.kv_a_layernorm", c.integer("kv_lora_rank", default=512)))
         else:
             core = _standard_core(heads, kv_heads, head_dim, windows[i])
             if mt == "phi3":
                 linears += _fused_qkv("self_attn.qkv_proj", h, heads, kv_heads, head_dim, False)
-                linears.append(Linear("self_attn.o_proj", heads * head_dim, h, False, "attention",
-                                      "row", heads))
+                linears.append(
+                    Linear(
+                        "self_attn.o_proj", heads * head_dim, h, False, "attention", "row", heads
+                    )
+                )
             else:
                 linears += _attention_linears(h, heads, kv_heads, head_dim, qkv_bias, o_bias)
         if qk_norm:
             norms += [_rms("self_attn.q_norm", head_dim), _rms("self_attn.k_norm", head_dim)]
         if gemma:
             norms += [_rms("pre_feedforward_layernorm", h), _rms("post_feedforward_layernorm", h)]
-        if moe_layer(i):
+        if i in moe_set:
             linears.append(_router("mlp.gate", h, experts))
             linears += _routed_experts("mlp.experts", h, moe_inter, experts, top_k)
             if shared_inter:
-                linears += _gated_mlp("mlp.shared_experts", h, shared_inter, False,
-                                      "shared_experts")
+                linears += _gated_mlp(
+                    "mlp.shared_experts", h, shared_inter, False, "shared_experts"
+                )
             name = "moe"
         elif mt == "phi3":
             linears += [
@@ -388,19 +414,34 @@ def _llama_like(c: _Config, ident: str) -> ModelSpec:
             name += "-local"
         per_layer.append((name, tuple(linears), tuple(norms), core, False))
     kinds, index = _kinds_from_layers(per_layer)
-    moe_layers = sum(moe_layer(i) for i in range(layers))
-    act = c.text("hidden_activation" if gemma else "hidden_act", default="gelu_pytorch_tanh"
-                if gemma else "silu")
+    moe_layers = len(moe_set)
+    act = c.text(
+        "hidden_activation" if gemma else "hidden_act",
+        default="gelu_pytorch_tanh" if gemma else "silu",
+    )
     return ModelSpec(
-        id=ident, model_type=mt, hidden_size=h, num_layers=layers, vocab_size=vocab,
-        max_seq_len=c.opt_integer("max_position_embeddings"), embed_dim=h, position_embeddings=0,
-        tie_embeddings=tie, kinds=kinds, layer_kinds=index, embedding_norm=None,
-        final_norm=_rms("norm", h), embedding_projections=(), mlp_activation=act, gated_mlp=True,
+        id=ident,
+        model_type=mt,
+        hidden_size=h,
+        num_layers=layers,
+        vocab_size=vocab,
+        max_seq_len=c.opt_integer("max_position_embeddings"),
+        embed_dim=h,
+        position_embeddings=0,
+        tie_embeddings=tie,
+        kinds=kinds,
+        layer_kinds=index,
+        embedding_norm=None,
+        final_norm=_rms("norm", h),
+        embedding_projections=(),
+        mlp_activation=act,
+        gated_mlp=True,
         norm_type="rmsnorm",
         attention_dropout=c.number("attention_dropout", default=0.0),
         hidden_dropout=c.number("resid_pdrop", "hidden_dropout", default=0.0),
         moe=MoESpec(experts, top_k, moe_inter, shared_inter, moe_layers) if moe_layers else None,
-        config=dict(c.raw), notes=tuple(notes),
+        config=dict(c.raw),
+        notes=tuple(notes),
     )
 
 
@@ -424,13 +465,20 @@ def _mla(c: _Config, h: int, heads: int) -> tuple[AttentionCore, list[Linear]]:
             Linear("self_attn.q_b_proj", q_lora, heads * qk, False, "attention", "column", heads),
         ]
     else:
-        linears.append(Linear("self_attn.q_proj", h, heads * qk, False, "attention", "column",
-                              heads))
+        linears.append(
+            Linear("self_attn.q_proj", h, heads * qk, False, "attention", "column", heads)
+        )
     linears += [
-        Linear("self_attn.kv_a_proj_with_mqa", h, kv_lora + rope, bias, "attention",
-               "replicated"),
-        Linear("self_attn.kv_b_proj", kv_lora, heads * (nope + v_dim), False, "attention",
-               "column", heads),
+        Linear("self_attn.kv_a_proj_with_mqa", h, kv_lora + rope, bias, "attention", "replicated"),
+        Linear(
+            "self_attn.kv_b_proj",
+            kv_lora,
+            heads * (nope + v_dim),
+            False,
+            "attention",
+            "column",
+            heads,
+        ),
         Linear("self_attn.o_proj", heads * v_dim, h, bias, "attention", "row", heads),
     ]
     core = AttentionCore(heads, heads, qk, v_dim, None, kv_lora + rope, cache_shards_with_tp=False)
@@ -451,13 +499,25 @@ def _gpt2(c: _Config, ident: str) -> ModelSpec:
         Linear("mlp.c_proj", inter, h, True, "mlp", "row"),
     )
     norms = (_ln("ln_1", h), _ln("ln_2", h))
-    return _plain(c, ident, "gpt2", h, layers, heads, hd, inter, linears, norms,
-                  positions=c.integer("n_positions", "max_position_embeddings", default=1024),
-                  max_len=c.integer("n_positions", "max_position_embeddings", default=1024),
-                  final=_ln("ln_f", h), act=c.text("activation_function", default="gelu_new"),
-                  tie=c.flag("tie_word_embeddings", True),
-                  attn_drop=c.number("attn_pdrop", default=0.1),
-                  hidden_drop=c.number("resid_pdrop", default=0.1))
+    return _plain(
+        c,
+        ident,
+        "gpt2",
+        h,
+        layers,
+        heads,
+        hd,
+        inter,
+        linears,
+        norms,
+        positions=c.integer("n_positions", "max_position_embeddings", default=1024),
+        max_len=c.integer("n_positions", "max_position_embeddings", default=1024),
+        final=_ln("ln_f", h),
+        act=c.text("activation_function", default="gelu_new"),
+        tie=c.flag("tie_word_embeddings", True),
+        attn_drop=c.number("attn_pdrop", default=0.1),
+        hidden_drop=c.number("resid_pdrop", default=0.1),
+    )
 
 
 def _opt(c: _Config, ident: str) -> ModelSpec:
@@ -490,13 +550,27 @@ def _opt(c: _Config, ident: str) -> ModelSpec:
             Linear("project_in", wdim, h, False, "embeddings", "replicated"),
         )
     max_len = c.integer("max_position_embeddings", default=2048)
-    return _plain(c, ident, "opt", h, layers, heads, hd, inter, linears, norms,
-                  positions=max_len + 2, max_len=max_len, final=final,
-                  act=c.text("activation_function", default="relu"),
-                  tie=c.flag("tie_word_embeddings", True),
-                  attn_drop=c.number("attention_dropout", default=0.0),
-                  hidden_drop=c.number("dropout", default=0.1), embed_dim=wdim,
-                  projections=projections)
+    return _plain(
+        c,
+        ident,
+        "opt",
+        h,
+        layers,
+        heads,
+        hd,
+        inter,
+        linears,
+        norms,
+        positions=max_len + 2,
+        max_len=max_len,
+        final=final,
+        act=c.text("activation_function", default="relu"),
+        tie=c.flag("tie_word_embeddings", True),
+        attn_drop=c.number("attention_dropout", default=0.0),
+        hidden_drop=c.number("dropout", default=0.1),
+        embed_dim=wdim,
+        projections=projections,
+    )
 
 
 def _falcon(c: _Config, ident: str) -> ModelSpec:
@@ -525,6 +599,7 @@ def _falcon(c: _Config, ident: str) -> ModelSpec:
         Linear("mlp.dense_4h_to_h", inter, h, bias, "mlp", "row"),
     )
     n_ln = c.opt_integer("num_ln_in_parallel_attn") or (2 if new_arch else 1)
+    norms: tuple[Norm, ...]
     if not parallel:
         norms = (_ln("input_layernorm", h), _ln("post_attention_layernorm", h))
     elif n_ln == 2:
@@ -532,12 +607,27 @@ def _falcon(c: _Config, ident: str) -> ModelSpec:
     else:
         norms = (_ln("input_layernorm", h),)
     max_len = c.opt_integer("max_position_embeddings")
-    return _plain(c, ident, "falcon", h, layers, heads, hd, inter, linears, norms, positions=0,
-                  max_len=max_len, final=_ln("ln_f", h), act=c.text("activation", default="gelu"),
-                  tie=c.flag("tie_word_embeddings", True),
-                  attn_drop=c.number("attention_dropout", default=0.0),
-                  hidden_drop=c.number("hidden_dropout", default=0.0), kv_heads=kv,
-                  parallel=parallel)
+    return _plain(
+        c,
+        ident,
+        "falcon",
+        h,
+        layers,
+        heads,
+        hd,
+        inter,
+        linears,
+        norms,
+        positions=0,
+        max_len=max_len,
+        final=_ln("ln_f", h),
+        act=c.text("activation", default="gelu"),
+        tie=c.flag("tie_word_embeddings", True),
+        attn_drop=c.number("attention_dropout", default=0.0),
+        hidden_drop=c.number("hidden_dropout", default=0.0),
+        kv_heads=kv,
+        parallel=parallel,
+    )
 
 
 def _gpt_neox(c: _Config, ident: str) -> ModelSpec:
@@ -556,13 +646,26 @@ def _gpt_neox(c: _Config, ident: str) -> ModelSpec:
         Linear("mlp.dense_4h_to_h", inter, h, True, "mlp", "row"),
     )
     norms = (_ln("input_layernorm", h), _ln("post_attention_layernorm", h))
-    return _plain(c, ident, "gpt_neox", h, layers, heads, hd, inter, linears, norms, positions=0,
-                  max_len=c.integer("max_position_embeddings", default=2048),
-                  final=_ln("final_layer_norm", h), act=c.text("hidden_act", default="gelu"),
-                  tie=c.flag("tie_word_embeddings", False),
-                  attn_drop=c.number("attention_dropout", default=0.0),
-                  hidden_drop=c.number("hidden_dropout", default=0.0),
-                  parallel=c.flag("use_parallel_residual", True))
+    return _plain(
+        c,
+        ident,
+        "gpt_neox",
+        h,
+        layers,
+        heads,
+        hd,
+        inter,
+        linears,
+        norms,
+        positions=0,
+        max_len=c.integer("max_position_embeddings", default=2048),
+        final=_ln("final_layer_norm", h),
+        act=c.text("hidden_act", default="gelu"),
+        tie=c.flag("tie_word_embeddings", False),
+        attn_drop=c.number("attention_dropout", default=0.0),
+        hidden_drop=c.number("hidden_dropout", default=0.0),
+        parallel=c.flag("use_parallel_residual", True),
+    )
 
 
 def _bloom(c: _Config, ident: str) -> ModelSpec:
@@ -579,20 +682,51 @@ def _bloom(c: _Config, ident: str) -> ModelSpec:
         Linear("mlp.dense_4h_to_h", 4 * h, h, True, "mlp", "row"),
     )
     norms = (_ln("input_layernorm", h), _ln("post_attention_layernorm", h))
-    return _plain(c, ident, "bloom", h, layers, heads, hd, 4 * h, linears, norms, positions=0,
-                  max_len=c.opt_integer("seq_length", "max_position_embeddings"),
-                  final=_ln("ln_f", h), act="bloom_gelu", tie=c.flag("tie_word_embeddings", True),
-                  attn_drop=c.number("attention_dropout", default=0.0),
-                  hidden_drop=c.number("hidden_dropout", default=0.0),
-                  embedding_norm=_ln("word_embeddings_layernorm", h))
+    return _plain(
+        c,
+        ident,
+        "bloom",
+        h,
+        layers,
+        heads,
+        hd,
+        4 * h,
+        linears,
+        norms,
+        positions=0,
+        max_len=c.opt_integer("seq_length", "max_position_embeddings"),
+        final=_ln("ln_f", h),
+        act="bloom_gelu",
+        tie=c.flag("tie_word_embeddings", True),
+        attn_drop=c.number("attention_dropout", default=0.0),
+        hidden_drop=c.number("hidden_dropout", default=0.0),
+        embedding_norm=_ln("word_embeddings_layernorm", h),
+    )
 
 
 def _plain(
-    c: _Config, ident: str, mt: str, h: int, layers: int, heads: int, hd: int, inter: int,
-    linears: tuple[Linear, ...], norms: tuple[Norm, ...], *, positions: int,
-    max_len: int | None, final: Norm | None, act: str, tie: bool, attn_drop: float,
-    hidden_drop: float, kv_heads: int | None = None, parallel: bool = False,
-    embed_dim: int | None = None, projections: tuple[Linear, ...] = (),
+    c: _Config,
+    ident: str,
+    mt: str,
+    h: int,
+    layers: int,
+    heads: int,
+    hd: int,
+    inter: int,
+    linears: tuple[Linear, ...],
+    norms: tuple[Norm, ...],
+    *,
+    positions: int,
+    max_len: int | None,
+    final: Norm | None,
+    act: str,
+    tie: bool,
+    attn_drop: float,
+    hidden_drop: float,
+    kv_heads: int | None = None,
+    parallel: bool = False,
+    embed_dim: int | None = None,
+    projections: tuple[Linear, ...] = (),
     embedding_norm: Norm | None = None,
 ) -> ModelSpec:
     """The classic (non-gated, LayerNorm) families share one uniform stack of layers."""
@@ -601,38 +735,103 @@ def _plain(
     core = _standard_core(heads, kv_heads or heads, hd, None)
     kind = LayerKind("dense", linears, tuple(n for n in norms if n.size), core, parallel)
     return ModelSpec(
-        id=ident, model_type=mt, hidden_size=h, num_layers=layers,
-        vocab_size=c.integer("vocab_size", default=_PLAIN_VOCAB[mt]), max_seq_len=max_len,
-        embed_dim=embed_dim or h, position_embeddings=positions, tie_embeddings=tie,
-        kinds=(kind,), layer_kinds=(0,) * layers, embedding_norm=embedding_norm,
-        final_norm=final if final and final.size else None, embedding_projections=projections,
-        mlp_activation=act, gated_mlp=False, norm_type="layernorm", attention_dropout=attn_drop,
-        hidden_dropout=hidden_drop, moe=None, config=dict(c.raw),
+        id=ident,
+        model_type=mt,
+        hidden_size=h,
+        num_layers=layers,
+        vocab_size=c.integer("vocab_size", default=_PLAIN_VOCAB[mt]),
+        max_seq_len=max_len,
+        embed_dim=embed_dim or h,
+        position_embeddings=positions,
+        tie_embeddings=tie,
+        kinds=(kind,),
+        layer_kinds=(0,) * layers,
+        embedding_norm=embedding_norm,
+        final_norm=final if final and final.size else None,
+        embedding_projections=projections,
+        mlp_activation=act,
+        gated_mlp=False,
+        norm_type="layernorm",
+        attention_dropout=attn_drop,
+        hidden_dropout=hidden_drop,
+        moe=None,
+        config=dict(c.raw),
     )
 
 
 # transformers' config-class defaults for the fields the readers use (so a sparse config.json is
 # read as transformers reads it).
 _LLAMA_DEFAULTS: dict[str, dict[str, Any]] = {
-    "llama": dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008,
-                  num_hidden_layers=32, num_attention_heads=32),
-    "mistral": dict(vocab_size=32000, hidden_size=4096, intermediate_size=14336,
-                    num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8),
-    "mixtral": dict(vocab_size=32000, hidden_size=4096, intermediate_size=14336,
-                    num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8),
-    "qwen2": dict(vocab_size=151936, hidden_size=4096, intermediate_size=22016,
-                  num_hidden_layers=32, num_attention_heads=32),
-    "qwen3": dict(vocab_size=151936, hidden_size=4096, intermediate_size=22016,
-                  num_hidden_layers=32, num_attention_heads=32, head_dim=128),
-    "qwen3_moe": dict(vocab_size=151936, hidden_size=2048, intermediate_size=6144,
-                      num_hidden_layers=24, num_attention_heads=32, num_key_value_heads=4),
-    "phi3": dict(vocab_size=32064, hidden_size=3072, intermediate_size=8192,
-                 num_hidden_layers=32, num_attention_heads=32),
-    "gemma2": dict(vocab_size=256000, hidden_size=2304, intermediate_size=9216,
-                   num_hidden_layers=26, num_attention_heads=8, num_key_value_heads=4,
-                   head_dim=256, tie_word_embeddings=True),
-    "deepseek_v3": dict(vocab_size=129280, hidden_size=7168, intermediate_size=18432,
-                        num_hidden_layers=61, num_attention_heads=128),
+    "llama": dict(
+        vocab_size=32000,
+        hidden_size=4096,
+        intermediate_size=11008,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+    ),
+    "mistral": dict(
+        vocab_size=32000,
+        hidden_size=4096,
+        intermediate_size=14336,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+    ),
+    "mixtral": dict(
+        vocab_size=32000,
+        hidden_size=4096,
+        intermediate_size=14336,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+    ),
+    "qwen2": dict(
+        vocab_size=151936,
+        hidden_size=4096,
+        intermediate_size=22016,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+    ),
+    "qwen3": dict(
+        vocab_size=151936,
+        hidden_size=4096,
+        intermediate_size=22016,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        head_dim=128,
+    ),
+    "qwen3_moe": dict(
+        vocab_size=151936,
+        hidden_size=2048,
+        intermediate_size=6144,
+        num_hidden_layers=24,
+        num_attention_heads=32,
+        num_key_value_heads=4,
+    ),
+    "phi3": dict(
+        vocab_size=32064,
+        hidden_size=3072,
+        intermediate_size=8192,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+    ),
+    "gemma2": dict(
+        vocab_size=256000,
+        hidden_size=2304,
+        intermediate_size=9216,
+        num_hidden_layers=26,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        head_dim=256,
+        tie_word_embeddings=True,
+    ),
+    "deepseek_v3": dict(
+        vocab_size=129280,
+        hidden_size=7168,
+        intermediate_size=18432,
+        num_hidden_layers=61,
+        num_attention_heads=128,
+    ),
 }
 _PLAIN_VOCAB = {"gpt2": 50257, "opt": 50272, "falcon": 65024, "gpt_neox": 50432, "bloom": 250880}
 
@@ -658,7 +857,9 @@ def model_from_config(config: Mapping[str, Any], model_id: str = "custom") -> Mo
     are ignored. Nothing in the config is executed and nothing is fetched.
     """
     if not isinstance(config, Mapping):
-        raise SpecError("config", "must be a JSON object (a config.json dict)", type(config).__name__)
+        raise SpecError(
+            "config", "must be a JSON object (a config.json dict)", type(config).__name__
+        )
     text_config = config.get("text_config")
     raw: Mapping[str, Any] = text_config if isinstance(text_config, Mapping) else config
     mt = raw.get("model_type") or config.get("model_type")

@@ -56,8 +56,9 @@ class Parallelism:
 
 def check_divides(field: str, divisor: int, name: str, value: int) -> None:
     if value % divisor:
-        raise SpecError(field, f"{field.split('.')[-1]}={divisor} must divide {name}={value}",
-                        divisor)
+        raise SpecError(
+            field, f"{field.split('.')[-1]}={divisor} must divide {name}={value}", divisor
+        )
 
 
 def validate_layout(model: ModelSpec, p: Parallelism, *, training: bool) -> None:
@@ -82,23 +83,32 @@ def validate_layout(model: ModelSpec, p: Parallelism, *, training: bool) -> None
         if training:
             check_divides("layout.tp", p.tp, "num_key_value_heads", kv)
         elif kv % p.tp and p.tp % kv:
-            raise SpecError("layout.tp", f"tp={p.tp} must divide num_key_value_heads={kv} or be "
-                            "a multiple of it (KV heads are then replicated)", p.tp)
+            raise SpecError(
+                "layout.tp",
+                f"tp={p.tp} must divide num_key_value_heads={kv} or be "
+                "a multiple of it (KV heads are then replicated)",
+                p.tp,
+            )
     for width in model.intermediate_sizes:
         tp = p.expert_tp if model.moe and width == model.moe.expert_intermediate_size else p.tp
         check_divides("layout.tp" if tp == p.tp else "layout.etp", tp, "intermediate_size", width)
     check_divides("layout.pp", p.pp * p.vp, "num_hidden_layers", model.num_layers)
     if p.pp * p.vp > model.num_layers:
-        raise SpecError("layout.pp", f"pp*vp={p.pp * p.vp} exceeds num_hidden_layers="
-                        f"{model.num_layers}", p.pp)
+        raise SpecError(
+            "layout.pp", f"pp*vp={p.pp * p.vp} exceeds num_hidden_layers={model.num_layers}", p.pp
+        )
     if p.vp > 1 and p.pp == 1:
         raise SpecError("layout.vp", "virtual pipeline stages need pp > 1", p.vp)
     if model.moe is None:
         if p.ep > 1:
-            raise SpecError("layout.ep", "expert parallelism needs a mixture-of-experts model",
-                            p.ep)
+            raise SpecError(
+                "layout.ep", "expert parallelism needs a mixture-of-experts model", p.ep
+            )
     else:
         check_divides("layout.ep", p.ep, "num_experts", model.moe.num_experts)
         if training and (p.tp * p.cp * p.dp) % (p.ep * p.expert_tp):
-            raise SpecError("layout.ep", f"ep*etp={p.ep * p.expert_tp} must divide "
-                            f"tp*cp*dp={p.tp * p.cp * p.dp}", p.ep)
+            raise SpecError(
+                "layout.ep",
+                f"ep*etp={p.ep * p.expert_tp} must divide tp*cp*dp={p.tp * p.cp * p.dp}",
+                p.ep,
+            )

@@ -15,7 +15,13 @@ from .model import ModelSpec
 __all__ = ["ParamCounts", "count_params"]
 
 _COMPONENTS = (
-    "embeddings", "attention", "mlp", "experts", "shared_experts", "router", "norms",
+    "embeddings",
+    "attention",
+    "mlp",
+    "experts",
+    "shared_experts",
+    "router",
+    "norms",
     "output_head",
 )
 

@@ -36,23 +36,38 @@ def _grouped(bits: int, group: int, scale_bytes: float, zero_bits: int = 0) -> f
     return bits / 8 + (scale_bytes + zero_bits / 8) / group
 
 
-DTYPES: dict[str, DType] = {d.name: d for d in (
-    DType("fp32", 4, "fp32", "IEEE single precision"),
-    DType("tf32", 4, "tf32", "fp32 storage, TF32 tensor-core math"),
-    DType("bf16", 2, "bf16", "bfloat16"),
-    DType("fp16", 2, "fp16", "IEEE half precision"),
-    DType("fp8", 1, "fp8", "FP8 E4M3/E5M2 with per-tensor scales (Transformer Engine)"),
-    DType("mxfp8", 1 + 1 / 32, "fp8", "OCP MXFP8: FP8 elements + E8M0 scale per 32"),
-    DType("mxfp4", _grouped(4, 32, 1), "fp4", "OCP MXFP4: FP4 E2M1 + E8M0 scale per 32"),
-    DType("nvfp4", _grouped(4, 16, 1), "fp4", "NVIDIA NVFP4: FP4 E2M1 + E4M3 scale per 16"),
-    DType("int8", 1, "int8", "8-bit integer (W8A8 or KV cache)"),
-    DType("int8-wo", _grouped(8, 128, 2), None,
-          "weight-only int8, FP16 scale per group of 128 (W8A16)"),
-    DType("int4-wo", _grouped(4, 128, 2, 4), None,
-          "weight-only int4 (GPTQ/AWQ), FP16 scale + 4-bit zero per group of 128 (W4A16)"),
-    DType("fp8-adam", 1 + 4 / 2048, None,
-          "8-bit optimizer state, block-wise with an fp32 absmax per 2048 (bitsandbytes Adam8bit)"),
-)}
+DTYPES: dict[str, DType] = {
+    d.name: d
+    for d in (
+        DType("fp32", 4, "fp32", "IEEE single precision"),
+        DType("tf32", 4, "tf32", "fp32 storage, TF32 tensor-core math"),
+        DType("bf16", 2, "bf16", "bfloat16"),
+        DType("fp16", 2, "fp16", "IEEE half precision"),
+        DType("fp8", 1, "fp8", "FP8 E4M3/E5M2 with per-tensor scales (Transformer Engine)"),
+        DType("mxfp8", 1 + 1 / 32, "fp8", "OCP MXFP8: FP8 elements + E8M0 scale per 32"),
+        DType("mxfp4", _grouped(4, 32, 1), "fp4", "OCP MXFP4: FP4 E2M1 + E8M0 scale per 32"),
+        DType("nvfp4", _grouped(4, 16, 1), "fp4", "NVIDIA NVFP4: FP4 E2M1 + E4M3 scale per 16"),
+        DType("int8", 1, "int8", "8-bit integer (W8A8 or KV cache)"),
+        DType(
+            "int8-wo",
+            _grouped(8, 128, 2),
+            None,
+            "weight-only int8, FP16 scale per group of 128 (W8A16)",
+        ),
+        DType(
+            "int4-wo",
+            _grouped(4, 128, 2, 4),
+            None,
+            "weight-only int4 (GPTQ/AWQ), FP16 scale + 4-bit zero per group of 128 (W4A16)",
+        ),
+        DType(
+            "fp8-adam",
+            1 + 4 / 2048,
+            None,
+            "8-bit optimizer state, block-wise, fp32 absmax per 2048 (bitsandbytes Adam8bit)",
+        ),
+    )
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,23 +105,32 @@ class Precision:
 
 
 _BF16 = Precision("bf16", "bf16", "bf16", "bf16", "bf16", "fp32", "fp32", "fp32")
-PRESETS: dict[str, Precision] = {p.name: p for p in (
-    _BF16,
-    replace(_BF16, name="fp16", weights="fp16", activations="fp16", gemm_inputs="fp16",
-            kv_cache="fp16"),
-    Precision("fp32", "fp32", "fp32", "fp32", "fp32", "fp32", None, "fp32"),
-    Precision("tf32", "tf32", "fp32", "tf32", "fp32", "fp32", None, "fp32"),
-    # Transformer Engine fp8 training: bf16 model weights, fp8 GEMMs with an fp8 weight cache,
-    # fp8 copies of GEMM inputs saved for backward, fp32 master weights and Adam states.
-    replace(_BF16, name="fp8", gemm_inputs="fp8", weight_cache="fp8"),
-    replace(_BF16, name="mxfp8", gemm_inputs="mxfp8", weight_cache="mxfp8"),
-    replace(_BF16, name="nvfp4", gemm_inputs="nvfp4", weight_cache="nvfp4"),
-    # Serving formats: quantized weights, bf16 activations.
-    replace(_BF16, name="fp8-serving", weights="fp8", gemm_inputs="fp8", kv_cache="fp8"),
-    replace(_BF16, name="nvfp4-serving", weights="nvfp4", gemm_inputs="nvfp4", kv_cache="fp8"),
-    replace(_BF16, name="int8-wo", weights="int8-wo"),
-    replace(_BF16, name="int4-wo", weights="int4-wo"),
-)}
+PRESETS: dict[str, Precision] = {
+    p.name: p
+    for p in (
+        _BF16,
+        replace(
+            _BF16,
+            name="fp16",
+            weights="fp16",
+            activations="fp16",
+            gemm_inputs="fp16",
+            kv_cache="fp16",
+        ),
+        Precision("fp32", "fp32", "fp32", "fp32", "fp32", "fp32", None, "fp32"),
+        Precision("tf32", "tf32", "fp32", "tf32", "fp32", "fp32", None, "fp32"),
+        # Transformer Engine fp8 training: bf16 model weights, fp8 GEMMs with an fp8 weight cache,
+        # fp8 copies of GEMM inputs saved for backward, fp32 master weights and Adam states.
+        replace(_BF16, name="fp8", gemm_inputs="fp8", weight_cache="fp8"),
+        replace(_BF16, name="mxfp8", gemm_inputs="mxfp8", weight_cache="mxfp8"),
+        replace(_BF16, name="nvfp4", gemm_inputs="nvfp4", weight_cache="nvfp4"),
+        # Serving formats: quantized weights, bf16 activations.
+        replace(_BF16, name="fp8-serving", weights="fp8", gemm_inputs="fp8", kv_cache="fp8"),
+        replace(_BF16, name="nvfp4-serving", weights="nvfp4", gemm_inputs="nvfp4", kv_cache="fp8"),
+        replace(_BF16, name="int8-wo", weights="int8-wo"),
+        replace(_BF16, name="int4-wo", weights="int4-wo"),
+    )
+}
 
 _ROLES = tuple(f.name for f in fields(Precision) if f.name != "name")
 

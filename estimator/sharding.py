@@ -20,8 +20,14 @@ from .architecture import LayerKind, Linear
 from .model import ModelSpec
 from .xp import Num, ceil_div, maximum, take, where
 
-__all__ = ["VOCAB_PAD_MULTIPLE", "StageParams", "layer_params", "padded_vocab", "stage_kind_counts",
-           "stage_params"]
+__all__ = [
+    "VOCAB_PAD_MULTIPLE",
+    "StageParams",
+    "layer_params",
+    "padded_vocab",
+    "stage_kind_counts",
+    "stage_params",
+]
 
 VOCAB_PAD_MULTIPLE = 128
 
@@ -124,8 +130,9 @@ class StageParams:
         return self.dense + self.experts
 
 
-def stage_params(model: ModelSpec, tp: Num, pp: Num, vp: Num, ep: Num, etp: Num,
-                 stage: Num) -> StageParams:
+def stage_params(
+    model: ModelSpec, tp: Num, pp: Num, vp: Num, ep: Num, etp: Num, stage: Num
+) -> StageParams:
     counts = stage_kind_counts(model, pp, vp, stage)
     lw = other = ew = eo = 0
     largest: Num = 0
@@ -137,12 +144,14 @@ def stage_params(model: ModelSpec, tp: Num, pp: Num, vp: Num, ep: Num, etp: Num,
     vocab_rows = padded_vocab(model, tp) // tp
     first = stage == 0
     last = stage == pp - 1
-    embed_first = (vocab_rows * model.embed_dim + model.position_embedding_params
-                   + sum(m.params for m in model.embedding_projections)
-                   + (model.embedding_norm.params if model.embedding_norm else 0))
+    embed_first = (
+        vocab_rows * model.embed_dim
+        + model.position_embedding_params
+        + sum(m.params for m in model.embedding_projections)
+        + (model.embedding_norm.params if model.embedding_norm else 0)
+    )
     # The head exists on the last stage unless it is the tied embedding already held there.
     head_rows = where(model.tie_embeddings & first, 0, vocab_rows)
-    embed_last = (head_rows * model.embed_dim
-                  + (model.final_norm.params if model.final_norm else 0))
+    embed_last = head_rows * model.embed_dim + (model.final_norm.params if model.final_norm else 0)
     embedding = first * embed_first + last * embed_last
     return StageParams(lw, other + embedding, ew, eo, embedding, largest)

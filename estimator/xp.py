@@ -53,7 +53,7 @@ def ceil_div(a: Num, b: Num) -> Num:
     return -(-a // b)
 
 
-def take(table: Sequence[int] | np.ndarray, index: Num) -> Num:
+def take(table: Sequence[int] | Any, index: Num) -> Num:
     """``table[index]`` for an int index or an integer index array."""
     if is_array(index):
         np = _numpy()

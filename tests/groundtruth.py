@@ -181,7 +181,7 @@ def meta_model(
         kwargs["experts_implementation"] = experts_implementation
     with torch.device("meta"):
         model = _from_config(cfg, kwargs)
-    model.eval()
+    model.train(False)
     return model
 
 
@@ -500,7 +500,7 @@ def kv_cache_layout(
     storages they keep alive; larger than nbytes when a sliding layer holds a view).
     """
     model = real_model(config, dtype=dtype, attn_implementation=attn_implementation)
-    model.eval()
+    model.train(False)
     vocab = int(model.config.vocab_size)
     gen = torch.Generator().manual_seed(0)
     input_ids = torch.randint(0, vocab, (batch, seq), generator=gen)
@@ -594,7 +594,7 @@ def _layers_prefix(model: PreTrainedModel) -> str:
     n_layers = int(getattr(model.config, "num_hidden_layers", 0))
     for name, mod in model.named_modules():
         if isinstance(mod, nn.ModuleList) and len(mod) == n_layers and name:
-            return name
+            return str(name)
     raise RuntimeError("decoder layer list not found")
 
 
@@ -662,7 +662,7 @@ def saved_activation_bytes(
         if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.x name
             model.activation_checkpointing_enable(activation_checkpointing_kwargs=ckpt_kwargs)
         else:  # deprecated alias (FutureWarning in 5.x)
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=ckpt_kwargs)
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=ckpt_kwargs)  # type: ignore[no-untyped-call,unused-ignore]
     model.train()
     prefix = _layers_prefix(model)
     layer_list = cast("nn.ModuleList", model.get_submodule(prefix))

@@ -23,8 +23,9 @@ FP32_KV = get_precision({"kv_cache": "fp32"})
 H100 = get_accelerator("h100-sxm-80gb")
 
 
-@pytest.mark.parametrize("model_id", ["llama-3-8b", "qwen3-30b-a3b", "deepseek-v3", "gpt2",
-                                      "falcon-7b", "phi-3-mini-4k"])
+@pytest.mark.parametrize(
+    "model_id", ["llama-3-8b", "qwen3-30b-a3b", "deepseek-v3", "gpt2", "falcon-7b", "phi-3-mini-4k"]
+)
 def test_kv_cache_equals_transformers_cache(model_id: str, gt: Any) -> None:
     config = gt.tiny_config(model_entry(model_id)["config"])
     if config.get("sliding_window"):
@@ -58,9 +59,13 @@ def test_published_kv_bytes_per_token() -> None:
 
 
 def test_max_concurrency_fills_the_card() -> None:
-    r = inference_memory(get_model("llama-3-8b"), H100, Parallelism(),
-                         InferenceSetup(input_len=1024, output_len=1024, concurrency=8),
-                         get_precision("bf16"))
+    r = inference_memory(
+        get_model("llama-3-8b"),
+        H100,
+        Parallelism(),
+        InferenceSetup(input_len=1024, output_len=1024, concurrency=8),
+        get_precision("bf16"),
+    )
     free = r.capacity_bytes - r.weights_bytes - r.activation_peak_bytes - r.runtime_overhead_bytes
     assert r.max_concurrency == int(free // r.kv_cache_bytes_per_sequence)
     assert r.kv_cache_bytes_per_sequence == 2048 * 131072
@@ -79,30 +84,38 @@ def test_mla_latent_is_replicated_over_tp() -> None:
     bf16 = get_precision("bf16")
     model = get_model("deepseek-v3")
     assert kv_cache_bytes_per_sequence(model, bf16, 1, tp=8) == kv_cache_bytes_per_sequence(
-        model, bf16, 1)
+        model, bf16, 1
+    )
 
 
 def test_quantized_weights_shrink() -> None:
     model = get_model("llama-3-70b")
     setup = InferenceSetup(1024, 256)
-    sizes = {p: inference_memory(model, get_accelerator("h200-sxm-141gb"), Parallelism(),
-                                 setup, get_precision(p)).weights_bytes
-             for p in ("bf16", "fp8-serving", "int4-wo")}
+    sizes = {
+        p: inference_memory(
+            model, get_accelerator("h200-sxm-141gb"), Parallelism(), setup, get_precision(p)
+        ).weights_bytes
+        for p in ("bf16", "fp8-serving", "int4-wo")
+    }
     assert sizes["bf16"] > sizes["fp8-serving"] > sizes["int4-wo"]
     assert sizes["bf16"] == 70_553_706_496 * 2
     # int4 with per-128 FP16 scales and 4-bit zeros: 0.5195 bytes per linear weight
     linear = 70_553_706_496 - 2 * 128256 * 8192 - (80 * 2 + 1) * 8192
-    assert sizes["int4-wo"] == pytest.approx(linear * 0.51953125 + (70_553_706_496 - linear) * 2,
-                                             rel=1e-3)
+    assert sizes["int4-wo"] == pytest.approx(
+        linear * 0.51953125 + (70_553_706_496 - linear) * 2, rel=1e-3
+    )
 
 
-@pytest.mark.parametrize(("layout", "setup", "field"), [
-    (Parallelism(tp=3), InferenceSetup(128, 128), "layout.tp"),
-    (Parallelism(), InferenceSetup(8000, 1000), "input_len"),
-    (Parallelism(), InferenceSetup(0, 10), "input_len"),
-    (Parallelism(), InferenceSetup(10, 10, concurrency=0), "concurrency"),
-    (Parallelism(dp=2), InferenceSetup(10, 10), "layout"),
-])
+@pytest.mark.parametrize(
+    ("layout", "setup", "field"),
+    [
+        (Parallelism(tp=3), InferenceSetup(128, 128), "layout.tp"),
+        (Parallelism(), InferenceSetup(8000, 1000), "input_len"),
+        (Parallelism(), InferenceSetup(0, 10), "input_len"),
+        (Parallelism(), InferenceSetup(10, 10, concurrency=0), "concurrency"),
+        (Parallelism(dp=2), InferenceSetup(10, 10), "layout"),
+    ],
+)
 def test_invalid_serving_inputs(layout: Parallelism, setup: InferenceSetup, field: str) -> None:
     with pytest.raises(SpecError) as err:
         inference_memory(get_model("llama-3-8b"), H100, layout, setup, get_precision("bf16"))

@@ -26,17 +26,35 @@ H100 = get_accelerator("h100-sxm-80gb")
 BF16 = get_precision("bf16")
 
 # GPT-3 175B shapes with dropout, as in Korthikanti et al. 2022, Table 2 setting.
-GPT3 = model_from_config({
-    "model_type": "gpt2", "n_embd": 12288, "n_layer": 96, "n_head": 96, "vocab_size": 51200,
-    "n_positions": 2048,
-})
+GPT3 = model_from_config(
+    {
+        "model_type": "gpt2",
+        "n_embd": 12288,
+        "n_layer": 96,
+        "n_head": 96,
+        "vocab_size": 51200,
+        "n_positions": 2048,
+    }
+)
 
 
-def _layer_bytes(tp: int, sp: bool, flash: bool, recompute: str, s: int = 2048,
-                 b: int = 1) -> float:
-    return float(layer_activation_bytes(
-        GPT3, GPT3.kinds[0], BF16, tokens=s * b, keys=s, tp=tp, sp=sp, etp=1, flash=flash,
-        recompute=recompute))
+def _layer_bytes(
+    tp: int, sp: bool, flash: bool, recompute: str, s: int = 2048, b: int = 1
+) -> float:
+    return float(
+        layer_activation_bytes(
+            GPT3,
+            GPT3.kinds[0],
+            BF16,
+            tokens=s * b,
+            keys=s,
+            tp=tp,
+            sp=sp,
+            etp=1,
+            flash=flash,
+            recompute=recompute,
+        )
+    )
 
 
 @pytest.mark.parametrize("tp", [1, 2, 8])
@@ -44,10 +62,12 @@ def test_korthikanti_equations(tp: int) -> None:
     s, b, h, a = 2048, 1, 12288, 96
     # eq. (2): tensor parallel, no sequence parallel: sbh (10 + 24/t + 5as/(ht))
     assert _layer_bytes(tp, False, False, "none") == pytest.approx(
-        s * b * h * (10 + 24 / tp + 5 * a * s / (h * tp)))
+        s * b * h * (10 + 24 / tp + 5 * a * s / (h * tp))
+    )
     # eq. (3): with sequence parallel: sbh/t (34 + 5as/h)
     assert _layer_bytes(tp, True, False, "none") == pytest.approx(
-        s * b * h / tp * (34 + 5 * a * s / h))
+        s * b * h / tp * (34 + 5 * a * s / h)
+    )
     # selective recompute drops the attention scores: 34 sbh / t
     assert _layer_bytes(tp, True, False, "selective") == pytest.approx(34 * s * b * h / tp)
     # full recompute keeps the layer input: 2 sbh (/t with sequence parallel)
@@ -60,13 +80,20 @@ def test_megatron_bytes_per_parameter() -> None:
     model = get_model("llama-2-7b")
     setup = TrainingSetup(seq_len=4096)
     plain = training_memory(model, H100, Parallelism(dp=8), setup, BF16)
-    states = (plain.weights_bytes + plain.gradients_bytes + plain.master_weights_bytes
-              + plain.optimizer_states_bytes)
+    states = (
+        plain.weights_bytes
+        + plain.gradients_bytes
+        + plain.master_weights_bytes
+        + plain.optimizer_states_bytes
+    )
     assert states == pytest.approx(18 * plain.params_on_gpu)
-    dist = training_memory(model, H100, Parallelism(dp=8, distributed_optimizer=True), setup,
-                           BF16)
-    states = (dist.weights_bytes + dist.gradients_bytes + dist.master_weights_bytes
-              + dist.optimizer_states_bytes)
+    dist = training_memory(model, H100, Parallelism(dp=8, distributed_optimizer=True), setup, BF16)
+    states = (
+        dist.weights_bytes
+        + dist.gradients_bytes
+        + dist.master_weights_bytes
+        + dist.optimizer_states_bytes
+    )
     assert states == pytest.approx((6 + 12 / 8) * dist.params_on_gpu)
 
 
@@ -92,9 +119,13 @@ def test_expert_parallel_shards_experts() -> None:
 def test_pipeline_reports_most_loaded_stage() -> None:
     # GPT-2 has a large tied vocabulary relative to its layers: the last stage, with a copy of
     # the embedding and the fp32 logits, is the heaviest at a long sequence.
-    result = training_memory(get_model("gpt2"), H100, Parallelism(pp=4),
-                             TrainingSetup(seq_len=1024, micro_batch_size=16,
-                                           global_batch_size=16), BF16)
+    result = training_memory(
+        get_model("gpt2"),
+        H100,
+        Parallelism(pp=4),
+        TrainingSetup(seq_len=1024, micro_batch_size=16, global_batch_size=16),
+        BF16,
+    )
     assert result.stage == 3
     tokens = 16 * 1024  # final-norm input and head input (bf16), fp32 logits of 50304 rows
     assert result.logits_bytes == tokens * (768 * 2 + 768 * 2 + 50304 * 4)
@@ -104,8 +135,13 @@ def test_pipeline_reports_most_loaded_stage() -> None:
 def test_one_f_one_b_in_flight_microbatches() -> None:
     model = get_model("llama-2-7b")
     for pp, gbs, expected in ((4, 64, 4), (4, 2, 2), (8, 64, 8)):
-        r = training_memory(model, H100, Parallelism(pp=pp), TrainingSetup(
-            4096, micro_batch_size=1, global_batch_size=gbs), BF16)
+        r = training_memory(
+            model,
+            H100,
+            Parallelism(pp=pp),
+            TrainingSetup(4096, micro_batch_size=1, global_batch_size=gbs),
+            BF16,
+        )
         assert r.in_flight_microbatches == expected
 
 
@@ -119,12 +155,18 @@ def test_interleaving_penalty_matches_megatron() -> None:
 
 
 def test_llama70b_fits_and_405b_does_not() -> None:
-    setup = TrainingSetup(seq_len=4096, micro_batch_size=1, global_batch_size=512,
-                          recompute="selective")
+    setup = TrainingSetup(
+        seq_len=4096, micro_batch_size=1, global_batch_size=512, recompute="selective"
+    )
     layout = Parallelism(tp=8, pp=4, dp=8, sequence_parallel=True, distributed_optimizer=True)
     assert training_memory(get_model("llama-3-70b"), H100, layout, setup, BF16).fits
-    big = training_memory(get_model("llama-3.1-405b"), H100,
-                          Parallelism(tp=8, pp=2, dp=8, sequence_parallel=True), setup, BF16)
+    big = training_memory(
+        get_model("llama-3.1-405b"),
+        H100,
+        Parallelism(tp=8, pp=2, dp=8, sequence_parallel=True),
+        setup,
+        BF16,
+    )
     assert not big.fits and big.total_bytes > 80 * GIB
 
 
@@ -137,21 +179,25 @@ def test_fp8_adds_weight_cache_and_shrinks_gemm_inputs() -> None:
     assert fp8.activations_bytes < bf16.activations_bytes
 
 
-@pytest.mark.parametrize(("layout", "setup", "field"), [
-    (Parallelism(tp=3), TrainingSetup(4096), "layout.tp"),
-    (Parallelism(pp=5), TrainingSetup(4096), "layout.pp"),
-    (Parallelism(ep=2), TrainingSetup(4096), "layout.ep"),
-    (Parallelism(tp=0), TrainingSetup(4096), "layout.tp"),
-    (Parallelism(zero_stage=4), TrainingSetup(4096), "layout.zero_stage"),
-    (Parallelism(), TrainingSetup(9000), "seq_len"),
-    (Parallelism(), TrainingSetup(0), "seq_len"),
-    (Parallelism(), TrainingSetup(4096, micro_batch_size=0), "micro_batch_size"),
-    (Parallelism(dp=4), TrainingSetup(4096, global_batch_size=6), "global_batch_size"),
-    (Parallelism(cp=3), TrainingSetup(4096), "layout.cp"),
-    (Parallelism(), TrainingSetup(4096, recompute="some"), "recompute"),  # type: ignore[arg-type]
-])
-def test_invalid_layouts_name_the_field(layout: Parallelism, setup: TrainingSetup,
-                                        field: str) -> None:
+@pytest.mark.parametrize(
+    ("layout", "setup", "field"),
+    [
+        (Parallelism(tp=3), TrainingSetup(4096), "layout.tp"),
+        (Parallelism(pp=5), TrainingSetup(4096), "layout.pp"),
+        (Parallelism(ep=2), TrainingSetup(4096), "layout.ep"),
+        (Parallelism(tp=0), TrainingSetup(4096), "layout.tp"),
+        (Parallelism(zero_stage=4), TrainingSetup(4096), "layout.zero_stage"),
+        (Parallelism(), TrainingSetup(9000), "seq_len"),
+        (Parallelism(), TrainingSetup(0), "seq_len"),
+        (Parallelism(), TrainingSetup(4096, micro_batch_size=0), "micro_batch_size"),
+        (Parallelism(dp=4), TrainingSetup(4096, global_batch_size=6), "global_batch_size"),
+        (Parallelism(cp=3), TrainingSetup(4096), "layout.cp"),
+        (Parallelism(), TrainingSetup(4096, recompute="some"), "recompute"),  # type: ignore[arg-type]
+    ],
+)
+def test_invalid_layouts_name_the_field(
+    layout: Parallelism, setup: TrainingSetup, field: str
+) -> None:
     with pytest.raises(SpecError) as err:
         training_memory(get_model("llama-3-8b"), H100, layout, setup, BF16)
     assert err.value.field == field
@@ -160,8 +206,7 @@ def test_invalid_layouts_name_the_field(layout: Parallelism, setup: TrainingSetu
 
 def test_tp_error_message_names_rule() -> None:
     with pytest.raises(SpecError, match=r"tp=3 must divide num_attention_heads=32"):
-        training_memory(get_model("llama-3-8b"), H100, Parallelism(tp=3), TrainingSetup(4096),
-                        BF16)
+        training_memory(get_model("llama-3-8b"), H100, Parallelism(tp=3), TrainingSetup(4096), BF16)
 
 
 # --- invariants ---------------------------------------------------------------------------
@@ -171,19 +216,39 @@ LAYOUT_MODELS = ["llama-3-8b", "mixtral-8x7b", "gemma-2-9b", "deepseek-v3", "gpt
 
 def _terms(model_id: str, **kw: Any) -> dict[str, Any]:
     model = get_model(model_id)
-    base: dict[str, Any] = dict(tp=1, pp=1, dp=1, cp=1, ep=1, etp=1, vp=1, sp=True, zero=0,
-                                stage=0, microbatches=8, micro_batch=1, seq_len=2048,
-                                recompute="none", flash=True, optimizer="adamw")
+    base: dict[str, Any] = dict(
+        tp=1,
+        pp=1,
+        dp=1,
+        cp=1,
+        ep=1,
+        etp=1,
+        vp=1,
+        sp=True,
+        zero=0,
+        stage=0,
+        microbatches=8,
+        micro_batch=1,
+        seq_len=2048,
+        recompute="none",
+        flash=True,
+        optimizer="adamw",
+    )
     base.update(kw)
     return training_memory_terms(model, BF16, TrainingSetup(2048), **base)
 
 
 @settings(max_examples=60, deadline=None)
-@given(model_id=st.sampled_from(LAYOUT_MODELS), tp=st.sampled_from([1, 2, 4]),
-       dp=st.sampled_from([1, 2, 8]), zero=st.integers(0, 3),
-       recompute=st.sampled_from(["none", "selective", "full"]))
-def test_more_tp_or_dp_never_increases_a_term(model_id: str, tp: int, dp: int, zero: int,
-                                              recompute: str) -> None:
+@given(
+    model_id=st.sampled_from(LAYOUT_MODELS),
+    tp=st.sampled_from([1, 2, 4]),
+    dp=st.sampled_from([1, 2, 8]),
+    zero=st.integers(0, 3),
+    recompute=st.sampled_from(["none", "selective", "full"]),
+)
+def test_more_tp_or_dp_never_increases_a_term(
+    model_id: str, tp: int, dp: int, zero: int, recompute: str
+) -> None:
     before = _terms(model_id, tp=tp, dp=dp, zero=zero, recompute=recompute)
     for more in (dict(tp=2 * tp, dp=dp), dict(tp=tp, dp=2 * dp)):
         after = _terms(model_id, zero=zero, recompute=recompute, **more)
@@ -194,8 +259,9 @@ def test_more_tp_or_dp_never_increases_a_term(model_id: str, tp: int, dp: int, z
 
 
 @settings(max_examples=40, deadline=None)
-@given(model_id=st.sampled_from(LAYOUT_MODELS), pp=st.sampled_from([1, 2]),
-       stage_frac=st.floats(0, 1))
+@given(
+    model_id=st.sampled_from(LAYOUT_MODELS), pp=st.sampled_from([1, 2]), stage_frac=st.floats(0, 1)
+)
 def test_more_pp_never_increases_a_term(model_id: str, pp: int, stage_frac: float) -> None:
     model = get_model(model_id)
     if model.num_layers % (2 * pp):
@@ -220,6 +286,8 @@ def test_more_pp_never_increases_a_term(model_id: str, pp: int, stage_frac: floa
 @settings(max_examples=40, deadline=None)
 @given(model_id=st.sampled_from(LAYOUT_MODELS), dp=st.sampled_from([2, 4, 16]))
 def test_zero_stages_are_ordered(model_id: str, dp: int) -> None:
-    totals = [sum(_terms(model_id, dp=dp, zero=z)[n] for n in TERMS if n != "zero3_gather_bytes")
-              for z in range(4)]
+    totals = [
+        sum(_terms(model_id, dp=dp, zero=z)[n] for n in TERMS if n != "zero3_gather_bytes")
+        for z in range(4)
+    ]
     assert totals[3] <= totals[2] <= totals[1] <= totals[0]

@@ -18,7 +18,8 @@ def test_fresh_interpreter_imports_nothing_forbidden() -> None:
         "import sys, estimator\n"
         "from estimator import *\n"
         "m = get_model('llama-3-70b'); a = get_accelerator('h100-sxm-80gb')\n"
-        "training_memory(m, a, Parallelism(tp=8, pp=2), TrainingSetup(4096), get_precision('bf16'))\n"
+        "training_memory(m, a, Parallelism(tp=8, pp=2), TrainingSetup(4096),"
+        " get_precision('bf16'))\n"
         f"bad = [n for n in sys.modules if n.split('.')[0] in {FORBIDDEN!r}]\n"
         "print(','.join(bad))\n"
     )
