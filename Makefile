@@ -36,8 +36,10 @@ pytest: $(VENV)/.installed-test
 
 test: lint typecheck pytest
 
+# llm-analysis 0.2.2 pins transformers<5, which would downgrade the ground-truth extra: install it
+# without its dependencies (the benchmark never lets it import transformers).
 bench: $(VENV)/.installed-test
-	$(BIN)/python -m pip install --quiet -e ".[bench]"
+	$(BIN)/python -m pip install --quiet --no-deps llm-analysis==0.2.2 "fire>=0.5,<0.6" six termcolor
 	$(BIN)/python benchmarks/bench_estimate.py
 
 clean:

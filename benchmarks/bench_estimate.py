@@ -16,11 +16,15 @@ reported, never enforced):
    <= 50 us.
 3. The same estimate from llm-analysis 0.2.2 (``LLMAnalysis(...).training(...)``, logging at
    ERROR), on the closest model config it has: its bundled Llama-2-7B, otherwise a ModelConfig
-   built by hand from the same shapes (it bundles no Llama 3, Mixtral or DeepSeek).
+   built by hand from the same shapes (it bundles no Llama 3, Mixtral or DeepSeek). Same layout,
+   micro-batch 1 and global batch, selective recompute, ZeRO-1; no ``total_num_tokens``, so it
+   does no more than ours (no training-time estimate). Ours is timed first, before llm-analysis
+   is imported; its optional ``transformers`` import is blocked (see ``load_baseline``).
 4. The ratios llm-analysis / ours and ours / target, and both tools' Llama-2-7B parameter counts.
 
 Run: ``make bench`` or ``.venv/bin/python benchmarks/bench_estimate.py``. Without llm-analysis
-installed the script still prints our own figures and says the baseline is missing.
+installed the script still prints our own figures and says the baseline is missing. Per-call
+times are wall-clock: run it on an idle machine, other load shows up directly in the medians.
 """
 
 from __future__ import annotations
@@ -340,10 +344,24 @@ class Baseline:
 
 
 def load_baseline() -> tuple[Baseline | None, str]:
-    """llm-analysis, or None and why not."""
+    """llm-analysis, or None and why not.
+
+    Its config module tries ``from transformers import AutoConfig`` at import time, only to fetch
+    unknown models from the Hugging Face Hub, which this benchmark never does; that import would
+    pull in torch and numpy (seconds, and a different process for our timings), so it is blocked:
+    llm-analysis catches the ImportError and works from its bundled configs.
+    """
+    block = "transformers" not in sys.modules
+    if block:
+        sys.modules["transformers"] = None  # type: ignore[assignment]
     try:
         from importlib.metadata import version
 
+        # Its logger is named "__name__" and formats every message eagerly; ERROR silences the
+        # output but not the f-string work, which is part of what a call costs.
+        from llm_analysis.logger import logger
+
+        logger.setLevel(logging.ERROR)
         from llm_analysis.analysis import ActivationRecomputation, DSZeRO, LLMAnalysis
         from llm_analysis.config import (
             ModelConfig,
@@ -352,12 +370,11 @@ def load_baseline() -> tuple[Baseline | None, str]:
             get_gpu_config_by_name,
             get_model_config_by_name,
         )
-        from llm_analysis.logger import logger
     except ImportError as exc:
         return None, f"llm-analysis is not installed ({exc}); baseline skipped"
-    # Its logger is named "__name__" and formats every message eagerly; ERROR silences the output
-    # but not the f-string work, which is part of what a call costs.
-    logger.setLevel(logging.ERROR)
+    finally:
+        if block:
+            del sys.modules["transformers"]
     baseline = Baseline(
         LLMAnalysis,
         ActivationRecomputation.SELECTIVE,
@@ -447,7 +464,7 @@ def main() -> None:
         print(line)
     print()
 
-    baseline, baseline_note = load_baseline()
+    # Ours first, before llm-analysis is imported, so nothing it loads shares our process state.
     ours: dict[str, Timing] = {}
     theirs: dict[str, Timing] = {}
     failures: list[str] = []
@@ -456,7 +473,9 @@ def main() -> None:
             ours[case.model] = time_calls(our_estimate(case))
         except Exception as exc:  # report and go on: the table is the deliverable
             failures.append(f"ours, {case.model}: {type(exc).__name__}: {exc}")
-        if baseline is not None:
+    baseline, baseline_note = load_baseline()
+    if baseline is not None:
+        for case in CASES:
             try:
                 theirs[case.model] = time_calls(baseline_estimate(baseline, case))
             except Exception as exc:
