@@ -30,6 +30,7 @@ from .activations import (
     hf_checkpoint_shared_bytes,
     layer_activation_bytes,
 )
+from .architecture import LayerKind
 from .errors import SpecError
 from .flops import Recompute
 from .model import ModelSpec
@@ -215,9 +216,10 @@ def training_memory_terms(
     gather = where(zero >= 3, 2 * params.largest_layer * w_lin, 0)
 
     tokens = seq_len * micro_batch / cp
-    per_mb: Num = 0
-    for kind, n in zip(model.kinds, stage_kind_counts(model, pp, vp, stage), strict=True):
-        per_mb = per_mb + n * layer_activation_bytes(
+    counts = stage_kind_counts(model, pp, vp, stage)
+
+    def layer_bytes(kind: LayerKind, policy: str) -> Num:
+        return layer_activation_bytes(
             model,
             kind,
             precision,
@@ -227,9 +229,13 @@ def training_memory_terms(
             sp=sp_on,
             etp=etp,
             flash=flash,
-            recompute=recompute,
+            recompute=policy,
             convention=convention,
         )
+
+    per_mb: Num = 0
+    for kind, n in zip(model.kinds, counts, strict=True):
+        per_mb = per_mb + n * layer_bytes(kind, recompute)
     flight = in_flight_microbatches(pp, vp, stage, microbatches)
     first, last = stage == 0, stage == pp - 1
     if convention == "hf" and recompute == "full":
@@ -241,21 +247,8 @@ def training_memory_terms(
     acts = flight * (per_mb + first * embed)
     if recompute == "full":  # the layer being recomputed holds its full activations
         working: Num = 0
-        for kind, n in zip(model.kinds, stage_kind_counts(model, pp, vp, stage), strict=True):
-            one = layer_activation_bytes(
-                model,
-                kind,
-                precision,
-                tokens=tokens,
-                keys=seq_len,
-                tp=tp,
-                sp=sp_on,
-                etp=etp,
-                flash=flash,
-                recompute="none",
-                convention=convention,
-            )
-            working = maximum(working, where(n > 0, one, 0))
+        for kind, n in zip(model.kinds, counts, strict=True):
+            working = maximum(working, where(n > 0, layer_bytes(kind, "none"), 0))
         acts = acts + working
     vocab_rows = model.vocab_size / tp if convention == "hf" else padded_vocab(model, tp) // tp
     logits = last * head_activation_bytes(
