@@ -6,7 +6,10 @@ An operator's time is ``max(flops / achieved_flop_s, bytes / achieved_bytes_s) +
   chip), memory-bound ones ``hbm * e_mem`` bytes/s, and every kernel pays a fixed ``floor``
   (launch, ramp-up and tail).
 - Flash attention (prefill / training) reaches ``peak * e_max * s / (s + s_half)`` FLOP/s on
-  sequences of ``s`` keys: short sequences leave the tensor cores idle between tiles.
+  sequences of ``s`` keys: short sequences leave the tensor cores idle between tiles. The fit is
+  the vendor's fused kernel; FlashAttention-2 is capped at its published ceiling where that is
+  lower (35% of peak on Hopper, FlashAttention-3 paper), and backward kernels reach 63/73 of the
+  forward's FLOP/s (FlashAttention-2 paper).
 - Decode attention streams the KV cache at ``hbm * e_mem`` bytes/s.
 - Collectives cost ``latency + factor * bytes / bus_bandwidth`` with the ring factors of NCCL's
   performance notes (all-reduce ``2 (n - 1) / n``, all-gather / reduce-scatter / all-to-all
@@ -34,6 +37,7 @@ from .accelerator import Accelerator
 from .xp import Num, maximum, minimum, where
 
 __all__ = [
+    "AttentionKernel",
     "Collective",
     "KernelProfile",
     "LinkProfile",
@@ -46,6 +50,9 @@ __all__ = [
 ]
 
 Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv"]
+# "fused": the vendor's architecture-specific kernel the curves were fitted on (cuDNN / TRT-LLM
+# fused attention, FlashAttention-3 class on Hopper); "flash2": FlashAttention-2.
+AttentionKernel = Literal["fused", "flash2"]
 
 # Bus-bandwidth factor of each collective over n ranks (bytes each rank moves per byte of payload).
 _RING_FACTOR = {
@@ -88,6 +95,17 @@ class KernelProfile:
     notes: tuple[str, ...] = ()
     # Achievable matmul efficiency of a compute format relative to bf16 (MAMF fp8 / MAMF bf16).
     format_scale: tuple[tuple[str, float], ...] = ()
+    # Ceiling of FlashAttention-2 on this architecture where it is below the fitted (vendor
+    # fused) kernel's, e.g. 35% of peak on Hopper; None where the fitted curve already is it.
+    flash2_efficiency_max: float | None = None
+    # Backward attention kernels reach this fraction of the forward's FLOP/s.
+    attention_backward_ratio: float = 1.0
+
+    def attention_efficiency(self, kernel: AttentionKernel) -> float:
+        """Maximum fraction of the dense peak one attention kernel family reaches."""
+        if kernel == "flash2" and self.flash2_efficiency_max is not None:
+            return min(self.attention_efficiency_max, self.flash2_efficiency_max)
+        return self.attention_efficiency_max
 
     def gemm_efficiency(self, compute: str) -> float:
         """Maximum achievable fraction of the dense peak for a compute format."""
@@ -116,6 +134,7 @@ def _profile(
     name: str, fitted: dict[str, Any], overrides: dict[str, Any], notes: tuple[str, ...] = ()
 ) -> KernelProfile:
     f = {**fitted, **overrides}
+    flash2 = f.get("attention_flash2")
     return KernelProfile(
         name=name,
         gemm_efficiency_max=f["gemm"]["efficiency_max"],
@@ -133,6 +152,8 @@ def _profile(
         source=f.get("source", ""),
         notes=tuple(f.get("notes", ())) + notes,
         format_scale=tuple(sorted(f.get("format_scale", {}).items())),
+        flash2_efficiency_max=None if flash2 is None else flash2["efficiency_max"],
+        attention_backward_ratio=_table()["attention_backward"]["efficiency_ratio"],
     )
 
 
@@ -185,9 +206,10 @@ def attention_prefill_time(
     bytes_moved: Num,
     keys: Num,
     compute: str,
+    kernel: AttentionKernel = "fused",
 ) -> Num:
     """Flash attention over sequences of ``keys`` keys: ``flops`` of causal work."""
-    eff = prof.attention_efficiency_max * keys / (keys + prof.attention_half_seq)
+    eff = prof.attention_efficiency(kernel) * keys / (keys + prof.attention_half_seq)
     compute_s = flops / (acc.peak(compute) * eff)
     memory_s = bytes_moved / (acc.hbm_bytes_per_s * prof.memory_efficiency)
     return maximum(compute_s, memory_s) + prof.attention_floor_s

@@ -8,10 +8,16 @@ One micro-batch on one GPU of a pipeline stage is a list of operators per layer,
   routing); backward = two GEMMs of the same size (input and weight gradients).
 - Flash attention over the causal pairs (``s (s + 1) / 2``, windows applied), heads split by TP,
   queries by CP; backward does 2.5x the forward FLOPs (FlashAttention-2, Dao 2023, Sec. 3.1:
-  five matmuls against two).
+  five matmuls against two) at 63/73 of the forward's FLOP/s (same paper). The kernel family is
+  an option: the vendor's fused kernel the curves were fitted on (cuDNN / FlashAttention-3 class,
+  Megatron-Core's default) or FlashAttention-2 (PyTorch stacks before FA3; 35% of peak on
+  Hopper). Without flash attention, the full ``s x s`` scores are computed by two batched GEMMs
+  and masked and softmaxed in memory; backward is twice that.
 - Memory-bound elementwise work (norms, residual adds, the MLP activation, rotary, and with fp8
-  recipes the cast of every GEMM input) as bytes read and written, 3 fused kernels per layer
-  forward and 6 backward; the output head GEMM and the
+  recipes the cast of every GEMM input; in MoE layers the token dispatcher's permute, chunk sort,
+  unsort and unpermute copies of every routed token) as bytes read and written, 3 fused kernels
+  per layer forward (plus one per dispatcher pass) and twice that backward; the output head GEMM
+  and the
   cross-entropy over fp32 logits on the last stage, the embedding gather on the first.
 - Communication per micro-batch: TP all-reduce (or all-gather + reduce-scatter with sequence
   parallelism) twice per layer forward and twice backward, exposed unless ``tp_comm_overlap``
@@ -41,10 +47,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .accelerator import Accelerator
-from .architecture import LayerKind
+from .architecture import AttentionCore, LayerKind
 from .errors import SpecError
 from .flops import _attention_terms, _causal_pairs, training_flops
 from .kernels import (
+    AttentionKernel,
     Collective,
     KernelProfile,
     attention_prefill_time,
@@ -81,6 +88,7 @@ class TimingOptions:
     overlapped (``--tp-comm-overlap`` needs Transformer Engine userbuffers)."""
 
     gpus_per_domain: int | None = None  # GPUs sharing NVLink/xGMI; default: the accelerator's
+    attention_kernel: AttentionKernel = "fused"
     tp_comm_overlap: bool = False
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
@@ -203,6 +211,7 @@ def linear_gemm_time(
 class _LayerTime:
     gemm: Num
     attention: Num
+    attention_backward: Num
     elementwise: Num
     tp_comm: Num
     ep_comm: Num
@@ -220,8 +229,11 @@ def _layer_time(
     seq_len: int,
     micro_batch: int,
     domain: int,
+    flash: bool = True,
+    kernel: AttentionKernel = "fused",
 ) -> _LayerTime:
-    """Forward time of one layer of ``kind`` for one micro-batch on one rank."""
+    """Forward time of one layer of ``kind`` for one micro-batch on one rank (and the backward
+    time of its attention, whose ratio to the forward depends on the kernel)."""
     compute = precision.compute
     gemm_b = DTYPES[precision.gemm_inputs].bytes
     act_b = DTYPES[precision.activations].bytes
@@ -238,8 +250,15 @@ def _layer_time(
         tokens * (heads_local * (a.qk_head_dim + a.v_head_dim) * 2) * act_b
         + tokens * kv_local * (a.qk_head_dim + a.v_head_dim) * act_b
     )
-    keys = (seq_len if window is None else minimum(seq_len, window)) / p.cp
-    attention = attention_prefill_time(acc, prof, att_flops, att_bytes, keys, compute)
+    if flash:
+        keys = (seq_len if window is None else minimum(seq_len, window)) / p.cp
+        attention = attention_prefill_time(acc, prof, att_flops, att_bytes, keys, compute, kernel)
+        attention_bwd = attention * FLASH_BACKWARD_FACTOR / prof.attention_backward_ratio
+    else:
+        attention = _eager_attention_time(
+            acc, prof, a, heads_local, micro_batch, seq_len, precision
+        )
+        attention_bwd = 2 * attention
 
     sp_tokens = tokens / p.tp if p.sequence_parallel else tokens
     h = model.hidden_size
@@ -261,7 +280,15 @@ def _layer_time(
             count * m_rows * k for m_rows, k, _, count, _ in _linear_gemms(model, kind, p, tokens)
         )
         elem_bytes = elem_bytes + cast_elems * (act_b + gemm_b)
-    elementwise = memory_time(acc, prof, elem_bytes, ELEMENTWISE_KERNELS_FORWARD)
+    kernels = ELEMENTWISE_KERNELS_FORWARD
+    if model.moe is not None and any(m.copies > 1 for m in kind.linears):
+        # Megatron's token dispatcher copies every routed token (top-k copies of h values) in
+        # permute and unpermute, and sorts the received chunks by local expert around the
+        # all-to-all when experts are split over EP ranks: each pass reads and writes them.
+        passes = 4 if p.ep > 1 else 2
+        elem_bytes = elem_bytes + passes * 2 * tokens / p.tp * model.moe.top_k * h * act_b
+        kernels += passes
+    elementwise = memory_time(acc, prof, elem_bytes, kernels)
 
     ranks = _ranks(p)
     activation_bytes = tokens * h * act_b
@@ -290,7 +317,34 @@ def _layer_time(
         kv_bytes = tokens * kv_local * (a.qk_head_dim + a.v_head_dim) * act_b
         ring = (p.cp - 1) * collective_time(acc, prof, "send_recv", kv_bytes, 2, cp_stride, domain)
         cp_comm = maximum(ring - attention, 0.0)  # hidden behind the blockwise attention
-    return _LayerTime(gemm, attention, elementwise, tp_comm, ep_comm, cp_comm)
+    return _LayerTime(gemm, attention, attention_bwd, elementwise, tp_comm, ep_comm, cp_comm)
+
+
+def _eager_attention_time(
+    acc: Accelerator,
+    prof: KernelProfile,
+    a: AttentionCore,
+    heads: Num,
+    micro_batch: int,
+    seq_len: int,
+    precision: Precision,
+) -> Num:
+    """Unfused attention: the full ``s x s`` score matrix per head (the causal mask and any
+    window are applied to it, not skipped) from a batched QK^T GEMM, masked and softmaxed in
+    memory-bound passes, then multiplied by V. The scores are written by the first GEMM, read and
+    written by the mask and by the softmax, and read by the second GEMM."""
+    act_b = DTYPES[precision.activations].bytes
+    batch = micro_batch * heads
+    scores = batch * seq_len * seq_len
+    qk = 2 * scores * a.qk_head_dim
+    pv = 2 * scores * a.v_head_dim
+    qk_bytes = batch * seq_len * 2 * a.qk_head_dim * act_b + scores * act_b
+    pv_bytes = scores * act_b + batch * seq_len * 2 * a.v_head_dim * act_b
+    return (
+        gemm_time(acc, prof, qk, qk_bytes, precision.compute)
+        + gemm_time(acc, prof, pv, pv_bytes, precision.compute)
+        + memory_time(acc, prof, 4 * scores * act_b, 2)
+    )
 
 
 def _stage_times(
@@ -312,13 +366,24 @@ def _stage_times(
         if not n:
             continue
         lt = _layer_time(
-            model, kind, k, acc, prof, p, precision, setup.seq_len, setup.micro_batch_size, domain
+            model,
+            kind,
+            k,
+            acc,
+            prof,
+            p,
+            precision,
+            setup.seq_len,
+            setup.micro_batch_size,
+            domain,
+            setup.flash_attention,
+            options.attention_kernel,
         )
         tp_f = lt.tp_comm
         if options.tp_comm_overlap:
             tp_f = maximum(lt.tp_comm - lt.gemm, 0.0)
         compute_f = lt.gemm + lt.attention + lt.elementwise
-        compute_b = 2 * lt.gemm + FLASH_BACKWARD_FACTOR * lt.attention + 2 * lt.elementwise
+        compute_b = 2 * lt.gemm + lt.attention_backward + 2 * lt.elementwise
         fwd = fwd + n * compute_f
         bwd = bwd + n * compute_b
         passes = 2  # forward and backward; full recompute runs the forward's collectives again

@@ -197,3 +197,50 @@ def test_serving_cost_splits_prefill_and_decode() -> None:
     assert est.best_concurrency is not None
     best = next(p for p in est.curve if p.concurrency == est.best_concurrency)
     assert best.tpot_s <= 0.05
+
+
+def test_attention_kernel_and_eager_attention_change_the_step() -> None:
+    """FlashAttention-2 is capped at 35% of peak on Hopper (FlashAttention-3 paper), below the
+    fused kernel the curves were fitted on; unfused attention materializes s x s scores."""
+    prof = kernel_profile("h100-sxm-80gb")
+    assert prof.attention_efficiency("flash2") == 0.35 < prof.attention_efficiency("fused")
+    assert kernel_profile("a100-sxm-80gb").attention_efficiency("flash2") == pytest.approx(
+        kernel_profile("a100-sxm-80gb").attention_efficiency("fused")
+    )
+    assert prof.attention_backward_ratio == pytest.approx(63 / 73, abs=1e-4)
+
+    model = get_model("llama-3-8b")
+    layout = Parallelism(tp=1, pp=1, dp=8, zero_stage=1)
+
+    def step(seq: int, **kw: object) -> float:
+        flash = bool(kw.pop("flash", True))
+        setup = TrainingSetup(seq, micro_batch_size=1, global_batch_size=8, flash_attention=flash)
+        opts = TimingOptions(**kw)  # type: ignore[arg-type]
+        return estimate_training(model, H100, layout, setup, BF16, options=opts).time.step_s
+
+    assert step(8192, attention_kernel="flash2") > step(8192)
+    # Eager attention's extra cost grows quadratically with the sequence, flash's much less.
+    extra_4k = step(4096, flash=False) - step(4096)
+    extra_8k = step(8192, flash=False) - step(8192)
+    assert extra_4k > 0 and extra_8k > 3 * extra_4k
+
+
+def test_moe_dispatcher_copies_are_timed() -> None:
+    """Routed tokens are copied by permute/unpermute (and the chunk sort around the all-to-all
+    when EP > 1): memory-bound work that grows with top-k."""
+    model = get_model("mixtral-8x7b")
+    setup = TrainingSetup(4096, micro_batch_size=1, global_batch_size=8)
+    ep1 = estimate_training(model, H100, Parallelism(tp=1, pp=1, dp=8), setup, BF16)
+    ep8 = estimate_training(model, H100, Parallelism(tp=1, pp=1, dp=8, ep=8), setup, BF16)
+    assert ep1.time.forward_s > 0 and ep8.time.breakdown["ep_comm"] > 0
+    from estimator.timing import _layer_time
+
+    kind = model.kinds[0]
+    prof = kernel_profile(H100.id)
+    args = (model, kind, 0, H100, prof)
+    base = _layer_time(*args, Parallelism(tp=1, pp=1, dp=8), BF16, 4096, 1, 8)
+    split = _layer_time(*args, Parallelism(tp=1, pp=1, dp=8, ep=8), BF16, 4096, 1, 8)
+    routed_bytes = 4096 * model.moe.top_k * model.hidden_size * 2  # type: ignore[union-attr]
+    # Two more passes (read + write) of the routed tokens once experts are split over ranks.
+    extra = split.elementwise - base.elementwise
+    assert extra > 2 * 2 * routed_bytes / (H100.hbm_bytes_per_s * prof.memory_efficiency) * 0.5

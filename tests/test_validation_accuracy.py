@@ -34,20 +34,24 @@ def test_kernel_models_meet_the_15_percent_target(built: dict[str, object]) -> N
 def test_end_to_end_accuracy_does_not_regress(built: dict[str, object]) -> None:
     kinds = _summary(built, "by kind")
     assert kinds["training"]["n"] >= 160 and kinds["serving"]["n"] >= 70
-    assert kinds["training"]["median_ape"] <= 0.33
+    assert kinds["training"]["median_ape"] <= 0.25
+    assert kinds["training"]["p90_ape"] <= 0.50
     assert kinds["serving"]["median_ape"] <= 0.30
     groups = _summary(built, "training by group")
-    assert groups["nvidia_nemo_24.07_perf_summary"]["median_ape"] <= 0.16
-    assert groups["mosaicml_llm_foundry_mpt_benchmarks"]["median_ape"] <= 0.30
+    assert groups["nvidia_nemo_24.07_perf_summary"]["median_ape"] <= 0.15
+    assert groups["mosaicml_llm_foundry_mpt_benchmarks"]["median_ape"] <= 0.25
+    assert groups["nvidia_megatron_bridge_perf_summary"]["median_ape"] <= 0.33
 
 
 @pytest.mark.parametrize(
     ("record", "tolerance"),
     [  # |error| in validation/report.md plus 5 points
-        ("mbridge-26.04-LLAMA3_70B-DGX-H100-64-FP8-L300", 0.10),
-        ("mpt-7b-a100_80gb-8gpu-s4096-mb16-amp_bf16-L164", 0.11),
-        ("mpt-7b-a100_80gb-8gpu-s32768-mb2-amp_bf16-L164", 0.27),
-        ("nemo2407-GPT3-5B-pretrain-64gpu", 0.38),  # a known gap: small model, optimistic
+        ("mbridge-26.04-LLAMA3_70B-DGX-H100-64-FP8-L300", 0.09),
+        ("mpt-7b-a100_80gb-8gpu-s4096-mb16-amp_bf16-L164", 0.10),
+        ("mpt-7b-a100_80gb-8gpu-s32768-mb2-amp_bf16-L164", 0.21),
+        ("mbridge-26.06-Qwen3_30B_a3B-DGX-H100-16-FP8-L127", 0.45),  # MoE dispatcher costs
+        ("mpt-1b-h100_80gb-8gpu-s32768-mb1-amp_bf16-L96", 0.70),  # FlashAttention-2 on Hopper
+        ("nemo2407-GPT3-5B-pretrain-64gpu", 0.37),  # a known gap: small model, optimistic
     ],
 )
 def test_pinned_records(built: dict[str, object], record: str, tolerance: float) -> None:

@@ -51,6 +51,7 @@ from estimator import (
     training_memory,
 )
 from estimator.flops import Recompute
+from estimator.kernels import AttentionKernel
 
 __all__ = [
     "DATA",
@@ -86,6 +87,7 @@ class TrainingCase:
     measured_model_tflops_per_gpu: float | None
     source: str
     assumptions: tuple[str, ...]
+    attention_kernel: AttentionKernel = "fused"
 
 
 @dataclass(frozen=True)
@@ -522,6 +524,8 @@ def _mosaic_case(r: Record, ident: str) -> TrainingCase:
         f"{r.get('precision')} (FSDP mixed_precision {r.get('mp_mode')}) modelled by the bf16 "
         "preset (fp32 master weights and AdamW states)",
         f"activation_checkpointing={r.get('activation_checkpointing')} -> recompute {recompute}",
+        "attention kernel: FlashAttention-2 (llm-foundry's flash attention; these tables predate "
+        "FlashAttention-3)",
     ]
     setup = TrainingSetup(
         seq_len=_int(r["seq_len"], "sequence length"),
@@ -549,6 +553,7 @@ def _mosaic_case(r: Record, ident: str) -> TrainingCase:
         measured_model_tflops_per_gpu=None if tflops is None else _float(tflops, "TFLOP/s"),
         source=_source(r["source"]),
         assumptions=tuple(assumptions),
+        attention_kernel="flash2",
     )
 
 

@@ -5,7 +5,8 @@ usable record of ``validation/data`` and prints, per group, accelerator and mode
 median and p90 absolute percentage error; ``--write`` also stores ``validation/report.md`` and
 ``validation/report.json``. Error = ``predicted / measured - 1``. Nothing here is fitted on
 these records: the kernel constants come from ``calibrate.py`` (kernel tables only) and the
-framework options are the documented defaults of ``estimator.timing.TimingOptions``.
+framework options are the documented defaults of ``estimator.timing.TimingOptions``, except the
+attention kernel, which each record's framework determines (``records.py``).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from estimator.kernels import (  # noqa: E402
     kernel_profile,
 )
 from estimator.serving import DEFAULT_MAX_BATCH, estimate_inference  # noqa: E402
-from estimator.timing import estimate_training  # noqa: E402
+from estimator.timing import TimingOptions, estimate_training  # noqa: E402
 
 DATA = ROOT / "validation" / "data"
 SYSTEMS = {"h100_sxm": "h100-sxm-80gb", "a100_sxm": "a100-sxm-80gb"}
@@ -148,6 +149,7 @@ def training_rows() -> tuple[list[Row], list[tuple[str, str]]]:
                 case.parallel,
                 case.setup,
                 get_precision(case.precision),
+                options=TimingOptions(attention_kernel=case.attention_kernel),
             )
         except SpecError as exc:
             skipped.append((case.id, str(exc)))
