@@ -313,25 +313,33 @@ def training_memory_terms(
     return out
 
 
-def candidate_stages(model: ModelSpec, pp: int) -> tuple[int, ...]:
+def candidate_stages(model: ModelSpec, pp: Num) -> tuple[Num, ...]:
     """Stages that can be the most loaded. With one layer kind, stage 0 dominates every middle
     stage (same layers, most micro-batches in flight) and only the last differs (head, logits);
-    mixed stacks (dense-first MoE, alternating kinds) are checked stage by stage."""
+    mixed stacks (dense-first MoE, alternating kinds) are checked stage by stage. For an array of
+    ``pp`` values, stage ``s`` of a layout with fewer stages is its last one."""
+    if type(pp) is int:
+        if len(model.kinds) == 1:
+            return (0, pp - 1) if pp > 1 else (0,)
+        return tuple(range(pp))
     if len(model.kinds) == 1:
-        return (0, pp - 1) if pp > 1 else (0,)
-    return tuple(range(pp))
+        return (0, pp - 1)
+    return tuple(minimum(s, pp - 1) for s in range(int(pp.max())))
+
+
+def check_seq_len(model: ModelSpec, seq_len: int, field: str = "seq_len") -> None:
+    """A sequence length must be >= 1 and within the model's position embeddings."""
+    if seq_len < 1:
+        raise SpecError(field, "must be >= 1", seq_len)
+    if model.max_seq_len is not None and seq_len > model.max_seq_len:
+        raise SpecError(
+            field, f"exceeds the model's max_position_embeddings={model.max_seq_len}", seq_len
+        )
 
 
 def validate_training(model: ModelSpec, p: Parallelism, setup: TrainingSetup) -> None:
     validate_layout(model, p, training=True)
-    if setup.seq_len < 1:
-        raise SpecError("seq_len", "must be >= 1", setup.seq_len)
-    if model.max_seq_len is not None and setup.seq_len > model.max_seq_len:
-        raise SpecError(
-            "seq_len",
-            f"exceeds the model's max_position_embeddings={model.max_seq_len}",
-            setup.seq_len,
-        )
+    check_seq_len(model, setup.seq_len)
     if setup.micro_batch_size < 1:
         raise SpecError("micro_batch_size", "must be >= 1", setup.micro_batch_size)
     if setup.recompute not in ("none", "selective", "full"):

@@ -13,8 +13,9 @@ from typing import Literal
 
 from .errors import SpecError
 from .model import ModelSpec
+from .xp import Num, logical_and, maximum
 
-__all__ = ["Parallelism", "check_divides", "validate_layout"]
+__all__ = ["Parallelism", "check_divides", "layout_violations", "validate_layout"]
 
 ZeroStage = Literal[0, 1, 2, 3]
 
@@ -49,9 +50,9 @@ class Parallelism:
         return self.tp * self.cp * self.dp // (self.ep * self.expert_tp)
 
     @property
-    def optimizer_shard_stage(self) -> int:
+    def optimizer_shard_stage(self) -> Num:
         """The ZeRO stage the memory model applies (distributed optimizer = stage 1)."""
-        return max(self.zero_stage, 1 if self.distributed_optimizer else 0)
+        return maximum(self.zero_stage, 1 * self.distributed_optimizer)
 
 
 def check_divides(field: str, divisor: int, name: str, value: int) -> None:
@@ -61,14 +62,95 @@ def check_divides(field: str, divisor: int, name: str, value: int) -> None:
         )
 
 
-def validate_layout(model: ModelSpec, p: Parallelism, *, training: bool) -> None:
-    """Raise SpecError for a layout the frameworks cannot run.
+def layout_violations(
+    model: ModelSpec,
+    *,
+    tp: Num,
+    pp: Num,
+    dp: Num,
+    cp: Num,
+    ep: Num,
+    etp: Num,
+    vp: Num,
+    training: bool,
+) -> list[tuple[str, Num, str]]:
+    """Every framework rule a layout must satisfy, as ``(field, broken, rule)``: ``broken`` is a
+    bool for ints and a bool array for arrays of layouts; ``rule`` is a template whose ``{v}`` is
+    the offending value. The single estimate raises on the first broken rule, the sweep keeps
+    the masks (and, when asked, the reason of each refused layout).
 
     Training follows Megatron-LM: TP divides attention heads, KV heads (query groups) and every
     MLP width; PP x VP divides the layers; EP divides the experts. Serving engines (vLLM,
     TensorRT-LLM) also accept TP above the KV-head count by replicating KV heads, so for serving
     TP need only divide or be a multiple of the KV heads.
     """
+    out: list[tuple[str, Num, str]] = []
+    seen: set[tuple[str, int]] = set()
+
+    def divides(field: str, size: Num, name: str, value: int) -> None:
+        if (field, value) not in seen:
+            seen.add((field, value))
+            out.append((field, value % size != 0, f"{field[7:]}={{v}} must divide {name}={value}"))
+
+    for kind in model.kinds:
+        divides("layout.tp", tp, "num_attention_heads", kind.attention.num_heads)
+        kv = kind.attention.num_kv_heads
+        if training:
+            divides("layout.tp", tp, "num_key_value_heads", kv)
+        elif ("kv", kv) not in seen:
+            seen.add(("kv", kv))
+            out.append(
+                (
+                    "layout.tp",
+                    logical_and(kv % tp != 0, tp % kv != 0),
+                    f"tp={{v}} must divide num_key_value_heads={kv} or be a multiple of it "
+                    "(KV heads are then replicated)",
+                )
+            )
+    for width in model.intermediate_sizes:
+        expert = model.moe is not None and width == model.moe.expert_intermediate_size
+        divides(
+            "layout.etp" if expert else "layout.tp",
+            etp if expert else tp,
+            "intermediate_size",
+            width,
+        )
+    layers = model.num_layers
+    out.append(
+        (
+            "layout.pp",
+            layers % (pp * vp) != 0,
+            f"pp*vp={{v}} must divide num_hidden_layers={layers}",
+        )
+    )
+    out.append(
+        ("layout.vp", logical_and(vp > 1, pp == 1), "vp={v}: virtual pipeline stages need pp > 1")
+    )
+    if model.moe is None:
+        out.append(
+            ("layout.ep", ep > 1, "ep={v}: expert parallelism needs a mixture-of-experts model")
+        )
+    else:
+        divides("layout.ep", ep, "num_experts", model.moe.num_experts)
+        if training:
+            out.append(
+                ("layout.ep", (tp * cp * dp) % (ep * etp) != 0, "ep*etp={v} must divide tp*cp*dp")
+            )
+    return out
+
+
+_RULE_VALUE = {
+    "layout.tp": lambda p: p.tp,
+    "layout.etp": lambda p: p.expert_tp,
+    "layout.pp": lambda p: p.pp * p.vp,
+    "layout.vp": lambda p: p.vp,
+    "layout.ep": lambda p: p.ep,
+}
+
+
+def validate_layout(model: ModelSpec, p: Parallelism, *, training: bool) -> None:
+    """Raise SpecError for a layout the frameworks cannot run (the rules of
+    ``layout_violations``), after checking that every size is an integer >= 1."""
     for name, value in (
         ("tp", p.tp),
         ("pp", p.pp),
@@ -83,38 +165,20 @@ def validate_layout(model: ModelSpec, p: Parallelism, *, training: bool) -> None
         raise SpecError("layout.etp", "must be an integer >= 1", p.etp)
     if p.zero_stage not in (0, 1, 2, 3):
         raise SpecError("layout.zero_stage", "must be 0, 1, 2 or 3", p.zero_stage)
-    for kind in model.kinds:
-        check_divides("layout.tp", p.tp, "num_attention_heads", kind.attention.num_heads)
-        kv = kind.attention.num_kv_heads
-        if training:
-            check_divides("layout.tp", p.tp, "num_key_value_heads", kv)
-        elif kv % p.tp and p.tp % kv:
-            raise SpecError(
-                "layout.tp",
-                f"tp={p.tp} must divide num_key_value_heads={kv} or be "
-                "a multiple of it (KV heads are then replicated)",
-                p.tp,
-            )
-    for width in model.intermediate_sizes:
-        tp = p.expert_tp if model.moe and width == model.moe.expert_intermediate_size else p.tp
-        check_divides("layout.tp" if tp == p.tp else "layout.etp", tp, "intermediate_size", width)
-    check_divides("layout.pp", p.pp * p.vp, "num_hidden_layers", model.num_layers)
-    if p.pp * p.vp > model.num_layers:
-        raise SpecError(
-            "layout.pp", f"pp*vp={p.pp * p.vp} exceeds num_hidden_layers={model.num_layers}", p.pp
-        )
-    if p.vp > 1 and p.pp == 1:
-        raise SpecError("layout.vp", "virtual pipeline stages need pp > 1", p.vp)
-    if model.moe is None:
-        if p.ep > 1:
-            raise SpecError(
-                "layout.ep", "expert parallelism needs a mixture-of-experts model", p.ep
-            )
-    else:
-        check_divides("layout.ep", p.ep, "num_experts", model.moe.num_experts)
-        if training and (p.tp * p.cp * p.dp) % (p.ep * p.expert_tp):
-            raise SpecError(
-                "layout.ep",
-                f"ep*etp={p.ep * p.expert_tp} must divide tp*cp*dp={p.tp * p.cp * p.dp}",
-                p.ep,
-            )
+    rules = layout_violations(
+        model,
+        tp=p.tp,
+        pp=p.pp,
+        dp=p.dp,
+        cp=p.cp,
+        ep=p.ep,
+        etp=p.expert_tp,
+        vp=p.vp,
+        training=training,
+    )
+    for field, broken, rule in rules:
+        if broken:
+            value = _RULE_VALUE[field](p)
+            if field == "layout.ep" and rule.startswith("ep*etp"):
+                value = p.ep * p.expert_tp
+            raise SpecError(field, rule.format(v=value), value)

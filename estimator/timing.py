@@ -44,6 +44,7 @@ the GEMMs run in (fp8 recipes against the fp8 peak).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .accelerator import Accelerator
@@ -65,7 +66,7 @@ from .model import ModelSpec
 from .parallel import Parallelism
 from .precision import DTYPES, Precision
 from .sharding import padded_vocab, stage_kind_counts
-from .xp import Num, maximum, minimum
+from .xp import Num, logical_and, maximum, minimum, where
 
 __all__ = [
     "FLASH_BACKWARD_FACTOR",
@@ -134,6 +135,7 @@ class TrainingEstimate:
     gpu_hours: float | None
     price_usd_per_gpu_hour: float | None
     cost_usd: float | None
+    usd_per_1m_tokens: float | None
     calibrated: dict[str, float] | None = None
     notes: tuple[str, ...] = field(default=())
 
@@ -260,7 +262,7 @@ def _layer_time(
         )
         attention_bwd = 2 * attention
 
-    sp_tokens = tokens / p.tp if p.sequence_parallel else tokens
+    sp_tokens = tokens / where(p.sequence_parallel, p.tp, 1)
     h = model.hidden_size
     hidden_norms = sum(1 for nm in kind.norms if nm.size == h)
     inter = sum(
@@ -285,7 +287,7 @@ def _layer_time(
         # Megatron's token dispatcher copies every routed token (top-k copies of h values) in
         # permute and unpermute, and sorts the received chunks by local expert around the
         # all-to-all when experts are split over EP ranks: each pass reads and writes them.
-        passes = 4 if p.ep > 1 else 2
+        passes = where(p.ep > 1, 4, 2)
         elem_bytes = elem_bytes + passes * 2 * tokens / p.tp * model.moe.top_k * h * act_b
         kernels += passes
     elementwise = memory_time(acc, prof, elem_bytes, kernels)
@@ -293,14 +295,17 @@ def _layer_time(
     ranks = _ranks(p)
     activation_bytes = tokens * h * act_b
     tp_size, tp_stride = ranks["tp"]
-    if p.sequence_parallel and p.tp > 1:
+    sp_on = logical_and(p.sequence_parallel, p.tp > 1)
+    one: Num = 0.0
+    if sp_on is not False:
         one = collective_time(
             acc, prof, "all_gather", activation_bytes, tp_size, tp_stride, domain
         ) + collective_time(
             acc, prof, "reduce_scatter", activation_bytes, tp_size, tp_stride, domain
         )
-    else:
-        one = collective_time(acc, prof, "all_reduce", activation_bytes, tp_size, tp_stride, domain)
+    if sp_on is not True:
+        ar = collective_time(acc, prof, "all_reduce", activation_bytes, tp_size, tp_stride, domain)
+        one = where(sp_on, one, ar)
     tp_comm = 2 * one  # after attention and after the MLP
 
     ep_comm: Num = 0.0
@@ -312,7 +317,7 @@ def _layer_time(
         )
 
     cp_comm: Num = 0.0
-    if p.cp > 1:
+    if type(p.cp) is not int or p.cp > 1:
         cp_stride = ranks["cp"][1]
         kv_bytes = tokens * kv_local * (a.qk_head_dim + a.v_head_dim) * act_b
         ring = (p.cp - 1) * collective_time(acc, prof, "send_recv", kv_bytes, 2, cp_stride, domain)
@@ -354,16 +359,18 @@ def _stage_times(
     p: Parallelism,
     setup: TrainingSetup,
     precision: Precision,
-    stage: int,
+    stage: Num,
     options: TimingOptions,
     domain: int,
 ) -> dict[str, Num]:
     """Forward / backward / recompute seconds of one micro-batch on ``stage``."""
     counts = stage_kind_counts(model, p.pp, p.vp, stage)
-    fwd = bwd = rec = 0.0
-    comm = {"tp_comm": 0.0, "ep_comm": 0.0, "cp_comm": 0.0}
+    fwd: Num = 0.0
+    bwd: Num = 0.0
+    rec: Num = 0.0
+    comm: dict[str, Num] = {"tp_comm": 0.0, "ep_comm": 0.0, "cp_comm": 0.0}
     for k, (kind, n) in enumerate(zip(model.kinds, counts, strict=True)):
-        if not n:
+        if type(n) is int and not n:
             continue
         lt = _layer_time(
             model,
@@ -400,10 +407,11 @@ def _stage_times(
     act_b = DTYPES[precision.activations].bytes
     gemm_b = DTYPES[precision.gemm_inputs].bytes
     h = model.hidden_size
-    if stage == 0:
+    first, last = stage == 0, stage == p.pp - 1
+    if first is not False:
         gather = memory_time(acc, prof, tokens * model.embed_dim * act_b * 2, 1)
-        fwd, bwd = fwd + gather, bwd + 2 * gather
-    if stage == p.pp - 1:
+        fwd, bwd = fwd + first * gather, bwd + first * (2 * gather)
+    if last is not False:
         vocab = padded_vocab(model, p.tp) / p.tp
         flops = 2 * tokens * model.embed_dim * vocab
         moved = (tokens * model.embed_dim + model.embed_dim * vocab) * gemm_b
@@ -411,52 +419,63 @@ def _stage_times(
         # Cross-entropy: fp32 upcast of the logits, softmax, and its gradient (read/write twice).
         loss = memory_time(acc, prof, tokens * vocab * 4 * 4, 2)
         norm = memory_time(acc, prof, tokens * h * act_b * 2, 1)
-        fwd, bwd = fwd + head + loss + norm, bwd + 2 * head + loss + 2 * norm
-    pp_comm = 0.0
-    if p.pp > 1 and p.vp == 1:  # interleaved schedules overlap send/recv with compute
-        msg = tokens * h * act_b / (p.tp if p.sequence_parallel else 1)
+        fwd = fwd + last * (head + loss + norm)
+        bwd = bwd + last * (2 * head + loss + 2 * norm)
+    pp_comm: Num = 0.0
+    exposed = logical_and(p.pp > 1, p.vp == 1)  # interleaving overlaps send/recv with compute
+    if exposed is not False:
+        msg = tokens * h * act_b / where(p.sequence_parallel, p.tp, 1)
         size, stride = _ranks(p)["pp"]
-        pp_comm = 2 * p.vp * collective_time(acc, prof, "send_recv", msg, size, stride, domain)
+        hop = collective_time(acc, prof, "send_recv", msg, size, stride, domain)
+        pp_comm = exposed * (2 * p.vp * hop)
     return {"forward": fwd, "backward": bwd, "recompute": rec, "pp_comm": pp_comm, **comm}
 
 
-def training_time(
+def training_time_terms(
     model: ModelSpec,
     accelerator: Accelerator,
     parallel: Parallelism,
     setup: TrainingSetup,
     precision: Precision,
-    memory: TrainingMemory,
-    options: TimingOptions | None = None,
-) -> TrainingTime:
-    """Step time with its breakdown. ``memory`` is the plan's ``training_memory`` (its per-GPU
-    parameter count sizes the data-parallel and optimizer traffic)."""
-    options = options or TimingOptions()
+    *,
+    params_on_gpu: Num,
+    optimizer_states_bytes: Num,
+    stages: Sequence[Num],
+    options: TimingOptions,
+) -> dict[str, Num]:
+    """The step-time breakdown for ints or arrays of layouts: the ``TrainingTime`` breakdown
+    keys plus ``step_s``, ``microbatches``, ``forward_s``, ``backward_s``, ``recompute_s`` and
+    ``stage`` (the slowest of ``stages``). ``parallel`` and ``setup.micro_batch_size`` may hold
+    numpy arrays; this is the one formula the single estimate and the sweep share."""
     prof = kernel_profile(accelerator.id)
     domain = options.gpus_per_domain or accelerator.scale_up_domain
     p = parallel
     gbs = setup.global_batch_size or setup.micro_batch_size * p.dp
     m = gbs // (setup.micro_batch_size * p.dp)
-    per_stage = [
-        (s, _stage_times(model, accelerator, prof, p, setup, precision, s, options, domain))
-        for s in candidate_stages(model, p.pp)
-    ]
-
-    def mb_time(t: dict[str, Num]) -> Num:
-        return sum(t.values())
-
-    stage, worst = max(per_stage, key=lambda st: mb_time(st[1]))
-    t_mb = mb_time(worst)
+    worst: dict[str, Num] = {}
+    t_mb: Num = 0.0
+    stage: Num = 0
+    for s in stages:
+        t = _stage_times(model, accelerator, prof, p, setup, precision, s, options, domain)
+        total = sum(t.values())
+        if not worst:
+            worst, t_mb, stage = t, total, s
+            continue
+        slower = total > t_mb
+        worst = {k: where(slower, t[k], worst[k]) for k in t}
+        stage = where(slower, s, stage)
+        t_mb = maximum(total, t_mb)
     bubble = (p.pp - 1) / p.vp * t_mb
 
     ranks = _ranks(p)
-    params = memory.params_on_gpu
+    params = params_on_gpu
     grad_b = precision.bytes("gradients")
     w_b = DTYPES[precision.weights].bytes
     zero = p.optimizer_shard_stage
-    dp_comm = zero3 = 0.0
     dense_size, dense_stride = ranks["dense_dp"]
-    if zero >= 3:
+    zero3: Num = 0.0
+    dp_comm: Num = 0.0
+    if type(zero) is not int or zero >= 3:
         # Per layer and micro-batch: gather weights for forward and for backward, reduce-scatter
         # the gradients; prefetch hides each behind the layer's compute.
         layers_on_stage = model.num_layers / p.pp
@@ -473,30 +492,31 @@ def training_time(
             domain,
         )
         layer_compute = (worst["forward"] + worst["backward"]) / layers_on_stage
-        zero3 = m * layers_on_stage * maximum(per_layer - layer_compute, 0.0)
-    else:
-        kind: Collective = "reduce_scatter" if zero >= 1 else "all_reduce"
-        sync = collective_time(
-            accelerator, prof, kind, params * grad_b, dense_size, dense_stride, domain
+        zero3 = where(zero >= 3, m * layers_on_stage * maximum(per_layer - layer_compute, 0.0), 0.0)
+    if type(zero) is not int or zero < 3:
+        grads = params * grad_b
+        sync = _dense_collective(
+            accelerator, prof, zero >= 1, grads, dense_size, dense_stride, domain
         )
         window = worst["backward"] if options.overlap_grad_reduce else 0.0
         dp_comm = maximum(sync - window, 0.0)
-        if zero >= 1:
+        if type(zero) is not int or zero >= 1:
             gather = collective_time(
                 accelerator, prof, "all_gather", params * w_b, dense_size, dense_stride, domain
             )
             window = worst["forward"] if options.overlap_param_gather else 0.0
-            dp_comm = dp_comm + maximum(gather - window, 0.0)
+            dp_comm = dp_comm + (zero >= 1) * maximum(gather - window, 0.0)
+        dp_comm = where(zero < 3, dp_comm, 0.0)
 
     # Optimizer: read gradients, read/write master weights and states, write the model weights.
-    shards = dense_size if zero >= 1 else 1
+    shards = where(zero >= 1, dense_size, 1)
     sharded = params / shards
-    state_b = memory.optimizer_states_bytes / maximum(sharded, 1.0)
+    state_b = optimizer_states_bytes / maximum(sharded, 1.0)
     per_param = grad_b + 2 * precision.bytes("master_weights") + 2 * state_b + w_b
     optimizer = memory_time(accelerator, prof, sharded * per_param, 4)
 
     compute = m * (worst["forward"] + worst["backward"] + worst["recompute"])
-    breakdown = {
+    out = {
         "compute": compute,
         "bubble": bubble,
         "tp_comm": m * worst["tp_comm"],
@@ -507,15 +527,77 @@ def training_time(
         "zero3_comm": zero3,
         "optimizer": optimizer,
     }
-    breakdown = {k: float(v) for k, v in breakdown.items()}
+    out["step_s"] = sum(out.values())
+    out["microbatches"] = m
+    out["forward_s"] = worst["forward"]
+    out["backward_s"] = worst["backward"]
+    out["recompute_s"] = worst["recompute"]
+    out["stage"] = stage
+    return out
+
+
+BREAKDOWN = (
+    "compute",
+    "bubble",
+    "tp_comm",
+    "ep_comm",
+    "cp_comm",
+    "pp_comm",
+    "dp_comm",
+    "zero3_comm",
+    "optimizer",
+)
+
+
+def _dense_collective(
+    acc: Accelerator,
+    prof: KernelProfile,
+    sharded: Num,
+    payload: Num,
+    size: Num,
+    stride: Num,
+    domain: int,
+) -> Num:
+    """Gradient synchronization: reduce-scatter with sharded optimizer states, else all-reduce."""
+    if sharded is True or sharded is False:
+        kind: Collective = "reduce_scatter" if sharded else "all_reduce"
+        return collective_time(acc, prof, kind, payload, size, stride, domain)
+    rs = collective_time(acc, prof, "reduce_scatter", payload, size, stride, domain)
+    ar = collective_time(acc, prof, "all_reduce", payload, size, stride, domain)
+    return where(sharded, rs, ar)
+
+
+def training_time(
+    model: ModelSpec,
+    accelerator: Accelerator,
+    parallel: Parallelism,
+    setup: TrainingSetup,
+    precision: Precision,
+    memory: TrainingMemory,
+    options: TimingOptions | None = None,
+) -> TrainingTime:
+    """Step time with its breakdown. ``memory`` is the plan's ``training_memory`` (its per-GPU
+    parameter count sizes the data-parallel and optimizer traffic)."""
+    t = training_time_terms(
+        model,
+        accelerator,
+        parallel,
+        setup,
+        precision,
+        params_on_gpu=memory.params_on_gpu,
+        optimizer_states_bytes=memory.optimizer_states_bytes,
+        stages=candidate_stages(model, parallel.pp),
+        options=options or TimingOptions(),
+    )
+    breakdown = {k: float(t[k]) for k in BREAKDOWN}
     return TrainingTime(
-        step_s=sum(breakdown.values()),
+        step_s=float(t["step_s"]),
         breakdown=breakdown,
-        microbatches=int(m),
-        forward_s=float(worst["forward"]),
-        backward_s=float(worst["backward"]),
-        recompute_s=float(worst["recompute"]),
-        stage=stage,
+        microbatches=int(t["microbatches"]),
+        forward_s=float(t["forward_s"]),
+        backward_s=float(t["backward_s"]),
+        recompute_s=float(t["recompute_s"]),
+        stage=int(t["stage"]),
     )
 
 
@@ -572,15 +654,17 @@ def estimate_training(
             "scale": cal_step / step,
         }
     tokens_per_s = tokens_per_step / step
-    ttt = gpu_hours = cost = None
+    ttt = gpu_hours = cost = per_1m = None
+    if price_usd_per_gpu_hour is not None:
+        if price_usd_per_gpu_hour < 0:
+            raise SpecError("price_usd_per_gpu_hour", "must be >= 0", price_usd_per_gpu_hour)
+        per_1m = price_usd_per_gpu_hour * gpus * 1e6 / (tokens_per_s * SECONDS_PER_HOUR)
     if tokens is not None:
         if tokens <= 0:
             raise SpecError("tokens", "must be > 0", tokens)
         ttt = tokens / tokens_per_s
         gpu_hours = ttt * gpus / SECONDS_PER_HOUR
         if price_usd_per_gpu_hour is not None:
-            if price_usd_per_gpu_hour < 0:
-                raise SpecError("price_usd_per_gpu_hour", "must be >= 0", price_usd_per_gpu_hour)
             cost = gpu_hours * price_usd_per_gpu_hour
     return TrainingEstimate(
         memory=memory,
@@ -600,6 +684,7 @@ def estimate_training(
         gpu_hours=gpu_hours,
         price_usd_per_gpu_hour=price_usd_per_gpu_hour,
         cost_usd=cost,
+        usd_per_1m_tokens=per_1m,
         calibrated=calibrated,
         notes=tuple(notes),
     )

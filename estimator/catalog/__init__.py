@@ -8,19 +8,21 @@ from __future__ import annotations
 import json
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..accelerator import Accelerator, accelerator_from_entry
 from ..errors import UnknownIdError
 from ..model import ModelSpec, model_from_config
 
 __all__ = [
+    "Price",
     "accelerator_entry",
     "accelerator_ids",
     "get_accelerator",
     "get_model",
     "model_entry",
     "model_ids",
+    "price",
 ]
 
 
@@ -72,3 +74,25 @@ def get_model(model_id: str) -> ModelSpec:
 @cache
 def get_accelerator(accelerator_id: str) -> Accelerator:
     return accelerator_from_entry(accelerator_entry(accelerator_id))
+
+
+class Price(NamedTuple):
+    """A default price per GPU-hour, with where and when it was published."""
+
+    usd_per_gpu_hour: float
+    date: str
+    source: str
+
+
+@cache
+def _prices() -> dict[str, Price]:
+    return {
+        p["accelerator"]: Price(p["usd_per_gpu_hour"], p["date"], p["source"])
+        for p in _load("prices.json")["prices"]
+    }
+
+
+def price(accelerator_id: str) -> Price | None:
+    """The catalog's default on-demand price of an accelerator, or None where none is sourced."""
+    accelerator_entry(accelerator_id)  # unknown ids raise
+    return _prices().get(accelerator_id)

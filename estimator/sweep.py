@@ -1,0 +1,702 @@
+"""Training layout sweep: every valid layout of a search space, its memory, time and cost, the
+feasible set, Pareto fronts and explained recommendations.
+
+The space is the product of its axes (accelerator, precision, recompute policy, GPU count, TP,
+PP, CP, EP, virtual stages, ZeRO stage, micro-batch); data parallelism fills the rest of the GPU
+count. Its size is known before anything runs, and a space above ``max_layouts`` is refused
+with the count and the axes to narrow.
+
+Evaluation is in bulk: for each (accelerator, precision, recompute) the numeric axes become numpy
+arrays and go through the same functions a single estimate calls
+(``parallel.layout_violations``, ``memory.training_memory_terms``,
+``timing.training_time_terms``), so each layout's numbers equal ``estimate_training``'s for
+that layout (a property test checks it). Layouts that break a framework rule or do not fit in
+memory are counted, and kept with their reason when asked.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from .accelerator import GIB, Accelerator
+from .catalog import get_accelerator, price
+from .errors import SpecError
+from .flops import Recompute, training_flops
+from .memory import (
+    OPTIMIZERS,
+    TrainingSetup,
+    candidate_stages,
+    check_seq_len,
+    training_memory_terms,
+)
+from .model import ModelSpec
+from .parallel import Parallelism, layout_violations
+from .precision import Precision, get_precision
+from .timing import BREAKDOWN, SECONDS_PER_HOUR, TimingOptions, training_time_terms
+
+__all__ = [
+    "DEFAULT_ACCELERATORS",
+    "DEFAULT_MAX_LAYOUTS",
+    "Recommendation",
+    "SweepTooLarge",
+    "TrainingSearch",
+    "TrainingSweep",
+    "TrainingWorkload",
+    "sweep_size",
+    "sweep_training",
+]
+
+# Ten data-centre training accelerators of the catalog.
+DEFAULT_ACCELERATORS = (
+    "a100-sxm-40gb",
+    "a100-sxm-80gb",
+    "h100-sxm-80gb",
+    "h200-sxm-141gb",
+    "b200",
+    "gb200",
+    "b300",
+    "gb300",
+    "mi300x",
+    "mi325x",
+)
+DEFAULT_MAX_LAYOUTS = 2_000_000
+RECOMPUTE: tuple[Recompute, ...] = ("none", "selective", "full")
+AXES = ("num_gpus", "tp", "pp", "cp", "ep", "vp", "zero", "micro_batch")
+
+Objective = Literal["cost", "time"]
+
+
+class SweepTooLarge(SpecError):
+    """A search space above the configured maximum; ``size`` is its layout count."""
+
+    def __init__(self, size: int, maximum: int, axes: Mapping[str, int]) -> None:
+        widest = ", ".join(
+            f"{k} ({n} values)" for k, n in sorted(axes.items(), key=lambda a: -a[1])[:3]
+        )
+        super().__init__(
+            "space",
+            f"{size:,} layouts exceed the maximum of {maximum:,}; narrow the widest axes: {widest}",
+            size,
+        )
+        self.size = size
+        self.maximum = maximum
+
+
+@dataclass(frozen=True)
+class TrainingWorkload:
+    """What to train. ``tokens`` gives time to train and cost per run; ``deadline_s`` and
+    ``budget_usd`` filter the feasible set; ``prices`` (USD per GPU-hour by accelerator id)
+    override the catalog's defaults."""
+
+    seq_len: int
+    global_batch_size: int
+    tokens: float | None = None
+    deadline_s: float | None = None
+    budget_usd: float | None = None
+    prices: Mapping[str, float] = field(default_factory=dict)
+    flash_attention: bool = True
+    optimizer: str = "adamw"
+
+
+@dataclass(frozen=True)
+class TrainingSearch:
+    """The axes of a training sweep. ``ep=None`` means 1 for dense models and the powers of two
+    up to the expert count (at most 64) for mixture-of-experts models; ``zero`` 1 stands for
+    ZeRO-1 and Megatron's distributed optimizer alike. TP stays inside a node
+    (``gpus_per_node``, default each accelerator's, or its NVLink domain if larger)."""
+
+    accelerators: tuple[str, ...] = DEFAULT_ACCELERATORS
+    num_gpus: tuple[int, ...] = (8, 16, 32, 64, 128, 256, 512, 1024)
+    tp: tuple[int, ...] = (1, 2, 4, 8)
+    pp: tuple[int, ...] = (1, 2, 4, 8, 16)
+    cp: tuple[int, ...] = (1,)
+    ep: tuple[int, ...] | None = None
+    vp: tuple[int, ...] = (1,)
+    zero: tuple[int, ...] = (0, 1, 2, 3)
+    recompute: tuple[str, ...] = RECOMPUTE
+    micro_batch: tuple[int, ...] = (1, 2, 4, 8)
+    precision: tuple[str, ...] = ("bf16",)
+    gpus_per_node: int | None = None
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """One recommended layout: its row of the sweep and why it wins."""
+
+    rank: int
+    row: dict[str, Any]
+    why: tuple[str, ...]
+
+
+@dataclass
+class TrainingSweep:
+    """Columns of every evaluated (rule-abiding) layout, fitting or not, plus counts, fronts
+    and recommendations. ``column(name)`` gives a numpy array; ``row(i)`` one layout as a dict."""
+
+    model_id: str
+    workload: TrainingWorkload
+    accelerators: tuple[str, ...]
+    precisions: tuple[str, ...]
+    columns: dict[str, np.ndarray]
+    size: int
+    counts: dict[str, int]
+    rejected: list[dict[str, Any]]
+    feasible: np.ndarray
+    pareto_cost: np.ndarray
+    pareto_memory: np.ndarray
+    recommendations: list[Recommendation]
+    objective: Objective
+    notes: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return int(self.columns["tp"].size)
+
+    def column(self, name: str) -> np.ndarray:
+        return self.columns[name]
+
+    def row(self, i: int) -> dict[str, Any]:
+        c = self.columns
+        out: dict[str, Any] = {
+            "accelerator": self.accelerators[int(c["accelerator"][i])],
+            "precision": self.precisions[int(c["precision"][i])],
+            "recompute": RECOMPUTE[int(c["recompute"][i])],
+        }
+        for name, values in c.items():
+            if name in out:
+                continue
+            v = values[i].item()
+            out[name] = None if isinstance(v, float) and math.isnan(v) else v
+        return out
+
+    def rows(self, indices: np.ndarray | list[int]) -> list[dict[str, Any]]:
+        return [self.row(int(i)) for i in indices]
+
+
+def _axes(model: ModelSpec, space: TrainingSearch) -> dict[str, tuple[int, ...]]:
+    ep = space.ep
+    if ep is None:
+        if model.moe is None:
+            ep = (1,)
+        else:
+            ep = tuple(2**i for i in range(7) if model.moe.num_experts % 2**i == 0)
+    return {
+        "num_gpus": space.num_gpus,
+        "tp": space.tp,
+        "pp": space.pp,
+        "cp": space.cp,
+        "ep": ep,
+        "vp": space.vp,
+        "zero": space.zero,
+        "micro_batch": space.micro_batch,
+    }
+
+
+def _check(model: ModelSpec, workload: TrainingWorkload, space: TrainingSearch) -> None:
+    for name in ("accelerators", "precision", "recompute"):
+        if not getattr(space, name):
+            raise SpecError(f"space.{name}", "must list at least one value", ())
+    for acc in space.accelerators:
+        get_accelerator(acc)
+    for prec in space.precision:
+        get_precision(prec)
+    for rec in space.recompute:
+        if rec not in RECOMPUTE:
+            raise SpecError("space.recompute", "values must be 'none', 'selective' or 'full'", rec)
+    for name, values in _axes(model, space).items():
+        if not values:
+            raise SpecError(f"space.{name}", "must list at least one value", values)
+        for v in values:
+            if type(v) is not int or v < (0 if name == "zero" else 1):
+                raise SpecError(f"space.{name}", "values must be integers >= 1", v)
+    if any(z > 3 for z in space.zero):
+        raise SpecError("space.zero", "values must be 0, 1, 2 or 3", space.zero)
+    if space.gpus_per_node is not None and space.gpus_per_node < 1:
+        raise SpecError("space.gpus_per_node", "must be >= 1", space.gpus_per_node)
+    check_seq_len(model, workload.seq_len, "workload.seq_len")
+    if workload.global_batch_size < 1:
+        raise SpecError("workload.global_batch_size", "must be >= 1", workload.global_batch_size)
+    if workload.optimizer not in OPTIMIZERS:
+        raise SpecError(
+            "workload.optimizer", f"must be one of {', '.join(OPTIMIZERS)}", workload.optimizer
+        )
+    for name in ("tokens", "deadline_s", "budget_usd"):
+        v = getattr(workload, name)
+        if v is not None and not v > 0:
+            raise SpecError(f"workload.{name}", "must be > 0", v)
+    if workload.deadline_s is not None and workload.tokens is None:
+        raise SpecError("workload.deadline_s", "needs workload.tokens (time to train)", None)
+    if workload.budget_usd is not None and workload.tokens is None:
+        raise SpecError("workload.budget_usd", "needs workload.tokens (cost per run)", None)
+    for acc, p in workload.prices.items():
+        get_accelerator(acc)
+        if not p >= 0:
+            raise SpecError(f"workload.prices.{acc}", "must be >= 0", p)
+
+
+def sweep_size(model: ModelSpec, space: TrainingSearch) -> int:
+    """Layouts a sweep enumerates (before any rule), known before it runs."""
+    size = len(space.accelerators) * len(space.precision) * len(space.recompute)
+    for values in _axes(model, space).values():
+        size *= len(values)
+    return size
+
+
+def _price(acc: str, workload: TrainingWorkload) -> float:
+    if acc in workload.prices:
+        return float(workload.prices[acc])
+    p = price(acc)
+    return math.nan if p is None else p.usd_per_gpu_hour
+
+
+def _grid(axes: Mapping[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+    mesh = np.meshgrid(*(np.asarray(v, dtype=np.int64) for v in axes.values()), indexing="ij")
+    return {name: m.ravel() for name, m in zip(axes, mesh, strict=True)}
+
+
+def _rules(
+    model: ModelSpec,
+    g: Mapping[str, np.ndarray],
+    dp: np.ndarray,
+    workload: TrainingWorkload,
+    node: int,
+) -> list[tuple[str, np.ndarray, str, str]]:
+    """(field, broken, rule, axis shown as {v}) of every rule, in the order reasons are given."""
+    tp, pp, cp, ep, vp, mb = (g[k] for k in ("tp", "pp", "cp", "ep", "vp", "micro_batch"))
+    rules: list[tuple[str, np.ndarray, str, str]] = [
+        (
+            "layout.num_gpus",
+            g["num_gpus"] % (tp * pp * cp) != 0,
+            "tp*pp*cp must divide num_gpus={v}",
+            "num_gpus",
+        ),
+        ("layout.tp", tp > node, f"tp={{v}} must stay within a node of {node} GPUs", "tp"),
+    ]
+    shown = {"layout.tp": "tp", "layout.etp": "tp", "layout.pp": "pp*vp", "layout.vp": "vp"}
+    for fld, broken, rule in layout_violations(
+        model, tp=tp, pp=pp, dp=np.maximum(dp, 1), cp=cp, ep=ep, etp=tp, vp=vp, training=True
+    ):
+        axis = "ep*etp" if rule.startswith("ep*etp") else shown.get(fld, "ep")
+        rules.append(
+            (fld, np.asarray(broken, dtype=bool) & np.ones_like(tp, dtype=bool), rule, axis)
+        )
+    gbs = workload.global_batch_size
+    rules.append(
+        (
+            "workload.global_batch_size",
+            gbs % np.maximum(mb * dp, 1) != 0,
+            f"global_batch_size={gbs} must be a multiple of micro_batch x dp = {{v}}",
+            "mb*dp",
+        )
+    )
+    if workload.flash_attention:
+        rules.append(
+            (
+                "layout.cp",
+                workload.seq_len % (2 * cp) != 0,
+                f"2*cp must divide seq_len={workload.seq_len}; cp={{v}}",
+                "cp",
+            )
+        )
+    else:
+        rules.append(
+            ("layout.cp", cp > 1, "cp={v}: context parallelism needs flash attention", "cp")
+        )
+    rules.append(
+        (
+            "layout.zero_stage",
+            (g["zero"] > 0) & (dp * cp == 1),
+            "zero_stage={v} with dp*cp = 1 shards nothing (same as zero_stage=0)",
+            "zero",
+        )
+    )
+    return rules
+
+
+def _value(g: Mapping[str, np.ndarray], dp: np.ndarray, axis: str, i: int) -> int:
+    if axis == "pp*vp":
+        return int(g["pp"][i] * g["vp"][i])
+    if axis == "ep*etp":
+        return int(g["ep"][i] * g["tp"][i])
+    if axis == "mb*dp":
+        return int(g["micro_batch"][i] * dp[i])
+    return int(g[axis][i])
+
+
+def _evaluate(
+    model: ModelSpec,
+    acc: Accelerator,
+    precision: Precision,
+    recompute: Recompute,
+    g: Mapping[str, Any],  # numpy arrays, typed loosely: the layout dataclasses declare ints
+    workload: TrainingWorkload,
+    options: TimingOptions,
+    usd_per_gpu_hour: float,
+) -> dict[str, np.ndarray]:
+    """Memory, time and cost of valid layouts ``g`` (arrays), by the single-estimate formulas."""
+    tp, pp, cp, ep, vp, zero, mb, n = (
+        g[k] for k in ("tp", "pp", "cp", "ep", "vp", "zero", "micro_batch", "num_gpus")
+    )
+    dp = n // (tp * pp * cp)
+    p = Parallelism(
+        tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, sequence_parallel=tp > 1, zero_stage=zero
+    )
+    gbs = workload.global_batch_size
+    setup = TrainingSetup(
+        workload.seq_len,
+        micro_batch_size=mb,
+        global_batch_size=gbs,
+        recompute=recompute,
+        flash_attention=workload.flash_attention,
+        optimizer=workload.optimizer,  # type: ignore[arg-type]
+    )
+    stages = candidate_stages(model, pp)
+    per_stage = training_memory_terms(
+        model,
+        precision,
+        setup,
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        cp=cp,
+        ep=ep,
+        etp=tp,
+        vp=vp,
+        sp=tp > 1,
+        zero=p.optimizer_shard_stage,
+        stages=stages,
+        microbatches=gbs // (mb * dp),
+        micro_batch=mb,
+        seq_len=workload.seq_len,
+        recompute=recompute,
+        flash=workload.flash_attention,
+        optimizer=workload.optimizer,
+    )
+    mem = dict(per_stage[0])
+    mem["stage"] = np.zeros_like(tp)
+    for s, terms in zip(stages[1:], per_stage[1:], strict=True):
+        more = terms["total_bytes"] > mem["total_bytes"]
+        mem = {k: np.where(more, terms[k] if k != "stage" else s, v) for k, v in mem.items()}
+    t = training_time_terms(
+        model,
+        acc,
+        p,
+        setup,
+        precision,
+        params_on_gpu=mem["params_on_gpu"],
+        optimizer_states_bytes=mem["optimizer_states_bytes"],
+        stages=stages,
+        options=options,
+    )
+    flops = training_flops(model, workload.seq_len, gbs, recompute)
+    peak = acc.peak(precision.compute)
+    step = t["step_s"]
+    tokens_per_s = gbs * workload.seq_len / step
+    out = {
+        "dp": dp,
+        "memory_bytes": mem["total_bytes"],
+        "capacity_bytes": np.full(tp.shape, float(acc.memory_bytes)),
+        "memory_stage": mem["stage"],
+        **{k: mem[k] for k in ("weights_bytes", "gradients_bytes", "optimizer_states_bytes")},
+        "master_weights_bytes": mem["master_weights_bytes"],
+        "activations_bytes": mem["activations_bytes"],
+        "step_s": step,
+        **{k: np.broadcast_to(t[k], tp.shape).astype(float) for k in BREAKDOWN},
+        "microbatches": t["microbatches"],
+        "tokens_per_s": tokens_per_s,
+        "tokens_per_s_per_gpu": tokens_per_s / n,
+        "mfu": flops.model / (step * n * peak),
+        "hfu": flops.hardware / (step * n * peak),
+        "usd_per_gpu_hour": np.full(tp.shape, usd_per_gpu_hour),
+        "usd_per_1m_tokens": usd_per_gpu_hour * n * 1e6 / (tokens_per_s * SECONDS_PER_HOUR),
+    }
+    if workload.tokens is not None:
+        ttt = workload.tokens / tokens_per_s
+        gpu_hours = ttt * n / SECONDS_PER_HOUR
+        out |= {
+            "time_to_train_s": ttt,
+            "gpu_hours": gpu_hours,
+            "cost_usd": gpu_hours * usd_per_gpu_hour,
+        }
+    out["headroom_bytes"] = out["capacity_bytes"] - out["memory_bytes"]
+    out["fits"] = out["memory_bytes"] <= out["capacity_bytes"]
+    return out
+
+
+def _groups(space: TrainingSearch) -> Iterator[tuple[int, str, int, str, int, Recompute]]:
+    for ai, acc in enumerate(space.accelerators):
+        for pi, prec in enumerate(space.precision):
+            for rec in space.recompute:
+                yield ai, acc, pi, prec, RECOMPUTE.index(rec), rec  # type: ignore[misc]
+
+
+def sweep_training(
+    model: ModelSpec,
+    workload: TrainingWorkload,
+    space: TrainingSearch | None = None,
+    *,
+    options: TimingOptions | None = None,
+    max_layouts: int = DEFAULT_MAX_LAYOUTS,
+    keep_rejected: bool = False,
+    top_k: int = 5,
+    objective: Objective | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> TrainingSweep:
+    """Evaluate every layout of ``space`` for ``workload``; see the module docstring.
+
+    ``objective`` ranks the recommendations: ``"cost"`` (USD per token; the default when a price
+    is known) or ``"time"`` (tokens/s). ``progress(done, total)`` is called after each
+    (accelerator, precision, recompute) block.
+    """
+    space = space or TrainingSearch()
+    options = options or TimingOptions()
+    _check(model, workload, space)
+    axes = _axes(model, space)
+    size = sweep_size(model, space)
+    if size > max_layouts:
+        widths = {k: len(v) for k, v in axes.items()} | {
+            "accelerators": len(space.accelerators),
+            "recompute": len(space.recompute),
+            "precision": len(space.precision),
+        }
+        raise SweepTooLarge(size, max_layouts, widths)
+    grid = _grid(axes)
+    parts: list[dict[str, np.ndarray]] = []
+    rejected: list[dict[str, Any]] = []
+    counts = {"enumerated": size, "invalid": 0, "evaluated": 0, "out_of_memory": 0}
+    groups = list(_groups(space))
+    precisions = {name: get_precision(name) for name in space.precision}
+    rule_cache: dict[
+        int, tuple[np.ndarray, list[tuple[str, np.ndarray, str, str]], np.ndarray]
+    ] = {}
+    for done, (ai, acc_id, pi, prec_name, ri, rec) in enumerate(groups, 1):
+        acc = get_accelerator(acc_id)
+        node = space.gpus_per_node or max(acc.gpus_per_node, acc.scale_up_domain)
+        if node not in rule_cache:
+            dp_all = grid["num_gpus"] // (grid["tp"] * grid["pp"] * grid["cp"])
+            rules = _rules(model, grid, dp_all, workload, node)
+            reason = np.full(dp_all.shape, -1)
+            for i, (_, broken, _, _) in enumerate(rules):
+                reason[(reason < 0) & broken] = i
+            rule_cache[node] = (dp_all, rules, reason)
+        dp_all, rules, reason = rule_cache[node]
+        ok = reason < 0
+        counts["invalid"] += int((~ok).sum())
+        if keep_rejected:
+            for j in np.flatnonzero(~ok):
+                fld, _, rule, axis = rules[reason[j]]
+                rejected.append(
+                    {
+                        "accelerator": acc_id,
+                        "precision": prec_name,
+                        "recompute": rec,
+                        **{k: int(grid[k][j]) for k in AXES},
+                        "field": fld,
+                        "reason": rule.format(v=_value(grid, dp_all, axis, int(j))),
+                    }
+                )
+        g = {k: v[ok] for k, v in grid.items()}
+        if g["tp"].size:
+            cols = _evaluate(
+                model,
+                acc,
+                precisions[prec_name],
+                rec,
+                g,
+                workload,
+                options,
+                _price(acc_id, workload),
+            )
+            cols |= {k: g[k] for k in AXES}
+            cols["accelerator"] = np.full(g["tp"].shape, ai)
+            cols["precision"] = np.full(g["tp"].shape, pi)
+            cols["recompute"] = np.full(g["tp"].shape, ri)
+            parts.append(cols)
+            counts["evaluated"] += int(g["tp"].size)
+            if keep_rejected:
+                for j in np.flatnonzero(~cols["fits"]):
+                    need, cap = cols["memory_bytes"][j] / GIB, cols["capacity_bytes"][j] / GIB
+                    rejected.append(
+                        {
+                            "accelerator": acc_id,
+                            "precision": prec_name,
+                            "recompute": rec,
+                            **{k: int(g[k][j]) for k in AXES},
+                            "field": "memory",
+                            "reason": f"out of memory: needs {need:.1f} GiB of {cap:.1f} GiB",
+                        }
+                    )
+        if progress is not None:
+            progress(done, len(groups))
+    columns = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else _empty()
+    fits = columns["fits"].astype(bool)
+    counts["out_of_memory"] = int((~fits).sum())
+    feasible = fits.copy()
+    if workload.deadline_s is not None:
+        feasible &= columns["time_to_train_s"] <= workload.deadline_s
+    if workload.budget_usd is not None:
+        feasible &= np.nan_to_num(columns["cost_usd"], nan=np.inf) <= workload.budget_usd
+    idx = np.flatnonzero(feasible)
+    counts["feasible"] = int(idx.size)
+    priced = idx[np.isfinite(columns["usd_per_1m_tokens"][idx])]
+    notes = []
+    unpriced = sorted({a for a in space.accelerators if math.isnan(_price(a, workload))})
+    if unpriced:
+        notes.append(
+            f"No default price for {', '.join(unpriced)}: their costs are empty until a price "
+            "is given (workload.prices)."
+        )
+    if objective is None:
+        objective = "cost" if priced.size else "time"
+    sweep = TrainingSweep(
+        model_id=model.id or "custom",
+        workload=workload,
+        accelerators=space.accelerators,
+        precisions=space.precision,
+        columns=columns,
+        size=size,
+        counts=counts,
+        rejected=rejected,
+        feasible=idx,
+        pareto_cost=_front(
+            columns["tokens_per_s"][priced], -columns["usd_per_1m_tokens"][priced], priced
+        ),
+        pareto_memory=_front(columns["tokens_per_s"][idx], columns["headroom_bytes"][idx], idx),
+        recommendations=[],
+        objective=objective,
+        notes=tuple(notes),
+    )
+    sweep.recommendations = _recommend(sweep, priced if objective == "cost" else idx, top_k)
+    return sweep
+
+
+def _empty() -> dict[str, np.ndarray]:
+    names = ["fits", "tokens_per_s", "usd_per_1m_tokens", "headroom_bytes", "tp"]
+    return {k: np.zeros(0) for k in names}
+
+
+def _front(speed: np.ndarray, other: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """Indices (into the sweep) of the layouts no other beats on both ``speed`` and ``other``
+    (both maximized; exact ties all stay), fastest first."""
+    if not index.size:
+        return index
+    order = np.lexsort((-other, -speed))
+    s, o = speed[order], other[order]
+    best = np.maximum.accumulate(o)
+    before = np.concatenate(([-np.inf], best[:-1]))  # best `other` among the faster layouts
+    # The speed of the (fastest) layout that set that best, to tell a tie from a domination.
+    setter = np.maximum.accumulate(np.where(o > before, np.arange(o.size), 0))
+    setter_speed = np.concatenate(([np.inf], s[setter[:-1]]))
+    dominated = (before > o) | ((before == o) & (setter_speed > s))
+    front: np.ndarray = index[order[~dominated]]
+    return front
+
+
+_SHAPE = (
+    "accelerator",
+    "precision",
+    "recompute",
+    "tp",
+    "pp",
+    "cp",
+    "ep",
+    "vp",
+    "zero",
+    "micro_batch",
+)
+
+
+def _recommend(sweep: TrainingSweep, candidates: np.ndarray, k: int) -> list[Recommendation]:
+    """The best ``k`` layouts by the objective, one per shape: a layout that differs from a
+    better one only in its GPU count (more data parallelism) is folded into it."""
+    c = sweep.columns
+    if not candidates.size:
+        return []
+    if sweep.objective == "cost":
+        order = np.lexsort((-c["tokens_per_s"][candidates], c["usd_per_1m_tokens"][candidates]))
+    else:
+        order = np.argsort(-c["tokens_per_s"][candidates], kind="stable")
+    fastest = int(candidates[np.argmax(c["tokens_per_s"][candidates])])
+    out: list[Recommendation] = []
+    seen: set[tuple[int, ...]] = set()
+    for i in candidates[order]:
+        shape = tuple(int(c[key][i]) for key in _SHAPE)
+        if shape in seen:
+            continue
+        seen.add(shape)
+        rank = len(out) + 1
+        out.append(
+            Recommendation(rank, sweep.row(int(i)), tuple(_why(sweep, int(i), fastest, rank)))
+        )
+        if len(out) == k:
+            break
+    return out
+
+
+_SIMPLER = {"pp": 1, "tp": 1, "zero": 0, "recompute": 0, "micro_batch": 1}
+_TERM_NAMES = {
+    "weights_bytes": "weights",
+    "gradients_bytes": "gradients",
+    "optimizer_states_bytes": "optimizer state",
+    "master_weights_bytes": "master weights",
+    "activations_bytes": "activations",
+}
+
+
+def _why(sweep: TrainingSweep, i: int, fastest: int, rank: int) -> list[str]:
+    c = sweep.columns
+    r = sweep.row(i)
+    step = r["step_s"]
+    exposed = sum(r[k] for k in BREAKDOWN if k.endswith("_comm"))
+    lines = []
+    if rank == 1:
+        lines.append("lowest cost per token" if sweep.objective == "cost" else "highest throughput")
+    if sweep.objective == "cost" and i != fastest:
+        f = sweep.row(fastest)
+        lines.append(
+            f"{r['tokens_per_s']:,.0f} tokens/s on {r['num_gpus']} GPUs; the fastest feasible "
+            f"layout ({f['accelerator']}, {f['num_gpus']} GPUs) reaches {f['tokens_per_s']:,.0f} "
+            f"at ${f['usd_per_1m_tokens']:.3f} per 1M tokens"
+        )
+    lines.append(
+        f"uses {r['memory_bytes'] / GIB:.1f} of {r['capacity_bytes'] / GIB:.0f} GiB per GPU "
+        f"({r['headroom_bytes'] / GIB:.1f} GiB headroom); MFU {r['mfu']:.0%}, pipeline bubble "
+        f"{r['bubble'] / step:.0%} and exposed communication {exposed / step:.0%} of the step"
+    )
+    for axis, simple in _SIMPLER.items():
+        if c[axis][i] == simple:
+            continue
+        # The same layout with this one axis at its simplest value (dp absorbs the GPU count).
+        peer = np.ones(c["tp"].shape, dtype=bool)
+        for key in ("accelerator", "precision", "recompute", *AXES):
+            if key != axis:
+                peer &= c[key] == c[key][i]
+        peer &= c[axis] == simple
+        hits = np.flatnonzero(peer)
+        if not hits.size:
+            continue
+        j = int(hits[0])
+        label = (
+            f"recompute={RECOMPUTE[int(c[axis][i])]}"
+            if axis == "recompute"
+            else f"{axis}={int(c[axis][i])}"
+        )
+        base = "recompute=none" if axis == "recompute" else f"{axis}={simple}"
+        saved = {t: c[t][j] - c[t][i] for t in _TERM_NAMES}
+        term = max(saved, key=lambda t: saved[t])
+        speed = c["tokens_per_s"][i] / c["tokens_per_s"][j] - 1
+        if not c["fits"][j]:
+            lines.append(
+                f"{label} instead of {base}: fits where {base} needs "
+                f"{c['memory_bytes'][j] / GIB:.1f} GiB (saves {saved[term] / GIB:.1f} GiB of "
+                f"{_TERM_NAMES[term]} per GPU)"
+            )
+        elif speed > 0:
+            lines.append(f"{label} instead of {base}: {speed:.0%} more throughput")
+        if len(lines) >= 4:
+            break
+    return lines
