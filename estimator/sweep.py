@@ -43,10 +43,13 @@ __all__ = [
     "DEFAULT_ACCELERATORS",
     "DEFAULT_MAX_LAYOUTS",
     "Recommendation",
+    "ServingSearch",
+    "ServingWorkload",
     "SweepTooLarge",
     "TrainingSearch",
     "TrainingSweep",
     "TrainingWorkload",
+    "sweep_serving",
     "sweep_size",
     "sweep_training",
 ]
@@ -700,3 +703,141 @@ def _why(sweep: TrainingSweep, i: int, fastest: int, rank: int) -> list[str]:
         if len(lines) >= 4:
             break
     return lines
+
+
+# --- serving ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ServingWorkload:
+    """What to serve: prompt and output lengths, latency targets, and the traffic to carry
+    (``output_tokens_per_s`` over the whole fleet; None sizes one replica)."""
+
+    input_len: int
+    output_len: int
+    ttft_target_s: float | None = None
+    tpot_target_s: float | None = None
+    output_tokens_per_s: float | None = None
+    prices: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ServingSearch:
+    """Axes of a serving sweep: one replica is ``tp x pp`` GPUs of one accelerator."""
+
+    accelerators: tuple[str, ...] = DEFAULT_ACCELERATORS
+    tp: tuple[int, ...] = (1, 2, 4, 8)
+    pp: tuple[int, ...] = (1, 2, 4)
+    precision: tuple[str, ...] = ("bf16", "fp8-serving")
+
+
+def sweep_serving(
+    model: ModelSpec,
+    workload: ServingWorkload,
+    space: ServingSearch | None = None,
+    *,
+    max_layouts: int = 20_000,
+) -> list[dict[str, Any]]:
+    """Every replica layout of ``space``: at its best concurrency under the targets (the
+    ``estimate_inference`` curve), its throughput, latencies, cost per 1M output tokens and the
+    replicas the traffic needs; refused layouts carry their reason. Sorted by cost per 1M output
+    tokens (unpriced last). A serving space is small (accelerators x tp x pp x precision), so
+    this loops over ``estimate_inference`` rather than evaluating arrays."""
+    from .inference import InferenceSetup
+    from .serving import estimate_inference
+
+    space = space or ServingSearch()
+    size = len(space.accelerators) * len(space.tp) * len(space.pp) * len(space.precision)
+    if size > max_layouts:
+        widths = {
+            "accelerators": len(space.accelerators),
+            "tp": len(space.tp),
+            "pp": len(space.pp),
+            "precision": len(space.precision),
+        }
+        raise SweepTooLarge(size, max_layouts, widths)
+    rows: list[dict[str, Any]] = []
+    for acc_id in space.accelerators:
+        acc = get_accelerator(acc_id)
+        usd = workload.prices.get(acc_id)
+        if usd is None:
+            p = price(acc_id)
+            usd = None if p is None else p.usd_per_gpu_hour
+        for prec_name in space.precision:
+            precision = get_precision(prec_name)
+            for tp in space.tp:
+                for pp in space.pp:
+                    row: dict[str, Any] = {
+                        "accelerator": acc_id,
+                        "precision": prec_name,
+                        "tp": tp,
+                        "pp": pp,
+                        "num_gpus": tp * pp,
+                    }
+                    layout = Parallelism(tp=tp, pp=pp, ep=tp if model.moe is not None else 1)
+                    setup = InferenceSetup(workload.input_len, workload.output_len)
+                    try:
+                        probe = estimate_inference(
+                            model,
+                            acc,
+                            layout,
+                            setup,
+                            precision,
+                            ttft_target_s=workload.ttft_target_s,
+                            tpot_target_s=workload.tpot_target_s,
+                        )
+                        if probe.best_concurrency is None:
+                            mem = probe.memory
+                            reason = (
+                                f"out of memory: weights need {mem.weights_bytes / GIB:.1f} GiB "
+                                f"of {mem.capacity_bytes / GIB:.1f} GiB per GPU, no room for a "
+                                "KV cache"
+                                if mem.max_concurrency < 1
+                                else "no concurrency meets the TTFT/TPOT targets"
+                            )
+                            rows.append(row | {"ok": False, "field": "memory", "reason": reason})
+                            continue
+                        best = estimate_inference(
+                            model,
+                            acc,
+                            layout,
+                            InferenceSetup(
+                                workload.input_len, workload.output_len, probe.best_concurrency
+                            ),
+                            precision,
+                            price_usd_per_gpu_hour=usd,
+                        )
+                    except SpecError as exc:
+                        rows.append(row | {"ok": False, "field": exc.field, "reason": str(exc)})
+                        continue
+                    replicas = 1
+                    if workload.output_tokens_per_s is not None:
+                        replicas = math.ceil(
+                            workload.output_tokens_per_s / best.output_tokens_per_s
+                        )
+                    rows.append(
+                        row
+                        | {
+                            "ok": True,
+                            "concurrency": best.concurrency,
+                            "ttft_s": best.ttft_s,
+                            "tpot_s": best.tpot_s,
+                            "output_tokens_per_s": best.output_tokens_per_s,
+                            "output_tokens_per_s_per_gpu": best.output_tokens_per_s_per_gpu,
+                            "usd_per_gpu_hour": usd,
+                            "usd_per_1m_output_tokens": best.usd_per_1m_output_tokens,
+                            "usd_per_1m_input_tokens": best.usd_per_1m_input_tokens,
+                            "replicas": replicas,
+                            "fleet_gpus": replicas * tp * pp,
+                        }
+                    )
+
+    def key(r: dict[str, Any]) -> tuple[int, float, float]:
+        cost = r.get("usd_per_1m_output_tokens")
+        return (
+            0 if r["ok"] else 1,
+            math.inf if cost is None else cost,
+            -r.get("output_tokens_per_s", 0.0),
+        )
+
+    return sorted(rows, key=key)

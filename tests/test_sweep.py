@@ -216,3 +216,26 @@ def test_bad_spaces_name_the_field() -> None:
         model, WORKLOAD, TrainingSearch(accelerators=("h100-sxm-80gb",), tp=(3,))
     )
     assert isinstance(empty, TrainingSweep) and len(empty) == 0 and empty.recommendations == []
+
+
+def test_serving_sweep_ranks_replicas_by_cost_under_the_targets() -> None:
+    from estimator.sweep import ServingSearch, ServingWorkload, sweep_serving
+
+    workload = ServingWorkload(
+        1000, 1000, ttft_target_s=2.0, tpot_target_s=0.05, output_tokens_per_s=1e5
+    )
+    space = ServingSearch(accelerators=("h100-sxm-80gb", "a100-sxm-40gb"), tp=(1, 2, 4, 8))
+    rows = sweep_serving(get_model("llama-3-70b"), workload, space)
+    assert len(rows) == 2 * 4 * 3 * 2
+    ok = [r for r in rows if r["ok"]]
+    assert ok and rows[: len(ok)] == ok  # feasible first
+    costs = [r["usd_per_1m_output_tokens"] for r in ok]
+    priced = [c for c in costs if c is not None]
+    assert priced and costs[: len(priced)] == sorted(priced)  # a100-sxm-40gb: no price, last
+    for r in ok:
+        assert r["tpot_s"] <= 0.05 and r["ttft_s"] <= 2.0
+        assert r["replicas"] * r["output_tokens_per_s"] >= 1e5
+    bad = {(r["accelerator"], r["precision"], r["tp"], r["pp"]): r for r in rows if not r["ok"]}
+    assert bad[("a100-sxm-40gb", "bf16", 1, 1)]["reason"].startswith("out of memory: weights")
+    with pytest.raises(SweepTooLarge):
+        sweep_serving(get_model("llama-3-70b"), workload, space, max_layouts=10)
