@@ -49,6 +49,7 @@ __all__ = [
     "TrainingSearch",
     "TrainingSweep",
     "TrainingWorkload",
+    "sweep",
     "sweep_serving",
     "sweep_size",
     "sweep_training",
@@ -841,3 +842,22 @@ def sweep_serving(
         )
 
     return sorted(rows, key=key)
+
+
+def sweep(
+    model: ModelSpec,
+    workload: TrainingWorkload | ServingWorkload,
+    space: TrainingSearch | ServingSearch | None = None,
+    **kwargs: Any,
+) -> TrainingSweep | list[dict[str, Any]]:
+    """The one entry point later layers call: a training workload runs ``sweep_training``, a
+    serving workload ``sweep_serving`` (keyword arguments pass through)."""
+    if isinstance(workload, ServingWorkload):
+        if space is not None and not isinstance(space, ServingSearch):
+            raise SpecError(
+                "space", "a serving workload needs a ServingSearch", type(space).__name__
+            )
+        return sweep_serving(model, workload, space, **kwargs)
+    if space is not None and not isinstance(space, TrainingSearch):
+        raise SpecError("space", "a training workload needs a TrainingSearch", type(space).__name__)
+    return sweep_training(model, workload, space, **kwargs)

@@ -239,3 +239,15 @@ def test_serving_sweep_ranks_replicas_by_cost_under_the_targets() -> None:
     assert bad[("a100-sxm-40gb", "bf16", 1, 1)]["reason"].startswith("out of memory: weights")
     with pytest.raises(SweepTooLarge):
         sweep_serving(get_model("llama-3-70b"), workload, space, max_layouts=10)
+
+
+def test_one_entry_point_dispatches_on_the_workload() -> None:
+    from estimator.sweep import ServingSearch, ServingWorkload, sweep
+
+    model = get_model("llama-3-8b")
+    small = TrainingSearch(accelerators=("h100-sxm-80gb",), num_gpus=(8,))
+    assert isinstance(sweep(model, WORKLOAD, small), TrainingSweep)
+    rows = sweep(model, ServingWorkload(512, 128), ServingSearch(accelerators=("h100-sxm-80gb",)))
+    assert isinstance(rows, list) and rows[0]["ok"]
+    with pytest.raises(SpecError, match="ServingSearch"):
+        sweep(model, ServingWorkload(512, 128), small)
