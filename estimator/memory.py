@@ -47,6 +47,7 @@ __all__ = [
     "OPTIMIZERS",
     "TrainingMemory",
     "TrainingSetup",
+    "most_loaded_terms",
     "training_memory",
     "training_memory_terms",
 ]
@@ -381,17 +382,13 @@ def validate_training(model: ModelSpec, p: Parallelism, setup: TrainingSetup) ->
         )
 
 
-def training_memory(
-    model: ModelSpec,
-    accelerator: Accelerator,
-    parallel: Parallelism,
-    setup: TrainingSetup,
-    precision: Precision,
-) -> TrainingMemory:
-    """Per-GPU memory of a training step on the most-loaded GPU, with its breakdown."""
-    validate_training(model, parallel, setup)
+def most_loaded_terms(
+    model: ModelSpec, parallel: Parallelism, setup: TrainingSetup, precision: Precision
+) -> dict[str, Num]:
+    """``training_memory_terms`` of a layout's candidate stages reduced to the most-loaded one
+    (the first of equals), whose index is under ``stage``. ``parallel`` and
+    ``setup.micro_batch_size`` may hold arrays of layouts (the sweep)."""
     gbs = setup.global_batch_size or setup.micro_batch_size * parallel.dp
-    microbatches = gbs // (setup.micro_batch_size * parallel.dp)
     stages = candidate_stages(model, parallel.pp)
     per_stage = training_memory_terms(
         model,
@@ -407,7 +404,7 @@ def training_memory(
         sp=parallel.sequence_parallel,
         zero=parallel.optimizer_shard_stage,
         stages=stages,
-        microbatches=microbatches,
+        microbatches=gbs // (setup.micro_batch_size * parallel.dp),
         micro_batch=setup.micro_batch_size,
         seq_len=setup.seq_len,
         recompute=setup.recompute,
@@ -415,10 +412,28 @@ def training_memory(
         optimizer=setup.optimizer,
         convention=setup.activation_convention,
     )
-    best_stage, best = stages[0], per_stage[0]
+    best = {**per_stage[0], "stage": stages[0]}
     for stage, terms in zip(stages[1:], per_stage[1:], strict=True):
-        if terms["total_bytes"] > best["total_bytes"]:
-            best_stage, best = stage, terms
+        more = terms["total_bytes"] > best["total_bytes"]
+        if type(more) is bool:  # one layout: take the whole stage or keep the best
+            if more:
+                best = {**terms, "stage": stage}
+            continue
+        best = {k: where(more, stage if k == "stage" else terms[k], v) for k, v in best.items()}
+    return best
+
+
+def training_memory(
+    model: ModelSpec,
+    accelerator: Accelerator,
+    parallel: Parallelism,
+    setup: TrainingSetup,
+    precision: Precision,
+) -> TrainingMemory:
+    """Per-GPU memory of a training step on the most-loaded GPU, with its breakdown."""
+    validate_training(model, parallel, setup)
+    best = most_loaded_terms(model, parallel, setup, precision)
+    best_stage = best["stage"]
     notes = _training_notes(model, parallel, setup, best_stage)
     return TrainingMemory(
         **{name: float(best[name]) for name in TERMS},

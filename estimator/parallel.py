@@ -15,7 +15,7 @@ from .errors import SpecError
 from .model import ModelSpec
 from .xp import Num, logical_and, maximum
 
-__all__ = ["Parallelism", "check_divides", "layout_violations", "validate_layout"]
+__all__ = ["Parallelism", "Violation", "layout_violations", "validate_layout"]
 
 ZeroStage = Literal[0, 1, 2, 3]
 
@@ -55,11 +55,9 @@ class Parallelism:
         return maximum(self.zero_stage, 1 * self.distributed_optimizer)
 
 
-def check_divides(field: str, divisor: int, name: str, value: int) -> None:
-    if value % divisor:
-        raise SpecError(
-            field, f"{field.split('.')[-1]}={divisor} must divide {name}={value}", divisor
-        )
+# (field, broken, rule, value): ``broken`` and ``value`` are a bool and an int for one layout, or
+# arrays for many; ``rule`` is a template whose ``{v}`` is the offending value.
+Violation = tuple[str, Num, str, Num]
 
 
 def layout_violations(
@@ -73,24 +71,24 @@ def layout_violations(
     etp: Num,
     vp: Num,
     training: bool,
-) -> list[tuple[str, Num, str]]:
-    """Every framework rule a layout must satisfy, as ``(field, broken, rule)``: ``broken`` is a
-    bool for ints and a bool array for arrays of layouts; ``rule`` is a template whose ``{v}`` is
-    the offending value. The single estimate raises on the first broken rule, the sweep keeps
-    the masks (and, when asked, the reason of each refused layout).
+) -> list[Violation]:
+    """Every framework rule a layout must satisfy, as ``Violation`` tuples. The single estimate
+    raises on the first broken rule, the sweep keeps the masks (and, when asked, the reason of
+    each refused layout).
 
     Training follows Megatron-LM: TP divides attention heads, KV heads (query groups) and every
     MLP width; PP x VP divides the layers; EP divides the experts. Serving engines (vLLM,
     TensorRT-LLM) also accept TP above the KV-head count by replicating KV heads, so for serving
     TP need only divide or be a multiple of the KV heads.
     """
-    out: list[tuple[str, Num, str]] = []
+    out: list[Violation] = []
     seen: set[tuple[str, int]] = set()
 
     def divides(field: str, size: Num, name: str, value: int) -> None:
         if (field, value) not in seen:
             seen.add((field, value))
-            out.append((field, value % size != 0, f"{field[7:]}={{v}} must divide {name}={value}"))
+            rule = f"{field[7:]}={{v}} must divide {name}={value}"
+            out.append((field, value % size != 0, rule, size))
 
     for kind in model.kinds:
         divides("layout.tp", tp, "num_attention_heads", kind.attention.num_heads)
@@ -105,6 +103,7 @@ def layout_violations(
                     logical_and(kv % tp != 0, tp % kv != 0),
                     f"tp={{v}} must divide num_key_value_heads={kv} or be a multiple of it "
                     "(KV heads are then replicated)",
+                    tp,
                 )
             )
     for width in model.intermediate_sizes:
@@ -115,37 +114,20 @@ def layout_violations(
             "intermediate_size",
             width,
         )
-    layers = model.num_layers
-    out.append(
-        (
-            "layout.pp",
-            layers % (pp * vp) != 0,
-            f"pp*vp={{v}} must divide num_hidden_layers={layers}",
-        )
-    )
-    out.append(
-        ("layout.vp", logical_and(vp > 1, pp == 1), "vp={v}: virtual pipeline stages need pp > 1")
-    )
+    layers, stages = model.num_layers, pp * vp
+    rule = f"pp*vp={{v}} must divide num_hidden_layers={layers}"
+    out.append(("layout.pp", layers % stages != 0, rule, stages))
+    rule = "vp={v}: virtual pipeline stages need pp > 1"
+    out.append(("layout.vp", logical_and(vp > 1, pp == 1), rule, vp))
     if model.moe is None:
-        out.append(
-            ("layout.ep", ep > 1, "ep={v}: expert parallelism needs a mixture-of-experts model")
-        )
+        rule = "ep={v}: expert parallelism needs a mixture-of-experts model"
+        out.append(("layout.ep", ep > 1, rule, ep))
     else:
         divides("layout.ep", ep, "num_experts", model.moe.num_experts)
         if training:
-            out.append(
-                ("layout.ep", (tp * cp * dp) % (ep * etp) != 0, "ep*etp={v} must divide tp*cp*dp")
-            )
+            rule = "ep*etp={v} must divide tp*cp*dp"
+            out.append(("layout.ep", (tp * cp * dp) % (ep * etp) != 0, rule, ep * etp))
     return out
-
-
-_RULE_VALUE = {
-    "layout.tp": lambda p: p.tp,
-    "layout.etp": lambda p: p.expert_tp,
-    "layout.pp": lambda p: p.pp * p.vp,
-    "layout.vp": lambda p: p.vp,
-    "layout.ep": lambda p: p.ep,
-}
 
 
 def validate_layout(model: ModelSpec, p: Parallelism, *, training: bool) -> None:
@@ -176,9 +158,6 @@ def validate_layout(model: ModelSpec, p: Parallelism, *, training: bool) -> None
         vp=p.vp,
         training=training,
     )
-    for field, broken, rule in rules:
+    for field, broken, rule, value in rules:
         if broken:
-            value = _RULE_VALUE[field](p)
-            if field == "layout.ep" and rule.startswith("ep*etp"):
-                value = p.ep * p.expert_tp
             raise SpecError(field, rule.format(v=value), value)

@@ -16,6 +16,7 @@ memory are counted, and kept with their reason when asked.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -32,10 +33,10 @@ from .memory import (
     TrainingSetup,
     candidate_stages,
     check_seq_len,
-    training_memory_terms,
+    most_loaded_terms,
 )
 from .model import ModelSpec
-from .parallel import Parallelism, layout_violations
+from .parallel import Parallelism, Violation, layout_violations
 from .precision import Precision, get_precision
 from .timing import BREAKDOWN, SECONDS_PER_HOUR, TimingOptions, training_time_terms
 
@@ -250,11 +251,12 @@ def sweep_size(model: ModelSpec, space: TrainingSearch) -> int:
     return size
 
 
-def _price(acc: str, workload: TrainingWorkload) -> float:
-    if acc in workload.prices:
-        return float(workload.prices[acc])
+def _price(acc: str, prices: Mapping[str, float]) -> float | None:
+    """The user's price for an accelerator, else the catalog's default, else None."""
+    if acc in prices:
+        return float(prices[acc])
     p = price(acc)
-    return math.nan if p is None else p.usd_per_gpu_hour
+    return None if p is None else p.usd_per_gpu_hour
 
 
 def _grid(axes: Mapping[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
@@ -268,67 +270,42 @@ def _rules(
     dp: np.ndarray,
     workload: TrainingWorkload,
     node: int,
-) -> list[tuple[str, np.ndarray, str, str]]:
-    """(field, broken, rule, axis shown as {v}) of every rule, in the order reasons are given."""
+) -> list[Violation]:
+    """Every rule a sweep layout must satisfy, in the order reasons are given: the single
+    estimate's (``layout_violations``) between the sweep's own (GPU count, TP in a node, batch
+    split, CP, ZeRO with nothing to shard)."""
     tp, pp, cp, ep, vp, mb = (g[k] for k in ("tp", "pp", "cp", "ep", "vp", "micro_batch"))
-    rules: list[tuple[str, np.ndarray, str, str]] = [
-        (
-            "layout.num_gpus",
-            g["num_gpus"] % (tp * pp * cp) != 0,
-            "tp*pp*cp must divide num_gpus={v}",
-            "num_gpus",
+    n, zero, gbs, seq = g["num_gpus"], g["zero"], workload.global_batch_size, workload.seq_len
+    rules: list[Violation] = [
+        ("layout.num_gpus", n % (tp * pp * cp) != 0, "tp*pp*cp must divide num_gpus={v}", n),
+        ("layout.tp", tp > node, f"tp={{v}} must stay within a node of {node} GPUs", tp),
+        *layout_violations(
+            model, tp=tp, pp=pp, dp=np.maximum(dp, 1), cp=cp, ep=ep, etp=tp, vp=vp, training=True
         ),
-        ("layout.tp", tp > node, f"tp={{v}} must stay within a node of {node} GPUs", "tp"),
-    ]
-    shown = {"layout.tp": "tp", "layout.etp": "tp", "layout.pp": "pp*vp", "layout.vp": "vp"}
-    for fld, broken, rule in layout_violations(
-        model, tp=tp, pp=pp, dp=np.maximum(dp, 1), cp=cp, ep=ep, etp=tp, vp=vp, training=True
-    ):
-        axis = "ep*etp" if rule.startswith("ep*etp") else shown.get(fld, "ep")
-        rules.append(
-            (fld, np.asarray(broken, dtype=bool) & np.ones_like(tp, dtype=bool), rule, axis)
-        )
-    gbs = workload.global_batch_size
-    rules.append(
         (
             "workload.global_batch_size",
             gbs % np.maximum(mb * dp, 1) != 0,
             f"global_batch_size={gbs} must be a multiple of micro_batch x dp = {{v}}",
-            "mb*dp",
-        )
-    )
+            mb * dp,
+        ),
+    ]
     if workload.flash_attention:
-        rules.append(
-            (
-                "layout.cp",
-                workload.seq_len % (2 * cp) != 0,
-                f"2*cp must divide seq_len={workload.seq_len}; cp={{v}}",
-                "cp",
-            )
-        )
+        rule = f"2*cp must divide seq_len={seq}; cp={{v}}"
+        rules.append(("layout.cp", seq % (2 * cp) != 0, rule, cp))
     else:
-        rules.append(
-            ("layout.cp", cp > 1, "cp={v}: context parallelism needs flash attention", "cp")
-        )
-    rules.append(
-        (
-            "layout.zero_stage",
-            (g["zero"] > 0) & (dp * cp == 1),
-            "zero_stage={v} with dp*cp = 1 shards nothing (same as zero_stage=0)",
-            "zero",
-        )
-    )
-    return rules
+        rules.append(("layout.cp", cp > 1, "cp={v}: context parallelism needs flash attention", cp))
+    rule = "zero_stage={v} with dp*cp = 1 shards nothing (same as zero_stage=0)"
+    rules.append(("layout.zero_stage", (zero > 0) & (dp * cp == 1), rule, zero))
+    # Rules about the model alone are one bool for every layout: broadcast them.
+    shape = tp.shape
+    return [(f, np.broadcast_to(b, shape), r, np.broadcast_to(v, shape)) for f, b, r, v in rules]
 
 
-def _value(g: Mapping[str, np.ndarray], dp: np.ndarray, axis: str, i: int) -> int:
-    if axis == "pp*vp":
-        return int(g["pp"][i] * g["vp"][i])
-    if axis == "ep*etp":
-        return int(g["ep"][i] * g["tp"][i])
-    if axis == "mb*dp":
-        return int(g["micro_batch"][i] * dp[i])
-    return int(g[axis][i])
+def _refusal(
+    label: Mapping[str, str], layouts: Mapping[str, np.ndarray], j: int, fld: str, reason: str
+) -> dict[str, Any]:
+    """One refused layout as reported: its block, its axes, the field and the reason."""
+    return {**label, **{k: int(layouts[k][j]) for k in AXES}, "field": fld, "reason": reason}
 
 
 def _evaluate(
@@ -358,33 +335,7 @@ def _evaluate(
         flash_attention=workload.flash_attention,
         optimizer=workload.optimizer,  # type: ignore[arg-type]
     )
-    stages = candidate_stages(model, pp)
-    per_stage = training_memory_terms(
-        model,
-        precision,
-        setup,
-        tp=tp,
-        pp=pp,
-        dp=dp,
-        cp=cp,
-        ep=ep,
-        etp=tp,
-        vp=vp,
-        sp=tp > 1,
-        zero=p.optimizer_shard_stage,
-        stages=stages,
-        microbatches=gbs // (mb * dp),
-        micro_batch=mb,
-        seq_len=workload.seq_len,
-        recompute=recompute,
-        flash=workload.flash_attention,
-        optimizer=workload.optimizer,
-    )
-    mem = dict(per_stage[0])
-    mem["stage"] = np.zeros_like(tp)
-    for s, terms in zip(stages[1:], per_stage[1:], strict=True):
-        more = terms["total_bytes"] > mem["total_bytes"]
-        mem = {k: np.where(more, terms[k] if k != "stage" else s, v) for k, v in mem.items()}
+    mem = most_loaded_terms(model, p, setup, precision)
     t = training_time_terms(
         model,
         acc,
@@ -393,7 +344,7 @@ def _evaluate(
         precision,
         params_on_gpu=mem["params_on_gpu"],
         optimizer_states_bytes=mem["optimizer_states_bytes"],
-        stages=stages,
+        stages=candidate_stages(model, pp),
         options=options,
     )
     flops = training_flops(model, workload.seq_len, gbs, recompute)
@@ -404,7 +355,7 @@ def _evaluate(
         "dp": dp,
         "memory_bytes": mem["total_bytes"],
         "capacity_bytes": np.full(tp.shape, float(acc.memory_bytes)),
-        "memory_stage": mem["stage"],
+        "memory_stage": np.broadcast_to(mem["stage"], tp.shape),
         **{k: mem[k] for k in ("weights_bytes", "gradients_bytes", "optimizer_states_bytes")},
         "master_weights_bytes": mem["master_weights_bytes"],
         "activations_bytes": mem["activations_bytes"],
@@ -474,37 +425,29 @@ def sweep_training(
     counts = {"enumerated": size, "invalid": 0, "evaluated": 0, "out_of_memory": 0}
     groups = list(_groups(space))
     precisions = {name: get_precision(name) for name in space.precision}
-    rule_cache: dict[
-        int, tuple[np.ndarray, list[tuple[str, np.ndarray, str, str]], np.ndarray]
-    ] = {}
+    dp_all = grid["num_gpus"] // (grid["tp"] * grid["pp"] * grid["cp"])
+    rule_cache: dict[int, tuple[list[Violation], np.ndarray]] = {}  # by GPUs per node
     for done, (ai, acc_id, pi, prec_name, ri, rec) in enumerate(groups, 1):
         acc = get_accelerator(acc_id)
         node = space.gpus_per_node or max(acc.gpus_per_node, acc.scale_up_domain)
         if node not in rule_cache:
-            dp_all = grid["num_gpus"] // (grid["tp"] * grid["pp"] * grid["cp"])
             rules = _rules(model, grid, dp_all, workload, node)
-            reason = np.full(dp_all.shape, -1)
+            first_broken = np.full(dp_all.shape, -1)
             for i, (_, broken, _, _) in enumerate(rules):
-                reason[(reason < 0) & broken] = i
-            rule_cache[node] = (dp_all, rules, reason)
-        dp_all, rules, reason = rule_cache[node]
-        ok = reason < 0
+                first_broken[(first_broken < 0) & broken] = i
+            rule_cache[node] = (rules, first_broken)
+        rules, first_broken = rule_cache[node]
+        ok = first_broken < 0
         counts["invalid"] += int((~ok).sum())
+
+        label = {"accelerator": acc_id, "precision": prec_name, "recompute": rec}
         if keep_rejected:
             for j in np.flatnonzero(~ok):
-                fld, _, rule, axis = rules[reason[j]]
-                rejected.append(
-                    {
-                        "accelerator": acc_id,
-                        "precision": prec_name,
-                        "recompute": rec,
-                        **{k: int(grid[k][j]) for k in AXES},
-                        "field": fld,
-                        "reason": rule.format(v=_value(grid, dp_all, axis, int(j))),
-                    }
-                )
+                fld, _, rule, value = rules[first_broken[j]]
+                rejected.append(_refusal(label, grid, int(j), fld, rule.format(v=int(value[j]))))
         g = {k: v[ok] for k, v in grid.items()}
         if g["tp"].size:
+            usd = _price(acc_id, workload.prices)
             cols = _evaluate(
                 model,
                 acc,
@@ -513,7 +456,7 @@ def sweep_training(
                 g,
                 workload,
                 options,
-                _price(acc_id, workload),
+                math.nan if usd is None else usd,
             )
             cols |= {k: g[k] for k in AXES}
             cols["accelerator"] = np.full(g["tp"].shape, ai)
@@ -524,16 +467,8 @@ def sweep_training(
             if keep_rejected:
                 for j in np.flatnonzero(~cols["fits"]):
                     need, cap = cols["memory_bytes"][j] / GIB, cols["capacity_bytes"][j] / GIB
-                    rejected.append(
-                        {
-                            "accelerator": acc_id,
-                            "precision": prec_name,
-                            "recompute": rec,
-                            **{k: int(g[k][j]) for k in AXES},
-                            "field": "memory",
-                            "reason": f"out of memory: needs {need:.1f} GiB of {cap:.1f} GiB",
-                        }
-                    )
+                    reason = f"out of memory: needs {need:.1f} GiB of {cap:.1f} GiB"
+                    rejected.append(_refusal(label, g, int(j), "memory", reason))
         if progress is not None:
             progress(done, len(groups))
     columns = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else _empty()
@@ -548,7 +483,7 @@ def sweep_training(
     counts["feasible"] = int(idx.size)
     priced = idx[np.isfinite(columns["usd_per_1m_tokens"][idx])]
     notes = []
-    unpriced = sorted({a for a in space.accelerators if math.isnan(_price(a, workload))})
+    unpriced = sorted({a for a in space.accelerators if _price(a, workload.prices) is None})
     if unpriced:
         notes.append(
             f"No default price for {', '.join(unpriced)}: their costs are empty until a price "
@@ -744,9 +679,6 @@ def sweep_serving(
     replicas the traffic needs; refused layouts carry their reason. Sorted by cost per 1M output
     tokens (unpriced last). A serving space is small (accelerators x tp x pp x precision), so
     this loops over ``estimate_inference`` rather than evaluating arrays."""
-    from .inference import InferenceSetup
-    from .serving import estimate_inference
-
     space = space or ServingSearch()
     size = len(space.accelerators) * len(space.tp) * len(space.pp) * len(space.precision)
     if size > max_layouts:
@@ -757,81 +689,12 @@ def sweep_serving(
             "precision": len(space.precision),
         }
         raise SweepTooLarge(size, max_layouts, widths)
-    rows: list[dict[str, Any]] = []
-    for acc_id in space.accelerators:
-        acc = get_accelerator(acc_id)
-        usd = workload.prices.get(acc_id)
-        if usd is None:
-            p = price(acc_id)
-            usd = None if p is None else p.usd_per_gpu_hour
-        for prec_name in space.precision:
-            precision = get_precision(prec_name)
-            for tp in space.tp:
-                for pp in space.pp:
-                    row: dict[str, Any] = {
-                        "accelerator": acc_id,
-                        "precision": prec_name,
-                        "tp": tp,
-                        "pp": pp,
-                        "num_gpus": tp * pp,
-                    }
-                    layout = Parallelism(tp=tp, pp=pp, ep=tp if model.moe is not None else 1)
-                    setup = InferenceSetup(workload.input_len, workload.output_len)
-                    try:
-                        probe = estimate_inference(
-                            model,
-                            acc,
-                            layout,
-                            setup,
-                            precision,
-                            ttft_target_s=workload.ttft_target_s,
-                            tpot_target_s=workload.tpot_target_s,
-                        )
-                        if probe.best_concurrency is None:
-                            mem = probe.memory
-                            reason = (
-                                f"out of memory: weights need {mem.weights_bytes / GIB:.1f} GiB "
-                                f"of {mem.capacity_bytes / GIB:.1f} GiB per GPU, no room for a "
-                                "KV cache"
-                                if mem.max_concurrency < 1
-                                else "no concurrency meets the TTFT/TPOT targets"
-                            )
-                            rows.append(row | {"ok": False, "field": "memory", "reason": reason})
-                            continue
-                        best = estimate_inference(
-                            model,
-                            acc,
-                            layout,
-                            InferenceSetup(
-                                workload.input_len, workload.output_len, probe.best_concurrency
-                            ),
-                            precision,
-                            price_usd_per_gpu_hour=usd,
-                        )
-                    except SpecError as exc:
-                        rows.append(row | {"ok": False, "field": exc.field, "reason": str(exc)})
-                        continue
-                    replicas = 1
-                    if workload.output_tokens_per_s is not None:
-                        replicas = math.ceil(
-                            workload.output_tokens_per_s / best.output_tokens_per_s
-                        )
-                    rows.append(
-                        row
-                        | {
-                            "ok": True,
-                            "concurrency": best.concurrency,
-                            "ttft_s": best.ttft_s,
-                            "tpot_s": best.tpot_s,
-                            "output_tokens_per_s": best.output_tokens_per_s,
-                            "output_tokens_per_s_per_gpu": best.output_tokens_per_s_per_gpu,
-                            "usd_per_gpu_hour": usd,
-                            "usd_per_1m_output_tokens": best.usd_per_1m_output_tokens,
-                            "usd_per_1m_input_tokens": best.usd_per_1m_input_tokens,
-                            "replicas": replicas,
-                            "fleet_gpus": replicas * tp * pp,
-                        }
-                    )
+    rows = [
+        _serving_row(model, get_accelerator(acc_id), prec, tp, pp, workload)
+        for acc_id, prec, tp, pp in itertools.product(
+            space.accelerators, space.precision, space.tp, space.pp
+        )
+    ]
 
     def key(r: dict[str, Any]) -> tuple[int, float, float]:
         cost = r.get("usd_per_1m_output_tokens")
@@ -842,6 +705,77 @@ def sweep_serving(
         )
 
     return sorted(rows, key=key)
+
+
+def _serving_row(
+    model: ModelSpec,
+    acc: Accelerator,
+    prec_name: str,
+    tp: int,
+    pp: int,
+    workload: ServingWorkload,
+) -> dict[str, Any]:
+    """One replica layout at its best concurrency under the targets, or why it has none."""
+    from .inference import InferenceSetup
+    from .serving import estimate_inference
+
+    row: dict[str, Any] = {
+        "accelerator": acc.id,
+        "precision": prec_name,
+        "tp": tp,
+        "pp": pp,
+        "num_gpus": tp * pp,
+    }
+    precision = get_precision(prec_name)
+    usd = _price(acc.id, workload.prices)
+    layout = Parallelism(tp=tp, pp=pp, ep=tp if model.moe is not None else 1)
+    lengths = (workload.input_len, workload.output_len)
+    try:
+        probe = estimate_inference(
+            model,
+            acc,
+            layout,
+            InferenceSetup(*lengths),
+            precision,
+            ttft_target_s=workload.ttft_target_s,
+            tpot_target_s=workload.tpot_target_s,
+        )
+        if probe.best_concurrency is None:
+            mem = probe.memory
+            if mem.max_concurrency < 1:
+                reason = (
+                    f"out of memory: weights need {mem.weights_bytes / GIB:.1f} GiB of "
+                    f"{mem.capacity_bytes / GIB:.1f} GiB per GPU, no room for a KV cache"
+                )
+                return row | {"ok": False, "field": "memory", "reason": reason}
+            reason = "no concurrency meets the TTFT/TPOT targets"
+            return row | {"ok": False, "field": "targets", "reason": reason}
+        best = estimate_inference(
+            model,
+            acc,
+            layout,
+            InferenceSetup(*lengths, probe.best_concurrency),
+            precision,
+            price_usd_per_gpu_hour=usd,
+        )
+    except SpecError as exc:
+        return row | {"ok": False, "field": exc.field, "reason": str(exc)}
+    replicas = 1
+    if workload.output_tokens_per_s is not None:
+        replicas = math.ceil(workload.output_tokens_per_s / best.output_tokens_per_s)
+    return row | {
+        "ok": True,
+        "concurrency": best.concurrency,
+        "ttft_s": best.ttft_s,
+        "tpot_s": best.tpot_s,
+        "output_tokens_per_s": best.output_tokens_per_s,
+        "output_tokens_per_s_per_gpu": best.output_tokens_per_s_per_gpu,
+        "usd_per_gpu_hour": usd,
+        "usd_per_1m_output_tokens": best.usd_per_1m_output_tokens,
+        "usd_per_1m_input_tokens": best.usd_per_1m_input_tokens,
+        "replicas": replicas,
+        "fleet_gpus": replicas * tp * pp,
+    }
 
 
 def sweep(
