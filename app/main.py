@@ -1,27 +1,84 @@
-"""The FastAPI application. This issue's scope: health and the catalog ids; the API proper
-(estimates, sweeps) is built on top of it."""
+"""The FastAPI application: the REST API under ``/api/v1``, health and version, and the OpenAPI
+docs served from local assets (no CDN: the service works offline)."""
 
 from __future__ import annotations
 
+import platform
+from pathlib import Path
+
 from fastapi import FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel
 
 import estimator
 
-__all__ = ["app"]
+from . import api, errors
 
-app = FastAPI(
-    title="LLM Planner",
-    version=estimator.__version__,
-    description="Capacity planner for training and serving large language models.",
-)
+__all__ = ["app", "create_app"]
+
+STATIC = Path(__file__).resolve().parents[1] / "static"
+SWAGGER = "/static/vendor/swagger-ui"
 
 
-@app.get("/health", tags=["service"])
-def health() -> dict[str, object]:
-    """Liveness: the service answers and its catalogs load."""
-    return {
-        "status": "ok",
-        "version": estimator.__version__,
-        "models": len(estimator.model_ids()),
-        "accelerators": len(estimator.accelerator_ids()),
-    }
+class Health(BaseModel):
+    status: str
+    version: str
+    models: int
+    accelerators: int
+
+
+class Version(BaseModel):
+    version: str
+    api: str
+    python: str
+
+
+def create_app() -> FastAPI:
+    app = FastAPI(
+        title="LLM Planner",
+        version=estimator.__version__,
+        description=(
+            "Capacity planner for training and serving large language models: memory, time, "
+            "throughput and cost of a plan, and sweeps over layouts. Every refusal is a 4xx "
+            "naming the field and the rule."
+        ),
+        docs_url=None,
+        redoc_url=None,
+    )
+    errors.install(app)
+    app.add_middleware(errors.BodyLimit)
+    app.include_router(api.router)
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    @app.get("/healthz", response_model=Health, tags=["service"])
+    def healthz() -> Health:
+        """Liveness: the service answers and its catalogs load."""
+        return Health(
+            status="ok",
+            version=estimator.__version__,
+            models=len(estimator.model_ids()),
+            accelerators=len(estimator.accelerator_ids()),
+        )
+
+    app.get("/health", response_model=Health, include_in_schema=False)(healthz)
+
+    @app.get("/version", response_model=Version, tags=["service"])
+    def version() -> Version:
+        return Version(version=estimator.__version__, api="v1", python=platform.python_version())
+
+    @app.get("/docs", include_in_schema=False)
+    def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url or "/openapi.json",
+            title="LLM Planner API",
+            swagger_js_url=f"{SWAGGER}/swagger-ui-bundle.js",
+            swagger_css_url=f"{SWAGGER}/swagger-ui.css",
+            swagger_favicon_url=f"{SWAGGER}/favicon-32x32.png",
+        )
+
+    return app
+
+
+app = create_app()

@@ -132,6 +132,15 @@ class ModelSpec:
 # --- config reading ------------------------------------------------------------------------
 
 
+# Bounds on config integers: far above any published model (the widest vocabularies are ~260k,
+# the longest contexts ~10M tokens, the deepest stacks a few hundred layers), low enough that a
+# mistyped or hostile config cannot make the planner build millions of layers or overflow the
+# 64-bit integers of a sweep.
+CONFIG_INT_MAX = 2**24
+CONFIG_LAYERS_MAX = 2**14
+MAX_TOTAL_PARAMS = 10**15
+
+
 class _Config:
     """Typed access to a config dict: required fields raise a SpecError naming them."""
 
@@ -161,6 +170,9 @@ class _Config:
                 raise SpecError(f"config.{names[0]}", "must be an integer", value)
         if value < minimum:
             raise SpecError(f"config.{names[0]}", f"must be >= {minimum}", value)
+        top = CONFIG_LAYERS_MAX if names[0] in ("num_hidden_layers", "n_layer") else CONFIG_INT_MAX
+        if value > top:
+            raise SpecError(f"config.{names[0]}", f"must be <= {top}", value)
         return int(value)
 
     def opt_integer(self, *names: str) -> int | None:
@@ -943,4 +955,12 @@ def model_from_config(config: Mapping[str, Any], model_id: str = "custom") -> Mo
     if not isinstance(mt, str) or not mt:
         raise SpecError("config.model_type", "is required (e.g. 'llama', 'qwen2', 'gpt2')")
     c = _Config(raw, mt)
-    return _BUILDERS.get(mt, _llama_like)(c, model_id)
+    model = _BUILDERS.get(mt, _llama_like)(c, model_id)
+    total = sum(n * kind.params for kind, n in zip(model.kinds, model.kind_counts, strict=True))
+    if total > MAX_TOTAL_PARAMS:
+        raise SpecError(
+            "config",
+            f"describes {total:.3g} layer parameters, beyond the {MAX_TOTAL_PARAMS:.0e} "
+            "this planner models",
+        )
+    return model

@@ -122,6 +122,8 @@ def layout_violations(
     if model.moe is None:
         rule = "ep={v}: expert parallelism needs a mixture-of-experts model"
         out.append(("layout.ep", ep > 1, rule, ep))
+        rule = "etp={v}: expert tensor parallelism needs a mixture-of-experts model (leave it out)"
+        out.append(("layout.etp", etp != tp, rule, etp))
     else:
         divides("layout.ep", ep, "num_experts", model.moe.num_experts)
         if training:

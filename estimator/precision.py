@@ -144,7 +144,10 @@ def get_precision(value: str | Mapping[str, Any] | Precision) -> Precision:
         if value not in PRESETS:
             raise SpecError("precision", f"must be one of {', '.join(PRESETS)}", value)
         return PRESETS[value]
-    base = PRESETS[str(value.get("preset", "bf16"))] if "preset" in value else _BF16
+    preset = value.get("preset")
+    if preset is not None and preset not in PRESETS:
+        raise SpecError("precision.preset", f"must be one of {', '.join(PRESETS)}", preset)
+    base = _BF16 if preset is None else PRESETS[preset]
     changes: dict[str, Any] = {}
     for role, fmt in value.items():
         if role == "preset":

@@ -111,7 +111,8 @@ class TrainingWorkload:
 @dataclass(frozen=True)
 class TrainingSearch:
     """The axes of a training sweep. ``ep=None`` means 1 for dense models and the powers of two
-    up to the expert count (at most 64) for mixture-of-experts models; ``zero`` 1 stands for
+    up to the expert count (at most 64) for mixture-of-experts models; ``dp`` restricts the data
+    parallelism the GPU count leaves to the listed values; ``zero`` 1 stands for
     ZeRO-1 and Megatron's distributed optimizer alike. TP stays inside a node
     (``gpus_per_node``, default each accelerator's, or its NVLink domain if larger)."""
 
@@ -121,6 +122,7 @@ class TrainingSearch:
     pp: tuple[int, ...] = (1, 2, 4, 8, 16)
     cp: tuple[int, ...] = (1,)
     ep: tuple[int, ...] | None = None
+    dp: tuple[int, ...] | None = None  # None: whatever num_gpus / (tp pp cp) leaves
     vp: tuple[int, ...] = (1,)
     zero: tuple[int, ...] = (0, 1, 2, 3)
     recompute: tuple[str, ...] = RECOMPUTE
@@ -165,21 +167,30 @@ class TrainingSweep:
         return self.columns[name]
 
     def row(self, i: int) -> dict[str, Any]:
-        c = self.columns
-        out: dict[str, Any] = {
-            "accelerator": self.accelerators[int(c["accelerator"][i])],
-            "precision": self.precisions[int(c["precision"][i])],
-            "recompute": RECOMPUTE[int(c["recompute"][i])],
-        }
-        for name, values in c.items():
-            if name in out:
-                continue
-            v = values[i].item()
-            out[name] = None if isinstance(v, float) and math.isnan(v) else v
-        return out
+        return self.rows([i])[0]
 
     def rows(self, indices: np.ndarray | list[int]) -> list[dict[str, Any]]:
-        return [self.row(int(i)) for i in indices]
+        """Layouts as dicts of plain Python values (names for the accelerator, precision and
+        recompute codes; None for a missing price or cost), one column at a time."""
+        index = np.asarray(indices, dtype=np.int64)
+        names = {
+            "accelerator": self.accelerators,
+            "precision": self.precisions,
+            "recompute": RECOMPUTE,
+        }
+        cols: dict[str, list[Any]] = {
+            name: [labels[code] for code in self.columns[name][index].tolist()]
+            for name, labels in names.items()
+        }
+        for name, values in self.columns.items():
+            if name in cols:
+                continue
+            picked = values[index]
+            plain = picked.tolist()
+            if picked.dtype.kind == "f" and np.isnan(picked).any():
+                plain = [None if math.isnan(v) else v for v in plain]
+            cols[name] = plain
+        return [dict(zip(cols, values, strict=True)) for values in zip(*cols.values(), strict=True)]
 
 
 def _axes(model: ModelSpec, space: TrainingSearch) -> dict[str, tuple[int, ...]]:
@@ -218,6 +229,11 @@ def _check(model: ModelSpec, workload: TrainingWorkload, space: TrainingSearch) 
         for v in values:
             if type(v) is not int or v < (0 if name == "zero" else 1):
                 raise SpecError(f"space.{name}", "values must be integers >= 1", v)
+    for v in space.dp or ():
+        if type(v) is not int or v < 1:
+            raise SpecError("space.dp", "values must be integers >= 1", v)
+    if space.dp is not None and not space.dp:
+        raise SpecError("space.dp", "must list at least one value (or be None)", ())
     if any(z > 3 for z in space.zero):
         raise SpecError("space.zero", "values must be 0, 1, 2 or 3", space.zero)
     if space.gpus_per_node is not None and space.gpus_per_node < 1:
@@ -270,6 +286,7 @@ def _rules(
     dp: np.ndarray,
     workload: TrainingWorkload,
     node: int,
+    dp_values: tuple[int, ...] | None = None,
 ) -> list[Violation]:
     """Every rule a sweep layout must satisfy, in the order reasons are given: the single
     estimate's (``layout_violations``) between the sweep's own (GPU count, TP in a node, batch
@@ -279,6 +296,12 @@ def _rules(
     rules: list[Violation] = [
         ("layout.num_gpus", n % (tp * pp * cp) != 0, "tp*pp*cp must divide num_gpus={v}", n),
         ("layout.tp", tp > node, f"tp={{v}} must stay within a node of {node} GPUs", tp),
+    ]
+    if dp_values is not None:
+        listed = ", ".join(map(str, dp_values))
+        rule = f"dp={{v}} (num_gpus / (tp*pp*cp)) is not one of the requested {listed}"
+        rules.append(("layout.dp", ~np.isin(dp, dp_values), rule, dp))
+    rules += [
         *layout_violations(
             model, tp=tp, pp=pp, dp=np.maximum(dp, 1), cp=cp, ep=ep, etp=tp, vp=vp, training=True
         ),
@@ -431,7 +454,7 @@ def sweep_training(
         acc = get_accelerator(acc_id)
         node = space.gpus_per_node or max(acc.gpus_per_node, acc.scale_up_domain)
         if node not in rule_cache:
-            rules = _rules(model, grid, dp_all, workload, node)
+            rules = _rules(model, grid, dp_all, workload, node, space.dp)
             first_broken = np.full(dp_all.shape, -1)
             for i, (_, broken, _, _) in enumerate(rules):
                 first_broken[(first_broken < 0) & broken] = i
@@ -471,7 +494,10 @@ def sweep_training(
                     rejected.append(_refusal(label, g, int(j), "memory", reason))
         if progress is not None:
             progress(done, len(groups))
-    columns = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else _empty()
+    if parts:
+        columns = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    else:
+        columns = _empty(workload)
     fits = columns["fits"].astype(bool)
     counts["out_of_memory"] = int((~fits).sum())
     feasible = fits.copy()
@@ -513,9 +539,39 @@ def sweep_training(
     return sweep
 
 
-def _empty() -> dict[str, np.ndarray]:
-    names = ["fits", "tokens_per_s", "usd_per_1m_tokens", "headroom_bytes", "tp"]
-    return {k: np.zeros(0) for k in names}
+# The columns of a sweep, in ``_evaluate``'s order, and those only a token count adds.
+COLUMNS = (
+    "dp",
+    "memory_bytes",
+    "capacity_bytes",
+    "memory_stage",
+    "weights_bytes",
+    "gradients_bytes",
+    "optimizer_states_bytes",
+    "master_weights_bytes",
+    "activations_bytes",
+    "step_s",
+    *BREAKDOWN,
+    "microbatches",
+    "tokens_per_s",
+    "tokens_per_s_per_gpu",
+    "mfu",
+    "hfu",
+    "usd_per_gpu_hour",
+    "usd_per_1m_tokens",
+)
+TOKEN_COLUMNS = ("time_to_train_s", "gpu_hours", "cost_usd")
+INT_COLUMNS = {"dp", "memory_stage", "microbatches", *AXES, "accelerator", "precision", "recompute"}
+
+
+def _empty(workload: TrainingWorkload) -> dict[str, np.ndarray]:
+    """The columns of a sweep in which no layout was evaluated."""
+    names = [*COLUMNS, *(TOKEN_COLUMNS if workload.tokens is not None else ()), "headroom_bytes"]
+    out = {k: np.zeros(0, dtype=np.int64 if k in INT_COLUMNS else float) for k in names}
+    out["fits"] = np.zeros(0, dtype=bool)
+    for k in (*AXES, "accelerator", "precision", "recompute"):
+        out[k] = np.zeros(0, dtype=np.int64)
+    return out
 
 
 def _front(speed: np.ndarray, other: np.ndarray, index: np.ndarray) -> np.ndarray:
@@ -673,12 +729,14 @@ def sweep_serving(
     space: ServingSearch | None = None,
     *,
     max_layouts: int = 20_000,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Every replica layout of ``space``: at its best concurrency under the targets (the
     ``estimate_inference`` curve), its throughput, latencies, cost per 1M output tokens and the
     replicas the traffic needs; refused layouts carry their reason. Sorted by cost per 1M output
     tokens (unpriced last). A serving space is small (accelerators x tp x pp x precision), so
-    this loops over ``estimate_inference`` rather than evaluating arrays."""
+    this loops over ``estimate_inference`` rather than evaluating arrays. ``progress(done,
+    total)`` is called after each layout."""
     space = space or ServingSearch()
     size = len(space.accelerators) * len(space.tp) * len(space.pp) * len(space.precision)
     if size > max_layouts:
@@ -689,12 +747,12 @@ def sweep_serving(
             "precision": len(space.precision),
         }
         raise SweepTooLarge(size, max_layouts, widths)
-    rows = [
-        _serving_row(model, get_accelerator(acc_id), prec, tp, pp, workload)
-        for acc_id, prec, tp, pp in itertools.product(
-            space.accelerators, space.precision, space.tp, space.pp
-        )
-    ]
+    rows = []
+    layouts = itertools.product(space.accelerators, space.precision, space.tp, space.pp)
+    for done, (acc_id, prec, tp, pp) in enumerate(layouts, 1):
+        rows.append(_serving_row(model, get_accelerator(acc_id), prec, tp, pp, workload))
+        if progress is not None:
+            progress(done, size)
 
     def key(r: dict[str, Any]) -> tuple[int, float, float]:
         cost = r.get("usd_per_1m_output_tokens")

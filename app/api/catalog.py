@@ -1,0 +1,118 @@
+"""Catalog endpoints: models with their exact parameter counts, accelerators with sources,
+precisions, and the import of a pasted or uploaded config.json."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException
+
+from estimator import accelerator_ids, get_model, model_entry, model_ids, supported_model_types
+from estimator.errors import SpecError
+
+from ..errors import TooLarge
+from ..plans import resolve_model
+from ..schemas.catalog import AcceleratorOut, ModelSpecOut, ModelSummary, PrecisionsOut
+from ..schemas.common import ERROR_RESPONSES
+from ..views import accelerator_out, model_out, model_summary, precisions_out
+
+__all__ = ["MAX_CONFIG_BYTES", "router"]
+
+MAX_CONFIG_BYTES = 1_000_000
+
+router = APIRouter(tags=["catalog"], responses=ERROR_RESPONSES)
+
+_IMPORT_BODY = {
+    "description": (
+        "A Hugging Face config.json (<= 1 MB), as the JSON body or as a multipart file upload "
+        f"under 'file'. Families read exactly: {', '.join(supported_model_types())}; others "
+        "are read as Llama-style."
+    ),
+    "content": {
+        "application/json": {
+            "schema": {"type": "object", "additionalProperties": True},
+            "example": {
+                "model_type": "llama",
+                "hidden_size": 4096,
+                "num_hidden_layers": 32,
+                "num_attention_heads": 32,
+                "intermediate_size": 11008,
+                "vocab_size": 32000,
+            },
+        },
+        "multipart/form-data": {
+            "schema": {
+                "type": "object",
+                "properties": {"file": {"type": "string", "format": "binary"}},
+                "required": ["file"],
+            }
+        },
+    },
+    "required": True,
+}
+
+
+@router.get("/models", response_model=list[ModelSummary])
+def list_models() -> list[dict[str, Any]]:
+    """Every catalog model with its exact parameter counts."""
+    return [model_summary(get_model(i), model_entry(i).get("hf_id")) for i in model_ids()]
+
+
+@router.get("/models/{model_id}", response_model=ModelSpecOut)
+def show_model(model_id: str) -> ModelSpecOut:
+    """One catalog model: its normalized spec, counts, config and sources."""
+    return model_out(get_model(model_id), model_entry(model_id))
+
+
+@router.post(
+    "/models/import", response_model=ModelSpecOut, openapi_extra={"requestBody": _IMPORT_BODY}
+)
+async def import_model(request: Request) -> ModelSpecOut:
+    """Read a config.json into the planner's spec and exact counts, or name what is missing.
+    Nothing in it is executed and nothing is fetched."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind == "multipart/form-data":
+        try:
+            form = await request.form(max_files=1, max_fields=1)
+        except HTTPException as exc:  # starlette's refusal of a malformed multipart body
+            raise SpecError("file", f"malformed multipart upload: {exc.detail}") from None
+        upload = form.get("file")
+        if not isinstance(upload, UploadFile):
+            raise SpecError("file", "a multipart upload needs its config.json under 'file'")
+        raw = await upload.read(MAX_CONFIG_BYTES + 1)
+    else:
+        raw = await request.body()
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise TooLarge(MAX_CONFIG_BYTES)
+    return await run_in_threadpool(_import, raw)
+
+
+def _import(raw: bytes) -> ModelSpecOut:
+    try:
+        config = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SpecError("body", f"must be a JSON object (config.json): {exc}") from None
+    if not isinstance(config, dict):
+        raise SpecError("body", "must be a JSON object (config.json)", type(config).__name__)
+    return model_out(resolve_model(config, "config"), {"config": config})
+
+
+@router.get("/accelerators", response_model=list[AcceleratorOut])
+def list_accelerators() -> list[AcceleratorOut]:
+    """Every catalog accelerator in base units, with sources and its default price."""
+    return [accelerator_out(i) for i in accelerator_ids()]
+
+
+@router.get("/accelerators/{accelerator_id}", response_model=AcceleratorOut)
+def show_accelerator(accelerator_id: str) -> AcceleratorOut:
+    return accelerator_out(accelerator_id)
+
+
+@router.get("/precisions", response_model=PrecisionsOut)
+def list_precisions() -> PrecisionsOut:
+    """Precision presets (data type by role) and the bytes per element of each data type."""
+    return precisions_out()

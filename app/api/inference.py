@@ -1,0 +1,40 @@
+"""Inference endpoints: one serving replica's estimate, and the sweep over replica layouts."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Response
+
+from ..plans import run_inference, run_serving_sweep
+from ..schemas.common import ERROR_RESPONSES
+from ..schemas.inference import InferenceEstimateOut, InferenceRequest
+from ..schemas.sweep import ServingSweepOut, ServingSweepRequest, ServingSweepRow
+from ..views import inference_out, rows_csv, serving_sweep_out, serving_sweep_rows
+from .training import CSV_RESPONSE, Format
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/inference", tags=["inference"], responses=ERROR_RESPONSES)
+
+
+@router.post("/estimate", response_model=InferenceEstimateOut)
+def estimate(req: InferenceRequest) -> dict[str, Any]:
+    """Memory with the KV cache, TTFT/TPOT with breakdowns, throughput, the concurrency curve
+    and cost per 1k/1M tokens of one serving replica."""
+    plan, result = run_inference(req)
+    return inference_out(req, plan, result)
+
+
+@router.post("/sweep", response_model=ServingSweepOut, responses=CSV_RESPONSE)
+def sweep(
+    req: ServingSweepRequest,
+    format: Annotated[Format, Query(description="csv: every listed row as CSV")] = "json",
+) -> Any:
+    """Every replica layout at its best concurrency under the targets, cheapest first, with
+    refusal reasons and the cost/throughput Pareto front."""
+    rows = run_serving_sweep(req)
+    if format == "csv":
+        text = rows_csv(serving_sweep_rows(rows, req), list(ServingSweepRow.model_fields))
+        return Response(text, media_type="text/csv")
+    return serving_sweep_out(rows, req)

@@ -1,0 +1,59 @@
+"""Training endpoints: one plan's estimate, and the sweep over many."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query, Response
+
+from estimator.errors import SpecError
+
+from ..plans import run_training, run_training_sweep
+from ..schemas.common import ERROR_RESPONSES
+from ..schemas.sweep import TrainingSweepOut, TrainingSweepRequest, TrainingSweepRow
+from ..schemas.training import TrainingEstimateOut, TrainingRequest
+from ..views import rows_csv, training_out, training_sweep_out, training_sweep_rows
+
+__all__ = ["CSV_RESPONSE", "MAX_CSV_ROWS", "Format", "check_csv_rows", "router"]
+
+router = APIRouter(prefix="/training", tags=["training"], responses=ERROR_RESPONSES)
+
+CSV_RESPONSE: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"text/csv": {"schema": {"type": "string"}}}}
+}
+Format = Literal["json", "csv"]
+MAX_CSV_ROWS = 200_000
+
+
+def check_csv_rows(count: int) -> None:
+    """A CSV export is bounded like every response (~430 bytes a training row)."""
+    if count > MAX_CSV_ROWS:
+        raise SpecError(
+            "rows",
+            f"{count:,} rows exceed the CSV export limit of {MAX_CSV_ROWS:,}; "
+            "narrow the sweep or list only the feasible rows",
+            count,
+        )
+
+
+@router.post("/estimate", response_model=TrainingEstimateOut)
+def estimate(req: TrainingRequest) -> dict[str, Any]:
+    """Per-GPU memory with its breakdown, step time with its breakdown, throughput, MFU/HFU and
+    cost of one training plan."""
+    return training_out(*run_training(req))
+
+
+@router.post("/sweep", response_model=TrainingSweepOut, responses=CSV_RESPONSE)
+def sweep(
+    req: TrainingSweepRequest,
+    format: Annotated[Format, Query(description="csv: every listed row, sorted, as CSV")] = "json",
+) -> Any:
+    """Every layout of the space: counts, a page of rows, the Pareto fronts and explained
+    recommendations. Pages of one request reuse its evaluation."""
+    result = run_training_sweep(req)
+    if format == "csv":
+        listed = result.counts["feasible"] if req.rows == "feasible" else len(result)
+        check_csv_rows(listed)
+        text = rows_csv(training_sweep_rows(result, req), list(TrainingSweepRow.model_fields))
+        return Response(text, media_type="text/csv")
+    return training_sweep_out(result, req)

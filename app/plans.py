@@ -1,0 +1,423 @@
+"""From a request to the core: resolve ids and pasted configs, fill the documented defaults, and
+call the one estimator function the request names. The routes, the CLI and the pages all go
+through here, so a plan means the same thing wherever it is typed.
+
+Sweeps are cached by their canonical request (pages of one sweep reuse it) and stop at a time
+limit: a request never runs unbounded.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from threading import Lock
+from typing import Any, TypeVar
+
+from estimator import (
+    Accelerator,
+    InferenceSetup,
+    ModelSpec,
+    Parallelism,
+    Precision,
+    TrainingSetup,
+    get_accelerator,
+    get_model,
+    get_precision,
+    model_from_config,
+)
+from estimator.catalog import price
+from estimator.errors import SpecError
+from estimator.serving import InferenceEstimate, estimate_inference
+from estimator.sweep import (
+    DEFAULT_ACCELERATORS,
+    ServingSearch,
+    ServingWorkload,
+    TrainingSearch,
+    TrainingSweep,
+    TrainingWorkload,
+    sweep_serving,
+    sweep_training,
+)
+from estimator.timing import TimingOptions, TrainingEstimate, estimate_training
+
+from .schemas.common import PrecisionRoles
+from .schemas.inference import InferenceRequest
+from .schemas.sweep import ServingSweepRequest, TrainingSweepRequest
+from .schemas.training import TrainingRequest
+
+__all__ = [
+    "MAX_SERVING_LAYOUTS",
+    "MAX_TRAINING_LAYOUTS",
+    "SWEEP_TIME_LIMIT_S",
+    "InferencePlan",
+    "SweepTimeout",
+    "TrainingPlan",
+    "inference_plan",
+    "price_for",
+    "resolve_model",
+    "run_inference",
+    "run_serving_sweep",
+    "run_training",
+    "run_training_sweep",
+    "training_plan",
+]
+
+# A default 70B training sweep (76,800 layouts) takes ~0.35 s; a million ~5 s on one core.
+MAX_TRAINING_LAYOUTS = 1_000_000
+# Serving sweeps loop over single estimates (~10 ms each).
+MAX_SERVING_LAYOUTS = 1_000
+SWEEP_TIME_LIMIT_S = 30.0
+SWEEP_CACHE_SIZE = 8
+
+
+class SweepTimeout(Exception):
+    """A sweep ran past ``SWEEP_TIME_LIMIT_S``; the API answers 503."""
+
+    def __init__(self, done: int, total: int, limit_s: float) -> None:
+        self.done, self.total, self.limit_s = done, total, limit_s
+        super().__init__(
+            f"the sweep ran past its {limit_s:.0f} s limit after {done} of {total} blocks; "
+            "narrow its axes"
+        )
+
+
+def resolve_model(ref: str | dict[str, Any], field: str = "model") -> ModelSpec:
+    """A catalog model, or a pasted config read into a spec; config errors are renamed from
+    ``config.<key>`` to ``<field>.<key>``."""
+    if isinstance(ref, str):
+        return get_model(ref)
+    try:
+        return model_from_config(ref)
+    except SpecError as exc:
+        raise SpecError(field + exc.field.removeprefix("config"), exc.rule, exc.value) from None
+
+
+def resolve_precision(ref: str | PrecisionRoles) -> Precision:
+    if isinstance(ref, str):
+        return get_precision(ref)
+    return get_precision(ref.model_dump(exclude_none=True))
+
+
+def price_for(accelerator: str, given: float | None) -> tuple[float | None, str | None]:
+    """The user's price, else the catalog's dated default, with where it came from."""
+    if given is not None:
+        return given, "request"
+    p = price(accelerator)
+    if p is None:
+        return None, None
+    return p.usd_per_gpu_hour, f"{p.source} ({p.date})"
+
+
+# --- single estimates -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TrainingPlan:
+    """A training request resolved into the core's specs."""
+
+    model: ModelSpec
+    accelerator: Accelerator
+    parallel: Parallelism
+    setup: TrainingSetup
+    precision: Precision
+    options: TimingOptions
+    price_usd_per_gpu_hour: float | None
+    price_source: str | None
+
+
+def _data_parallel(req_dp: int | None, num_gpus: int | None, per_replica: int) -> int:
+    """dp as given, or what ``num_gpus`` leaves after ``tp pp cp``; the two must agree."""
+    if req_dp is None:
+        if num_gpus is None:
+            return 1
+        if num_gpus % per_replica:
+            raise SpecError("num_gpus", f"must be a multiple of tp*pp*cp = {per_replica}", num_gpus)
+        return num_gpus // per_replica
+    if num_gpus is not None and num_gpus != per_replica * req_dp:
+        raise SpecError(
+            "num_gpus",
+            f"must equal tp*pp*cp*dp = {per_replica * req_dp} (or leave dp out)",
+            num_gpus,
+        )
+    return req_dp
+
+
+def training_plan(req: TrainingRequest) -> TrainingPlan:
+    lay = req.layout
+    dp = _data_parallel(lay.dp, req.num_gpus, lay.tp * lay.pp * lay.cp)
+    parallel = Parallelism(
+        tp=lay.tp,
+        pp=lay.pp,
+        dp=dp,
+        cp=lay.cp,
+        ep=lay.ep,
+        etp=lay.etp,
+        vp=lay.vp,
+        sequence_parallel=lay.tp > 1 if lay.sequence_parallel is None else lay.sequence_parallel,
+        zero_stage=lay.zero_stage,
+        distributed_optimizer=lay.distributed_optimizer,
+    )
+    setup = TrainingSetup(
+        seq_len=req.seq_len,
+        micro_batch_size=req.micro_batch_size,
+        global_batch_size=req.global_batch_size,
+        recompute=req.recompute,
+        flash_attention=req.flash_attention,
+        optimizer=req.optimizer,
+        activation_convention=req.activation_convention,
+    )
+    options = TimingOptions(
+        gpus_per_domain=req.gpus_per_node,
+        attention_kernel=req.attention_kernel,
+        tp_comm_overlap=req.tp_comm_overlap,
+    )
+    usd, source = price_for(req.accelerator, req.price_usd_per_gpu_hour)
+    return TrainingPlan(
+        model=resolve_model(req.model),
+        accelerator=get_accelerator(req.accelerator),
+        parallel=parallel,
+        setup=setup,
+        precision=resolve_precision(req.precision),
+        options=options,
+        price_usd_per_gpu_hour=usd,
+        price_source=source,
+    )
+
+
+def run_training(req: TrainingRequest) -> tuple[TrainingPlan, TrainingEstimate]:
+    plan = training_plan(req)
+    estimate = estimate_training(
+        plan.model,
+        plan.accelerator,
+        plan.parallel,
+        plan.setup,
+        plan.precision,
+        tokens=req.tokens,
+        price_usd_per_gpu_hour=plan.price_usd_per_gpu_hour,
+        options=plan.options,
+        measured_step_s=req.measured_step_s,
+        measured_mfu=req.measured_mfu,
+    )
+    return plan, estimate
+
+
+@dataclass(frozen=True)
+class InferencePlan:
+    model: ModelSpec
+    accelerator: Accelerator
+    parallel: Parallelism
+    setup: InferenceSetup
+    precision: Precision
+    price_usd_per_gpu_hour: float | None
+    price_source: str | None
+
+
+def inference_plan(req: InferenceRequest) -> InferencePlan:
+    lay = req.layout
+    if req.num_gpus is not None and req.num_gpus != lay.tp * lay.pp:
+        raise SpecError(
+            "num_gpus", f"must equal tp*pp = {lay.tp * lay.pp} (one replica)", req.num_gpus
+        )
+    usd, source = price_for(req.accelerator, req.price_usd_per_gpu_hour)
+    return InferencePlan(
+        model=resolve_model(req.model),
+        accelerator=get_accelerator(req.accelerator),
+        parallel=Parallelism(tp=lay.tp, pp=lay.pp, ep=lay.ep),
+        setup=InferenceSetup(
+            input_len=req.input_len,
+            output_len=req.output_len,
+            concurrency=req.concurrency,
+            prefill_chunk=req.prefill_chunk,
+        ),
+        precision=resolve_precision(req.precision),
+        price_usd_per_gpu_hour=usd,
+        price_source=source,
+    )
+
+
+def run_inference(req: InferenceRequest) -> tuple[InferencePlan, InferenceEstimate]:
+    plan = inference_plan(req)
+    estimate = estimate_inference(
+        plan.model,
+        plan.accelerator,
+        plan.parallel,
+        plan.setup,
+        plan.precision,
+        price_usd_per_gpu_hour=plan.price_usd_per_gpu_hour,
+        max_batch_size=req.max_batch_size,
+        ttft_target_s=req.ttft_target_s,
+        tpot_target_s=req.tpot_target_s,
+        gpus_per_domain=req.gpus_per_node,
+    )
+    return plan, estimate
+
+
+# --- sweeps -----------------------------------------------------------------------------------
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def _axis(value: T | Sequence[T] | None, default: tuple[T, ...]) -> tuple[T, ...]:
+    """A request axis as the engine's tuple: a value, a list (duplicates dropped, order kept),
+    or the engine's default."""
+    if value is None:
+        return default
+    if isinstance(value, list):
+        return tuple(dict.fromkeys(value))
+    return (value,)  # type: ignore[return-value]
+
+
+class _SweepCache:
+    """The last few sweeps by canonical request, so a request's pages and its CSV reuse one
+    evaluation. Thread-safe; a sweep computed twice concurrently is stored once."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.items: OrderedDict[str, Any] = OrderedDict()
+        self.lock = Lock()
+
+    def get(self, key: str, compute: Callable[[], R]) -> R:
+        with self.lock:
+            if key in self.items:
+                self.items.move_to_end(key)
+                return self.items[key]  # type: ignore[no-any-return]
+        value = compute()
+        with self.lock:
+            self.items[key] = value
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
+        return value
+
+
+_CACHE = _SweepCache(SWEEP_CACHE_SIZE)
+_PAGING = {"page", "page_size", "sort", "rows"}
+
+
+def _deadline(limit_s: float) -> Callable[[int, int], None]:
+    start = time.monotonic()
+
+    def check(done: int, total: int) -> None:
+        if done < total and time.monotonic() - start > limit_s:
+            raise SweepTimeout(done, total, limit_s)
+
+    return check
+
+
+def _prices(
+    accelerators: tuple[str, ...], one: float | None, by_id: dict[str, float] | None
+) -> dict[str, float]:
+    out = dict.fromkeys(accelerators, one) if one is not None else {}
+    return {k: v for k, v in (out | (by_id or {})).items() if v is not None}
+
+
+def run_training_sweep(req: TrainingSweepRequest) -> TrainingSweep:
+    key = "training:" + req.model_dump_json(exclude=_PAGING)
+    return _CACHE.get(key, lambda: _training_sweep(req))
+
+
+def _training_sweep(req: TrainingSweepRequest) -> TrainingSweep:
+    d = TrainingSearch()
+    lay = req.layout
+    accelerators = _axis(req.accelerator, DEFAULT_ACCELERATORS)
+    space = TrainingSearch(
+        accelerators=accelerators,
+        num_gpus=_axis(req.num_gpus, d.num_gpus),
+        tp=_axis(lay.tp, d.tp),
+        pp=_axis(lay.pp, d.pp),
+        cp=_axis(lay.cp, d.cp),
+        ep=None if lay.ep is None else _axis(lay.ep, ()),
+        dp=None if lay.dp is None else _axis(lay.dp, ()),
+        vp=_axis(lay.vp, d.vp),
+        zero=_axis(lay.zero_stage, d.zero),
+        recompute=_axis(req.recompute, d.recompute),
+        micro_batch=_axis(req.micro_batch_size, d.micro_batch),
+        precision=_axis(req.precision, d.precision),
+        gpus_per_node=req.gpus_per_node,
+    )
+    workload = TrainingWorkload(
+        seq_len=req.seq_len,
+        global_batch_size=req.global_batch_size,
+        tokens=req.tokens,
+        deadline_s=req.deadline_s,
+        budget_usd=req.budget_usd,
+        prices=_prices(accelerators, req.price_usd_per_gpu_hour, req.prices),
+        flash_attention=req.flash_attention,
+        optimizer=req.optimizer,
+    )
+    model = resolve_model(req.model)
+    try:
+        return sweep_training(
+            model,
+            workload,
+            space,
+            max_layouts=MAX_TRAINING_LAYOUTS,
+            top_k=req.top_k,
+            objective=req.objective,
+            progress=_deadline(SWEEP_TIME_LIMIT_S),
+        )
+    except SpecError as exc:
+        exc.field = _request_field(exc.field)
+        raise
+
+
+# The engine names its inputs ``space.<axis>`` and ``workload.<field>``; a request names them as
+# the estimate request does.
+_FIELDS = {
+    "space.accelerators": "accelerator",
+    "space.num_gpus": "num_gpus",
+    "space.zero": "layout.zero_stage",
+    "space.micro_batch": "micro_batch_size",
+    "space.recompute": "recompute",
+    "space.precision": "precision",
+    "space.gpus_per_node": "gpus_per_node",
+}
+
+
+def _request_field(engine_field: str) -> str:
+    if engine_field in _FIELDS:
+        return _FIELDS[engine_field]
+    head, _, rest = engine_field.partition(".")
+    if head == "space" and rest in ("tp", "pp", "cp", "ep", "dp", "vp"):
+        return f"layout.{rest}"
+    if head == "workload" and rest:
+        return rest
+    return engine_field
+
+
+def run_serving_sweep(req: ServingSweepRequest) -> list[dict[str, Any]]:
+    key = "serving:" + req.model_dump_json(exclude=_PAGING)
+    return _CACHE.get(key, lambda: _serving_sweep(req))
+
+
+def _serving_sweep(req: ServingSweepRequest) -> list[dict[str, Any]]:
+    d = ServingSearch()
+    accelerators = _axis(req.accelerator, DEFAULT_ACCELERATORS)
+    space = ServingSearch(
+        accelerators=accelerators,
+        tp=_axis(req.layout.tp, d.tp),
+        pp=_axis(req.layout.pp, d.pp),
+        precision=_axis(req.precision, d.precision),
+    )
+    workload = ServingWorkload(
+        input_len=req.input_len,
+        output_len=req.output_len,
+        ttft_target_s=req.ttft_target_s,
+        tpot_target_s=req.tpot_target_s,
+        output_tokens_per_s=req.output_tokens_per_s,
+        prices=_prices(accelerators, req.price_usd_per_gpu_hour, req.prices),
+    )
+    model = resolve_model(req.model)
+    try:
+        return sweep_serving(
+            model,
+            workload,
+            space,
+            max_layouts=MAX_SERVING_LAYOUTS,
+            progress=_deadline(SWEEP_TIME_LIMIT_S),
+        )
+    except SpecError as exc:
+        exc.field = _request_field(exc.field)
+        raise

@@ -1,0 +1,140 @@
+"""Inference estimate: a serving replica's memory, TTFT/TPOT with breakdowns, throughput, cost."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, Field
+
+from .catalog import Params
+from .common import GpuCount, LayoutSize, ModelRef, PrecisionRef, Price, Request, TokenCount
+
+__all__ = [
+    "InferenceEstimateOut",
+    "InferenceLayout",
+    "InferenceRequest",
+    "LatencyBreakdown",
+]
+
+Concurrency = Annotated[int, Field(ge=1, le=2**20)]
+LatencyTarget = Annotated[float, Field(gt=0, le=1e4)]
+
+
+class InferenceLayout(Request):
+    """One replica: ``tp x pp`` GPUs; MoE experts over ``ep`` of the TP ranks."""
+
+    tp: LayoutSize = 1
+    pp: LayoutSize = 1
+    ep: LayoutSize = 1
+
+
+class InferenceRequest(Request):
+    """A serving plan for one replica. Only ``model`` is required."""
+
+    model: ModelRef
+    accelerator: str = Field("h100-sxm-80gb", max_length=128)
+    num_gpus: GpuCount | None = Field(None, description="Must equal tp x pp when given")
+    gpus_per_node: Annotated[int, Field(ge=1, le=1024)] | None = None
+    layout: InferenceLayout = Field(default_factory=lambda: InferenceLayout())
+    precision: PrecisionRef = "bf16"
+    input_len: TokenCount = 1024
+    output_len: Annotated[int, Field(ge=0, le=2**24)] = 256
+    concurrency: Concurrency = Field(1, description="Sequences decoded together")
+    prefill_chunk: TokenCount | None = Field(None, description="Chunked prefill; default whole")
+    max_batch_size: Concurrency = Field(2048, description="Largest concurrency the curve tries")
+    ttft_target_s: LatencyTarget | None = None
+    tpot_target_s: LatencyTarget | None = None
+    price_usd_per_gpu_hour: Price | None = Field(
+        None, description="Default: the catalog's dated on-demand price, where it has one"
+    )
+
+    model_config = Request.model_config | {
+        "json_schema_extra": {
+            "examples": [
+                {
+                    "model": "llama-3-70b",
+                    "accelerator": "h100-sxm-80gb",
+                    "num_gpus": 4,
+                    "layout": {"tp": 4},
+                    "precision": {"weights": "fp8", "kv_cache": "fp8"},
+                    "input_len": 2048,
+                    "output_len": 256,
+                    "concurrency": 32,
+                }
+            ]
+        }
+    }
+
+
+class InferenceMemoryOut(BaseModel):
+    """Per-GPU serving memory on the most-loaded pipeline stage (bytes)."""
+
+    weights_bytes: float
+    kv_cache_bytes: float
+    activation_peak_bytes: float
+    runtime_overhead_bytes: float
+    total_bytes: float
+    capacity_bytes: float
+    headroom_bytes: float
+    fits: bool
+    prefill_peak_bytes: float
+    decode_peak_bytes: float
+    stage: int
+
+
+class LatencyBreakdown(BaseModel):
+    gemm_s: float
+    attention_s: float
+    elementwise_s: float
+    comm_s: float
+
+
+class LatencyOut(BaseModel):
+    ttft_s: float = Field(description="Prefill of one prompt through every stage")
+    tpot_s: float = Field(description="One decode step at the requested concurrency")
+    ttft_breakdown: LatencyBreakdown
+    tpot_breakdown: LatencyBreakdown
+
+
+class InferenceThroughputOut(BaseModel):
+    output_tokens_per_s: float
+    output_tokens_per_s_per_gpu: float
+    input_tokens_per_s: float
+
+
+class CurvePoint(BaseModel):
+    concurrency: int
+    ttft_s: float
+    tpot_s: float
+    output_tokens_per_s: float
+    fits: bool
+
+
+class InferenceCostOut(BaseModel):
+    price_usd_per_gpu_hour: float | None
+    price_source: str | None
+    usd_per_1k_output_tokens: float | None
+    usd_per_1m_output_tokens: float | None
+    usd_per_1k_input_tokens: float | None
+    usd_per_1m_input_tokens: float | None
+
+
+class InferenceEstimateOut(BaseModel):
+    model: str
+    accelerator: str
+    num_gpus: int
+    layout: InferenceLayout
+    concurrency: int
+    memory_per_gpu: InferenceMemoryOut
+    kv_cache_bytes_per_token: float
+    kv_cache_bytes_per_sequence: float
+    max_concurrency: int
+    best_concurrency: int | None = Field(
+        description="Highest-throughput concurrency that fits and meets the targets"
+    )
+    latency: LatencyOut
+    throughput: InferenceThroughputOut
+    curve: list[CurvePoint]
+    cost: InferenceCostOut
+    params: Params
+    notes: list[str]

@@ -1,0 +1,246 @@
+"""Sweeps: the estimate requests with lists where a single value was, and paginated results.
+
+A field left out takes the sweep engine's default axis (every data-centre accelerator, GPU
+counts 8 to 1024, tp 1-8, pp 1-16, ZeRO 0-3, micro-batches 1-8, every recompute policy), not
+the single estimate's default value.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, Field
+
+from .common import GpuCount, LayoutSize, ModelRef, Price, Request, TokenCount
+from .training import GlobalBatch, MicroBatch, Optimizer, Recompute, Tokens, ZeroStage
+
+__all__ = [
+    "Recommendation",
+    "ServingSweepOut",
+    "ServingSweepRequest",
+    "ServingSweepRow",
+    "TrainingSweepOut",
+    "TrainingSweepRequest",
+    "TrainingSweepRow",
+]
+
+MAX_AXIS = 64
+
+
+Sizes = LayoutSize | Annotated[list[LayoutSize], Field(min_length=1, max_length=MAX_AXIS)]
+GpuCounts = GpuCount | Annotated[list[GpuCount], Field(min_length=1, max_length=MAX_AXIS)]
+Names = Annotated[str, Field(max_length=128)]
+NameList = Names | Annotated[list[Names], Field(min_length=1, max_length=MAX_AXIS)]
+Zeros = ZeroStage | Annotated[list[ZeroStage], Field(min_length=1, max_length=4)]
+MicroBatches = MicroBatch | Annotated[list[MicroBatch], Field(min_length=1, max_length=MAX_AXIS)]
+Recomputes = Recompute | Annotated[list[Recompute], Field(min_length=1, max_length=3)]
+Page = Annotated[int, Field(ge=1, le=1_000_000)]
+PageSize = Annotated[int, Field(ge=1, le=1000)]
+
+
+class SweepLayout(Request):
+    """Each size may be a value or a list of values to try. ``dp`` restricts what the GPU count
+    leaves; sequence parallelism is on whenever tp > 1; ZeRO-1 stands for Megatron's
+    distributed optimizer too."""
+
+    tp: Sizes | None = None
+    pp: Sizes | None = None
+    dp: GpuCounts | None = None
+    cp: Sizes | None = None
+    ep: Sizes | None = Field(None, description="Default: 1, or powers of two for MoE models")
+    vp: Sizes | None = None
+    sequence_parallel: Literal[True] | None = None
+    zero_stage: Zeros | None = None
+    distributed_optimizer: bool = False
+
+
+class TrainingSweepRequest(Request):
+    model: ModelRef
+    accelerator: NameList | None = Field(None, description="Default: ten data-centre GPUs")
+    num_gpus: GpuCounts | None = Field(None, description="Default: 8, 16, ... 1024")
+    gpus_per_node: Annotated[int, Field(ge=1, le=1024)] | None = Field(
+        None, description="TP stays inside a node; default the accelerator's NVLink domain"
+    )
+    layout: SweepLayout = Field(default_factory=lambda: SweepLayout())
+    seq_len: TokenCount = 4096
+    micro_batch_size: MicroBatches | None = None
+    global_batch_size: GlobalBatch = 1024
+    recompute: Recomputes | None = None
+    precision: NameList | None = Field(None, description="Preset names; default bf16")
+    optimizer: Optimizer = "adamw"
+    flash_attention: bool = True
+    tokens: Tokens | None = None
+    deadline_s: Annotated[float, Field(gt=0, le=1e10)] | None = Field(
+        None, description="Feasible only if training the tokens takes at most this long"
+    )
+    budget_usd: Annotated[float, Field(gt=0, le=1e12)] | None = None
+    price_usd_per_gpu_hour: Price | None = Field(None, description="One price for every GPU")
+    prices: dict[Names, Price] | None = Field(
+        None, description="USD per GPU-hour by accelerator id, over the catalog's defaults"
+    )
+    objective: Literal["cost", "time"] | None = Field(
+        None, description="Ranks recommendations; default cost when a price is known"
+    )
+    top_k: Annotated[int, Field(ge=1, le=50)] = 5
+    rows: Literal["feasible", "evaluated"] = Field(
+        "feasible", description="Which layouts the page (and the CSV) lists"
+    )
+    sort: Literal["objective", "tokens_per_s", "usd_per_1m_tokens", "memory_bytes", "num_gpus"] = (
+        "objective"
+    )
+    page: Page = 1
+    page_size: PageSize = 50
+
+    model_config = Request.model_config | {
+        "json_schema_extra": {
+            "examples": [
+                {
+                    "model": "llama-3-70b",
+                    "accelerator": ["h100-sxm-80gb", "h200-sxm-141gb"],
+                    "num_gpus": [64, 128, 256],
+                    "layout": {"tp": [4, 8], "pp": [1, 2, 4], "zero_stage": [1, 3]},
+                    "global_batch_size": 1024,
+                    "tokens": 2e12,
+                }
+            ]
+        }
+    }
+
+
+class TrainingSweepRow(BaseModel):
+    """One evaluated layout; ``*_s`` step terms sum to ``step_s``."""
+
+    accelerator: str
+    precision: str
+    recompute: str
+    num_gpus: int
+    tp: int
+    pp: int
+    dp: int
+    cp: int
+    ep: int
+    vp: int
+    zero_stage: int
+    micro_batch_size: int
+    fits: bool
+    memory_bytes: float
+    capacity_bytes: float
+    headroom_bytes: float
+    memory_stage: int
+    weights_bytes: float
+    gradients_bytes: float
+    master_weights_bytes: float
+    optimizer_states_bytes: float
+    activations_bytes: float
+    step_s: float
+    compute_s: float
+    bubble_s: float
+    tp_comm_s: float
+    ep_comm_s: float
+    cp_comm_s: float
+    pp_comm_s: float
+    dp_comm_s: float
+    zero3_comm_s: float
+    optimizer_s: float
+    microbatches: int
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    mfu: float
+    hfu: float
+    usd_per_gpu_hour: float | None
+    usd_per_1m_tokens: float | None
+    time_to_train_s: float | None = None
+    gpu_hours: float | None = None
+    cost_usd: float | None = None
+
+
+class Recommendation(BaseModel):
+    rank: int
+    row: TrainingSweepRow
+    why: list[str]
+
+
+class SweepCounts(BaseModel):
+    enumerated: int
+    invalid: int = Field(description="Broke a framework rule (divisibility, node size ...)")
+    evaluated: int
+    out_of_memory: int
+    feasible: int = Field(description="Fit, and meet the deadline and budget when given")
+
+
+class TrainingSweepOut(BaseModel):
+    model: str
+    objective: Literal["cost", "time"]
+    counts: SweepCounts
+    rows_kind: Literal["feasible", "evaluated"]
+    total_rows: int
+    page: int
+    page_size: int
+    rows: list[TrainingSweepRow]
+    recommendations: list[Recommendation]
+    pareto_cost: list[TrainingSweepRow] = Field(
+        description="Feasible, priced layouts no other beats on both tokens/s and USD per token"
+    )
+    pareto_memory: list[TrainingSweepRow] = Field(
+        description="Feasible layouts no other beats on both tokens/s and memory headroom"
+    )
+    notes: list[str]
+
+
+class ServingSweepLayout(Request):
+    tp: Sizes | None = Field(None, description="Default 1, 2, 4, 8")
+    pp: Sizes | None = Field(None, description="Default 1, 2, 4")
+
+
+class ServingSweepRequest(Request):
+    model: ModelRef
+    accelerator: NameList | None = Field(None, description="Default: ten data-centre GPUs")
+    layout: ServingSweepLayout = Field(default_factory=lambda: ServingSweepLayout())
+    precision: NameList | None = Field(None, description="Default: bf16 and fp8-serving")
+    input_len: TokenCount = 1024
+    output_len: Annotated[int, Field(ge=0, le=2**24)] = 256
+    ttft_target_s: Annotated[float, Field(gt=0, le=1e4)] | None = None
+    tpot_target_s: Annotated[float, Field(gt=0, le=1e4)] | None = None
+    output_tokens_per_s: Annotated[float, Field(gt=0, le=1e12)] | None = Field(
+        None, description="Fleet traffic to carry: sizes the replica count"
+    )
+    price_usd_per_gpu_hour: Price | None = None
+    prices: dict[Names, Price] | None = None
+    rows: Literal["ok", "all"] = "ok"
+    page: Page = 1
+    page_size: PageSize = 50
+
+
+class ServingSweepRow(BaseModel):
+    accelerator: str
+    precision: str
+    tp: int
+    pp: int
+    num_gpus: int
+    ok: bool
+    field: str | None = Field(None, description="For refused layouts: what refused them")
+    reason: str | None = None
+    concurrency: int | None = None
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    output_tokens_per_s: float | None = None
+    output_tokens_per_s_per_gpu: float | None = None
+    usd_per_gpu_hour: float | None = None
+    usd_per_1m_output_tokens: float | None = None
+    usd_per_1m_input_tokens: float | None = None
+    replicas: int | None = None
+    fleet_gpus: int | None = None
+
+
+class ServingSweepOut(BaseModel):
+    model: str
+    counts: dict[str, int]
+    rows_kind: Literal["ok", "all"]
+    total_rows: int
+    page: int
+    page_size: int
+    rows: list[ServingSweepRow]
+    pareto_cost: list[ServingSweepRow] = Field(
+        description="Layouts no other beats on both output tokens/s per GPU and USD per token"
+    )
+    notes: list[str]

@@ -1,0 +1,211 @@
+"""Training estimate: the request (a plan) and the response (memory, time, throughput, cost)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, Field
+
+from .catalog import Params
+from .common import (
+    AttentionKernel,
+    GpuCount,
+    LayoutSize,
+    ModelRef,
+    PrecisionRef,
+    Price,
+    Request,
+    TokenCount,
+)
+
+__all__ = [
+    "MicroBatch",
+    "Optimizer",
+    "Recompute",
+    "StepBreakdown",
+    "TrainingEstimateOut",
+    "TrainingLayout",
+    "TrainingMemoryOut",
+    "TrainingRequest",
+]
+
+Recompute = Literal["none", "selective", "full"]
+Optimizer = Literal["adamw", "adam8bit", "sgd", "adafactor"]
+ZeroStage = Literal[0, 1, 2, 3]
+MicroBatch = Annotated[int, Field(ge=1, le=65536)]
+GlobalBatch = Annotated[int, Field(ge=1, le=2**24)]
+Tokens = Annotated[float, Field(gt=0, le=1e17, description="Tokens to train on")]
+
+
+class TrainingLayout(Request):
+    """A Megatron-style layout: ``tp x pp x dp x cp`` GPUs, experts over ``ep x etp``."""
+
+    tp: LayoutSize = 1
+    pp: LayoutSize = 1
+    dp: GpuCount | None = Field(
+        None, description="Default: num_gpus / (tp pp cp), or 1 without num_gpus"
+    )
+    cp: LayoutSize = 1
+    ep: LayoutSize = 1
+    etp: LayoutSize | None = Field(None, description="Expert TP; default tp")
+    vp: LayoutSize = Field(1, description="Virtual pipeline stages (interleaved 1F1B)")
+    sequence_parallel: bool | None = Field(None, description="Default: on when tp > 1")
+    zero_stage: ZeroStage = Field(
+        1, description="ZeRO stage (1: optimizer states, 2: + gradients, 3: + weights = FSDP)"
+    )
+    distributed_optimizer: bool = Field(False, description="Megatron's; shards like ZeRO-1")
+
+
+class TrainingRequest(Request):
+    """A training plan. Only ``model`` is required; every default is listed here."""
+
+    model: ModelRef
+    accelerator: str = Field("h100-sxm-80gb", max_length=128)
+    num_gpus: GpuCount | None = Field(
+        None, description="Must equal tp pp dp cp when dp is given; else sets dp"
+    )
+    gpus_per_node: Annotated[int, Field(ge=1, le=1024)] | None = Field(
+        None, description="GPUs per NVLink domain; default the accelerator's"
+    )
+    layout: TrainingLayout = Field(default_factory=lambda: TrainingLayout())
+    seq_len: TokenCount = 4096
+    micro_batch_size: MicroBatch = 1
+    global_batch_size: GlobalBatch | None = Field(None, description="Default micro_batch x dp")
+    recompute: Recompute = "none"
+    precision: PrecisionRef = "bf16"
+    optimizer: Optimizer = "adamw"
+    flash_attention: bool = True
+    attention_kernel: AttentionKernel = Field(
+        "fused", description="fused (cuDNN / FlashAttention-3 class) or flash2"
+    )
+    activation_convention: Literal["megatron", "hf"] = "megatron"
+    tp_comm_overlap: bool = False
+    tokens: Tokens | None = None
+    price_usd_per_gpu_hour: Price | None = Field(
+        None, description="Default: the catalog's dated on-demand price, where it has one"
+    )
+    measured_step_s: Annotated[float, Field(ge=1e-6, le=1e6)] | None = Field(
+        None, description="Your measured step time: calibrates the plan"
+    )
+    measured_mfu: Annotated[float, Field(ge=1e-6, le=1)] | None = None
+
+    model_config = Request.model_config | {
+        "json_schema_extra": {
+            "examples": [
+                {
+                    "model": "llama-3-70b",
+                    "accelerator": "h100-sxm-80gb",
+                    "num_gpus": 64,
+                    "layout": {"tp": 8, "pp": 2, "sequence_parallel": True, "zero_stage": 1},
+                    "seq_len": 4096,
+                    "global_batch_size": 1024,
+                    "recompute": "selective",
+                    "tokens": 2e12,
+                }
+            ]
+        }
+    }
+
+
+class TrainingMemoryOut(BaseModel):
+    """Per-GPU memory on the most-loaded GPU, term by term (bytes)."""
+
+    weights_bytes: float
+    weight_cache_bytes: float
+    gradients_bytes: float
+    master_weights_bytes: float
+    optimizer_states_bytes: float
+    activations_bytes: float
+    logits_bytes: float
+    zero3_gather_bytes: float
+    cuda_context_bytes: float
+    comm_buffers_bytes: float
+    fragmentation_bytes: float
+    total_bytes: float
+    capacity_bytes: float
+    headroom_bytes: float
+    fits: bool
+    stage: int = Field(description="Pipeline stage of the most-loaded GPU")
+    params_on_gpu: float
+    in_flight_microbatches: int
+
+
+class StepBreakdown(BaseModel):
+    """Sums to ``step_s``."""
+
+    compute_s: float
+    bubble_s: float
+    tp_comm_s: float
+    ep_comm_s: float
+    cp_comm_s: float
+    pp_comm_s: float
+    dp_comm_s: float
+    zero3_comm_s: float
+    optimizer_s: float
+
+
+class TrainingTimeOut(BaseModel):
+    step_s: float
+    breakdown: StepBreakdown
+    microbatches: int
+    forward_s: float = Field(description="One micro-batch on the slowest stage")
+    backward_s: float
+    recompute_s: float
+    stage: int = Field(description="Slowest pipeline stage")
+
+
+class TrainingThroughputOut(BaseModel):
+    tokens_per_step: int
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    mfu: float
+    hfu: float
+    model_tflops_per_gpu: float
+    model_flops_per_step: float
+    hardware_flops_per_step: float
+    peak_format: str = Field(description="The tensor-core rate MFU divides by")
+
+
+class TrainingCostOut(BaseModel):
+    price_usd_per_gpu_hour: float | None
+    price_source: str | None
+    usd_per_1m_tokens: float | None
+    tokens: float | None
+    time_to_train_s: float | None
+    gpu_hours: float | None
+    usd: float | None
+
+
+class Calibrated(BaseModel):
+    step_s: float
+    tokens_per_s: float
+    mfu: float
+    scale: float = Field(description="Measured step time over the predicted one")
+
+
+class ResolvedTrainingLayout(BaseModel):
+    tp: int
+    pp: int
+    dp: int
+    cp: int
+    ep: int
+    etp: int
+    vp: int
+    sequence_parallel: bool
+    zero_stage: int
+    distributed_optimizer: bool
+
+
+class TrainingEstimateOut(BaseModel):
+    model: str
+    accelerator: str
+    num_gpus: int
+    layout: ResolvedTrainingLayout
+    global_batch_size: int
+    memory_per_gpu: TrainingMemoryOut
+    time: TrainingTimeOut
+    throughput: TrainingThroughputOut
+    cost: TrainingCostOut
+    params: Params
+    calibrated: Calibrated | None
+    notes: list[str]

@@ -1,0 +1,393 @@
+"""From the core's results to the API's response models, CSV and pages. Nothing is computed
+here that the core has not: terms are renamed (units into names) and arranged, never derived,
+except the sorting and paging of sweep rows and the serving Pareto front."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import fields
+from typing import Any
+
+import numpy as np
+
+from estimator import (
+    PRESETS,
+    ModelSpec,
+    accelerator_entry,
+    count_params,
+    get_accelerator,
+)
+from estimator.catalog import price
+from estimator.precision import DTYPES
+from estimator.serving import InferenceEstimate
+from estimator.sweep import TrainingSweep
+from estimator.timing import BREAKDOWN, TrainingEstimate
+
+from .plans import InferencePlan, TrainingPlan
+from .schemas.catalog import (
+    AcceleratorOut,
+    ModelSpecOut,
+    Params,
+    PrecisionOut,
+    PrecisionsOut,
+)
+from .schemas.inference import InferenceRequest
+from .schemas.sweep import (
+    Recommendation,
+    ServingSweepOut,
+    ServingSweepRequest,
+    ServingSweepRow,
+    TrainingSweepOut,
+    TrainingSweepRequest,
+    TrainingSweepRow,
+)
+
+__all__ = [
+    "accelerator_out",
+    "inference_out",
+    "model_out",
+    "model_summary",
+    "params_of",
+    "precisions_out",
+    "rows_csv",
+    "serving_sweep_out",
+    "serving_sweep_rows",
+    "training_out",
+    "training_sweep_out",
+    "training_sweep_rows",
+]
+
+
+def params_of(model: ModelSpec) -> Params:
+    c = count_params(model)
+    return Params(total=c.total, active=c.active, by_component=c.by_component())
+
+
+def training_out(plan: TrainingPlan, e: TrainingEstimate) -> dict[str, Any]:
+    p, m, t = plan.parallel, e.memory, e.time
+    return {
+        "model": plan.model.id,
+        "accelerator": plan.accelerator.id,
+        "num_gpus": e.num_gpus,
+        "layout": {
+            "tp": p.tp,
+            "pp": p.pp,
+            "dp": p.dp,
+            "cp": p.cp,
+            "ep": p.ep,
+            "etp": p.expert_tp,
+            "vp": p.vp,
+            "sequence_parallel": p.sequence_parallel,
+            "zero_stage": p.zero_stage,
+            "distributed_optimizer": p.distributed_optimizer,
+        },
+        "global_batch_size": e.tokens_per_step // plan.setup.seq_len,
+        "memory_per_gpu": {
+            **m.terms(),
+            "total_bytes": m.total_bytes,
+            "capacity_bytes": m.capacity_bytes,
+            "headroom_bytes": m.capacity_bytes - m.total_bytes,
+            "fits": m.fits,
+            "stage": m.stage,
+            "params_on_gpu": m.params_on_gpu,
+            "in_flight_microbatches": m.in_flight_microbatches,
+        },
+        "time": {
+            "step_s": t.step_s,
+            "breakdown": {f"{k}_s": v for k, v in t.breakdown.items()},
+            "microbatches": t.microbatches,
+            "forward_s": t.forward_s,
+            "backward_s": t.backward_s,
+            "recompute_s": t.recompute_s,
+            "stage": t.stage,
+        },
+        "throughput": {
+            "tokens_per_step": e.tokens_per_step,
+            "tokens_per_s": e.tokens_per_s,
+            "tokens_per_s_per_gpu": e.tokens_per_s_per_gpu,
+            "mfu": e.mfu,
+            "hfu": e.hfu,
+            "model_tflops_per_gpu": e.model_tflops_per_gpu,
+            "model_flops_per_step": e.model_flops_per_step,
+            "hardware_flops_per_step": e.hardware_flops_per_step,
+            "peak_format": e.peak_format,
+        },
+        "cost": {
+            "price_usd_per_gpu_hour": e.price_usd_per_gpu_hour,
+            "price_source": plan.price_source,
+            "usd_per_1m_tokens": e.usd_per_1m_tokens,
+            "tokens": e.tokens,
+            "time_to_train_s": e.time_to_train_s,
+            "gpu_hours": e.gpu_hours,
+            "usd": e.cost_usd,
+        },
+        "params": params_of(plan.model),
+        "calibrated": e.calibrated,
+        "notes": list(e.notes),
+    }
+
+
+def _latency(parts: dict[str, float]) -> dict[str, float]:
+    return {f"{k}_s": v for k, v in parts.items()}
+
+
+def inference_out(
+    req: InferenceRequest, plan: InferencePlan, e: InferenceEstimate
+) -> dict[str, Any]:
+    m = e.memory
+    return {
+        "model": plan.model.id,
+        "accelerator": plan.accelerator.id,
+        "num_gpus": e.num_gpus,
+        "layout": req.layout,
+        "concurrency": e.concurrency,
+        "memory_per_gpu": {
+            **m.terms(),
+            "total_bytes": m.total_bytes,
+            "capacity_bytes": m.capacity_bytes,
+            "headroom_bytes": m.capacity_bytes - m.total_bytes,
+            "fits": m.fits,
+            "prefill_peak_bytes": m.prefill_peak_bytes,
+            "decode_peak_bytes": m.decode_peak_bytes,
+            "stage": m.stage,
+        },
+        "kv_cache_bytes_per_token": m.kv_cache_bytes_per_token,
+        "kv_cache_bytes_per_sequence": m.kv_cache_bytes_per_sequence,
+        "max_concurrency": e.max_concurrency,
+        "best_concurrency": e.best_concurrency,
+        "latency": {
+            "ttft_s": e.ttft_s,
+            "tpot_s": e.tpot_s,
+            "ttft_breakdown": _latency(e.ttft_breakdown),
+            "tpot_breakdown": _latency(e.tpot_breakdown),
+        },
+        "throughput": {
+            "output_tokens_per_s": e.output_tokens_per_s,
+            "output_tokens_per_s_per_gpu": e.output_tokens_per_s_per_gpu,
+            "input_tokens_per_s": e.input_tokens_per_s,
+        },
+        "curve": [
+            {
+                "concurrency": c.concurrency,
+                "ttft_s": c.ttft_s,
+                "tpot_s": c.tpot_s,
+                "output_tokens_per_s": c.output_tokens_per_s,
+                "fits": c.fits,
+            }
+            for c in e.curve
+        ],
+        "cost": {
+            "price_usd_per_gpu_hour": e.price_usd_per_gpu_hour,
+            "price_source": plan.price_source,
+            "usd_per_1k_output_tokens": e.usd_per_1k_output_tokens,
+            "usd_per_1m_output_tokens": e.usd_per_1m_output_tokens,
+            "usd_per_1k_input_tokens": e.usd_per_1k_input_tokens,
+            "usd_per_1m_input_tokens": e.usd_per_1m_input_tokens,
+        },
+        "params": params_of(plan.model),
+        "notes": list(e.notes),
+    }
+
+
+# --- training sweep ---------------------------------------------------------------------------
+
+_RENAMED = {"zero": "zero_stage", "micro_batch": "micro_batch_size"} | {
+    k: f"{k}_s" for k in BREAKDOWN
+}
+
+
+def _sweep_rows(s: TrainingSweep, index: np.ndarray | list[int]) -> list[dict[str, Any]]:
+    return [{_RENAMED.get(k, k): v for k, v in row.items()} for row in s.rows(index)]
+
+
+def _order(s: TrainingSweep, index: np.ndarray, sort: str) -> np.ndarray:
+    """``index`` sorted by ``sort`` (stable: ties keep evaluation order, so pages are
+    deterministic). ``objective``: cheapest first for cost (unpriced last), fastest first
+    for time."""
+    c = s.columns
+    if sort == "objective":
+        sort = "usd_per_1m_tokens" if s.objective == "cost" else "tokens_per_s"
+    if index.size == 0:
+        return index
+    values = c[sort][index].astype(float)
+    if sort == "tokens_per_s":
+        values = -values
+    values = np.where(np.isnan(values), np.inf, values)
+    return index[np.argsort(values, kind="stable")]
+
+
+def training_sweep_rows(s: TrainingSweep, req: TrainingSweepRequest) -> Iterable[dict[str, Any]]:
+    """Every listed row (feasible or evaluated) in the requested order, for the CSV."""
+    index = s.feasible if req.rows == "feasible" else np.arange(len(s))
+    ordered = _order(s, index, req.sort)
+    for start in range(0, ordered.size, 4096):
+        yield from _sweep_rows(s, ordered[start : start + 4096])
+
+
+def training_sweep_out(s: TrainingSweep, req: TrainingSweepRequest) -> TrainingSweepOut:
+    index = s.feasible if req.rows == "feasible" else np.arange(len(s))
+    ordered = _order(s, index, req.sort)
+    start = (req.page - 1) * req.page_size
+    page = ordered[start : start + req.page_size]
+
+    def rows(ix: np.ndarray) -> list[TrainingSweepRow]:
+        return [TrainingSweepRow(**r) for r in _sweep_rows(s, ix)]
+
+    return TrainingSweepOut(
+        model=s.model_id,
+        objective=s.objective,
+        counts=s.counts,
+        rows_kind=req.rows,
+        total_rows=int(ordered.size),
+        page=req.page,
+        page_size=req.page_size,
+        rows=rows(page),
+        recommendations=[
+            Recommendation(
+                rank=r.rank,
+                row=TrainingSweepRow(**{_RENAMED.get(k, k): v for k, v in r.row.items()}),
+                why=list(r.why),
+            )
+            for r in s.recommendations
+        ],
+        pareto_cost=rows(s.pareto_cost),
+        pareto_memory=rows(s.pareto_memory),
+        notes=list(s.notes),
+    )
+
+
+# --- serving sweep ----------------------------------------------------------------------------
+
+
+def serving_sweep_rows(
+    rows: list[dict[str, Any]], req: ServingSweepRequest
+) -> list[dict[str, Any]]:
+    return [r for r in rows if r["ok"]] if req.rows == "ok" else rows
+
+
+def _serving_front(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Priced, served layouts that no other beats on both output tokens/s per GPU and USD per
+    1M output tokens, cheapest first."""
+    priced = [r for r in rows if r["ok"] and r.get("usd_per_1m_output_tokens") is not None]
+    priced.sort(key=lambda r: (r["usd_per_1m_output_tokens"], -r["output_tokens_per_s_per_gpu"]))
+    front, best = [], -math.inf
+    for r in priced:
+        if r["output_tokens_per_s_per_gpu"] > best:
+            front.append(r)
+            best = r["output_tokens_per_s_per_gpu"]
+    return front
+
+
+def serving_sweep_out(rows: list[dict[str, Any]], req: ServingSweepRequest) -> ServingSweepOut:
+    listed = serving_sweep_rows(rows, req)
+    start = (req.page - 1) * req.page_size
+    counts = {"evaluated": len(rows), "ok": sum(r["ok"] for r in rows)}
+    for r in rows:
+        if not r["ok"]:
+            key = f"refused_{r['field']}"
+            counts[key] = counts.get(key, 0) + 1
+    notes = []
+    if any(r["ok"] and r.get("usd_per_1m_output_tokens") is None for r in rows):
+        notes.append("Accelerators without a catalog price have no cost until one is given.")
+    return ServingSweepOut(
+        model=req.model if isinstance(req.model, str) else "custom",
+        counts=counts,
+        rows_kind=req.rows,
+        total_rows=len(listed),
+        page=req.page,
+        page_size=req.page_size,
+        rows=[ServingSweepRow(**r) for r in listed[start : start + req.page_size]],
+        pareto_cost=[ServingSweepRow(**r) for r in _serving_front(rows)],
+        notes=notes,
+    )
+
+
+def rows_csv(rows: Iterable[dict[str, Any]], columns: Sequence[str]) -> str:
+    """Rows as CSV with a fixed header (the response model's fields, in order); None is empty."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows([r.get(k) for k in columns] for r in rows)
+    return out.getvalue()
+
+
+# --- catalog ----------------------------------------------------------------------------------
+
+
+def model_summary(model: ModelSpec, hf_id: str | None) -> dict[str, Any]:
+    return {
+        "id": model.id,
+        "hf_id": hf_id,
+        "model_type": model.model_type,
+        "num_layers": model.num_layers,
+        "hidden_size": model.hidden_size,
+        "vocab_size": model.vocab_size,
+        "max_seq_len": model.max_seq_len,
+        "moe": model.moe is not None,
+        "params": params_of(model),
+    }
+
+
+def model_out(model: ModelSpec, entry: dict[str, Any] | None) -> ModelSpecOut:
+    moe = model.moe
+    return ModelSpecOut(
+        **model_summary(model, entry.get("hf_id") if entry else None),
+        num_attention_heads=model.num_heads,
+        num_key_value_heads=model.num_kv_heads,
+        head_dim=model.head_dim,
+        intermediate_sizes=list(model.intermediate_sizes),
+        num_experts=moe.num_experts if moe else None,
+        experts_per_token=moe.top_k if moe else None,
+        tied_embeddings=model.tie_embeddings,
+        layer_kinds=[
+            {
+                "name": kind.name,
+                "count": n,
+                "params_per_layer": kind.params,
+                "window": kind.attention.window,
+            }
+            for kind, n in zip(model.kinds, model.kind_counts, strict=True)
+        ],
+        config=entry.get("config") if entry else None,
+        sources=list(entry.get("sources", [])) if entry else [],
+        notes=list(model.notes) + ([entry["notes"]] if entry and entry.get("notes") else []),
+    )
+
+
+def accelerator_out(accelerator_id: str) -> AcceleratorOut:
+    entry = accelerator_entry(accelerator_id)
+    a = get_accelerator(accelerator_id)
+    p = price(accelerator_id)
+    return AcceleratorOut(
+        id=a.id,
+        name=a.name,
+        vendor=a.vendor,
+        generation=a.generation,
+        memory_bytes=a.memory_bytes,
+        hbm_bytes_per_s=a.hbm_bytes_per_s,
+        peak_flop_per_s=dict(a.peak_flop_per_s),
+        scale_up_bytes_per_s=a.scale_up_bytes_per_s,
+        scale_up_domain=a.scale_up_domain,
+        scale_out_bytes_per_s=a.scale_out_bytes_per_s,
+        gpus_per_node=a.gpus_per_node,
+        tdp_w=a.tdp_w,
+        price_usd_per_gpu_hour=p.usd_per_gpu_hour if p else None,
+        price_source=f"{p.source} ({p.date})" if p else None,
+        notes=a.notes,
+        sources=list(entry.get("sources", [])),
+    )
+
+
+def precisions_out() -> PrecisionsOut:
+    presets = [
+        PrecisionOut(
+            name=name,
+            roles={f.name: getattr(p, f.name) for f in fields(p) if f.name != "name"},
+            compute=p.compute,
+        )
+        for name, p in PRESETS.items()
+    ]
+    return PrecisionsOut(presets=presets, dtypes={k: d.bytes for k, d in DTYPES.items()})

@@ -1,0 +1,225 @@
+"""Load on the real service: uvicorn on a loopback port, driven by concurrent HTTP clients.
+
+For each scenario, ``clients`` asyncio clients send requests back to back for ``duration``
+seconds (bounded in count and time, loopback only) and the script prints requests/s, p50/p90/p99
+latency and errors. A plain-text report; no assertions (targets are reported, never enforced).
+
+Scenarios (issue 5 targets: single estimate p99 <= 50 ms with 0 errors; a default 70B training
+sweep p99 <= 1.5 s):
+
+- ``health``: ``GET /healthz``, the floor the server itself sets (its own baseline, same run).
+- ``training estimate``: Llama-3-70B on 64 H100s, each request a different layout/batch drawn
+  from a fixed list (no response cache exists for estimates; the variety keeps it honest).
+- ``inference estimate``: Llama-3-70B serving, varied concurrency and lengths.
+- ``training sweep, uncached``: the default 70B sweep (10 accelerators, 76,800 layouts), each
+  request with a different token count so no request hits the sweep cache.
+- ``training sweep, pages``: the same sweep request paged (the cache serves the evaluation).
+
+Run: ``make bench`` or ``.venv/bin/python benchmarks/bench_api.py [--duration 30]
+[--clients 32]``. The server runs one uvicorn worker (one process): on a machine with more cores,
+``--workers`` multiplies what CPU-bound sweeps can do at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+ESTIMATE_P99_TARGET_S = 0.050
+SWEEP_P99_TARGET_S = 1.5
+
+
+@dataclass
+class Result:
+    latencies: list[float] = field(default_factory=list)
+    errors: int = 0
+    statuses: dict[int, int] = field(default_factory=dict)
+
+    def quantile(self, q: float) -> float:
+        if not self.latencies:
+            return float("nan")
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+Request = tuple[str, str, dict[str, Any] | None]  # method, path, body
+
+
+def _training_bodies() -> Iterator[Request]:
+    layouts = [
+        {"tp": 8, "pp": 2},
+        {"tp": 8, "pp": 4},
+        {"tp": 4, "pp": 4},
+        {"tp": 8, "pp": 1, "zero_stage": 3},
+        {"tp": 2, "pp": 8, "vp": 5},
+    ]
+    for i in itertools.count():
+        yield (
+            "POST",
+            "/api/v1/training/estimate",
+            {
+                "model": "llama-3-70b",
+                "num_gpus": 64,
+                "layout": layouts[i % len(layouts)],
+                "global_batch_size": 256 * (1 + i % 4),
+                "recompute": ("none", "selective", "full")[i % 3],
+                "tokens": 1e12,
+            },
+        )
+
+
+def _inference_bodies() -> Iterator[Request]:
+    for i in itertools.count():
+        yield (
+            "POST",
+            "/api/v1/inference/estimate",
+            {
+                "model": "llama-3-70b",
+                "num_gpus": 4,
+                "layout": {"tp": 4},
+                "input_len": 512 * (1 + i % 4),
+                "output_len": 256,
+                "concurrency": 2 ** (i % 8),
+            },
+        )
+
+
+def _sweep_bodies(unique: bool) -> Iterator[Request]:
+    for i in itertools.count():
+        body: dict[str, Any] = {"model": "llama-3-70b", "global_batch_size": 1024}
+        body["tokens"] = 1e12 + (i if unique else 0)
+        if not unique:
+            body["page"] = 1 + i % 20
+        yield "POST", "/api/v1/training/sweep", body
+
+
+def _health() -> Iterator[Request]:
+    while True:
+        yield "GET", "/healthz", None
+
+
+async def _drive(
+    url: str, bodies: Iterator[Request], clients: int, duration: float, cap: int
+) -> tuple[Result, float]:
+    result = Result()
+    stop = time.perf_counter() + duration
+    sent = 0
+
+    async def client(http: httpx.AsyncClient) -> None:
+        nonlocal sent
+        while time.perf_counter() < stop and sent < cap:
+            sent += 1
+            method, path, body = next(bodies)
+            start = time.perf_counter()
+            try:
+                response = await http.request(method, url + path, json=body)
+                elapsed = time.perf_counter() - start
+                result.statuses[response.status_code] = (
+                    result.statuses.get(response.status_code, 0) + 1
+                )
+                if response.status_code != 200:
+                    result.errors += 1
+                result.latencies.append(elapsed)
+            except httpx.HTTPError:
+                result.errors += 1
+
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(timeout=120, limits=limits) as http:
+        begin = time.perf_counter()
+        await asyncio.gather(*(client(http) for _ in range(clients)))
+        return result, time.perf_counter() - begin
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start_server(workers: int) -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    cmd = [sys.executable, "-m", "uvicorn", "app.main:app", "--host", "127.0.0.1"]
+    cmd += ["--port", str(port), "--log-level", "warning", "--workers", str(workers)]
+    proc = subprocess.Popen(cmd, cwd=ROOT)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            time.sleep(0.05)
+    proc.terminate()
+    raise RuntimeError("the server did not start")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--duration", type=float, default=30.0, help="seconds per scenario")
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--sweep-clients", type=int, default=4)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--max-requests", type=int, default=200_000, help="per scenario")
+    args = parser.parse_args(argv)
+
+    scenarios: list[tuple[str, Callable[[], Iterator[Request]], int, float | None]] = [
+        ("health (server floor)", _health, args.clients, None),
+        ("training estimate", _training_bodies, args.clients, ESTIMATE_P99_TARGET_S),
+        ("inference estimate", _inference_bodies, args.clients, ESTIMATE_P99_TARGET_S),
+        ("training sweep, uncached, 1 client", lambda: _sweep_bodies(True), 1, SWEEP_P99_TARGET_S),
+        (
+            f"training sweep, uncached, {args.sweep_clients} clients",
+            lambda: _sweep_bodies(True),
+            args.sweep_clients,
+            SWEEP_P99_TARGET_S,
+        ),
+        ("training sweep, cached pages", lambda: _sweep_bodies(False), args.clients, None),
+    ]
+    proc, url = _start_server(args.workers)
+    print(
+        f"LLM Planner API load: uvicorn x{args.workers} worker(s) on {url}, {args.duration:.0f} s "
+        f"per scenario; {platform.python_version()}, {os.cpu_count()} CPUs"
+    )
+    header = f"{'scenario':40} {'clients':>7} {'req':>7} {'req/s':>8} {'p50 ms':>8} "
+    header += f"{'p90 ms':>8} {'p99 ms':>8} {'errors':>6}  target"
+    print(header)
+    print("-" * len(header))
+    try:
+        for name, bodies, clients, target in scenarios:
+            asyncio.run(_drive(url, bodies(), min(clients, 4), 1.0, 50))  # warm-up
+            result, wall = asyncio.run(
+                _drive(url, bodies(), clients, args.duration, args.max_requests)
+            )
+            n = len(result.latencies)
+            p99 = result.quantile(0.99)
+            verdict = ""
+            if target is not None:
+                ok = p99 <= target and result.errors == 0
+                verdict = f"p99 <= {target * 1e3:.0f} ms: {'OK' if ok else 'OVER'}"
+            print(
+                f"{name:40} {clients:7d} {n:7d} {n / wall:8.1f} "
+                f"{statistics.median(result.latencies) * 1e3 if n else float('nan'):8.1f} "
+                f"{result.quantile(0.90) * 1e3:8.1f} {p99 * 1e3:8.1f} {result.errors:6d}  {verdict}"
+            )
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
