@@ -3,7 +3,10 @@ docs served from local assets (no CDN: the service works offline)."""
 
 from __future__ import annotations
 
+import gc
 import platform
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import FastAPI
@@ -35,8 +38,23 @@ class Version(BaseModel):
     python: str
 
 
+@asynccontextmanager
+async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+    """Load every catalog entry before the first request, then move what is loaded out of the
+    garbage collector's view (``gc.freeze``): the long-lived catalog, schema and route objects
+    are never collected, and scanning them made full collections pause requests."""
+    for model_id in estimator.model_ids():
+        estimator.get_model(model_id)
+    for accelerator_id in estimator.accelerator_ids():
+        estimator.get_accelerator(accelerator_id)
+    gc.collect()
+    gc.freeze()
+    yield
+
+
 def create_app() -> FastAPI:
     app = FastAPI(
+        lifespan=lifespan,
         title="LLM Planner",
         version=estimator.__version__,
         description=(

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import fields
 from typing import Any
 
 import numpy as np
+from fastapi import Response
 
 from estimator import (
     PRESETS,
@@ -48,6 +50,7 @@ from .schemas.sweep import (
 __all__ = [
     "accelerator_out",
     "inference_out",
+    "json_response",
     "model_out",
     "model_summary",
     "params_of",
@@ -59,6 +62,14 @@ __all__ = [
     "training_sweep_out",
     "training_sweep_rows",
 ]
+
+
+def json_response(payload: dict[str, Any]) -> Response:
+    """A plain-JSON payload as the response, serialized once: the route's ``response_model``
+    documents it (and the fuzz tests check every answer against it) without FastAPI validating
+    the dict a second time. Non-finite numbers raise rather than produce invalid JSON."""
+    body = json.dumps(payload, separators=(",", ":"), allow_nan=False)
+    return Response(body, media_type="application/json")
 
 
 def params_of(model: ModelSpec) -> Params:
@@ -124,7 +135,7 @@ def training_out(plan: TrainingPlan, e: TrainingEstimate) -> dict[str, Any]:
             "gpu_hours": e.gpu_hours,
             "usd": e.cost_usd,
         },
-        "params": params_of(plan.model),
+        "params": params_of(plan.model).model_dump(),
         "calibrated": e.calibrated,
         "notes": list(e.notes),
     }
@@ -142,7 +153,7 @@ def inference_out(
         "model": plan.model.id,
         "accelerator": plan.accelerator.id,
         "num_gpus": e.num_gpus,
-        "layout": req.layout,
+        "layout": req.layout.model_dump(),
         "concurrency": e.concurrency,
         "memory_per_gpu": {
             **m.terms(),
@@ -187,7 +198,7 @@ def inference_out(
             "usd_per_1k_input_tokens": e.usd_per_1k_input_tokens,
             "usd_per_1m_input_tokens": e.usd_per_1m_input_tokens,
         },
-        "params": params_of(plan.model),
+        "params": params_of(plan.model).model_dump(),
         "notes": list(e.notes),
     }
 

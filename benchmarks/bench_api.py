@@ -7,10 +7,13 @@ latency and errors. A plain-text report; no assertions (targets are reported, ne
 Scenarios (issue 5 targets: single estimate p99 <= 50 ms with 0 errors; a default 70B training
 sweep p99 <= 1.5 s):
 
-- ``health``: ``GET /healthz``, the floor the server itself sets (its own baseline, same run).
+- ``health``: ``GET /healthz``, the floor the server and this client set; every scenario's
+  requests/s is also printed as a ratio to it (``x floor``), the baseline of the same run.
 - ``training estimate``: Llama-3-70B on 64 H100s, each request a different layout/batch drawn
   from a fixed list (no response cache exists for estimates; the variety keeps it honest).
 - ``inference estimate``: Llama-3-70B serving, varied concurrency and lengths.
+- Each estimate also with one client: the service time without queueing. With ``clients``
+  clients in a closed loop, latency is ``clients / throughput`` once the server is saturated.
 - ``training sweep, uncached``: the default 70B sweep (10 accelerators, 76,800 layouts), each
   request with a different token count so no request hits the sweep cache.
 - ``training sweep, pages``: the same sweep request paged (the cache serves the evaluation).
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import json
 import os
 import platform
 import socket
@@ -113,36 +117,56 @@ def _health() -> Iterator[Request]:
         yield "GET", "/healthz", None
 
 
+def _encode(host: str, request: Request) -> bytes:
+    method, path, body = request
+    data = b"" if body is None else json.dumps(body).encode()
+    head = f"{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {len(data)}\r\n"
+    if body is not None:
+        head += "Content-Type: application/json\r\n"
+    return (head + "\r\n").encode() + data
+
+
 async def _drive(
     url: str, bodies: Iterator[Request], clients: int, duration: float, cap: int
 ) -> tuple[Result, float]:
+    """``clients`` keep-alive connections, each sending its next request as soon as the last
+    answer is read. The client is a few lines of asyncio streams (pre-encoded requests,
+    Content-Length framing), so the load generator costs little next to the server."""
+    host, port = url.removeprefix("http://").split(":")
     result = Result()
     stop = time.perf_counter() + duration
     sent = 0
 
-    async def client(http: httpx.AsyncClient) -> None:
+    async def client() -> None:
         nonlocal sent
-        while time.perf_counter() < stop and sent < cap:
-            sent += 1
-            method, path, body = next(bodies)
-            start = time.perf_counter()
-            try:
-                response = await http.request(method, url + path, json=body)
-                elapsed = time.perf_counter() - start
-                result.statuses[response.status_code] = (
-                    result.statuses.get(response.status_code, 0) + 1
-                )
-                if response.status_code != 200:
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            while time.perf_counter() < stop and sent < cap:
+                sent += 1
+                payload = _encode(f"{host}:{port}", next(bodies))
+                start = time.perf_counter()
+                try:
+                    writer.write(payload)
+                    head = await reader.readuntil(b"\r\n\r\n")
+                    status = int(head[9:12])
+                    length = 0
+                    for line in head.split(b"\r\n"):
+                        if line.lower().startswith(b"content-length:"):
+                            length = int(line.split(b":")[1])
+                    await reader.readexactly(length)
+                except (OSError, asyncio.IncompleteReadError, ValueError):
                     result.errors += 1
-                result.latencies.append(elapsed)
-            except httpx.HTTPError:
-                result.errors += 1
+                    return
+                result.latencies.append(time.perf_counter() - start)
+                result.statuses[status] = result.statuses.get(status, 0) + 1
+                if status != 200:
+                    result.errors += 1
+        finally:
+            writer.close()
 
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(timeout=120, limits=limits) as http:
-        begin = time.perf_counter()
-        await asyncio.gather(*(client(http) for _ in range(clients)))
-        return result, time.perf_counter() - begin
+    begin = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(clients)))
+    return result, time.perf_counter() - begin
 
 
 def _free_port() -> int:
@@ -178,7 +202,9 @@ def main(argv: list[str] | None = None) -> int:
 
     scenarios: list[tuple[str, Callable[[], Iterator[Request]], int, float | None]] = [
         ("health (server floor)", _health, args.clients, None),
+        ("training estimate, 1 client", _training_bodies, 1, ESTIMATE_P99_TARGET_S),
         ("training estimate", _training_bodies, args.clients, ESTIMATE_P99_TARGET_S),
+        ("inference estimate, 1 client", _inference_bodies, 1, ESTIMATE_P99_TARGET_S),
         ("inference estimate", _inference_bodies, args.clients, ESTIMATE_P99_TARGET_S),
         ("training sweep, uncached, 1 client", lambda: _sweep_bodies(True), 1, SWEEP_P99_TARGET_S),
         (
@@ -194,10 +220,11 @@ def main(argv: list[str] | None = None) -> int:
         f"LLM Planner API load: uvicorn x{args.workers} worker(s) on {url}, {args.duration:.0f} s "
         f"per scenario; {platform.python_version()}, {os.cpu_count()} CPUs"
     )
-    header = f"{'scenario':40} {'clients':>7} {'req':>7} {'req/s':>8} {'p50 ms':>8} "
+    header = f"{'scenario':40} {'clients':>7} {'req':>7} {'req/s':>8} {'x floor':>7} {'p50 ms':>8} "
     header += f"{'p90 ms':>8} {'p99 ms':>8} {'errors':>6}  target"
     print(header)
     print("-" * len(header))
+    floor = None
     try:
         for name, bodies, clients, target in scenarios:
             asyncio.run(_drive(url, bodies(), min(clients, 4), 1.0, 50))  # warm-up
@@ -206,12 +233,13 @@ def main(argv: list[str] | None = None) -> int:
             )
             n = len(result.latencies)
             p99 = result.quantile(0.99)
+            floor = floor or n / wall
             verdict = ""
             if target is not None:
                 ok = p99 <= target and result.errors == 0
                 verdict = f"p99 <= {target * 1e3:.0f} ms: {'OK' if ok else 'OVER'}"
             print(
-                f"{name:40} {clients:7d} {n:7d} {n / wall:8.1f} "
+                f"{name:40} {clients:7d} {n:7d} {n / wall:8.1f} {n / wall / floor:7.3f} "
                 f"{statistics.median(result.latencies) * 1e3 if n else float('nan'):8.1f} "
                 f"{result.quantile(0.90) * 1e3:8.1f} {p99 * 1e3:8.1f} {result.errors:6d}  {verdict}"
             )

@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cache
 
 from .accelerator import Accelerator
 from .errors import SpecError
@@ -218,6 +219,7 @@ def estimate_inference(
     stages = range(pp)
     mean_context = setup.input_len + setup.output_len / 2
 
+    @cache  # the curve asks for each batch's prefill and decode more than once
     def ttft(batch: int) -> dict[str, Num]:
         return {
             k: float(v)
@@ -232,6 +234,7 @@ def estimate_inference(
             ).items()
         }
 
+    @cache
     def tpot(batch: int) -> dict[str, Num]:
         per_mb = max(batch / pp, 1.0)
         return {

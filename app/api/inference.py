@@ -10,7 +10,7 @@ from ..plans import run_inference, run_serving_sweep
 from ..schemas.common import ERROR_RESPONSES
 from ..schemas.inference import InferenceEstimateOut, InferenceRequest
 from ..schemas.sweep import ServingSweepOut, ServingSweepRequest, ServingSweepRow
-from ..views import inference_out, rows_csv, serving_sweep_out, serving_sweep_rows
+from ..views import inference_out, json_response, rows_csv, serving_sweep_out, serving_sweep_rows
 from .training import CSV_RESPONSE, Format
 
 __all__ = ["router"]
@@ -19,11 +19,11 @@ router = APIRouter(prefix="/inference", tags=["inference"], responses=ERROR_RESP
 
 
 @router.post("/estimate", response_model=InferenceEstimateOut)
-def estimate(req: InferenceRequest) -> dict[str, Any]:
+def estimate(req: InferenceRequest) -> Response:
     """Memory with the KV cache, TTFT/TPOT with breakdowns, throughput, the concurrency curve
     and cost per 1k/1M tokens of one serving replica."""
     plan, result = run_inference(req)
-    return inference_out(req, plan, result)
+    return json_response(inference_out(req, plan, result))
 
 
 @router.post("/sweep", response_model=ServingSweepOut, responses=CSV_RESPONSE)

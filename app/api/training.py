@@ -12,7 +12,7 @@ from ..plans import run_training, run_training_sweep
 from ..schemas.common import ERROR_RESPONSES
 from ..schemas.sweep import TrainingSweepOut, TrainingSweepRequest, TrainingSweepRow
 from ..schemas.training import TrainingEstimateOut, TrainingRequest
-from ..views import rows_csv, training_out, training_sweep_out, training_sweep_rows
+from ..views import json_response, rows_csv, training_out, training_sweep_out, training_sweep_rows
 
 __all__ = ["CSV_RESPONSE", "MAX_CSV_ROWS", "Format", "check_csv_rows", "router"]
 
@@ -37,10 +37,10 @@ def check_csv_rows(count: int) -> None:
 
 
 @router.post("/estimate", response_model=TrainingEstimateOut)
-def estimate(req: TrainingRequest) -> dict[str, Any]:
+def estimate(req: TrainingRequest) -> Response:
     """Per-GPU memory with its breakdown, step time with its breakdown, throughput, MFU/HFU and
     cost of one training plan."""
-    return training_out(*run_training(req))
+    return json_response(training_out(*run_training(req)))
 
 
 @router.post("/sweep", response_model=TrainingSweepOut, responses=CSV_RESPONSE)
