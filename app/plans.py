@@ -12,7 +12,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from threading import Lock
+from threading import BoundedSemaphore, Lock
 from typing import Any, TypeVar
 
 from estimator import (
@@ -70,17 +70,23 @@ MAX_TRAINING_LAYOUTS = 1_000_000
 MAX_SERVING_LAYOUTS = 1_000
 SWEEP_TIME_LIMIT_S = 30.0
 SWEEP_CACHE_SIZE = 8
+SWEEP_CONCURRENCY = 1  # per process
 
 
 class SweepTimeout(Exception):
-    """A sweep ran past ``SWEEP_TIME_LIMIT_S``; the API answers 503."""
+    """A sweep ran past ``SWEEP_TIME_LIMIT_S``, or waited that long for its turn; the API
+    answers 503."""
 
     def __init__(self, done: int, total: int, limit_s: float) -> None:
         self.done, self.total, self.limit_s = done, total, limit_s
-        super().__init__(
-            f"the sweep ran past its {limit_s:.0f} s limit after {done} of {total} blocks; "
-            "narrow its axes"
-        )
+        if done == 0 and total == 1:
+            message = f"the service is busy: no sweep slot freed up within {limit_s:.0f} s"
+        else:
+            message = (
+                f"the sweep ran past its {limit_s:.0f} s limit after {done} of {total} blocks; "
+                "narrow its axes"
+            )
+        super().__init__(message)
 
 
 def resolve_model(ref: str | dict[str, Any], field: str = "model") -> ModelSpec:
@@ -284,12 +290,28 @@ class _SweepCache:
             if key in self.items:
                 self.items.move_to_end(key)
                 return self.items[key]  # type: ignore[no-any-return]
-        value = compute()
+        value = _one_at_a_time(compute)
         with self.lock:
             self.items[key] = value
             while len(self.items) > self.size:
                 self.items.popitem(last=False)
         return value
+
+
+# Sweeps are numpy-heavy and hold the GIL between array operations: several at once in one
+# process slow each other down more than running them in turn (measured: 4 concurrent default
+# 70B sweeps took 1.8/s against 3.5/s one at a time), so a process evaluates one at a time and
+# the others queue, within the time limit.
+_EVALUATING = BoundedSemaphore(SWEEP_CONCURRENCY)
+
+
+def _one_at_a_time(compute: Callable[[], R]) -> R:
+    if not _EVALUATING.acquire(timeout=SWEEP_TIME_LIMIT_S):
+        raise SweepTimeout(0, 1, SWEEP_TIME_LIMIT_S)
+    try:
+        return compute()
+    finally:
+        _EVALUATING.release()
 
 
 _CACHE = _SweepCache(SWEEP_CACHE_SIZE)

@@ -8,6 +8,7 @@ import csv
 import io
 import json
 import math
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import fields
 from typing import Any
@@ -214,6 +215,25 @@ def _sweep_rows(s: TrainingSweep, index: np.ndarray | list[int]) -> list[dict[st
     return [{_RENAMED.get(k, k): v for k, v in row.items()} for row in s.rows(index)]
 
 
+_ORDERS: OrderedDict[tuple[int, str, str], tuple[TrainingSweep, np.ndarray]] = OrderedDict()
+_ORDERS_KEPT = 16
+
+
+def _listed(s: TrainingSweep, rows: str, sort: str) -> np.ndarray:
+    """The listed rows (feasible or every evaluated one) in the requested order, kept for the
+    last few sweeps so that paging through one does not sort it again."""
+    key = (id(s), rows, sort)
+    hit = _ORDERS.get(key)
+    if hit is not None and hit[0] is s:
+        return hit[1]
+    index = s.feasible if rows == "feasible" else np.arange(len(s))
+    ordered = _order(s, index, sort)
+    _ORDERS[key] = (s, ordered)
+    while len(_ORDERS) > _ORDERS_KEPT:
+        _ORDERS.popitem(last=False)
+    return ordered
+
+
 def _order(s: TrainingSweep, index: np.ndarray, sort: str) -> np.ndarray:
     """``index`` sorted by ``sort`` (stable: ties keep evaluation order, so pages are
     deterministic). ``objective``: cheapest first for cost (unpriced last), fastest first
@@ -232,15 +252,13 @@ def _order(s: TrainingSweep, index: np.ndarray, sort: str) -> np.ndarray:
 
 def training_sweep_rows(s: TrainingSweep, req: TrainingSweepRequest) -> Iterable[dict[str, Any]]:
     """Every listed row (feasible or evaluated) in the requested order, for the CSV."""
-    index = s.feasible if req.rows == "feasible" else np.arange(len(s))
-    ordered = _order(s, index, req.sort)
+    ordered = _listed(s, req.rows, req.sort)
     for start in range(0, ordered.size, 4096):
         yield from _sweep_rows(s, ordered[start : start + 4096])
 
 
 def training_sweep_out(s: TrainingSweep, req: TrainingSweepRequest) -> TrainingSweepOut:
-    index = s.feasible if req.rows == "feasible" else np.arange(len(s))
-    ordered = _order(s, index, req.sort)
+    ordered = _listed(s, req.rows, req.sort)
     start = (req.page - 1) * req.page_size
     page = ordered[start : start + req.page_size]
 
