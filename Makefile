@@ -21,6 +21,12 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[test,groundtruth]"
 	touch $@ $(VENV)/.installed-base
 
+# The browser tests drive Debian's chromium through Playwright (never Playwright's own download).
+SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
+/usr/bin/chromium:
+	$(SUDO) apt-get update -qq
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+
 serve: $(VENV)/.installed-base
 	$(BIN)/uvicorn app.main:app --host $(HOST) --port $(PORT)
 
@@ -31,7 +37,7 @@ lint: $(VENV)/.installed-test
 typecheck: $(VENV)/.installed-test
 	$(BIN)/mypy
 
-pytest: $(VENV)/.installed-test
+pytest: $(VENV)/.installed-test /usr/bin/chromium
 	$(BIN)/python -m pytest
 
 test: lint typecheck pytest

@@ -19,7 +19,7 @@ from estimator.errors import SpecError, UnknownIdError
 
 from .plans import SweepTimeout
 
-__all__ = ["MAX_BODY_BYTES", "BodyLimit", "TooLarge", "install"]
+__all__ = ["MAX_BODY_BYTES", "BodyLimit", "TooLarge", "field_path", "install"]
 
 MAX_BODY_BYTES = 1_000_000
 _ECHO_CHARS = 200
@@ -47,7 +47,7 @@ def _body(status: int, error: str, message: str, **extra: Any) -> JSONResponse:
     return JSONResponse({"error": error, "message": message, **extra}, status_code=status)
 
 
-def _field(loc: tuple[Any, ...]) -> str:
+def field_path(loc: tuple[Any, ...]) -> str:
     """pydantic's location as a dotted path: ``('body', 'layout', 'tp')`` -> ``layout.tp``.
     Union branch tags (``str``, ``list[...]``, model class names) are dropped."""
     parts = []
@@ -79,7 +79,7 @@ def install(app: FastAPI) -> None:
     def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
         items: dict[tuple[str, str], dict[str, Any]] = {}
         for e in exc.errors():
-            field = _field(tuple(e.get("loc", ())))
+            field = field_path(tuple(e.get("loc", ())))
             rule = str(e.get("msg", "invalid"))
             if e.get("type") == "json_invalid":  # loc is ('body', character offset)
                 field, rule = "body", f"must be valid JSON: {rule} at character {e['loc'][-1]}"

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 import estimator
 
-from . import api, errors
+from . import api, errors, pages
 
 __all__ = ["app", "create_app"]
 
@@ -68,6 +68,7 @@ def create_app() -> FastAPI:
     errors.install(app)
     app.add_middleware(errors.BodyLimit)
     app.include_router(api.router)
+    app.include_router(pages.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
     @app.get("/healthz", response_model=Health, tags=["service"])

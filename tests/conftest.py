@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 DATA = Path(__file__).parent / "data"
@@ -24,3 +30,43 @@ def gt() -> Any:
     from tests import groundtruth
 
     return groundtruth
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[str]:
+    """The service on a free loopback port (uvicorn, one worker), for real HTTP and browsers."""
+    port = _free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "app.main:app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(200):
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        else:
+            raise RuntimeError("server did not start")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -5,56 +5,12 @@ event loop)."""
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
 
 import httpx
-import pytest
 
 from estimator import model_entry
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[str]:
-    port = _free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "app.main:app",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(200):
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.05)
-        else:
-            raise RuntimeError("server did not start")
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def test_every_endpoint_over_http(server: str) -> None:

@@ -1,0 +1,402 @@
+"""The dashboard: server-rendered pages whose state lives in the URL query.
+
+A page reads its form from the query, builds the same request the REST API takes (the pydantic
+request models), calls the same plan functions and renders the result; ``?format=json`` returns
+exactly what the API would. Refusals (422/404) become messages next to the form field they name.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, Response
+from fastapi.templating import Jinja2Templates
+from pydantic import BaseModel, ValidationError
+
+from estimator import PRESETS, accelerator_ids, get_accelerator, get_model, model_entry, model_ids
+from estimator.errors import SpecError, UnknownIdError
+
+from . import charts
+from .errors import field_path
+from .plans import resolve_model, run_inference, run_training
+from .schemas.inference import InferenceRequest
+from .schemas.training import TrainingRequest
+from .views import accelerator_out, inference_out, model_out, model_summary, training_out
+
+__all__ = ["router", "templates"]
+
+ROOT = Path(__file__).resolve().parents[1]
+templates = Jinja2Templates(directory=ROOT / "templates")
+router = APIRouter(include_in_schema=False)
+
+GIB = 2**30
+
+
+# --- formatting filters (display only) -------------------------------------------------------
+
+
+def _gib(value: float | None) -> str:
+    return "—" if value is None else f"{value / GIB:,.1f} GiB"
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "—"
+    if value < 1:
+        return f"{value * 1e3:,.1f} ms"
+    if value < 3600 * 2:
+        return f"{value:,.2f} s"
+    if value < 86400 * 3:
+        return f"{value / 3600:,.1f} h"
+    return f"{value / 86400:,.1f} days"
+
+
+def _usd(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return (
+        f"${value:,.4f}" if value < 1 else f"${value:,.0f}" if value >= 1000 else f"${value:,.2f}"
+    )
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value * 100:.1f}%"
+
+
+def _num(value: float | None, digits: int = 0) -> str:
+    return "—" if value is None else f"{value:,.{digits}f}"
+
+
+def _count(value: float | None) -> str:
+    """Large counts in words: 70.55 B parameters, 2.0 T tokens."""
+    if value is None:
+        return "—"
+    for scale, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:,.2f} {unit}"
+    return f"{value:,.0f}"
+
+
+templates.env.filters.update(gib=_gib, seconds=_seconds, usd=_usd, pct=_pct, num=_num, count=_count)
+
+
+# --- forms ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Input:
+    """One form input: its query name, where it goes in the API request, how it is read."""
+
+    name: str
+    label: str
+    path: str  # dotted path in the request body
+    kind: str = "int"  # int, float, text, select, bool, textarea
+    choices: Sequence[str] = ()
+    placeholder: str = ""
+    help: str = ""
+    group: str = "Plan"
+    default: str = ""  # shown selected when the query leaves the input out
+
+
+def _read(spec: Input, raw: str) -> Any:
+    if spec.kind == "int":
+        try:
+            return int(raw)
+        except ValueError:
+            raise SpecError(spec.path, "must be a whole number", raw) from None
+    if spec.kind == "float":
+        try:
+            return float(raw)
+        except ValueError:
+            raise SpecError(spec.path, "must be a number", raw) from None
+    if spec.kind == "bool":
+        return raw in ("1", "true", "on", "yes")
+    return raw
+
+
+def request_body(inputs: Sequence[Input], query: Mapping[str, str]) -> dict[str, Any]:
+    """The API request body the query describes: empty inputs take the API's defaults; a pasted
+    config replaces the model id."""
+    body: dict[str, Any] = {}
+    for spec in inputs:
+        raw = query.get(spec.name, "").strip()
+        if raw == "" or spec.kind == "textarea":
+            continue
+        node = body
+        *parents, leaf = spec.path.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = _read(spec, raw)
+    pasted = query.get("config", "").strip()
+    if pasted:
+        try:
+            config = json.loads(pasted)
+        except json.JSONDecodeError as exc:
+            raise SpecError("config", f"is not valid JSON: {exc}") from None
+        if not isinstance(config, dict):
+            raise SpecError("config", "must be a JSON object (a config.json)")
+        body["model"] = config
+    return body
+
+
+MODELS = tuple(model_ids())
+ACCELERATORS = tuple(accelerator_ids())
+BOOL_CHOICES = ("", "true", "false")
+
+COMMON = (
+    Input("model", "Model", "model", "select", MODELS, default="llama-3-70b"),
+    Input(
+        "accelerator", "Accelerator", "accelerator", "select", ACCELERATORS, default="h100-sxm-80gb"
+    ),
+    Input("config", "…or paste a config.json", "model", "textarea", help="Overrides the model"),
+)
+TRAINING_INPUTS = (
+    *COMMON,
+    Input("num_gpus", "GPUs", "num_gpus", placeholder="tp·pp·dp·cp"),
+    Input("tp", "TP", "layout.tp", placeholder="1", group="Layout"),
+    Input("pp", "PP", "layout.pp", placeholder="1", group="Layout"),
+    Input("dp", "DP", "layout.dp", placeholder="from GPUs", group="Layout"),
+    Input("cp", "CP", "layout.cp", placeholder="1", group="Layout"),
+    Input("ep", "EP", "layout.ep", placeholder="1", group="Layout"),
+    Input("vp", "Virtual stages", "layout.vp", placeholder="1", group="Layout"),
+    Input(
+        "zero_stage",
+        "ZeRO stage",
+        "layout.zero_stage",
+        "select",
+        ("", "0", "1", "2", "3"),
+        group="Layout",
+    ),
+    Input("seq_len", "Sequence length", "seq_len", placeholder="4096", group="Batch"),
+    Input("micro_batch_size", "Micro-batch", "micro_batch_size", placeholder="1", group="Batch"),
+    Input(
+        "global_batch_size",
+        "Global batch",
+        "global_batch_size",
+        placeholder="micro × dp",
+        group="Batch",
+    ),
+    Input(
+        "recompute",
+        "Recompute",
+        "recompute",
+        "select",
+        ("", "none", "selective", "full"),
+        group="Batch",
+    ),
+    Input("precision", "Precision", "precision", "select", ("", *PRESETS), group="Batch"),
+    Input("tokens", "Tokens to train", "tokens", "float", placeholder="e.g. 2e12", group="Cost"),
+    Input(
+        "price_usd_per_gpu_hour",
+        "Price $/GPU-hour",
+        "price_usd_per_gpu_hour",
+        "float",
+        placeholder="catalog",
+        group="Cost",
+    ),
+)
+SERVING_INPUTS = (
+    *COMMON,
+    Input("tp", "TP", "layout.tp", placeholder="1", group="Layout"),
+    Input("pp", "PP", "layout.pp", placeholder="1", group="Layout"),
+    Input("ep", "EP", "layout.ep", placeholder="1", group="Layout"),
+    Input("precision", "Precision", "precision", "select", ("", *PRESETS), group="Layout"),
+    Input("input_len", "Prompt tokens", "input_len", placeholder="1024", group="Workload"),
+    Input("output_len", "Output tokens", "output_len", placeholder="256", group="Workload"),
+    Input("concurrency", "Concurrency", "concurrency", placeholder="1", group="Workload"),
+    Input(
+        "ttft_target_s",
+        "TTFT target (s)",
+        "ttft_target_s",
+        "float",
+        placeholder="none",
+        group="Targets",
+    ),
+    Input(
+        "tpot_target_s",
+        "TPOT target (s)",
+        "tpot_target_s",
+        "float",
+        placeholder="none",
+        group="Targets",
+    ),
+    Input(
+        "price_usd_per_gpu_hour",
+        "Price $/GPU-hour",
+        "price_usd_per_gpu_hour",
+        "float",
+        placeholder="catalog",
+        group="Targets",
+    ),
+)
+
+
+@dataclass
+class Outcome:
+    """What a page shows: the API's result, or the errors by input name."""
+
+    result: dict[str, Any] | None = None
+    errors: dict[str, str] = field(default_factory=dict)
+    message: str = ""
+
+
+def _input_for(inputs: Sequence[Input], path: str, query: Mapping[str, str]) -> str:
+    """The form input an error path belongs to (``layout.tp`` -> ``tp``; ``model.hidden_size``
+    -> the pasted config)."""
+    if path.startswith("model.") or (path == "model" and query.get("config")):
+        return "config"
+    for spec in inputs:
+        if spec.path == path and spec.kind != "textarea":
+            return spec.name
+    return path.split(".")[0]
+
+
+def evaluate(
+    inputs: Sequence[Input],
+    query: Mapping[str, str],
+    model: type[BaseModel],
+    run: Callable[[Any], dict[str, Any]],
+) -> Outcome:
+    """Read the query into the API request, run it, and sort any refusal by input."""
+    try:
+        req = model.model_validate(request_body(inputs, query))
+        return Outcome(result=run(req))
+    except ValidationError as exc:
+        errors: dict[str, str] = {}
+        for e in exc.errors():
+            name = _input_for(inputs, field_path(tuple(e["loc"])), query)
+            errors.setdefault(name, str(e["msg"]))
+        return Outcome(errors=errors, message="Some inputs need a look.")
+    except SpecError as exc:
+        name = _input_for(inputs, exc.field, query)
+        return Outcome(errors={name: exc.rule}, message=f"{exc.field}: {exc.rule}")
+    except UnknownIdError as exc:
+        name = "config" if exc.kind == "model" and query.get("config") else exc.kind
+        return Outcome(errors={name: f"unknown {exc.kind} id {exc.ident!r}"}, message=str(exc))
+
+
+def _page(
+    request: Request,
+    template: str,
+    inputs: Sequence[Input],
+    model: type[BaseModel],
+    run: Callable[[Any], dict[str, Any]],
+    figures: Callable[[dict[str, Any], Mapping[str, str]], dict[str, Any]],
+) -> Response:
+    query = dict(request.query_params)
+    fmt = query.pop("format", "html")
+    submitted = bool(query.get("model") or query.get("config"))
+    outcome = evaluate(inputs, query, model, run) if submitted else Outcome()
+    if fmt == "json":
+        if outcome.result is not None:
+            return Response(json.dumps(outcome.result), media_type="application/json")
+        status = 422 if outcome.errors else 400
+        body = {"error": "invalid_request", "message": outcome.message or "no plan given"}
+        return Response(json.dumps(body), status_code=status, media_type="application/json")
+    context = {
+        "inputs": inputs,
+        "query": query,
+        "outcome": outcome,
+        "figures": figures(outcome.result, query) if outcome.result else {},
+        "json_url": f"{request.url.path}?{request.url.query}&format=json"
+        if request.url.query
+        else "",
+    }
+    status = 422 if outcome.errors else 200
+    return templates.TemplateResponse(request, template, context, status_code=status)
+
+
+# --- pages ------------------------------------------------------------------------------------
+
+
+@router.get("/", response_class=HTMLResponse)
+def home(request: Request) -> Response:
+    return templates.TemplateResponse(
+        request,
+        "home.html",
+        {"models": MODELS, "accelerators": ACCELERATORS, "query": dict(request.query_params)},
+    )
+
+
+def _training_figures(result: dict[str, Any], _: Mapping[str, str]) -> dict[str, Any]:
+    return {
+        "memory": charts.training_memory_figure(result),
+        "time": charts.training_time_figure(result),
+    }
+
+
+@router.get("/training", response_class=HTMLResponse)
+def training_page(request: Request) -> Response:
+    return _page(
+        request,
+        "training.html",
+        TRAINING_INPUTS,
+        TrainingRequest,
+        lambda req: training_out(*run_training(req)),
+        _training_figures,
+    )
+
+
+def _serving_figures(result: dict[str, Any], query: Mapping[str, str]) -> dict[str, Any]:
+    def target(name: str) -> float | None:
+        try:
+            return float(query[name]) if query.get(name) else None
+        except ValueError:
+            return None
+
+    return {
+        "memory": charts.inference_memory_figure(result),
+        "latency": charts.inference_latency_figure(result),
+        "curve": charts.serving_curve_figure(
+            result, target("tpot_target_s"), target("ttft_target_s")
+        ),
+    }
+
+
+@router.get("/serving", response_class=HTMLResponse)
+def serving_page(request: Request) -> Response:
+    def run(req: InferenceRequest) -> dict[str, Any]:
+        return inference_out(req, *run_inference(req))
+
+    return _page(request, "serving.html", SERVING_INPUTS, InferenceRequest, run, _serving_figures)
+
+
+@router.get("/catalog", response_class=HTMLResponse)
+def catalog_page(request: Request) -> Response:
+    models = [model_summary(get_model(i), model_entry(i).get("hf_id")) for i in MODELS]
+    accelerators = [accelerator_out(i) for i in ACCELERATORS]
+    if request.query_params.get("format") == "json":
+        body = {
+            "models": [{**m, "params": m["params"].model_dump()} for m in models],
+            "accelerators": [a.model_dump() for a in accelerators],
+        }
+        return Response(json.dumps(body), media_type="application/json")
+    pasted = request.query_params.get("config", "").strip()
+    imported: dict[str, Any] | None = None
+    error = ""
+    if pasted:
+        try:
+            config = json.loads(pasted)
+            if not isinstance(config, dict):
+                raise SpecError("config", "must be a JSON object (a config.json)")
+            imported = model_out(resolve_model(config, "config"), {"config": config}).model_dump()
+        except json.JSONDecodeError as exc:
+            error = f"config: not valid JSON ({exc})"
+        except SpecError as exc:
+            error = f"{exc.field}: {exc.rule}"
+    context = {
+        "models": models,
+        "accelerators": accelerators,
+        "imported": imported,
+        "error": error,
+        "pasted": pasted,
+        "get_accelerator": get_accelerator,
+    }
+    return templates.TemplateResponse(
+        request, "catalog.html", context, status_code=422 if error else 200
+    )

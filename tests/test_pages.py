@@ -1,0 +1,72 @@
+"""The dashboard's server side: each page's JSON twin is the API's answer for the same plan,
+refusals come back as a 422 page naming the input, and charts are built from the breakdowns."""
+
+from __future__ import annotations
+
+import re
+
+from fastapi.testclient import TestClient
+
+from app import charts
+from app.main import app
+
+client = TestClient(app)
+GIB = 2**30
+
+
+def test_training_json_twin_is_the_api_answer() -> None:
+    query = "model=llama-3-70b&num_gpus=64&tp=8&pp=2&recompute=selective&tokens=2e12"
+    twin = client.get(f"/training?{query}&format=json").json()
+    api = client.post(
+        "/api/v1/training/estimate",
+        json={
+            "model": "llama-3-70b",
+            "num_gpus": 64,
+            "layout": {"tp": 8, "pp": 2},
+            "recompute": "selective",
+            "tokens": 2e12,
+        },
+    ).json()
+    assert twin == api
+    page = client.get(f"/training?{query}").text
+    assert f"{api['memory_per_gpu']['total_bytes'] / GIB:,.1f} GiB" in page
+
+
+def test_memory_chart_is_the_breakdown_against_capacity() -> None:
+    result = client.get("/training?model=llama-3-8b&num_gpus=8&format=json").json()
+    fig = charts.training_memory_figure(result)
+    shown = sum(t["x"][0] for t in fig["data"]) * GIB
+    assert (
+        shown == result["memory_per_gpu"]["total_bytes"]
+        or abs(shown / result["memory_per_gpu"]["total_bytes"] - 1) < 1e-12
+    )
+    (capacity,) = fig["layout"]["shapes"]
+    assert capacity["x0"] == result["memory_per_gpu"]["capacity_bytes"] / GIB
+    step = charts.training_time_figure(result)
+    assert abs(sum(t["x"][0] for t in step["data"]) / result["time"]["step_s"] - 1) < 1e-12
+
+
+def test_refusals_name_the_input() -> None:
+    r = client.get("/training?model=llama-3-70b&tp=3")
+    assert r.status_code == 422
+    assert re.search(r'id="e-tp"[^>]*>[^<]*must divide num_attention_heads=64', r.text)
+    r = client.get("/serving?model=llama-3-70b&concurrency=lots")
+    assert r.status_code == 422 and 'id="e-concurrency"' in r.text
+    r = client.get('/training?config={"hidden_size": 4096}')
+    assert r.status_code == 422 and 'id="e-config"' in r.text and "model_type" in r.text
+    r = client.get("/training?model=llama-3-70b&accelerator=h1000")
+    assert r.status_code == 422 and 'id="e-accelerator"' in r.text
+    assert "Traceback" not in r.text
+    twin = client.get("/training?model=llama-3-70b&tp=3&format=json")
+    assert twin.status_code == 422
+
+
+def test_pages_render_and_catalog_twin() -> None:
+    for path in ("/", "/training", "/serving", "/catalog"):
+        r = client.get(path)
+        assert r.status_code == 200 and "/static/vendor/plotly/plotly.min.js" in r.text
+        assert "cdn" not in r.text.lower()
+    twin = client.get("/catalog?format=json").json()
+    assert any(
+        m["id"] == "llama-2-7b" and m["params"]["total"] == 6_738_415_616 for m in twin["models"]
+    )

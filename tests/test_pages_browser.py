@@ -1,0 +1,197 @@
+"""The dashboard in a real browser: Debian's chromium driven by Playwright, headless, against
+the running service. Pages load with no console errors, the numbers a filled form shows equal
+the API's for the same plan, charts carry the expected traces and lines, bad input is shown next
+to its field, and a pasted config is read. Screenshots of each page are saved under
+``artifacts/screenshots/`` (README: "Dashboard").
+
+``make test`` installs chromium; outside CI the tests skip where it is missing, in CI
+(``CI`` set) they fail instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from estimator import model_entry
+
+CHROMIUM = Path("/usr/bin/chromium")
+SHOTS = Path(__file__).resolve().parents[1] / "artifacts" / "screenshots"
+GIB = 2**30
+
+if not CHROMIUM.exists():
+    if os.environ.get("CI"):
+        raise RuntimeError(
+            "CI needs /usr/bin/chromium for the browser tests (make test installs it)"
+        )
+    pytest.skip("chromium is not installed (make test installs it)", allow_module_level=True)
+playwright = pytest.importorskip("playwright.sync_api")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with playwright.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+class Tab:
+    """A page that records console errors and uncaught exceptions."""
+
+    def __init__(self, browser: Any, base: str) -> None:
+        self.context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        self.page = self.context.new_page()
+        self.base = base
+        self.errors: list[str] = []
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+
+    def open(self, path: str) -> Any:
+        self.page.goto(self.base + path, wait_until="networkidle")
+        return self.page
+
+    def shot(self, name: str) -> None:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+@pytest.fixture
+def tab(browser: Any, server: str) -> Iterator[Tab]:
+    t = Tab(browser, server)
+    yield t
+    t.context.close()
+
+
+def figure(page: Any, name: str) -> dict[str, Any]:
+    """The figure as Plotly drew it (its traces and layout in the page)."""
+    return page.evaluate(  # type: ignore[no-any-return]
+        """id => { const el = document.getElementById(id);
+            return {metas: el.data.map(t => t.meta), names: el.data.map(t => t.name),
+                    shapes: (el.layout.shapes || []).map(
+                        s => ({name: s.name, x0: s.x0, y0: s.y0})),
+                    drawn: el.querySelectorAll('.main-svg').length}; }""",
+        f"fig-{name}",
+    )
+
+
+@pytest.mark.parametrize("path", ["/", "/training", "/serving", "/catalog", "/docs"])
+def test_pages_load_without_console_errors(tab: Tab, path: str) -> None:
+    page = tab.open(path)
+    assert page.title()
+    if path == "/docs":
+        page.wait_for_selector(".swagger-ui .opblock", timeout=15000)
+    assert tab.errors == []
+    tab.shot({"/": "home"}.get(path, path.strip("/") + "-empty"))
+
+
+def test_training_form_shows_the_api_numbers(tab: Tab, server: str) -> None:
+    page = tab.open("/training")
+    page.select_option("#f-model", "llama-3-70b")
+    page.select_option("#f-accelerator", "h100-sxm-80gb")
+    page.fill("#f-num_gpus", "64")
+    page.fill("#f-tp", "8")
+    page.fill("#f-pp", "2")
+    page.fill("#f-global_batch_size", "1024")
+    page.select_option("#f-recompute", "selective")
+    page.fill("#f-tokens", "2e12")
+    page.click("button[type=submit]")
+    page.wait_for_selector("#kpi-memory")
+    page.wait_for_load_state("networkidle")
+    api = httpx.post(
+        f"{server}/api/v1/training/estimate",
+        json={
+            "model": "llama-3-70b",
+            "accelerator": "h100-sxm-80gb",
+            "num_gpus": 64,
+            "layout": {"tp": 8, "pp": 2},
+            "global_batch_size": 1024,
+            "recompute": "selective",
+            "tokens": 2e12,
+        },
+    ).json()
+
+    def shown(kpi: str) -> float:
+        return float(page.get_attribute(f"#kpi-{kpi}", "data-value"))
+
+    assert shown("memory") == api["memory_per_gpu"]["total_bytes"]
+    assert shown("step") == api["time"]["step_s"]
+    assert shown("mfu") == api["throughput"]["mfu"]
+    assert shown("cost") == api["cost"]["usd"]
+    assert (
+        page.inner_text("#kpi-memory") == f"{api['memory_per_gpu']['total_bytes'] / GIB:,.1f} GiB"
+    )
+    assert "Fits" in page.inner_text("#verdict")
+    mem = figure(page, "memory")
+    assert mem["drawn"] >= 1
+    assert {"weights", "gradients", "optimizer_states", "activations"} <= set(mem["metas"])
+    capacity = [s for s in mem["shapes"] if s["name"] == "capacity"]
+    assert capacity and capacity[0]["x0"] == pytest.approx(
+        api["memory_per_gpu"]["capacity_bytes"] / GIB
+    )
+    time = figure(page, "time")
+    assert "compute" in time["metas"] and "tp_comm" in time["metas"]
+    assert tab.errors == []
+    assert "tp=8" in page.url and "pp=2" in page.url  # the plan is in the address
+    tab.shot("training")
+
+
+def test_serving_page_charts_and_numbers(tab: Tab, server: str) -> None:
+    query = "model=llama-3-70b&tp=4&concurrency=32&input_len=2048&output_len=256&tpot_target_s=0.05"
+    page = tab.open(f"/serving?{query}")
+    api = httpx.get(f"{server}/serving?{query}&format=json").json()
+    direct = httpx.post(
+        f"{server}/api/v1/inference/estimate",
+        json={
+            "model": "llama-3-70b",
+            "layout": {"tp": 4},
+            "concurrency": 32,
+            "input_len": 2048,
+            "output_len": 256,
+            "tpot_target_s": 0.05,
+        },
+    ).json()
+    assert api == direct  # the page's JSON twin is the API's answer
+    assert float(page.get_attribute("#kpi-tpot", "data-value")) == direct["latency"]["tpot_s"]
+    assert float(page.get_attribute("#kpi-ttft", "data-value")) == direct["latency"]["ttft_s"]
+    curve = figure(page, "curve")
+    names = [s["name"] for s in curve["shapes"]]
+    assert "memory limit" in names and "TPOT target" in names
+    tpot_line = next(s for s in curve["shapes"] if s["name"] == "TPOT target")
+    assert tpot_line["y0"] == pytest.approx(50.0)
+    mem = figure(page, "memory")
+    assert {"weights", "kv_cache"} <= set(mem["metas"])
+    assert tab.errors == []
+    tab.shot("serving")
+
+
+def test_bad_input_is_shown_next_to_its_field(tab: Tab) -> None:
+    page = tab.open("/training?model=llama-3-70b&tp=3")
+    assert "must divide num_attention_heads=64" in page.inner_text("#e-tp")
+    assert page.get_attribute("#f-tp", "aria-invalid") == "true"
+    page.fill("#f-tp", "eight")
+    page.click("button[type=submit]")
+    page.wait_for_selector("#e-tp")
+    assert "whole number" in page.inner_text("#e-tp")
+    assert "Traceback" not in page.content()
+    assert tab.errors == [] or all("422" in e for e in tab.errors)
+    tab.shot("training-error")
+
+
+def test_pasting_a_config_reads_it(tab: Tab) -> None:
+    page = tab.open("/catalog")
+    page.fill("#f-config", json.dumps(model_entry("llama-3-8b")["config"]))
+    page.click("#import button[type=submit]")
+    page.wait_for_selector("#imported")
+    assert int(page.get_attribute("#imported-total", "data-value")) == 8_030_261_248
+    page.fill("#f-config", '{"hidden_size": 4096}')
+    page.click("#import button[type=submit]")
+    page.wait_for_selector("#e-config")
+    assert "model_type" in page.inner_text("#e-config")
+    tab.shot("catalog-import-error")
