@@ -11,11 +11,16 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 __all__ = [
     "COLORS",
     "inference_latency_figure",
     "inference_memory_figure",
     "serving_curve_figure",
+    "sweep_bars_figure",
+    "sweep_heatmap_figure",
+    "sweep_scatter_figure",
     "training_memory_figure",
     "training_time_figure",
 ]
@@ -328,5 +333,183 @@ def serving_curve_figure(
             },
             "shapes": shapes,
             "annotations": annotations,
+        },
+    }
+
+
+# --- sweeps -----------------------------------------------------------------------------------
+
+# Points drawn per chart: every Pareto point, then the best of the rest (a sweep can evaluate a
+# million layouts; a browser draws a few thousand points comfortably).
+MAX_POINTS = 3000
+ACCELERATOR_COLORS = (
+    "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00",
+    "#56B4E9", "#F0E442", "#000000", "#8C564B", "#7F7F7F",
+)  # fmt: skip
+
+
+def _sweep_labels(s: Any, index: np.ndarray) -> list[str]:
+    return [
+        f"{r['accelerator']} x {r['num_gpus']}: tp {r['tp']} pp {r['pp']} dp {r['dp']} "
+        f"ep {r['ep']} ZeRO {r['zero']} mb {r['micro_batch']} {r['precision']} {r['recompute']}"
+        for r in s.rows(index)
+    ]
+
+
+def _thin(index: Any, keep: Any, limit: int) -> Any:
+    """``index`` cut to ``limit`` points: those in ``keep`` first, then evenly spaced others."""
+    if index.size <= limit:
+        return index
+    kept = np.intersect1d(index, keep)
+    rest = np.setdiff1d(index, kept)
+    step = max(1, rest.size // max(limit - kept.size, 1))
+    return np.concatenate([kept, rest[::step][: max(limit - kept.size, 0)]])
+
+
+def sweep_scatter_figure(s: Any) -> Figure:
+    """Feasible layouts as points of throughput against cost per 1M tokens (time per step when
+    nothing is priced), colored by accelerator, with the Pareto front; layouts that do not fit in
+    memory in grey, their reason on hover."""
+    c = s.columns
+    priced = s.objective == "cost"
+    y_name = "usd_per_1m_tokens" if priced else "step_s"
+    y_title = "USD per 1M tokens" if priced else "step time (s)"
+    feasible = _thin(s.feasible, s.pareto_cost if priced else s.pareto_memory, MAX_POINTS)
+    data: list[dict[str, Any]] = []
+    for a, name in enumerate(s.accelerators):
+        idx = feasible[c["accelerator"][feasible] == a]
+        if not idx.size:
+            continue
+        data.append(
+            {
+                "type": "scattergl",
+                "mode": "markers",
+                "name": name,
+                "x": c["tokens_per_s"][idx].tolist(),
+                "y": c[y_name][idx].tolist(),
+                "text": _sweep_labels(s, idx),
+                "hovertemplate": "%{text}<br>%{x:,.0f} tokens/s, %{y:.4g}<extra></extra>",
+                "marker": {"color": ACCELERATOR_COLORS[a % len(ACCELERATOR_COLORS)], "size": 6},
+            }
+        )
+    oom = np.flatnonzero(~c["fits"].astype(bool))
+    oom = _thin(oom, np.zeros(0, dtype=np.int64), MAX_POINTS // 3)
+    if oom.size:
+        y = c[y_name][oom]
+        data.append(
+            {
+                "type": "scattergl",
+                "mode": "markers",
+                "name": "does not fit",
+                "x": c["tokens_per_s"][oom].tolist(),
+                "y": [None if np.isnan(v) else float(v) for v in y],
+                "text": [
+                    f"{label}<br>out of memory: needs "
+                    f"{c['memory_bytes'][i] / GIB:.1f} of {c['capacity_bytes'][i] / GIB:.1f} GiB"
+                    for label, i in zip(_sweep_labels(s, oom), oom, strict=True)
+                ],
+                "hovertemplate": "%{text}<extra></extra>",
+                "marker": {"color": "#C8C8C8", "size": 5},
+            }
+        )
+    front = s.pareto_cost if priced else s.pareto_memory
+    if priced and front.size:
+        order = front[np.argsort(c["tokens_per_s"][front])]
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": "Pareto front",
+                "x": c["tokens_per_s"][order].tolist(),
+                "y": c[y_name][order].tolist(),
+                "line": {"color": "#C00000", "width": 2},
+                "hoverinfo": "skip",
+            }
+        )
+    return {
+        "data": data,
+        "layout": {
+            **_LAYOUT,
+            "title": {"text": "Every evaluated layout: throughput against cost"},
+            "height": 460,
+            "xaxis": {"title": {"text": "tokens/s"}, "type": "log"},
+            "yaxis": {"title": {"text": y_title}, "type": "log"},
+        },
+    }
+
+
+def sweep_heatmap_figure(s: Any) -> Figure:
+    """The cheapest feasible layout's cost per 1M tokens (or fastest step) for each TP x PP,
+    over every other choice."""
+    c = s.columns
+    priced = s.objective == "cost"
+    value = c["usd_per_1m_tokens"] if priced else c["step_s"]
+    tps = sorted({int(v) for v in c["tp"].tolist()})
+    pps = sorted({int(v) for v in c["pp"].tolist()})
+    z: list[list[float | None]] = []
+    for pp in pps:
+        row: list[float | None] = []
+        for tp in tps:
+            idx = s.feasible[(c["tp"][s.feasible] == tp) & (c["pp"][s.feasible] == pp)]
+            v = value[idx]
+            v = v[~np.isnan(v)]
+            row.append(float(v.min()) if v.size else None)
+        z.append(row)
+    unit = "USD per 1M tokens" if priced else "step s"
+    return {
+        "data": [
+            {
+                "type": "heatmap",
+                "x": [f"tp {t}" for t in tps],
+                "y": [f"pp {p}" for p in pps],
+                "z": z,
+                "colorscale": "Viridis",
+                "reversescale": True,
+                "hovertemplate": f"%{{x}} %{{y}}: %{{z:.4g}} {unit}<extra></extra>",
+                "colorbar": {"title": {"text": unit}},
+            }
+        ],
+        "layout": {
+            **_LAYOUT,
+            "title": {"text": f"Best {unit} by TP x PP (blank: nothing fits)"},
+            "height": 360,
+        },
+    }
+
+
+def sweep_bars_figure(s: Any) -> Figure:
+    """The cheapest (or fastest) feasible layout per accelerator and GPU count."""
+    c = s.columns
+    priced = s.objective == "cost"
+    value = c["usd_per_1m_tokens"] if priced else c["tokens_per_s"]
+    counts = sorted({int(v) for v in c["num_gpus"].tolist()})
+    data = []
+    for a, name in enumerate(s.accelerators):
+        ys: list[float | None] = []
+        for n in counts:
+            idx = s.feasible[(c["accelerator"][s.feasible] == a) & (c["num_gpus"][s.feasible] == n)]
+            v = value[idx]
+            v = v[~np.isnan(v)]
+            ys.append((float(v.min()) if priced else float(v.max())) if v.size else None)
+        if any(y is not None for y in ys):
+            data.append(
+                {
+                    "type": "bar",
+                    "name": name,
+                    "x": [str(n) for n in counts],
+                    "y": ys,
+                    "marker": {"color": ACCELERATOR_COLORS[a % len(ACCELERATOR_COLORS)]},
+                }
+            )
+    title = "Cheapest USD per 1M tokens" if priced else "Highest tokens/s"
+    return {
+        "data": data,
+        "layout": {
+            **_LAYOUT,
+            "title": {"text": f"{title} by accelerator and GPU count"},
+            "barmode": "group",
+            "height": 360,
+            "xaxis": {"title": {"text": "GPUs"}, "type": "category"},
+            "yaxis": {"title": {"text": "USD per 1M tokens" if priced else "tokens/s"}},
         },
     }

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
@@ -22,11 +23,22 @@ from estimator import PRESETS, accelerator_ids, get_accelerator, get_model, mode
 from estimator.errors import SpecError, UnknownIdError
 
 from . import charts
+from .api.training import check_csv_rows
 from .errors import field_path
-from .plans import resolve_model, run_inference, run_training
+from .plans import resolve_model, run_inference, run_training, run_training_sweep
 from .schemas.inference import InferenceRequest
+from .schemas.sweep import TrainingSweepRequest, TrainingSweepRow
 from .schemas.training import TrainingRequest
-from .views import accelerator_out, inference_out, model_out, model_summary, training_out
+from .views import (
+    accelerator_out,
+    inference_out,
+    model_out,
+    model_summary,
+    rows_csv,
+    training_out,
+    training_sweep_out,
+    training_sweep_rows,
+)
 
 __all__ = ["router", "templates"]
 
@@ -95,7 +107,9 @@ class Input:
     name: str
     label: str
     path: str  # dotted path in the request body
-    kind: str = "int"  # int, float, text, select, bool, textarea
+    # int, float, text, select, intselect (a select of whole numbers), bool, textarea,
+    # ints (a comma-separated list), multi (checkboxes)
+    kind: str = "int"
     choices: Sequence[str] = ()
     placeholder: str = ""
     help: str = ""
@@ -104,7 +118,7 @@ class Input:
 
 
 def _read(spec: Input, raw: str) -> Any:
-    if spec.kind == "int":
+    if spec.kind in ("int", "intselect"):
         try:
             return int(raw)
         except ValueError:
@@ -116,6 +130,14 @@ def _read(spec: Input, raw: str) -> Any:
             raise SpecError(spec.path, "must be a number", raw) from None
     if spec.kind == "bool":
         return raw in ("1", "true", "on", "yes")
+    if spec.kind == "ints":  # "64, 128" -> [64, 128]; one value stays a value
+        try:
+            values = [int(v) for v in raw.replace(" ", "").split(",") if v]
+        except ValueError:
+            raise SpecError(spec.path, "must be whole numbers separated by commas", raw) from None
+        return values[0] if len(values) == 1 else values
+    if spec.kind == "multi":  # checkboxes, joined with commas by the page
+        return [v for v in raw.split(",") if v]
     return raw
 
 
@@ -168,7 +190,7 @@ TRAINING_INPUTS = (
         "zero_stage",
         "ZeRO stage",
         "layout.zero_stage",
-        "select",
+        "intselect",
         ("", "0", "1", "2", "3"),
         group="Layout",
     ),
@@ -236,6 +258,69 @@ SERVING_INPUTS = (
 )
 
 
+SWEEP_INPUTS = (
+    *COMMON[::2],  # model and the pasted config; accelerators are a choice of several
+    Input(
+        "accelerator",
+        "Accelerators",
+        "accelerator",
+        "multi",
+        ACCELERATORS,
+        help="None ticked: ten data-centre GPUs",
+        group="Space",
+    ),
+    Input("num_gpus", "GPU counts", "num_gpus", "ints", placeholder="8,16,…,1024", group="Space"),
+    Input("tp", "TP", "layout.tp", "ints", placeholder="1,2,4,8", group="Space"),
+    Input("pp", "PP", "layout.pp", "ints", placeholder="1,2,4,8,16", group="Space"),
+    Input("dp", "DP", "layout.dp", "ints", placeholder="any", group="Space"),
+    Input("ep", "EP", "layout.ep", "ints", placeholder="auto", group="Space"),
+    Input("zero_stage", "ZeRO", "layout.zero_stage", "ints", placeholder="0,1,2,3", group="Space"),
+    Input(
+        "micro_batch_size",
+        "Micro-batch",
+        "micro_batch_size",
+        "ints",
+        placeholder="1,2,4,8",
+        group="Space",
+    ),
+    Input(
+        "recompute",
+        "Recompute",
+        "recompute",
+        "multi",
+        ("none", "selective", "full"),
+        help="None ticked: all three",
+        group="Space",
+    ),
+    Input("precision", "Precision", "precision", "select", ("", *PRESETS), group="Space"),
+    Input("seq_len", "Sequence length", "seq_len", placeholder="4096", group="Workload"),
+    Input(
+        "global_batch_size",
+        "Global batch",
+        "global_batch_size",
+        placeholder="1024",
+        group="Workload",
+    ),
+    Input(
+        "tokens", "Tokens to train", "tokens", "float", placeholder="e.g. 2e12", group="Workload"
+    ),
+    Input(
+        "deadline_s", "Deadline (s)", "deadline_s", "float", placeholder="none", group="Workload"
+    ),
+    Input("budget_usd", "Budget ($)", "budget_usd", "float", placeholder="none", group="Workload"),
+    Input("objective", "Rank by", "objective", "select", ("", "cost", "time"), group="Workload"),
+    Input(
+        "sort",
+        "Sort table by",
+        "sort",
+        "select",
+        ("", "tokens_per_s", "usd_per_1m_tokens", "memory_bytes", "num_gpus"),
+        group="Workload",
+    ),
+    Input("page", "Page", "page", placeholder="1", group="Workload"),
+)
+
+
 @dataclass
 class Outcome:
     """What a page shows: the API's result, or the errors by input name."""
@@ -280,6 +365,15 @@ def evaluate(
         return Outcome(errors={name: f"unknown {exc.kind} id {exc.ident!r}"}, message=str(exc))
 
 
+def _query(request: Request, inputs: Sequence[Input]) -> dict[str, str]:
+    """The query as one string per input; the checkboxes of a ``multi`` input joined."""
+    query = dict(request.query_params)
+    for spec in inputs:
+        if spec.kind == "multi" and spec.name in request.query_params:
+            query[spec.name] = ",".join(request.query_params.getlist(spec.name))
+    return query
+
+
 def _page(
     request: Request,
     template: str,
@@ -288,7 +382,7 @@ def _page(
     run: Callable[[Any], dict[str, Any]],
     figures: Callable[[dict[str, Any], Mapping[str, str]], dict[str, Any]],
 ) -> Response:
-    query = dict(request.query_params)
+    query = _query(request, inputs)
     fmt = query.pop("format", "html")
     submitted = bool(query.get("model") or query.get("config"))
     outcome = evaluate(inputs, query, model, run) if submitted else Outcome()
@@ -364,6 +458,92 @@ def serving_page(request: Request) -> Response:
         return inference_out(req, *run_inference(req))
 
     return _page(request, "serving.html", SERVING_INPUTS, InferenceRequest, run, _serving_figures)
+
+
+def _planner_url(row: Mapping[str, Any], query: Mapping[str, str]) -> str:
+    """The training planner's address for one sweep row, with the sweep's workload."""
+    params = {
+        "model": query.get("model", ""),
+        "config": query.get("config", ""),
+        "accelerator": row["accelerator"],
+        "num_gpus": row["num_gpus"],
+        "tp": row["tp"],
+        "pp": row["pp"],
+        "cp": row["cp"],
+        "ep": row["ep"],
+        "vp": row["vp"],
+        "zero_stage": row["zero_stage"],
+        "micro_batch_size": row["micro_batch_size"],
+        "recompute": row["recompute"],
+        "precision": row["precision"],
+        "seq_len": query.get("seq_len", ""),
+        "global_batch_size": query.get("global_batch_size") or 1024,
+        "tokens": query.get("tokens", ""),
+    }
+    return "/training?" + urlencode({k: v for k, v in params.items() if v not in ("", None)})
+
+
+def _run_sweep(req: TrainingSweepRequest) -> dict[str, Any]:
+    sweep = run_training_sweep(req)
+    return {"sweep": sweep, "out": training_sweep_out(sweep, req).model_dump(), "req": req}
+
+
+@router.get("/sweep", response_class=HTMLResponse)
+def sweep_page(request: Request) -> Response:
+    """The sweep explorer: what fits, what is fastest, what is cheapest across layouts."""
+    query = _query(request, SWEEP_INPUTS)
+    fmt = query.pop("format", "html")
+    submitted = bool(query.get("model") or query.get("config"))
+    outcome = (
+        evaluate(SWEEP_INPUTS, query, TrainingSweepRequest, _run_sweep) if submitted else Outcome()
+    )
+    result = outcome.result
+    if fmt in ("json", "csv") and result is None:
+        body = {"error": "invalid_request", "message": outcome.message or "no sweep given"}
+        status = 422 if outcome.errors else 400
+        return Response(json.dumps(body), status_code=status, media_type="application/json")
+    if fmt == "json" and result is not None:
+        return Response(json.dumps(result["out"]), media_type="application/json")
+    if fmt == "csv" and result is not None:
+        req = result["req"]
+        check_csv_rows(result["out"]["total_rows"])
+        listed = training_sweep_rows(result["sweep"], req)
+        text = rows_csv(listed, list(TrainingSweepRow.model_fields))
+        return Response(text, media_type="text/csv")
+    figures: dict[str, Any] = {}
+    rows: list[dict[str, Any]] = []
+    recommendations: list[dict[str, Any]] = []
+    if result is not None:
+        s = result["sweep"]
+        figures = {
+            "scatter": charts.sweep_scatter_figure(s),
+            "heatmap": charts.sweep_heatmap_figure(s),
+            "bars": charts.sweep_bars_figure(s),
+        }
+        out = result["out"]
+        rows = [{**r, "planner_url": _planner_url(r, query)} for r in out["rows"]]
+        recommendations = [
+            {**r, "planner_url": _planner_url(r["row"], query)} for r in out["recommendations"]
+        ]
+    base = {k: v for k, v in query.items() if k not in ("page", "sort") and v}
+    sort = {"sort": query["sort"]} if query.get("sort") else {}
+    context = {
+        "inputs": SWEEP_INPUTS,
+        "query": query,
+        "outcome": outcome,
+        "figures": figures,
+        "rows": rows,
+        "recommendations": recommendations,
+        "out": result["out"] if result else None,
+        "sort_url": lambda key: "/sweep?" + urlencode({**base, "sort": key}),
+        "page_url": lambda n: (
+            "/sweep?" + urlencode({**base, **sort, "page": n})
+        ),
+        "csv_url": "/sweep?" + urlencode({**base, "format": "csv"}),
+        "json_url": "/sweep?" + urlencode({**base, "format": "json"}) if submitted else "",
+    }
+    status = 422 if outcome.errors else 200
+    return templates.TemplateResponse(request, "sweep.html", context, status_code=status)
 
 
 @router.get("/catalog", response_class=HTMLResponse)

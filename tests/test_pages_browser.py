@@ -81,7 +81,7 @@ def figure(page: Any, name: str) -> dict[str, Any]:
     )
 
 
-@pytest.mark.parametrize("path", ["/", "/training", "/serving", "/catalog", "/docs"])
+@pytest.mark.parametrize("path", ["/", "/training", "/serving", "/sweep", "/catalog", "/docs"])
 def test_pages_load_without_console_errors(tab: Tab, path: str) -> None:
     page = tab.open(path)
     assert page.title()
@@ -195,3 +195,40 @@ def test_pasting_a_config_reads_it(tab: Tab) -> None:
     page.wait_for_selector("#e-config")
     assert "model_type" in page.inner_text("#e-config")
     tab.shot("catalog-import-error")
+
+
+def test_sweep_explorer_charts_table_and_planner_link(tab: Tab, server: str) -> None:
+    query = (
+        "model=llama-3-70b&accelerator=h100-sxm-80gb&accelerator=h200-sxm-141gb"
+        "&num_gpus=64,128&tp=4,8&pp=1,2,4&tokens=2e12"
+    )
+    page = tab.open(f"/sweep?{query}")
+    api = httpx.post(
+        f"{server}/api/v1/training/sweep",
+        json={
+            "model": "llama-3-70b",
+            "accelerator": ["h100-sxm-80gb", "h200-sxm-141gb"],
+            "num_gpus": [64, 128],
+            "layout": {"tp": [4, 8], "pp": [1, 2, 4]},
+            "tokens": 2e12,
+        },
+    ).json()
+    assert page.inner_text("#feasible-count") == f"{api['counts']['feasible']:,}"
+    scatter = figure(page, "scatter")
+    assert {"h100-sxm-80gb", "h200-sxm-141gb", "does not fit", "Pareto front"} <= set(
+        scatter["names"]
+    )
+    assert figure(page, "heatmap")["drawn"] >= 1 and figure(page, "bars")["drawn"] >= 1
+    shown = page.eval_on_selector_all(
+        "#layouts tbody tr td[data-value]", "cells => cells.map(c => Number(c.dataset.value))"
+    )
+    assert shown == [r["tokens_per_s"] for r in api["rows"]]
+    assert tab.errors == []
+    tab.shot("sweep")
+    best = api["recommendations"][0]["row"]
+    page.click("#recommendations article:first-child a")
+    page.wait_for_selector("#kpi-tps")
+    assert float(page.get_attribute("#kpi-tps", "data-value")) == pytest.approx(
+        best["tokens_per_s"], rel=1e-12
+    )
+    assert tab.errors == []
