@@ -536,9 +536,7 @@ def sweep_page(request: Request) -> Response:
         "recommendations": recommendations,
         "out": result["out"] if result else None,
         "sort_url": lambda key: "/sweep?" + urlencode({**base, "sort": key}),
-        "page_url": lambda n: (
-            "/sweep?" + urlencode({**base, **sort, "page": n})
-        ),
+        "page_url": lambda n: "/sweep?" + urlencode({**base, **sort, "page": n}),
         "csv_url": "/sweep?" + urlencode({**base, "format": "csv"}),
         "json_url": "/sweep?" + urlencode({**base, "format": "json"}) if submitted else "",
     }
