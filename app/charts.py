@@ -15,6 +15,8 @@ import numpy as np
 
 __all__ = [
     "COLORS",
+    "compare_memory_figure",
+    "compare_time_figure",
     "inference_latency_figure",
     "inference_memory_figure",
     "serving_curve_figure",
@@ -511,5 +513,87 @@ def sweep_bars_figure(s: Any) -> Figure:
             "height": 360,
             "xaxis": {"title": {"text": "GPUs"}, "type": "category"},
             "yaxis": {"title": {"text": "USD per 1M tokens" if priced else "tokens/s"}},
+        },
+    }
+
+
+# --- comparisons ------------------------------------------------------------------------------
+
+
+def compare_memory_figure(plans: Sequence[tuple[str, Mapping[str, Any]]]) -> Figure:
+    """Memory per GPU of each plan, stacked by term side by side, each with its GPU's capacity
+    (a marker, since plans may be on different GPUs)."""
+    labels = [label for label, _ in plans]
+    terms: dict[str, list[float]] = {}
+    for i, (_, result) in enumerate(plans):
+        m = result["memory_per_gpu"]
+        for name, value in _strip(m, "_bytes").items():
+            if name in ("total", "capacity", "headroom"):
+                continue
+            terms.setdefault(name, [0.0] * len(plans))[i] = value / GIB
+    data: list[dict[str, Any]] = [
+        {
+            "type": "bar",
+            "name": LABELS.get(name, name),
+            "x": labels,
+            "y": values,
+            "marker": {"color": COLORS.get(name, "#444")},
+            "meta": name,
+            "hovertemplate": "%{x} %{fullData.name}: %{y:.2f} GiB<extra></extra>",
+        }
+        for name, values in terms.items()
+        if any(values)
+    ]
+    data.append(
+        {
+            "type": "scatter",
+            "mode": "markers",
+            "name": "capacity",
+            "x": labels,
+            "y": [r["memory_per_gpu"]["capacity_bytes"] / GIB for _, r in plans],
+            "marker": {"symbol": "line-ew-open", "size": 60, "color": "#C00000"},
+            "hovertemplate": "%{x} capacity: %{y:.1f} GiB<extra></extra>",
+        }
+    )
+    return {
+        "data": data,
+        "layout": {
+            **_LAYOUT,
+            "title": {"text": "Memory per GPU"},
+            "barmode": "stack",
+            "height": 380,
+            "yaxis": {"title": {"text": "GiB"}},
+        },
+    }
+
+
+def compare_time_figure(plans: Sequence[tuple[str, Mapping[str, Any]]]) -> Figure:
+    """Step time of each plan split into compute, bubble, exposed communication, optimizer."""
+    labels = [label for label, _ in plans]
+    parts: dict[str, list[float]] = {}
+    for i, (_, result) in enumerate(plans):
+        for name, value in _strip(result["time"]["breakdown"], "_s").items():
+            parts.setdefault(name, [0.0] * len(plans))[i] = value
+    data = [
+        {
+            "type": "bar",
+            "name": LABELS.get(name, name),
+            "x": labels,
+            "y": values,
+            "marker": {"color": COLORS.get(name, "#444")},
+            "meta": name,
+            "hovertemplate": "%{x} %{fullData.name}: %{y:.3g} s<extra></extra>",
+        }
+        for name, values in parts.items()
+        if any(values)
+    ]
+    return {
+        "data": data,
+        "layout": {
+            **_LAYOUT,
+            "title": {"text": "Step time"},
+            "barmode": "stack",
+            "height": 380,
+            "yaxis": {"title": {"text": "seconds"}},
         },
     }

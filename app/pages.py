@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -115,6 +115,7 @@ class Input:
     help: str = ""
     group: str = "Plan"
     default: str = ""  # shown selected when the query leaves the input out
+    blank: str = "default"  # what an empty choice of a select says
 
 
 def _read(spec: Input, raw: str) -> Any:
@@ -400,6 +401,8 @@ def _page(
         "json_url": f"{request.url.path}?{request.url.query}&format=json"
         if request.url.query
         else "",
+        "compare_url": "/compare?"
+        + urlencode({f"a.{k}": v for k, v in query.items() if v and k != "config"}),
     }
     status = 422 if outcome.errors else 200
     return templates.TemplateResponse(request, template, context, status_code=status)
@@ -542,6 +545,73 @@ def sweep_page(request: Request) -> Response:
     }
     status = 422 if outcome.errors else 200
     return templates.TemplateResponse(request, "sweep.html", context, status_code=status)
+
+
+SLOTS = ("a", "b", "c", "d")
+# A plan of the comparison: the training inputs but the pasted config, named "<slot>.<input>".
+# An empty model leaves the plan out.
+COMPARE_INPUTS = {
+    slot: tuple(
+        replace(spec, name=f"{slot}.{spec.name}")
+        if spec.name != "model"
+        else replace(
+            spec, name=f"{slot}.model", choices=("", *MODELS), default="", blank="(no plan)"
+        )
+        for spec in TRAINING_INPUTS
+        if spec.kind != "textarea"
+    )
+    for slot in SLOTS
+}
+COMPARE_EXAMPLE = {
+    "a.model": "llama-3-70b", "a.accelerator": "h100-sxm-80gb", "a.num_gpus": "64",
+    "a.tp": "8", "a.pp": "2", "a.global_batch_size": "1024", "a.recompute": "selective",
+    "a.tokens": "2e12",
+    "b.model": "llama-3-70b", "b.accelerator": "h200-sxm-141gb", "b.num_gpus": "64",
+    "b.tp": "8", "b.pp": "1", "b.global_batch_size": "1024", "b.recompute": "selective",
+    "b.tokens": "2e12",
+    "c.model": "llama-3-70b", "c.accelerator": "h100-sxm-80gb", "c.num_gpus": "128",
+    "c.tp": "8", "c.pp": "2", "c.global_batch_size": "1024", "c.recompute": "selective",
+    "c.tokens": "2e12",
+}  # fmt: skip
+
+
+@router.get("/compare", response_class=HTMLResponse)
+def compare_page(request: Request) -> Response:
+    """Two to four training plans side by side: their key numbers and aligned charts."""
+    query = dict(request.query_params)
+    fmt = query.pop("format", "html")
+    slots: list[dict[str, Any]] = []
+    plans: list[tuple[str, dict[str, Any]]] = []
+    for slot in SLOTS:
+        inputs = COMPARE_INPUTS[slot]
+        outcome = Outcome()
+        if query.get(f"{slot}.model"):
+            outcome = evaluate(
+                inputs, query, TrainingRequest, lambda req: training_out(*run_training(req))
+            )
+            if outcome.result is not None:
+                plans.append((f"Plan {slot.upper()}", outcome.result))
+        slots.append({"key": slot, "inputs": inputs, "outcome": outcome})
+    if fmt == "json":
+        return Response(json.dumps(dict(plans)), media_type="application/json")
+    figures = {}
+    if plans:
+        figures = {
+            "memory": charts.compare_memory_figure(plans),
+            "time": charts.compare_time_figure(plans),
+        }
+    context = {
+        "slots": slots,
+        "plans": plans,
+        "figures": figures,
+        "query": query,
+        "json_url": f"/compare?{request.url.query}&format=json" if plans else "",
+        "example_url": "/compare?" + urlencode(COMPARE_EXAMPLE),
+    }
+    errors = any(outcome.errors for outcome in (slot["outcome"] for slot in slots))
+    return templates.TemplateResponse(
+        request, "compare.html", context, status_code=422 if errors else 200
+    )
 
 
 @router.get("/catalog", response_class=HTMLResponse)

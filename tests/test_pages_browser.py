@@ -81,7 +81,9 @@ def figure(page: Any, name: str) -> dict[str, Any]:
     )
 
 
-@pytest.mark.parametrize("path", ["/", "/training", "/serving", "/sweep", "/catalog", "/docs"])
+@pytest.mark.parametrize(
+    "path", ["/", "/training", "/serving", "/sweep", "/compare", "/catalog", "/docs"]
+)
 def test_pages_load_without_console_errors(tab: Tab, path: str) -> None:
     page = tab.open(path)
     assert page.title()
@@ -232,3 +234,28 @@ def test_sweep_explorer_charts_table_and_planner_link(tab: Tab, server: str) -> 
         best["tokens_per_s"], rel=1e-12
     )
     assert tab.errors == []
+
+
+def test_compare_plans_side_by_side(tab: Tab, server: str) -> None:
+    page = tab.open("/training?model=llama-3-70b&num_gpus=64&tp=8&pp=2&tokens=2e12")
+    page.click("#compare-link")
+    page.wait_for_selector('[id="f-a.tp"]')
+    assert page.input_value('[id="f-a.tp"]') == "8"
+    page.select_option('[id="f-b.model"]', "llama-3-70b")
+    page.select_option('[id="f-b.accelerator"]', "h200-sxm-141gb")
+    page.fill('[id="f-b.num_gpus"]', "64")
+    page.fill('[id="f-b.tp"]', "8")
+    page.fill('[id="f-b.tokens"]', "2e12")
+    page.click("form.compare button[type=submit]")
+    page.wait_for_selector("#comparison")
+    page.wait_for_load_state("networkidle")
+    twin = httpx.get(page.url + "&format=json").json()
+    assert list(twin) == ["Plan A", "Plan B"]
+    cells = page.eval_on_selector_all(
+        "#comparison tbody tr:nth-child(4) td", "cells => cells.map(c => Number(c.dataset.value))"
+    )
+    assert cells == [twin["Plan A"]["time"]["step_s"], twin["Plan B"]["time"]["step_s"]]
+    memory = figure(page, "memory")
+    assert "capacity" in memory["names"] and "weights" in memory["metas"]
+    assert tab.errors == []
+    tab.shot("compare")
