@@ -7,6 +7,7 @@ Every chart reads a breakdown the core returned, so the bars always sum to the t
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -17,9 +18,12 @@ __all__ = [
     "COLORS",
     "compare_memory_figure",
     "compare_time_figure",
+    "figure_json",
     "inference_latency_figure",
     "inference_memory_figure",
     "serving_curve_figure",
+    "serving_sweep_bars_figure",
+    "serving_sweep_scatter_figure",
     "sweep_bars_figure",
     "sweep_heatmap_figure",
     "sweep_scatter_figure",
@@ -339,6 +343,22 @@ def serving_curve_figure(
     }
 
 
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def figure_json(figure: Figure) -> str:
+    """A figure as strict JSON for the page: a missing value (NaN) becomes null, which Plotly
+    leaves as a gap; JSON has no NaN."""
+    return json.dumps(_finite(figure), allow_nan=False)
+
+
 # --- sweeps -----------------------------------------------------------------------------------
 
 # Points drawn per chart: every Pareto point, then the best of the rest (a sweep can evaluate a
@@ -380,6 +400,7 @@ def sweep_scatter_figure(s: Any) -> Figure:
     data: list[dict[str, Any]] = []
     for a, name in enumerate(s.accelerators):
         idx = feasible[c["accelerator"][feasible] == a]
+        idx = idx[np.isfinite(c[y_name][idx])]  # unpriced accelerators have no cost to plot
         if not idx.size:
             continue
         data.append(
@@ -595,5 +616,85 @@ def compare_time_figure(plans: Sequence[tuple[str, Mapping[str, Any]]]) -> Figur
             "barmode": "stack",
             "height": 380,
             "yaxis": {"title": {"text": "seconds"}},
+        },
+    }
+
+
+def serving_sweep_scatter_figure(
+    rows: Sequence[Mapping[str, Any]], accelerators: Sequence[str]
+) -> Figure:
+    """Served replica layouts: output tokens/s per GPU against USD per 1k output tokens, by
+    accelerator, with the Pareto front."""
+    data: list[dict[str, Any]] = []
+    for a, name in enumerate(accelerators):
+        mine = [r for r in rows if r["ok"] and r["accelerator"] == name]
+        priced = [r for r in mine if r.get("usd_per_1m_output_tokens") is not None]
+        if not priced:
+            continue
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": name,
+                "x": [r["output_tokens_per_s_per_gpu"] for r in priced],
+                "y": [r["usd_per_1m_output_tokens"] / 1e3 for r in priced],
+                "text": [
+                    f"{r['accelerator']} {r['precision']} tp {r['tp']} pp {r['pp']}, "
+                    f"concurrency {r['concurrency']}"
+                    for r in priced
+                ],
+                "hovertemplate": "%{text}<br>%{x:,.0f} tokens/s/GPU, $%{y:.5f} per 1k"
+                + "<extra></extra>",
+                "marker": {"color": ACCELERATOR_COLORS[a % len(ACCELERATOR_COLORS)], "size": 9},
+            }
+        )
+    return {
+        "data": data,
+        "layout": {
+            **_LAYOUT,
+            "title": {"text": "Replica layouts: throughput per GPU against cost"},
+            "height": 420,
+            "xaxis": {"title": {"text": "output tokens/s per GPU"}, "type": "log"},
+            "yaxis": {"title": {"text": "USD per 1k output tokens"}, "type": "log"},
+        },
+    }
+
+
+def serving_sweep_bars_figure(
+    rows: Sequence[Mapping[str, Any]], accelerators: Sequence[str]
+) -> Figure:
+    """The cheapest served layout per accelerator and TP degree (USD per 1k output tokens)."""
+    tps = sorted({int(r["tp"]) for r in rows})
+    data = []
+    for a, name in enumerate(accelerators):
+        ys: list[float | None] = []
+        for tp in tps:
+            costs = [
+                r["usd_per_1m_output_tokens"] / 1e3
+                for r in rows
+                if r["ok"]
+                and r["accelerator"] == name
+                and r["tp"] == tp
+                and r.get("usd_per_1m_output_tokens") is not None
+            ]
+            ys.append(min(costs) if costs else None)
+        if any(y is not None for y in ys):
+            data.append(
+                {
+                    "type": "bar",
+                    "name": name,
+                    "x": [f"tp {t}" for t in tps],
+                    "y": ys,
+                    "marker": {"color": ACCELERATOR_COLORS[a % len(ACCELERATOR_COLORS)]},
+                }
+            )
+    return {
+        "data": data,
+        "layout": {
+            **_LAYOUT,
+            "title": {"text": "Cheapest USD per 1k output tokens by accelerator and TP"},
+            "barmode": "group",
+            "height": 360,
+            "yaxis": {"title": {"text": "USD per 1k output tokens"}},
         },
     }

@@ -25,9 +25,20 @@ from estimator.errors import SpecError, UnknownIdError
 from . import charts
 from .api.training import check_csv_rows
 from .errors import field_path
-from .plans import resolve_model, run_inference, run_training, run_training_sweep
+from .plans import (
+    resolve_model,
+    run_inference,
+    run_serving_sweep,
+    run_training,
+    run_training_sweep,
+)
 from .schemas.inference import InferenceRequest
-from .schemas.sweep import TrainingSweepRequest, TrainingSweepRow
+from .schemas.sweep import (
+    ServingSweepRequest,
+    ServingSweepRow,
+    TrainingSweepRequest,
+    TrainingSweepRow,
+)
 from .schemas.training import TrainingRequest
 from .views import (
     accelerator_out,
@@ -35,6 +46,8 @@ from .views import (
     model_out,
     model_summary,
     rows_csv,
+    serving_sweep_out,
+    serving_sweep_rows,
     training_out,
     training_sweep_out,
     training_sweep_rows,
@@ -94,7 +107,15 @@ def _count(value: float | None) -> str:
     return f"{value:,.0f}"
 
 
-templates.env.filters.update(gib=_gib, seconds=_seconds, usd=_usd, pct=_pct, num=_num, count=_count)
+templates.env.filters.update(
+    gib=_gib,
+    seconds=_seconds,
+    usd=_usd,
+    pct=_pct,
+    num=_num,
+    count=_count,
+    figure_json=charts.figure_json,
+)
 
 
 # --- forms ------------------------------------------------------------------------------------
@@ -322,6 +343,58 @@ SWEEP_INPUTS = (
 )
 
 
+SERVING_SWEEP_INPUTS = (
+    *COMMON[::2],
+    Input(
+        "accelerator",
+        "Accelerators",
+        "accelerator",
+        "multi",
+        ACCELERATORS,
+        help="None ticked: ten data-centre GPUs",
+        group="Space",
+    ),
+    Input("tp", "TP", "layout.tp", "ints", placeholder="1,2,4,8", group="Space"),
+    Input("pp", "PP", "layout.pp", "ints", placeholder="1,2,4", group="Space"),
+    Input(
+        "precision",
+        "Precisions",
+        "precision",
+        "multi",
+        tuple(PRESETS),
+        help="None ticked: bf16 and fp8-serving",
+        group="Space",
+    ),
+    Input("input_len", "Prompt tokens", "input_len", placeholder="1024", group="Workload"),
+    Input("output_len", "Output tokens", "output_len", placeholder="256", group="Workload"),
+    Input(
+        "ttft_target_s",
+        "TTFT target (s)",
+        "ttft_target_s",
+        "float",
+        placeholder="none",
+        group="Workload",
+    ),
+    Input(
+        "tpot_target_s",
+        "TPOT target (s)",
+        "tpot_target_s",
+        "float",
+        placeholder="none",
+        group="Workload",
+    ),
+    Input(
+        "output_tokens_per_s",
+        "Fleet output tokens/s",
+        "output_tokens_per_s",
+        "float",
+        placeholder="one replica",
+        group="Workload",
+    ),
+    Input("page", "Page", "page", placeholder="1", group="Workload"),
+)
+
+
 @dataclass
 class Outcome:
     """What a page shows: the API's result, or the errors by input name."""
@@ -491,9 +564,84 @@ def _run_sweep(req: TrainingSweepRequest) -> dict[str, Any]:
     return {"sweep": sweep, "out": training_sweep_out(sweep, req).model_dump(), "req": req}
 
 
+def _run_serving_sweep(req: ServingSweepRequest) -> dict[str, Any]:
+    rows = run_serving_sweep(req)
+    return {"rows": rows, "out": serving_sweep_out(rows, req).model_dump(), "req": req}
+
+
+def _serving_planner_url(row: Mapping[str, Any], query: Mapping[str, str]) -> str:
+    params = {
+        "model": query.get("model", ""),
+        "config": query.get("config", ""),
+        "accelerator": row["accelerator"],
+        "precision": row["precision"],
+        "tp": row["tp"],
+        "pp": row["pp"],
+        "concurrency": row["concurrency"],
+        "input_len": query.get("input_len", ""),
+        "output_len": query.get("output_len", ""),
+        "ttft_target_s": query.get("ttft_target_s", ""),
+        "tpot_target_s": query.get("tpot_target_s", ""),
+    }
+    return "/serving?" + urlencode({k: v for k, v in params.items() if v not in ("", None)})
+
+
+def serving_sweep_page(request: Request) -> Response:
+    """The serving side of the explorer: replica layouts at their best concurrency."""
+    query = _query(request, SERVING_SWEEP_INPUTS)
+    fmt = query.pop("format", "html")
+    submitted = bool(query.get("model") or query.get("config"))
+    outcome = Outcome()
+    if submitted:
+        outcome = evaluate(SERVING_SWEEP_INPUTS, query, ServingSweepRequest, _run_serving_sweep)
+    result = outcome.result
+    if fmt in ("json", "csv"):
+        if result is None:
+            body = {"error": "invalid_request", "message": outcome.message or "no sweep given"}
+            return Response(json.dumps(body), status_code=422, media_type="application/json")
+        if fmt == "json":
+            return Response(json.dumps(result["out"]), media_type="application/json")
+        listed = serving_sweep_rows(result["rows"], result["req"])
+        return Response(rows_csv(listed, list(ServingSweepRow.model_fields)), media_type="text/csv")
+    figures: dict[str, Any] = {}
+    rows: list[dict[str, Any]] = []
+    refused: list[dict[str, Any]] = []
+    if result is not None:
+        accelerators = list(dict.fromkeys(r["accelerator"] for r in result["rows"]))
+        figures = {
+            "scatter": charts.serving_sweep_scatter_figure(result["rows"], accelerators),
+            "bars": charts.serving_sweep_bars_figure(result["rows"], accelerators),
+        }
+        rows = [
+            {**r, "planner_url": _serving_planner_url(r, query)}
+            for r in result["out"]["rows"]
+            if r["ok"]
+        ]
+        refused = [r for r in result["rows"] if not r["ok"]]
+    base = {k: v for k, v in query.items() if k != "page" and v}
+    context = {
+        "inputs": SERVING_SWEEP_INPUTS,
+        "query": query,
+        "outcome": outcome,
+        "figures": figures,
+        "rows": rows,
+        "refused": refused,
+        "out": result["out"] if result else None,
+        "page_url": lambda n: "/sweep?" + urlencode({**base, "page": n}),
+        "csv_url": "/sweep?" + urlencode({**base, "format": "csv"}),
+        "json_url": "/sweep?" + urlencode({**base, "format": "json"}) if submitted else "",
+        "training_url": "/sweep?" + urlencode({k: v for k, v in base.items() if k != "mode"}),
+    }
+    status = 422 if outcome.errors else 200
+    return templates.TemplateResponse(request, "sweep_serving.html", context, status_code=status)
+
+
 @router.get("/sweep", response_class=HTMLResponse)
 def sweep_page(request: Request) -> Response:
-    """The sweep explorer: what fits, what is fastest, what is cheapest across layouts."""
+    """The sweep explorer: what fits, what is fastest, what is cheapest across layouts
+    (``mode=serving`` for serving replicas)."""
+    if request.query_params.get("mode") == "serving":
+        return serving_sweep_page(request)
     query = _query(request, SWEEP_INPUTS)
     fmt = query.pop("format", "html")
     submitted = bool(query.get("model") or query.get("config"))

@@ -70,3 +70,12 @@ def test_pages_render_and_catalog_twin() -> None:
     assert any(
         m["id"] == "llama-2-7b" and m["params"]["total"] == 6_738_415_616 for m in twin["models"]
     )
+
+
+def test_sweep_pages_carry_strict_json_figures() -> None:
+    # The default space includes accelerators without a price: their points have no cost, and
+    # the page must not emit NaN (not JSON; the browser refuses the whole figure).
+    for url in ("/sweep?model=llama-3-70b", "/sweep?mode=serving&model=llama-3-8b&tp=1,2&pp=1"):
+        r = client.get(url)
+        assert r.status_code == 200 and "data-figure" in r.text
+        assert "NaN" not in r.text and "Infinity" not in r.text

@@ -259,3 +259,34 @@ def test_compare_plans_side_by_side(tab: Tab, server: str) -> None:
     assert "capacity" in memory["names"] and "weights" in memory["metas"]
     assert tab.errors == []
     tab.shot("compare")
+
+
+def test_serving_sweep_explorer(tab: Tab, server: str) -> None:
+    page = tab.open("/sweep?model=llama-3-70b")
+    page.click("#to-serving")
+    page.wait_for_selector("#f-tp")
+    page.check('input[name=accelerator][value="h100-sxm-80gb"]')
+    page.check('input[name=accelerator][value="h200-sxm-141gb"]')
+    page.fill("#f-tp", "2,4,8")
+    page.fill("#f-pp", "1")
+    page.fill("#f-tpot_target_s", "0.05")
+    page.click("form.plan button[type=submit]")
+    page.wait_for_selector("#layouts")
+    page.wait_for_load_state("networkidle")
+    api = httpx.post(
+        f"{server}/api/v1/inference/sweep",
+        json={
+            "model": "llama-3-70b",
+            "accelerator": ["h100-sxm-80gb", "h200-sxm-141gb"],
+            "layout": {"tp": [2, 4, 8], "pp": 1},
+            "tpot_target_s": 0.05,
+        },
+    ).json()
+    assert page.inner_text("#ok-count") == str(api["counts"]["ok"])
+    shown = page.eval_on_selector_all(
+        "#layouts tbody td[data-value]", "cells => cells.map(c => Number(c.dataset.value))"
+    )
+    assert shown == [r["output_tokens_per_s_per_gpu"] for r in api["rows"]]
+    assert {"h100-sxm-80gb", "h200-sxm-141gb"} <= set(figure(page, "scatter")["names"])
+    assert tab.errors == []
+    tab.shot("sweep-serving")
