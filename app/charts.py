@@ -655,7 +655,11 @@ def serving_sweep_scatter_figure(
             "title": {"text": "Replica layouts: throughput per GPU against cost"},
             "height": 420,
             "xaxis": {"title": {"text": "output tokens/s per GPU"}, "type": "log"},
-            "yaxis": {"title": {"text": "USD per 1k output tokens"}, "type": "log"},
+            "yaxis": {
+                "title": {"text": "USD per 1k output tokens"},
+                "type": "log",
+                "tickformat": "$.5f",
+            },
         },
     }
 
@@ -695,6 +699,6 @@ def serving_sweep_bars_figure(
             "title": {"text": "Cheapest USD per 1k output tokens by accelerator and TP"},
             "barmode": "group",
             "height": 360,
-            "yaxis": {"title": {"text": "USD per 1k output tokens"}},
+            "yaxis": {"title": {"text": "USD per 1k output tokens"}, "tickformat": "$.5f"},
         },
     }
