@@ -21,6 +21,7 @@ __all__ = [
     "figure_json",
     "inference_latency_figure",
     "inference_memory_figure",
+    "rank_grid_figure",
     "serving_curve_figure",
     "serving_sweep_bars_figure",
     "serving_sweep_scatter_figure",
@@ -700,5 +701,79 @@ def serving_sweep_bars_figure(
             "barmode": "group",
             "height": 360,
             "yaxis": {"title": {"text": "USD per 1k output tokens"}, "tickformat": "$.5f"},
+        },
+    }
+
+
+# --- rank layout ------------------------------------------------------------------------------
+
+MAX_GRID_GPUS = 4096
+
+
+def rank_grid_figure(layout: Any) -> Figure | None:
+    """The cluster as a grid (a row per node, a column per GPU) coloured by group, one
+    dimension at a time (buttons switch between TP, CP, DP, PP and the expert groups). None for
+    clusters too large to draw cell by cell."""
+    world, per_node = layout.world, layout.gpus_per_node
+    if world > MAX_GRID_GPUS:
+        return None
+    nodes = math.ceil(world / per_node)
+    shown = [d for d in layout.dimensions if layout.sizes[d] > 1]
+    shown = shown or ["tp"]
+    data = []
+    for k, dim in enumerate(shown):
+        z: list[list[float | None]] = [[None] * per_node for _ in range(nodes)]
+        text: list[list[str]] = [[""] * per_node for _ in range(nodes)]
+        for g, group in enumerate(layout.groups[dim]):
+            for r in group:
+                z[r // per_node][r % per_node] = g
+                text[r // per_node][r % per_node] = (
+                    f"rank {r} (n{r // per_node}_g{r % per_node})<br>{dim} group {g}: "
+                    f"ranks {group[0]}..{group[-1]} step {layout.strides[dim]}"
+                )
+        data.append(
+            {
+                "type": "heatmap",
+                "z": z,
+                "text": text,
+                "hovertemplate": "%{text}<extra></extra>",
+                "x": [f"g{i}" for i in range(per_node)],
+                "y": [f"n{i}" for i in range(nodes)],
+                "colorscale": "Viridis",
+                "showscale": False,
+                "xgap": 2,
+                "ygap": 2,
+                "visible": k == 0,
+                "name": dim,
+            }
+        )
+    buttons = [
+        {
+            "label": f"{dim.upper()} groups ({layout.sizes[dim]} GPUs each)",
+            "method": "update",
+            "args": [{"visible": [j == k for j in range(len(shown))]}],
+        }
+        for k, dim in enumerate(shown)
+    ]
+    return {
+        "data": data,
+        "layout": {
+            **_LAYOUT,
+            "title": {"text": f"{world} GPUs in {nodes} nodes, coloured by group", "y": 0.98},
+            "height": min(120 + 28 * nodes, 900),
+            "yaxis": {"autorange": "reversed", "title": {"text": "node"}, "type": "category"},
+            "xaxis": {"title": {"text": "GPU in node"}, "type": "category"},
+            "updatemenus": [
+                {
+                    "type": "buttons",
+                    "direction": "right",
+                    "x": 0,
+                    "xanchor": "left",
+                    "y": 1.02,
+                    "yanchor": "bottom",
+                    "buttons": buttons,
+                }
+            ],
+            "margin": {"l": 60, "r": 20, "t": 90, "b": 50},
         },
     }

@@ -19,6 +19,14 @@ def main(argv: list[str] | None = None) -> int:
         help="predicted vs measured on the published kernel, training and serving records",
         add_help=False,
     )
+    ranks = sub.add_parser(
+        "ranks", help="which GPUs form each TP/CP/DP/PP/EP group (Megatron-LM rank order)"
+    )
+    for name in ("tp", "pp", "dp", "cp", "ep"):
+        ranks.add_argument(f"--{name}", type=int, default=1)
+    ranks.add_argument("--etp", type=int, default=None, help="expert TP (default: tp)")
+    ranks.add_argument("--gpus-per-node", type=int, default=8)
+    ranks.add_argument("--json", action="store_true", help="print the API's JSON")
     args, rest = parser.parse_known_args(argv)
     if args.command == "validate":
         from validation.report import main as validate_main
@@ -26,10 +34,40 @@ def main(argv: list[str] | None = None) -> int:
         return validate_main(rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if args.command == "ranks":
+        return _ranks(args)
     if args.command == "serve":
         import uvicorn
 
         uvicorn.run("app.main:app", host=args.host, port=args.port)
+    return 0
+
+
+def _ranks(args: argparse.Namespace) -> int:
+    import json
+
+    from estimator import Parallelism
+    from estimator.errors import SpecError
+    from estimator.ranks import rank_layout
+
+    from .views import rank_layout_out
+
+    try:
+        p = Parallelism(tp=args.tp, pp=args.pp, dp=args.dp, cp=args.cp, ep=args.ep, etp=args.etp)
+        out = rank_layout_out(rank_layout(p, args.gpus_per_node))
+    except SpecError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(out, indent=1))
+        return 0
+    print(f"{out['world']} GPUs, {out['gpus_per_node']} per node; order {out['order']}")
+    for d in out["dimensions"]:
+        if d["size"] == 1:
+            continue
+        shown = "  ".join("[" + " ".join(g) + "]" for g in d["listed"][:4])
+        more = f"  ... ({d['groups']} groups)" if d["groups"] > 4 else ""
+        print(f"{d['dimension']:>4}: {d['size']} GPUs, stride {d['stride']}: {shown}{more}")
     return 0
 
 

@@ -28,6 +28,7 @@ from .errors import field_path
 from .plans import (
     resolve_model,
     run_inference,
+    run_ranks,
     run_serving_sweep,
     run_training,
     run_training_sweep,
@@ -462,7 +463,8 @@ def _page(
     outcome = evaluate(inputs, query, model, run) if submitted else Outcome()
     if fmt == "json":
         if outcome.result is not None:
-            return Response(json.dumps(outcome.result), media_type="application/json")
+            twin = {k: v for k, v in outcome.result.items() if not k.startswith("_")}
+            return Response(json.dumps(twin), media_type="application/json")
         status = 422 if outcome.errors else 400
         body = {"error": "invalid_request", "message": outcome.message or "no plan given"}
         return Response(json.dumps(body), status_code=status, media_type="application/json")
@@ -493,11 +495,21 @@ def home(request: Request) -> Response:
     )
 
 
+def _run_training_page(req: TrainingRequest) -> dict[str, Any]:
+    """The estimate, and the plan's rank layout for the grid picture."""
+    out = training_out(*run_training(req))
+    return {**out, "_ranks": run_ranks(req)}
+
+
 def _training_figures(result: dict[str, Any], _: Mapping[str, str]) -> dict[str, Any]:
-    return {
+    figures = {
         "memory": charts.training_memory_figure(result),
         "time": charts.training_time_figure(result),
     }
+    grid = charts.rank_grid_figure(result["_ranks"])
+    if grid is not None:
+        figures["ranks"] = grid
+    return figures
 
 
 @router.get("/training", response_class=HTMLResponse)
@@ -507,7 +519,7 @@ def training_page(request: Request) -> Response:
         "training.html",
         TRAINING_INPUTS,
         TrainingRequest,
-        lambda req: training_out(*run_training(req)),
+        _run_training_page,
         _training_figures,
     )
 

@@ -29,6 +29,8 @@ from estimator import (
 )
 from estimator.catalog import price
 from estimator.errors import SpecError
+from estimator.parallel import validate_layout
+from estimator.ranks import RankLayout, rank_layout
 from estimator.serving import InferenceEstimate, estimate_inference
 from estimator.sweep import (
     DEFAULT_ACCELERATORS,
@@ -58,6 +60,7 @@ __all__ = [
     "price_for",
     "resolve_model",
     "run_inference",
+    "run_ranks",
     "run_serving_sweep",
     "run_training",
     "run_training_sweep",
@@ -207,6 +210,13 @@ def run_training(req: TrainingRequest) -> tuple[TrainingPlan, TrainingEstimate]:
         measured_mfu=req.measured_mfu,
     )
     return plan, estimate
+
+
+def run_ranks(req: TrainingRequest) -> RankLayout:
+    """The plan's parallel groups; nodes of ``gpus_per_node`` (default: the accelerator's)."""
+    plan = training_plan(req)
+    validate_layout(plan.model, plan.parallel, training=True)
+    return rank_layout(plan.parallel, req.gpus_per_node or plan.accelerator.gpus_per_node)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from estimator import (
 )
 from estimator.catalog import price
 from estimator.precision import DTYPES
+from estimator.ranks import RankLayout, gpu_name
 from estimator.serving import InferenceEstimate
 from estimator.sweep import TrainingSweep
 from estimator.timing import BREAKDOWN, TrainingEstimate
@@ -56,6 +57,7 @@ __all__ = [
     "model_summary",
     "params_of",
     "precisions_out",
+    "rank_layout_out",
     "rows_csv",
     "serving_sweep_out",
     "serving_sweep_rows",
@@ -201,6 +203,27 @@ def inference_out(
         },
         "params": params_of(plan.model).model_dump(),
         "notes": list(e.notes),
+    }
+
+
+def rank_layout_out(layout: RankLayout) -> dict[str, Any]:
+    n = layout.gpus_per_node
+    return {
+        "world": layout.world,
+        "gpus_per_node": n,
+        "order": "tp-cp-dp-pp (experts: etp-ep-edp-pp), Megatron-LM",
+        "complete": layout.complete,
+        "dimensions": [
+            {
+                "dimension": dim,
+                "size": layout.sizes[dim],
+                "stride": layout.strides[dim],
+                "groups": layout.world // layout.sizes[dim],
+                "nodes_per_group": layout.nodes_spanned(dim),
+                "listed": [[gpu_name(r, n) for r in g] for g in layout.groups[dim]],
+            }
+            for dim in layout.dimensions
+        ],
     }
 
 

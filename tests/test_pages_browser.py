@@ -139,6 +139,8 @@ def test_training_form_shows_the_api_numbers(tab: Tab, server: str) -> None:
     )
     time = figure(page, "time")
     assert "compute" in time["metas"] and "tp_comm" in time["metas"]
+    ranks = figure(page, "ranks")  # 64 GPUs as 8 nodes x 8, coloured by TP, DP or PP group
+    assert ranks["drawn"] >= 1 and ranks["names"] == ["tp", "dp", "pp"]
     assert tab.errors == []
     assert "tp=8" in page.url and "pp=2" in page.url  # the plan is in the address
     tab.shot("training")

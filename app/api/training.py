@@ -8,11 +8,18 @@ from fastapi import APIRouter, Query, Response
 
 from estimator.errors import SpecError
 
-from ..plans import run_training, run_training_sweep
+from ..plans import run_ranks, run_training, run_training_sweep
 from ..schemas.common import ERROR_RESPONSES
 from ..schemas.sweep import TrainingSweepOut, TrainingSweepRequest, TrainingSweepRow
-from ..schemas.training import TrainingEstimateOut, TrainingRequest
-from ..views import json_response, rows_csv, training_out, training_sweep_out, training_sweep_rows
+from ..schemas.training import RankLayoutOut, TrainingEstimateOut, TrainingRequest
+from ..views import (
+    json_response,
+    rank_layout_out,
+    rows_csv,
+    training_out,
+    training_sweep_out,
+    training_sweep_rows,
+)
 
 __all__ = ["CSV_RESPONSE", "MAX_CSV_ROWS", "Format", "check_csv_rows", "router"]
 
@@ -41,6 +48,14 @@ def estimate(req: TrainingRequest) -> Response:
     """Per-GPU memory with its breakdown, step time with its breakdown, throughput, MFU/HFU and
     cost of one training plan."""
     return json_response(training_out(*run_training(req)))
+
+
+@router.post("/ranks", response_model=RankLayoutOut)
+def ranks(req: TrainingRequest) -> Response:
+    """Which GPUs (node_gpu names) form each TP, CP, DP, PP, expert-TP, EP and expert-DP
+    group of the plan, in Megatron-LM's rank order; clusters above 4,096 GPUs list the first
+    groups of each dimension with the size and stride that give the rest."""
+    return json_response(rank_layout_out(run_ranks(req)))
 
 
 @router.post("/sweep", response_model=TrainingSweepOut, responses=CSV_RESPONSE)

@@ -21,6 +21,7 @@ from .common import (
 __all__ = [
     "MicroBatch",
     "Optimizer",
+    "RankLayoutOut",
     "Recompute",
     "StepBreakdown",
     "TrainingEstimateOut",
@@ -209,3 +210,20 @@ class TrainingEstimateOut(BaseModel):
     params: Params
     calibrated: Calibrated | None
     notes: list[str]
+
+
+class RankGroupsOut(BaseModel):
+    dimension: str = Field(description="tp, cp, dp, pp, etp (expert TP), ep or edp (expert DP)")
+    size: int = Field(description="GPUs per group")
+    stride: int = Field(description="Rank distance between neighbours of a group")
+    groups: int = Field(description="How many groups of this dimension there are")
+    nodes_per_group: int
+    listed: list[list[str]] = Field(description="The groups as GPU names (node_gpu), in order")
+
+
+class RankLayoutOut(BaseModel):
+    world: int
+    gpus_per_node: int
+    order: str = Field(description="Rank order, fastest-varying first")
+    complete: bool = Field(description="False when only the first groups are listed")
+    dimensions: list[RankGroupsOut]
