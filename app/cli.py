@@ -27,6 +27,11 @@ def main(argv: list[str] | None = None) -> int:
     ranks.add_argument("--etp", type=int, default=None, help="expert TP (default: tp)")
     ranks.add_argument("--gpus-per-node", type=int, default=8)
     ranks.add_argument("--json", action="store_true", help="print the API's JSON")
+    comms = sub.add_parser(
+        "comms", help="every collective of a training step (a training request as JSON)"
+    )
+    comms.add_argument("plan", help="a JSON file holding a /api/v1/training/estimate request")
+    comms.add_argument("--json", action="store_true", help="print the API's JSON")
     args, rest = parser.parse_known_args(argv)
     if args.command == "validate":
         from validation.report import main as validate_main
@@ -36,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "ranks":
         return _ranks(args)
+    if args.command == "comms":
+        return _comms(args)
     if args.command == "serve":
         import uvicorn
 
@@ -68,6 +75,39 @@ def _ranks(args: argparse.Namespace) -> int:
         shown = "  ".join("[" + " ".join(g) + "]" for g in d["listed"][:4])
         more = f"  ... ({d['groups']} groups)" if d["groups"] > 4 else ""
         print(f"{d['dimension']:>4}: {d['size']} GPUs, stride {d['stride']}: {shown}{more}")
+    return 0
+
+
+def _comms(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from pydantic import ValidationError
+
+    from estimator.errors import SpecError, UnknownIdError
+
+    from .plans import run_comms
+    from .schemas.training import TrainingRequest
+    from .views import comm_plan_out
+
+    try:
+        req = TrainingRequest.model_validate_json(Path(args.plan).read_bytes())
+        out = comm_plan_out(run_comms(req))
+    except (OSError, ValidationError, SpecError, UnknownIdError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(out, indent=1))
+        return 0
+    print(f"{out['world']} GPUs, {out['microbatches']} micro-batches per step")
+    for e in out["events"]:
+        print(
+            f"{e['dimension']:>5} {e['collective']:<14} {e['message_bytes'] / 2**20:9.1f} MiB "
+            f"x {e['calls_per_iteration']:>7,.0f} over {e['group_size']:>4} GPUs "
+            f"({e['nodes_per_group']} node(s)): {e['sent_bytes_per_iteration'] / 2**30:8.2f} GiB "
+            f"sent, {e['time_per_iteration_s']:.3f} s; {e['overlap']}"
+        )
+    print(f"total sent per GPU per step: {out['sent_bytes_per_gpu'] / 2**30:.2f} GiB")
     return 0
 
 

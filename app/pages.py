@@ -27,6 +27,7 @@ from .api.training import check_csv_rows
 from .errors import field_path
 from .plans import (
     resolve_model,
+    run_comms,
     run_inference,
     run_ranks,
     run_serving_sweep,
@@ -43,6 +44,7 @@ from .schemas.sweep import (
 from .schemas.training import TrainingRequest
 from .views import (
     accelerator_out,
+    comm_plan_out,
     inference_out,
     model_out,
     model_summary,
@@ -498,7 +500,7 @@ def home(request: Request) -> Response:
 def _run_training_page(req: TrainingRequest) -> dict[str, Any]:
     """The estimate, and the plan's rank layout for the grid picture."""
     out = training_out(*run_training(req))
-    return {**out, "_ranks": run_ranks(req)}
+    return {**out, "_ranks": run_ranks(req), "_comms": comm_plan_out(run_comms(req))}
 
 
 def _training_figures(result: dict[str, Any], _: Mapping[str, str]) -> dict[str, Any]:

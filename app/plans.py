@@ -28,6 +28,7 @@ from estimator import (
     model_from_config,
 )
 from estimator.catalog import price
+from estimator.comms import CommPlan, communication_plan
 from estimator.errors import SpecError
 from estimator.parallel import validate_layout
 from estimator.ranks import RankLayout, rank_layout
@@ -59,6 +60,7 @@ __all__ = [
     "inference_plan",
     "price_for",
     "resolve_model",
+    "run_comms",
     "run_inference",
     "run_ranks",
     "run_serving_sweep",
@@ -217,6 +219,19 @@ def run_ranks(req: TrainingRequest) -> RankLayout:
     plan = training_plan(req)
     validate_layout(plan.model, plan.parallel, training=True)
     return rank_layout(plan.parallel, req.gpus_per_node or plan.accelerator.gpus_per_node)
+
+
+def run_comms(req: TrainingRequest) -> CommPlan:
+    plan = training_plan(req)
+    return communication_plan(
+        plan.model,
+        plan.accelerator,
+        plan.parallel,
+        plan.setup,
+        plan.precision,
+        gpus_per_domain=req.gpus_per_node,
+        tp_comm_overlap=req.tp_comm_overlap,
+    )
 
 
 @dataclass(frozen=True)

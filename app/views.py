@@ -24,6 +24,7 @@ from estimator import (
     get_accelerator,
 )
 from estimator.catalog import price
+from estimator.comms import CommPlan
 from estimator.precision import DTYPES
 from estimator.ranks import RankLayout, gpu_name
 from estimator.serving import InferenceEstimate
@@ -51,6 +52,7 @@ from .schemas.sweep import (
 
 __all__ = [
     "accelerator_out",
+    "comm_plan_out",
     "inference_out",
     "json_response",
     "model_out",
@@ -203,6 +205,24 @@ def inference_out(
         },
         "params": params_of(plan.model).model_dump(),
         "notes": list(e.notes),
+    }
+
+
+def comm_plan_out(plan: CommPlan) -> dict[str, Any]:
+    return {
+        "microbatches": plan.microbatches,
+        "world": plan.world,
+        "events": [
+            {
+                **{f.name: getattr(e, f.name) for f in fields(e)},
+                "sent_bytes_per_iteration": e.sent_bytes_per_iteration,
+                "time_per_iteration_s": e.time_per_iteration_s,
+            }
+            for e in plan.events
+        ],
+        "sent_bytes_per_gpu": plan.sent_bytes_per_gpu,
+        "sent_bytes_by_dimension": plan.by_dimension(),
+        "cluster_bytes_per_iteration": plan.sent_bytes_per_gpu * plan.world,
     }
 
 

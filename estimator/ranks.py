@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from .errors import SpecError
 from .parallel import Parallelism
 
-__all__ = ["DIMENSIONS", "RankLayout", "gpu_name", "rank_layout"]
+__all__ = ["DIMENSIONS", "RankLayout", "gpu_name", "nodes_spanned", "rank_layout"]
 
 DIMENSIONS = ("tp", "cp", "dp", "pp", "etp", "ep", "edp")
 # Groups listed in full up to this many ranks; larger layouts list the first groups per
@@ -28,6 +28,14 @@ DIMENSIONS = ("tp", "cp", "dp", "pp", "etp", "ep", "edp")
 MAX_LISTED_RANKS = 4096
 # Ranks listed per group: a data-parallel group of a large cluster holds thousands.
 MAX_GROUP_LISTED = 256
+
+
+def nodes_spanned(size: int, stride: int, gpus_per_node: int) -> int:
+    """How many nodes the first group of ``size`` ranks ``stride`` apart touches (the other
+    groups are translates of it)."""
+    if stride >= gpus_per_node:  # every member on its own node
+        return size
+    return ((size - 1) * stride) // gpus_per_node + 1
 
 
 def gpu_name(rank: int, gpus_per_node: int) -> str:
@@ -66,12 +74,7 @@ class RankLayout:
         return {d: rank // self.strides[d] % self.sizes[d] for d in DIMENSIONS}
 
     def nodes_spanned(self, dim: str) -> int:
-        """How many nodes the first group of ``dim`` touches (groups are translates of it,
-        so each touches as many, up to node alignment)."""
-        size, stride, n = self.sizes[dim], self.strides[dim], self.gpus_per_node
-        if stride >= n:  # every member on its own node
-            return size
-        return ((size - 1) * stride) // n + 1
+        return nodes_spanned(self.sizes[dim], self.strides[dim], self.gpus_per_node)
 
 
 def _groups(world: int, size: int, stride: int, limit: int | None) -> tuple[tuple[int, ...], ...]:

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 
 from .accelerator import Accelerator
 from .architecture import AttentionCore, LayerKind
+from .comms import cp_message_bytes, ep_message_bytes, pp_message_bytes, tp_message_bytes
 from .errors import SpecError
 from .flops import _attention_terms, _causal_pairs, training_flops
 from .kernels import (
@@ -293,7 +294,7 @@ def _layer_time(
     elementwise = memory_time(acc, prof, elem_bytes, kernels)
 
     ranks = _ranks(p)
-    activation_bytes = tokens * h * act_b
+    activation_bytes = tp_message_bytes(model, p, tokens, precision)
     tp_size, tp_stride = ranks["tp"]
     sp_on = logical_and(p.sequence_parallel, p.tp > 1)
     one: Num = 0.0
@@ -311,7 +312,7 @@ def _layer_time(
     ep_comm: Num = 0.0
     if model.moe is not None and any(m.copies > 1 for m in kind.linears):
         ep_size, ep_stride = ranks["ep"]
-        routed_bytes = tokens / p.tp * model.moe.top_k * h * act_b
+        routed_bytes = ep_message_bytes(model, p, tokens, precision)
         ep_comm = 2 * collective_time(
             acc, prof, "all_to_all", routed_bytes, ep_size, ep_stride, domain
         )
@@ -319,7 +320,7 @@ def _layer_time(
     cp_comm: Num = 0.0
     if type(p.cp) is not int or p.cp > 1:
         cp_stride = ranks["cp"][1]
-        kv_bytes = tokens * kv_local * (a.qk_head_dim + a.v_head_dim) * act_b
+        kv_bytes = cp_message_bytes(kind, p, tokens, precision)
         ring = (p.cp - 1) * collective_time(acc, prof, "send_recv", kv_bytes, 2, cp_stride, domain)
         cp_comm = maximum(ring - attention, 0.0)  # hidden behind the blockwise attention
     return _LayerTime(gemm, attention, attention_bwd, elementwise, tp_comm, ep_comm, cp_comm)
@@ -424,7 +425,7 @@ def _stage_times(
     pp_comm: Num = 0.0
     exposed = logical_and(p.pp > 1, p.vp == 1)  # interleaving overlaps send/recv with compute
     if exposed is not False:
-        msg = tokens * h * act_b / where(p.sequence_parallel, p.tp, 1)
+        msg = pp_message_bytes(model, p, tokens, precision)
         size, stride = _ranks(p)["pp"]
         hop = collective_time(acc, prof, "send_recv", msg, size, stride, domain)
         pp_comm = exposed * (2 * p.vp * hop)

@@ -8,11 +8,12 @@ from fastapi import APIRouter, Query, Response
 
 from estimator.errors import SpecError
 
-from ..plans import run_ranks, run_training, run_training_sweep
+from ..plans import run_comms, run_ranks, run_training, run_training_sweep
 from ..schemas.common import ERROR_RESPONSES
 from ..schemas.sweep import TrainingSweepOut, TrainingSweepRequest, TrainingSweepRow
-from ..schemas.training import RankLayoutOut, TrainingEstimateOut, TrainingRequest
+from ..schemas.training import CommPlanOut, RankLayoutOut, TrainingEstimateOut, TrainingRequest
 from ..views import (
+    comm_plan_out,
     json_response,
     rank_layout_out,
     rows_csv,
@@ -48,6 +49,14 @@ def estimate(req: TrainingRequest) -> Response:
     """Per-GPU memory with its breakdown, step time with its breakdown, throughput, MFU/HFU and
     cost of one training plan."""
     return json_response(training_out(*run_training(req)))
+
+
+@router.post("/comms", response_model=CommPlanOut)
+def comms(req: TrainingRequest) -> Response:
+    """Every collective one iteration runs on the most-loaded GPU, per parallel dimension:
+    message size, calls per micro-batch and per iteration, group size and nodes spanned, bytes
+    sent, time, and whether it overlaps compute. The sizes are the ones the step time uses."""
+    return json_response(comm_plan_out(run_comms(req)))
 
 
 @router.post("/ranks", response_model=RankLayoutOut)

@@ -19,6 +19,7 @@ from .common import (
 )
 
 __all__ = [
+    "CommPlanOut",
     "MicroBatch",
     "Optimizer",
     "RankLayoutOut",
@@ -227,3 +228,29 @@ class RankLayoutOut(BaseModel):
     order: str = Field(description="Rank order, fastest-varying first")
     complete: bool = Field(description="False when only the first groups are listed")
     dimensions: list[RankGroupsOut]
+
+
+class CommEventOut(BaseModel):
+    dimension: str = Field(description="tp, cp, ep, pp, dp or zero3")
+    collective: str
+    when: str = Field(description="Where in the step it runs")
+    message_bytes: float = Field(description="The collective's buffer per call")
+    group_size: int
+    nodes_per_group: int = Field(description="1: inside a node (NVLink); more: over the network")
+    calls_per_microbatch: float
+    calls_per_iteration: float
+    sent_bytes_per_iteration: float = Field(description="Bytes this GPU sends (NCCL ring factors)")
+    time_per_call_s: float
+    time_per_iteration_s: float = Field(description="Before any overlap with compute")
+    overlap: str
+
+
+class CommPlanOut(BaseModel):
+    microbatches: int
+    world: int
+    events: list[CommEventOut]
+    sent_bytes_per_gpu: float = Field(description="Per iteration, on the most-loaded GPU")
+    sent_bytes_by_dimension: dict[str, float]
+    cluster_bytes_per_iteration: float = Field(
+        description="sent_bytes_per_gpu x GPUs (an upper bound: edge pipeline stages send less)"
+    )

@@ -1,0 +1,318 @@
+"""The communication of a training step, collective by collective: what each parallel
+dimension sends, how often, to whom, and whether it hides behind compute.
+
+The message sizes here are the ones the step-time model charges (``timing.py`` calls these same
+functions), so the plan and the time breakdown cannot disagree. Per layer and micro-batch, on the
+most-loaded stage (Megatron-LM semantics):
+
+- TP: with sequence parallelism an all-gather before and a reduce-scatter after attention and
+  the MLP (2 + 2), without it two all-reduces; each repeated in backward (and in a full
+  recompute's second forward). Message: the layer's activations, ``s b / cp x h``.
+- EP: an all-to-all to dispatch and one to combine the routed tokens of each MoE layer,
+  ``s b / (cp tp) x top_k x h``; again in backward.
+- CP: ring attention passes K/V blocks ``cp - 1`` times per layer, forward and backward.
+- PP: one activation send forward and one gradient send backward per micro-batch and virtual
+  stage, ``s b / cp x h`` (divided by ``tp`` with sequence parallelism).
+- DP: once per iteration, the gradients (reduce-scatter with a sharded optimizer, else
+  all-reduce) and, with a sharded optimizer, the updated parameters (all-gather); ZeRO-3
+  instead gathers each layer's weights for forward and backward and reduce-scatters its
+  gradients, every micro-batch.
+
+Bytes a GPU puts on the wire per call follow NCCL's ring algorithms (nccl-tests
+``doc/PERFORMANCE.md`` bus-bandwidth factors): all-reduce ``2 (n-1)/n``, all-gather,
+reduce-scatter and all-to-all ``(n-1)/n`` of the message, send/recv the message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .accelerator import Accelerator
+from .architecture import LayerKind
+from .kernels import Collective, collective_time, kernel_profile
+from .memory import TrainingSetup, training_memory
+from .model import ModelSpec
+from .parallel import Parallelism
+from .precision import DTYPES, Precision
+from .ranks import nodes_spanned, rank_layout
+from .sharding import stage_kind_counts
+from .xp import Num, maximum, where
+
+__all__ = [
+    "CommEvent",
+    "CommPlan",
+    "communication_plan",
+    "cp_message_bytes",
+    "ep_message_bytes",
+    "pp_message_bytes",
+    "tp_message_bytes",
+    "wire_factor",
+]
+
+
+def tp_message_bytes(model: ModelSpec, p: Parallelism, tokens: Num, precision: Precision) -> Num:
+    """One TP collective's buffer: a layer's activations for the rank's ``tokens``."""
+    return tokens * model.hidden_size * DTYPES[precision.activations].bytes
+
+
+def ep_message_bytes(model: ModelSpec, p: Parallelism, tokens: Num, precision: Precision) -> Num:
+    """What one rank sends in a dispatch (or combine) all-to-all: its routed token copies."""
+    top_k = model.moe.top_k if model.moe is not None else 0
+    return tokens / p.tp * top_k * model.hidden_size * DTYPES[precision.activations].bytes
+
+
+def cp_message_bytes(kind: LayerKind, p: Parallelism, tokens: Num, precision: Precision) -> Num:
+    """One ring-attention step's K/V block."""
+    a = kind.attention
+    kv_local = maximum(a.num_kv_heads // p.tp, 1)
+    return tokens * kv_local * (a.qk_head_dim + a.v_head_dim) * DTYPES[precision.activations].bytes
+
+
+def pp_message_bytes(model: ModelSpec, p: Parallelism, tokens: Num, precision: Precision) -> Num:
+    """The activation (or gradient) a stage sends its neighbour per micro-batch."""
+    act_b = DTYPES[precision.activations].bytes
+    return tokens * model.hidden_size * act_b / where(p.sequence_parallel, p.tp, 1)
+
+
+def wire_factor(collective: str, n: int) -> float:
+    """Bytes one GPU sends per byte of message (NCCL ring algorithms)."""
+    if n <= 1:
+        return 0.0
+    if collective == "all_reduce":
+        return 2 * (n - 1) / n
+    if collective == "send_recv":
+        return 1.0
+    return (n - 1) / n
+
+
+@dataclass(frozen=True)
+class CommEvent:
+    """One collective of the step as the most-loaded GPU runs it."""
+
+    dimension: str  # tp, cp, ep, pp, dp, zero3
+    collective: str
+    when: str  # where in the step
+    message_bytes: float
+    group_size: int
+    nodes_per_group: int
+    calls_per_microbatch: float
+    calls_per_iteration: float
+    time_per_call_s: float
+    overlap: str  # "none", "hidden behind compute when it fits", ...
+
+    @property
+    def sent_bytes_per_iteration(self) -> float:
+        """Bytes this GPU puts on the wire for this collective in one iteration."""
+        return (
+            self.message_bytes
+            * wire_factor(self.collective, self.group_size)
+            * self.calls_per_iteration
+        )
+
+    @property
+    def time_per_iteration_s(self) -> float:
+        return self.time_per_call_s * self.calls_per_iteration
+
+
+@dataclass(frozen=True)
+class CommPlan:
+    events: tuple[CommEvent, ...]
+    microbatches: int
+    world: int
+
+    def by_dimension(self) -> dict[str, float]:
+        """Bytes sent per GPU per iteration, by dimension."""
+        out: dict[str, float] = {}
+        for e in self.events:
+            out[e.dimension] = out.get(e.dimension, 0.0) + e.sent_bytes_per_iteration
+        return out
+
+    @property
+    def sent_bytes_per_gpu(self) -> float:
+        return sum(e.sent_bytes_per_iteration for e in self.events)
+
+
+def communication_plan(
+    model: ModelSpec,
+    accelerator: Accelerator,
+    p: Parallelism,
+    setup: TrainingSetup,
+    precision: Precision,
+    *,
+    gpus_per_domain: int | None = None,
+    tp_comm_overlap: bool = False,
+) -> CommPlan:
+    """Every collective one iteration runs on the most-loaded GPU (stage 0 for the layer
+    counts), with message sizes, call counts, group spans and times."""
+    memory = training_memory(model, accelerator, p, setup, precision)
+    prof = kernel_profile(accelerator.id)
+    domain = gpus_per_domain or accelerator.scale_up_domain
+    ranks = rank_layout(p, accelerator.gpus_per_node)
+    gbs = setup.global_batch_size or setup.micro_batch_size * p.dp
+    m = gbs // (setup.micro_batch_size * p.dp)
+    tokens = setup.seq_len * setup.micro_batch_size / p.cp
+    counts = stage_kind_counts(model, p.pp, p.vp, memory.stage)
+    layers = int(sum(counts))
+    passes = 3 if setup.recompute == "full" else 2
+    events: list[CommEvent] = []
+
+    gpn = accelerator.gpus_per_node
+    groups = {d: (ranks.sizes[d], ranks.strides[d]) for d in ("tp", "cp", "ep", "pp")}
+    groups["dp"] = (p.dp * p.cp, p.tp)  # dense gradients reduce over dp x cp (timing: dense_dp)
+
+    def add(
+        dim: str,
+        collective: Collective,
+        when: str,
+        message: float,
+        group: str,
+        per_mb: float,
+        per_iter: float,
+        overlap: str,
+    ) -> None:
+        size, stride = groups[group]
+        t = collective_time(accelerator, prof, collective, message, size, stride, domain)
+        events.append(
+            CommEvent(
+                dim,
+                collective,
+                when,
+                float(message),
+                size,
+                nodes_spanned(size, stride, gpn),
+                per_mb,
+                per_iter,
+                float(t),
+                overlap,
+            )
+        )
+
+    if p.tp > 1:
+        msg = float(tp_message_bytes(model, p, tokens, precision))
+        hidden = "overlapped with GEMMs (tp_comm_overlap)" if tp_comm_overlap else "exposed"
+        calls = 2 * layers * passes
+        if p.sequence_parallel:
+            pair: tuple[Collective, ...] = ("all_gather", "reduce_scatter")
+            for name in pair:
+                add(
+                    "tp",
+                    name,
+                    "each layer, attention and MLP, fwd + bwd",
+                    msg,
+                    "tp",
+                    calls,
+                    calls * m,
+                    hidden,
+                )
+        else:
+            add(
+                "tp",
+                "all_reduce",
+                "each layer, attention and MLP, fwd + bwd",
+                msg,
+                "tp",
+                calls,
+                calls * m,
+                hidden,
+            )
+    if p.cp > 1:
+        for kind, n in zip(model.kinds, counts, strict=True):
+            if n:
+                msg = float(cp_message_bytes(kind, p, tokens, precision))
+                calls = n * (p.cp - 1) * 2
+                add(
+                    "cp",
+                    "send_recv",
+                    f"ring attention, {kind.name} layers, fwd + bwd",
+                    msg,
+                    "cp",
+                    calls,
+                    calls * m,
+                    "hidden behind blockwise attention",
+                )
+    if model.moe is not None and p.ep > 1:
+        moe_layers = sum(
+            n
+            for kind, n in zip(model.kinds, counts, strict=True)
+            if any(x.copies > 1 for x in kind.linears)
+        )
+        if moe_layers:
+            msg = float(ep_message_bytes(model, p, tokens, precision))
+            calls = 2 * moe_layers * passes
+            add(
+                "ep",
+                "all_to_all",
+                "each MoE layer, dispatch and combine, fwd + bwd",
+                msg,
+                "ep",
+                calls,
+                calls * m,
+                "exposed",
+            )
+    if p.pp > 1:
+        msg = float(pp_message_bytes(model, p, tokens, precision))
+        calls = 2 * p.vp
+        overlap = "overlapped (interleaved schedule)" if p.vp > 1 else "exposed"
+        add(
+            "pp",
+            "send_recv",
+            "stage boundary, activations fwd, gradients bwd",
+            msg,
+            "pp",
+            calls,
+            calls * m,
+            overlap,
+        )
+    dense_dp = p.dp * p.cp
+    if dense_dp > 1:
+        grad_b = precision.bytes("gradients")
+        w_b = DTYPES[precision.weights].bytes
+        params = memory.params_on_gpu
+        zero = int(p.optimizer_shard_stage)
+        group = "dp"
+        if zero >= 3:
+            layer_w = params / max(model.num_layers / p.pp, 1) * w_b
+            add(
+                "zero3",
+                "all_gather",
+                "each layer, weights for fwd and for bwd",
+                layer_w,
+                group,
+                2 * layers,
+                2 * layers * m,
+                "prefetched behind the previous layer",
+            )
+            add(
+                "zero3",
+                "reduce_scatter",
+                "each layer, gradients in bwd",
+                layer_w / w_b * grad_b,
+                group,
+                layers,
+                layers * m,
+                "behind the backward pass",
+            )
+        else:
+            sync: Collective = "reduce_scatter" if zero >= 1 else "all_reduce"
+            add(
+                "dp",
+                sync,
+                "end of step, gradients",
+                params * grad_b,
+                group,
+                0,
+                1,
+                "bucketed behind the last backward pass",
+            )
+            if zero >= 1:
+                add(
+                    "dp",
+                    "all_gather",
+                    "end of step, updated parameters",
+                    params * w_b,
+                    group,
+                    0,
+                    1,
+                    "behind the next forward pass",
+                )
+    return CommPlan(tuple(events), m, p.num_gpus)
