@@ -28,6 +28,7 @@ __all__ = [
     "sweep_bars_figure",
     "sweep_heatmap_figure",
     "sweep_scatter_figure",
+    "timeline_figure",
     "training_memory_figure",
     "training_time_figure",
 ]
@@ -775,5 +776,93 @@ def rank_grid_figure(layout: Any) -> Figure | None:
                 }
             ],
             "margin": {"l": 60, "r": 20, "t": 90, "b": 50},
+        },
+    }
+
+
+# --- memory timeline --------------------------------------------------------------------------
+
+_TIMELINE_ORDER = (
+    "weights",
+    "weight_cache",
+    "zero3_gather",
+    "gradients",
+    "master_weights",
+    "optimizer_states",
+    "kv_cache",
+    "activations",
+    "activation_peak",
+    "working_layer",
+    "logits",
+    "cuda_context",
+    "comm_buffers",
+    "runtime_overhead",
+    "fragmentation",
+)
+LABELS["working_layer"] = "Recomputed layer (working)"
+COLORS["working_layer"] = "#56B4E9"
+
+
+def timeline_figure(timeline: Mapping[str, Any]) -> Figure:
+    """Stacked memory by term at each point of the step, the capacity line and the peak."""
+    points = timeline["points"]
+    x = list(range(len(points)))
+    labels = [p["label"] for p in points]
+    names = [n for n in _TIMELINE_ORDER if any(p["parts"].get(f"{n}_bytes", 0) for p in points)]
+    data = [
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "stackgroup": "memory",
+            "line": {"width": 0.5, "shape": "hv"},
+            "name": LABELS.get(n, n),
+            "meta": n,
+            "x": x,
+            "y": [p["parts"].get(f"{n}_bytes", 0.0) / GIB for p in points],
+            "text": labels,
+            "hovertemplate": "%{text}<br>%{fullData.name}: %{y:.2f} GiB<extra></extra>",
+            "fillcolor": COLORS.get(n, "#888"),
+            "marker": {"color": COLORS.get(n, "#888")},
+        }
+        for n in names
+    ]
+    peak = timeline["peak_index"]
+    capacity = timeline["capacity_bytes"] / GIB
+    return {
+        "data": data,
+        "layout": {
+            **_LAYOUT,
+            "title": {"text": "Memory through the step"},
+            "height": 380,
+            "xaxis": {
+                "tickmode": "array",
+                "tickvals": x,
+                "ticktext": [label if len(points) <= 16 else "" for label in labels],
+                "tickangle": -30,
+                "title": {"text": "step progress"},
+            },
+            "yaxis": {"title": {"text": "GiB"}, "rangemode": "tozero"},
+            "shapes": [
+                {
+                    "type": "line",
+                    "name": "capacity",
+                    "xref": "paper",
+                    "x0": 0,
+                    "x1": 1,
+                    "y0": capacity,
+                    "y1": capacity,
+                    "line": {"color": "#C00000", "dash": "dash", "width": 2},
+                }
+            ],
+            "annotations": [
+                {
+                    "x": peak,
+                    "y": timeline["peak_bytes"] / GIB,
+                    "text": f"peak {timeline['peak_bytes'] / GIB:.1f} GiB",
+                    "showarrow": True,
+                    "arrowhead": 2,
+                    "ay": -30,
+                }
+            ],
         },
     }

@@ -29,10 +29,12 @@ from .plans import (
     resolve_model,
     run_comms,
     run_inference,
+    run_inference_timeline,
     run_ranks,
     run_serving_sweep,
     run_training,
     run_training_sweep,
+    run_training_timeline,
 )
 from .schemas.inference import InferenceRequest
 from .schemas.sweep import (
@@ -51,6 +53,7 @@ from .views import (
     rows_csv,
     serving_sweep_out,
     serving_sweep_rows,
+    timeline_out,
     training_out,
     training_sweep_out,
     training_sweep_rows,
@@ -500,13 +503,19 @@ def home(request: Request) -> Response:
 def _run_training_page(req: TrainingRequest) -> dict[str, Any]:
     """The estimate, and the plan's rank layout for the grid picture."""
     out = training_out(*run_training(req))
-    return {**out, "_ranks": run_ranks(req), "_comms": comm_plan_out(run_comms(req))}
+    return {
+        **out,
+        "_ranks": run_ranks(req),
+        "_comms": comm_plan_out(run_comms(req)),
+        "_timeline": timeline_out(run_training_timeline(req)),
+    }
 
 
 def _training_figures(result: dict[str, Any], _: Mapping[str, str]) -> dict[str, Any]:
     figures = {
         "memory": charts.training_memory_figure(result),
         "time": charts.training_time_figure(result),
+        "timeline": charts.timeline_figure(result["_timeline"]),
     }
     grid = charts.rank_grid_figure(result["_ranks"])
     if grid is not None:
@@ -539,13 +548,15 @@ def _serving_figures(result: dict[str, Any], query: Mapping[str, str]) -> dict[s
         "curve": charts.serving_curve_figure(
             result, target("tpot_target_s"), target("ttft_target_s")
         ),
+        "timeline": charts.timeline_figure(result["_timeline"]),
     }
 
 
 @router.get("/serving", response_class=HTMLResponse)
 def serving_page(request: Request) -> Response:
     def run(req: InferenceRequest) -> dict[str, Any]:
-        return inference_out(req, *run_inference(req))
+        out = inference_out(req, *run_inference(req))
+        return {**out, "_timeline": timeline_out(run_inference_timeline(req))}
 
     return _page(request, "serving.html", SERVING_INPUTS, InferenceRequest, run, _serving_figures)
 

@@ -43,6 +43,7 @@ from estimator.sweep import (
     sweep_serving,
     sweep_training,
 )
+from estimator.timeline import Timeline, inference_timeline, training_timeline
 from estimator.timing import TimingOptions, TrainingEstimate, estimate_training
 
 from .schemas.common import PrecisionRoles
@@ -62,10 +63,12 @@ __all__ = [
     "resolve_model",
     "run_comms",
     "run_inference",
+    "run_inference_timeline",
     "run_ranks",
     "run_serving_sweep",
     "run_training",
     "run_training_sweep",
+    "run_training_timeline",
     "training_plan",
 ]
 
@@ -234,6 +237,13 @@ def run_comms(req: TrainingRequest) -> CommPlan:
     )
 
 
+def run_training_timeline(req: TrainingRequest) -> Timeline:
+    plan = training_plan(req)
+    return training_timeline(
+        plan.model, plan.accelerator, plan.parallel, plan.setup, plan.precision
+    )
+
+
 @dataclass(frozen=True)
 class InferencePlan:
     model: ModelSpec
@@ -265,6 +275,13 @@ def inference_plan(req: InferenceRequest) -> InferencePlan:
         precision=resolve_precision(req.precision),
         price_usd_per_gpu_hour=usd,
         price_source=source,
+    )
+
+
+def run_inference_timeline(req: InferenceRequest) -> Timeline:
+    plan = inference_plan(req)
+    return inference_timeline(
+        plan.model, plan.accelerator, plan.parallel, plan.setup, plan.precision
     )
 
 

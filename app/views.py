@@ -29,6 +29,7 @@ from estimator.precision import DTYPES
 from estimator.ranks import RankLayout, gpu_name
 from estimator.serving import InferenceEstimate
 from estimator.sweep import TrainingSweep
+from estimator.timeline import Timeline
 from estimator.timing import BREAKDOWN, TrainingEstimate
 
 from .plans import InferencePlan, TrainingPlan
@@ -63,6 +64,7 @@ __all__ = [
     "rows_csv",
     "serving_sweep_out",
     "serving_sweep_rows",
+    "timeline_out",
     "training_out",
     "training_sweep_out",
     "training_sweep_rows",
@@ -205,6 +207,20 @@ def inference_out(
         },
         "params": params_of(plan.model).model_dump(),
         "notes": list(e.notes),
+    }
+
+
+def timeline_out(t: Timeline) -> dict[str, Any]:
+    peak = t.peak
+    return {
+        "points": [
+            {"label": p.label, "phase": p.phase, "parts": p.parts, "total_bytes": p.total_bytes}
+            for p in t.points
+        ],
+        "peak_index": t.points.index(peak),
+        "peak_bytes": peak.total_bytes,
+        "capacity_bytes": t.capacity_bytes,
+        "notes": list(t.notes),
     }
 
 

@@ -309,6 +309,10 @@ def training_memory_terms(
                 "total_bytes": allocated + fragmentation + CUDA_CONTEXT_BYTES + comm,
                 "params_on_gpu": total,
                 "in_flight": flight,
+                # The parts of activations_bytes the timeline needs: one micro-batch's saved
+                # tensors (with the embedding's on stage 0) and the layer being recomputed.
+                "microbatch_activations_bytes": per_mb + (stage == 0) * embed,
+                "working_layer_bytes": peak_layer,
             }
         )
     return out

@@ -139,6 +139,13 @@ def test_training_form_shows_the_api_numbers(tab: Tab, server: str) -> None:
     )
     time = figure(page, "time")
     assert "compute" in time["metas"] and "tp_comm" in time["metas"]
+    timeline = figure(page, "timeline")  # memory through the step, capacity line
+    assert "activations" in timeline["metas"]
+    assert "capacity" in [s["name"] for s in timeline["shapes"]]
+    comms = page.eval_on_selector_all(
+        "#comms tbody tr td:first-child", "c => c.map(x => x.textContent)"
+    )
+    assert comms == ["TP", "TP", "PP", "DP", "DP"]  # SP all-gather + reduce-scatter, sends, ZeRO-1
     ranks = figure(page, "ranks")  # 64 GPUs as 8 nodes x 8, coloured by TP, DP or PP group
     assert ranks["drawn"] >= 1 and ranks["names"] == ["tp", "dp", "pp"]
     assert tab.errors == []

@@ -6,11 +6,19 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
-from ..plans import run_inference, run_serving_sweep
+from ..plans import run_inference, run_inference_timeline, run_serving_sweep
 from ..schemas.common import ERROR_RESPONSES
 from ..schemas.inference import InferenceEstimateOut, InferenceRequest
 from ..schemas.sweep import ServingSweepOut, ServingSweepRequest, ServingSweepRow
-from ..views import inference_out, json_response, rows_csv, serving_sweep_out, serving_sweep_rows
+from ..schemas.training import TimelineOut
+from ..views import (
+    inference_out,
+    json_response,
+    rows_csv,
+    serving_sweep_out,
+    serving_sweep_rows,
+    timeline_out,
+)
 from .training import CSV_RESPONSE, Format
 
 __all__ = ["router"]
@@ -24,6 +32,13 @@ def estimate(req: InferenceRequest) -> Response:
     and cost per 1k/1M tokens of one serving replica."""
     plan, result = run_inference(req)
     return json_response(inference_out(req, plan, result))
+
+
+@router.post("/timeline", response_model=TimelineOut)
+def timeline(req: InferenceRequest) -> Response:
+    """Memory of a serving GPU: weights, the prefill peak, the KV cache growing one decode step
+    at a time, and a new prompt prefilled with the cache full (the memory estimate's total)."""
+    return json_response(timeline_out(run_inference_timeline(req)))
 
 
 @router.post("/sweep", response_model=ServingSweepOut, responses=CSV_RESPONSE)

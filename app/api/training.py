@@ -8,15 +8,28 @@ from fastapi import APIRouter, Query, Response
 
 from estimator.errors import SpecError
 
-from ..plans import run_comms, run_ranks, run_training, run_training_sweep
+from ..plans import (
+    run_comms,
+    run_ranks,
+    run_training,
+    run_training_sweep,
+    run_training_timeline,
+)
 from ..schemas.common import ERROR_RESPONSES
 from ..schemas.sweep import TrainingSweepOut, TrainingSweepRequest, TrainingSweepRow
-from ..schemas.training import CommPlanOut, RankLayoutOut, TrainingEstimateOut, TrainingRequest
+from ..schemas.training import (
+    CommPlanOut,
+    RankLayoutOut,
+    TimelineOut,
+    TrainingEstimateOut,
+    TrainingRequest,
+)
 from ..views import (
     comm_plan_out,
     json_response,
     rank_layout_out,
     rows_csv,
+    timeline_out,
     training_out,
     training_sweep_out,
     training_sweep_rows,
@@ -57,6 +70,14 @@ def comms(req: TrainingRequest) -> Response:
     message size, calls per micro-batch and per iteration, group size and nodes spanned, bytes
     sent, time, and whether it overlaps compute. The sizes are the ones the step time uses."""
     return json_response(comm_plan_out(run_comms(req)))
+
+
+@router.post("/timeline", response_model=TimelineOut)
+def timeline(req: TrainingRequest) -> Response:
+    """Memory of the most-loaded GPU through one step (1F1B): resident states, activations
+    rising through the warm-up forwards and falling through the backwards, the peak and what
+    makes it up. The peak equals the memory estimate's total."""
+    return json_response(timeline_out(run_training_timeline(req)))
 
 
 @router.post("/ranks", response_model=RankLayoutOut)

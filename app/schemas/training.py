@@ -25,6 +25,7 @@ __all__ = [
     "RankLayoutOut",
     "Recompute",
     "StepBreakdown",
+    "TimelineOut",
     "TrainingEstimateOut",
     "TrainingLayout",
     "TrainingMemoryOut",
@@ -254,3 +255,18 @@ class CommPlanOut(BaseModel):
     cluster_bytes_per_iteration: float = Field(
         description="sent_bytes_per_gpu x GPUs (an upper bound: edge pipeline stages send less)"
     )
+
+
+class MemoryPointOut(BaseModel):
+    label: str
+    phase: str
+    parts: dict[str, float] = Field(description="Bytes by term at this point")
+    total_bytes: float
+
+
+class TimelineOut(BaseModel):
+    points: list[MemoryPointOut]
+    peak_index: int
+    peak_bytes: float = Field(description="Equals the memory estimate's total")
+    capacity_bytes: float
+    notes: list[str]

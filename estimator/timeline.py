@@ -1,0 +1,172 @@
+"""Memory of the most-loaded GPU over one step: what is resident when, and what makes the peak.
+
+Training (1F1B, Megatron-LM ``schedules.py``): weights, gradient buffers, master weights and
+optimizer states are resident all step. Pipeline rank ``r`` runs its warm-up forwards, each
+adding one micro-batch of saved activations, up to the ``in_flight`` count of the memory model;
+the first backward then holds them all plus the logits (last stage) and, under full
+recomputation, the recomputed layer's working activations: the peak. Steady 1F1B alternates a
+forward (+1) and a backward (-1), the cool-down backwards free the rest, and the optimizer step
+runs on the resident states. Interleaved schedules step in chunks of ``1/vp`` of a micro-batch.
+Fragmentation is the memory model's share of what is allocated at each point, so the peak equals
+``training_memory``'s total exactly.
+
+Serving: the weights and runtime overhead, then the KV cache of the concurrent sequences growing
+from the prompt to the full context, one decode step at a time, with the prefill and decode
+activation peaks; the last point is a new prompt prefilled while the cache is full (continuous
+batching), which is what ``inference_memory`` sizes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .accelerator import Accelerator
+from .inference import InferenceSetup, inference_memory
+from .memory import (
+    CUDA_CONTEXT_BYTES,
+    FRAGMENTATION_FRACTION,
+    TrainingSetup,
+    most_loaded_terms,
+    training_memory,
+)
+from .model import ModelSpec
+from .parallel import Parallelism
+from .precision import Precision
+
+__all__ = ["MemoryPoint", "Timeline", "inference_timeline", "training_timeline"]
+
+RESIDENT = (
+    "weights_bytes",
+    "weight_cache_bytes",
+    "gradients_bytes",
+    "master_weights_bytes",
+    "optimizer_states_bytes",
+    "zero3_gather_bytes",
+)
+# Decode points drawn between the prefill and the full context.
+DECODE_POINTS = 48
+
+
+@dataclass(frozen=True)
+class MemoryPoint:
+    label: str
+    phase: str
+    parts: dict[str, float]
+
+    @property
+    def total_bytes(self) -> float:
+        return sum(self.parts.values())
+
+
+@dataclass(frozen=True)
+class Timeline:
+    points: tuple[MemoryPoint, ...]
+    capacity_bytes: float
+    notes: tuple[str, ...]
+
+    @property
+    def peak(self) -> MemoryPoint:
+        return max(self.points, key=lambda p: p.total_bytes)
+
+
+def training_timeline(
+    model: ModelSpec,
+    accelerator: Accelerator,
+    parallel: Parallelism,
+    setup: TrainingSetup,
+    precision: Precision,
+) -> Timeline:
+    memory = training_memory(model, accelerator, parallel, setup, precision)  # validates
+    t = most_loaded_terms(model, parallel, setup, precision)
+    resident = {k: float(t[k]) for k in RESIDENT}
+    fixed = {
+        "cuda_context_bytes": CUDA_CONTEXT_BYTES,
+        "comm_buffers_bytes": float(t["comm_buffers_bytes"]),
+    }
+    vp = parallel.vp
+    chunk = float(t["microbatch_activations_bytes"]) / vp
+    chunks_in_flight = round(float(t["in_flight"]) * vp)
+    gbs = setup.global_batch_size or setup.micro_batch_size * parallel.dp
+    total_chunks = gbs // (setup.micro_batch_size * parallel.dp) * vp
+    working, logits = float(t["working_layer_bytes"]), float(t["logits_bytes"])
+    unit = "micro-batch" if vp == 1 else "chunk"
+
+    def point(label: str, phase: str, live: int, backward: bool = False) -> MemoryPoint:
+        parts = {**resident, "activations_bytes": live * chunk}
+        parts["logits_bytes"] = logits if backward else 0.0
+        parts["working_layer_bytes"] = working if backward else 0.0
+        allocated = sum(parts.values())
+        parts |= fixed
+        parts["fragmentation_bytes"] = allocated * FRAGMENTATION_FRACTION
+        return MemoryPoint(label, phase, parts)
+
+    points = [point("step starts", "resident", 0)]
+    for k in range(1, chunks_in_flight + 1):
+        points.append(point(f"forward {unit} {k}", "warm-up", k))
+    points.append(point(f"backward {unit} 1", "first backward", chunks_in_flight, True))
+    steady = total_chunks - chunks_in_flight
+    if steady > 0:
+        points.append(point(f"forward ({steady} more {unit}s, 1F1B)", "steady", chunks_in_flight))
+        points.append(point("backward (1F1B)", "steady", chunks_in_flight, True))
+    for k in range(chunks_in_flight - 1, -1, -1):
+        points.append(point(f"backward, {k} {unit}s left", "cool-down", k, k > 0))
+    points.append(point("gradient sync and optimizer step", "optimizer", 0))
+    notes = (
+        f"Pipeline stage {memory.stage} of {parallel.pp}: {chunks_in_flight} {unit}s in flight "
+        f"of {total_chunks}; memory peaks once all of them are held (at the first backward, "
+        "which also holds the logits and any recomputed layer).",
+        "No transient beyond the memory model's terms is added at the optimizer step (fused "
+        "optimizers update in place).",
+    )
+    return Timeline(tuple(points), float(accelerator.memory_bytes), notes)
+
+
+def inference_timeline(
+    model: ModelSpec,
+    accelerator: Accelerator,
+    parallel: Parallelism,
+    setup: InferenceSetup,
+    precision: Precision,
+) -> Timeline:
+    mem = inference_memory(model, accelerator, parallel, setup, precision)
+    per_token = mem.kv_cache_bytes_per_sequence / (setup.input_len + setup.output_len)
+    base = {
+        "weights_bytes": mem.weights_bytes,
+        "runtime_overhead_bytes": mem.runtime_overhead_bytes,
+    }
+    n = setup.concurrency
+
+    def point(label: str, phase: str, tokens: float, activations: float) -> MemoryPoint:
+        parts = {
+            **base,
+            "kv_cache_bytes": n * per_token * tokens,
+            "activation_peak_bytes": activations,
+        }
+        return MemoryPoint(label, phase, parts)
+
+    points = [
+        point("weights loaded", "idle", 0, 0.0),
+        point(
+            f"prefill of {setup.input_len} prompt tokens",
+            "prefill",
+            setup.input_len,
+            mem.prefill_peak_bytes,
+        ),
+    ]
+    steps = setup.output_len
+    for i in range(1, DECODE_POINTS + 1):
+        j = round(steps * i / DECODE_POINTS)
+        if j and (not points or points[-1].label != f"decode step {j}"):
+            points.append(
+                point(f"decode step {j}", "decode", setup.input_len + j, mem.decode_peak_bytes)
+            )
+    points.append(
+        point(
+            "a new prompt prefills with the cache full",
+            "continuous batching",
+            setup.input_len + setup.output_len,
+            mem.activation_peak_bytes,
+        )
+    )
+    notes = (f"{n} sequences; the KV cache grows {per_token * n / 2**20:.2f} MiB per decode step.",)
+    return Timeline(tuple(points), float(accelerator.memory_bytes), notes)
