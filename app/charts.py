@@ -833,7 +833,9 @@ def timeline_figure(timeline: Mapping[str, Any]) -> Figure:
         "layout": {
             **_LAYOUT,
             "title": {"text": "Memory through the step"},
-            "height": 380,
+            "height": 420,
+            "legend": {"orientation": "v", "x": 1.02, "y": 1, "traceorder": "reversed"},
+            "margin": {"l": 60, "r": 20, "t": 40, "b": 110},
             "xaxis": {
                 "tickmode": "array",
                 "tickvals": x,
