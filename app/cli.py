@@ -32,6 +32,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     comms.add_argument("plan", help="a JSON file holding a /api/v1/training/estimate request")
     comms.add_argument("--json", action="store_true", help="print the API's JSON")
+    layers = sub.add_parser(
+        "layers", help="per-layer modules, shards, saved activations (a training request as JSON)"
+    )
+    layers.add_argument("plan", help="a JSON file holding a /api/v1/training/estimate request")
     args, rest = parser.parse_known_args(argv)
     if args.command == "validate":
         from validation.report import main as validate_main
@@ -43,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         return _ranks(args)
     if args.command == "comms":
         return _comms(args)
+    if args.command == "layers":
+        return _layers(args)
     if args.command == "serve":
         import uvicorn
 
@@ -108,6 +114,39 @@ def _comms(args: argparse.Namespace) -> int:
             f"sent, {e['time_per_iteration_s']:.3f} s; {e['overlap']}"
         )
     print(f"total sent per GPU per step: {out['sent_bytes_per_gpu'] / 2**30:.2f} GiB")
+    return 0
+
+
+def _layers(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from pydantic import ValidationError
+
+    from estimator.errors import SpecError, UnknownIdError
+
+    from .plans import run_layers
+    from .schemas.training import TrainingRequest
+
+    try:
+        req = TrainingRequest.model_validate_json(Path(args.plan).read_bytes())
+        table = run_layers(req)
+    except (OSError, ValidationError, SpecError, UnknownIdError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for layer in table.layers:
+        print(
+            f"{layer.kind}: {layer.layers_on_gpu} of {layer.layers_in_model} layers on the GPU, "
+            f"{layer.params_per_gpu:,.0f} params and {layer.activation_bytes / 2**20:,.1f} MiB "
+            "saved per layer and micro-batch"
+        )
+        for m in layer.modules:
+            shape = " x ".join(map(str, m.shape))
+            shard = " x ".join(map(str, m.shard_shape))
+            print(
+                f"  {m.name:<34} {m.split:<10} {shape:>15} -> {shard:<15} "
+                f"{m.params_per_gpu:>14,.0f} params"
+            )
+    print(f"most-loaded GPU total: {table.memory.total_bytes / 2**30:.2f} GiB")
     return 0
 
 

@@ -30,6 +30,7 @@ from .plans import (
     run_comms,
     run_inference,
     run_inference_timeline,
+    run_layers,
     run_ranks,
     run_serving_sweep,
     run_training,
@@ -48,6 +49,7 @@ from .views import (
     accelerator_out,
     comm_plan_out,
     inference_out,
+    layer_table_out,
     model_out,
     model_summary,
     rows_csv,
@@ -508,6 +510,7 @@ def _run_training_page(req: TrainingRequest) -> dict[str, Any]:
         "_ranks": run_ranks(req),
         "_comms": comm_plan_out(run_comms(req)),
         "_timeline": timeline_out(run_training_timeline(req)),
+        "_layers": layer_table_out(run_layers(req)),
     }
 
 

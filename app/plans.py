@@ -30,6 +30,7 @@ from estimator import (
 from estimator.catalog import price
 from estimator.comms import CommPlan, communication_plan
 from estimator.errors import SpecError
+from estimator.layers import LayerTable, layer_table
 from estimator.parallel import validate_layout
 from estimator.ranks import RankLayout, rank_layout
 from estimator.serving import InferenceEstimate, estimate_inference
@@ -64,6 +65,7 @@ __all__ = [
     "run_comms",
     "run_inference",
     "run_inference_timeline",
+    "run_layers",
     "run_ranks",
     "run_serving_sweep",
     "run_training",
@@ -235,6 +237,11 @@ def run_comms(req: TrainingRequest) -> CommPlan:
         gpus_per_domain=req.gpus_per_node,
         tp_comm_overlap=req.tp_comm_overlap,
     )
+
+
+def run_layers(req: TrainingRequest) -> LayerTable:
+    plan = training_plan(req)
+    return layer_table(plan.model, plan.accelerator, plan.parallel, plan.setup, plan.precision)
 
 
 def run_training_timeline(req: TrainingRequest) -> Timeline:

@@ -25,6 +25,7 @@ from estimator import (
 )
 from estimator.catalog import price
 from estimator.comms import CommPlan
+from estimator.layers import LayerTable, ModuleRow
 from estimator.precision import DTYPES
 from estimator.ranks import RankLayout, gpu_name
 from estimator.serving import InferenceEstimate
@@ -56,6 +57,7 @@ __all__ = [
     "comm_plan_out",
     "inference_out",
     "json_response",
+    "layer_table_out",
     "model_out",
     "model_summary",
     "params_of",
@@ -207,6 +209,38 @@ def inference_out(
         },
         "params": params_of(plan.model).model_dump(),
         "notes": list(e.notes),
+    }
+
+
+def _module_out(m: ModuleRow) -> dict[str, Any]:
+    return {
+        f.name: (list(v) if isinstance(v := getattr(m, f.name), tuple) else v) for f in fields(m)
+    }
+
+
+def layer_table_out(t: LayerTable) -> dict[str, Any]:
+    return {
+        "layers": [
+            {
+                "kind": layer.kind,
+                "layers_in_model": layer.layers_in_model,
+                "layers_on_gpu": layer.layers_on_gpu,
+                "params_per_gpu": layer.params_per_gpu,
+                "activation_bytes": layer.activation_bytes,
+                "modules": [_module_out(m) for m in layer.modules],
+                "activations": [{"name": n, "bytes": b} for n, b in layer.activations],
+                "tp_collectives": [
+                    {"after": a, "collectives": c, "message_bytes": b}
+                    for a, c, b in layer.tp_collectives
+                ],
+            }
+            for layer in t.layers
+        ],
+        "embedding": _module_out(t.embedding),
+        "head": None if t.head is None else _module_out(t.head),
+        "model_params": t.model_params,
+        "model_bytes": t.model_bytes,
+        "gpu_bytes": {**t.memory.terms(), "total_bytes": t.memory.total_bytes},
     }
 
 

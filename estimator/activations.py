@@ -39,8 +39,10 @@ __all__ = [
     "head_activation_bytes",
     "hf_checkpoint_shared_bytes",
     "hf_layer_items",
+    "item_bytes",
     "layer_activation_bytes",
     "layer_items",
+    "region_scale",
 ]
 
 ActivationConvention = Literal["megatron", "hf"]
@@ -221,24 +223,48 @@ def layer_activation_bytes(
     each query attends over in the score matrices (``s``, eager attention only). Full recompute
     keeps only the layer input; selective recompute drops the score matrices.
     """
-    seq_div = where(sp, tp, 1)
     if recompute == "full":
-        return tokens * model.hidden_size * DTYPES[precision.activations].bytes / seq_div
+        return tokens * model.hidden_size * DTYPES[precision.activations].bytes / where(sp, tp, 1)
     per_token: Num = 0
     fmt_bytes = _fmt_table(precision.activations, precision.gemm_inputs)
     for region, fmt, elems in _coefficients(model, kind, flash, convention):
-        b = elems * fmt_bytes[fmt]
-        if region == "seq":
-            per_token = per_token + b / seq_div
-        elif region == "tp" or region == "expert_i":
-            per_token = per_token + b / tp
-        elif region == "full":
-            per_token = per_token + b
-        elif region == "expert_h":
-            per_token = per_token + b * etp / tp
-        elif recompute != "selective":  # scores: per (query, key) pair, heads split over TP
-            per_token = per_token + b * keys / tp
+        scale = region_scale(region, keys=keys, tp=tp, sp=sp, etp=etp, recompute=recompute)
+        per_token = per_token + elems * fmt_bytes[fmt] * scale
     return tokens * per_token
+
+
+def region_scale(region: Region, *, keys: Num, tp: Num, sp: Num, etp: Num, recompute: str) -> Num:
+    """What one GPU keeps of an item's per-token bytes: ``seq`` items split over TP only with
+    sequence parallelism, ``tp`` and ``expert_i`` items always, ``full`` items never, routed
+    tokens (``expert_h``) as all-gathered over ETP, score matrices per key unless selective
+    recompute drops them."""
+    if region == "seq":
+        return 1 / where(sp, tp, 1)
+    if region == "tp" or region == "expert_i":
+        return 1 / tp
+    if region == "full":
+        return 1
+    if region == "expert_h":
+        return etp / tp
+    return 0 if recompute == "selective" else keys / tp
+
+
+def item_bytes(
+    item: ActivationItem,
+    precision: Precision,
+    *,
+    tokens: Num,
+    keys: Num,
+    tp: Num,
+    sp: Num,
+    etp: Num,
+    recompute: str,
+) -> Num:
+    """Bytes one saved tensor takes on one GPU for one micro-batch (the per-item view of
+    ``layer_activation_bytes``, which sums these)."""
+    fmt_bytes = _fmt_table(precision.activations, precision.gemm_inputs)
+    scale = region_scale(item.region, keys=keys, tp=tp, sp=sp, etp=etp, recompute=recompute)
+    return tokens * item.elems * fmt_bytes[item.fmt] * scale
 
 
 def _coefficients(

@@ -48,6 +48,7 @@ __all__ = [
     "TrainingMemory",
     "TrainingSetup",
     "most_loaded_terms",
+    "optimizer_state_bytes_per_param",
     "training_memory",
     "training_memory_terms",
 ]
@@ -143,6 +144,11 @@ TERMS = tuple(
     for f in fields(TrainingMemory)
     if f.name.endswith("_bytes") and f.name != "capacity_bytes"
 )
+
+
+def optimizer_state_bytes_per_param(model: ModelSpec, optimizer: str) -> float:
+    """Optimizer-state bytes per parameter the optimizer holds (AdamW: two fp32 moments)."""
+    return float(_optimizer_state_bytes(model, optimizer, 1))
 
 
 def _optimizer_state_bytes(model: ModelSpec, optimizer: str, params: Num) -> Num:

@@ -10,6 +10,7 @@ from estimator.errors import SpecError
 
 from ..plans import (
     run_comms,
+    run_layers,
     run_ranks,
     run_training,
     run_training_sweep,
@@ -19,6 +20,7 @@ from ..schemas.common import ERROR_RESPONSES
 from ..schemas.sweep import TrainingSweepOut, TrainingSweepRequest, TrainingSweepRow
 from ..schemas.training import (
     CommPlanOut,
+    LayerTableOut,
     RankLayoutOut,
     TimelineOut,
     TrainingEstimateOut,
@@ -27,6 +29,7 @@ from ..schemas.training import (
 from ..views import (
     comm_plan_out,
     json_response,
+    layer_table_out,
     rank_layout_out,
     rows_csv,
     timeline_out,
@@ -70,6 +73,14 @@ def comms(req: TrainingRequest) -> Response:
     message size, calls per micro-batch and per iteration, group size and nodes spanned, bytes
     sent, time, and whether it overlaps compute. The sizes are the ones the step time uses."""
     return json_response(comm_plan_out(run_comms(req)))
+
+
+@router.post("/layers", response_model=LayerTableOut)
+def layers(req: TrainingRequest) -> Response:
+    """Every module of each kind of layer, the embedding and the head: shapes before and after
+    sharding, parameters and bytes per GPU, the activations each layer keeps for backward and
+    the TP collectives it triggers; the unsharded model's and the most-loaded GPU's totals."""
+    return json_response(layer_table_out(run_layers(req)))
 
 
 @router.post("/timeline", response_model=TimelineOut)

@@ -20,6 +20,7 @@ from .common import (
 
 __all__ = [
     "CommPlanOut",
+    "LayerTableOut",
     "MicroBatch",
     "Optimizer",
     "RankLayoutOut",
@@ -270,3 +271,47 @@ class TimelineOut(BaseModel):
     peak_bytes: float = Field(description="Equals the memory estimate's total")
     capacity_bytes: float
     notes: list[str]
+
+
+class ModuleRowOut(BaseModel):
+    name: str
+    kind: str = Field(description="linear, norm, embedding or head")
+    split: str = Field(description="column, row, replicated, experts (over EP/ETP) or vocab")
+    shape: list[int] = Field(description="(out_features, in_features) as PyTorch stores it")
+    shard_shape: list[int] = Field(description="What one GPU holds of one copy")
+    copies: int
+    copies_per_gpu: int
+    params: int
+    params_per_gpu: float
+    bytes_per_gpu: float
+
+
+class SavedTensorOut(BaseModel):
+    name: str
+    bytes: float = Field(description="Per micro-batch on one GPU")
+
+
+class TPCollectiveOut(BaseModel):
+    after: str
+    collectives: str = Field(description="Per pass (forward, backward, recompute)")
+    message_bytes: float
+
+
+class LayerRowsOut(BaseModel):
+    kind: str
+    layers_in_model: int
+    layers_on_gpu: int
+    params_per_gpu: float
+    activation_bytes: float = Field(description="Kept for backward per micro-batch per layer")
+    modules: list[ModuleRowOut]
+    activations: list[SavedTensorOut]
+    tp_collectives: list[TPCollectiveOut]
+
+
+class LayerTableOut(BaseModel):
+    layers: list[LayerRowsOut]
+    embedding: ModuleRowOut
+    head: ModuleRowOut | None
+    model_params: int
+    model_bytes: dict[str, float] = Field(description="The unsharded model's states")
+    gpu_bytes: dict[str, float] = Field(description="The most-loaded GPU (the memory estimate)")

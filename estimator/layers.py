@@ -1,0 +1,203 @@
+"""Per-layer table: every module of each kind of transformer layer, plus the embedding and the
+head, with parameter shapes before and after sharding, parameter bytes per GPU, the activations
+each layer keeps for backward and the TP communication it triggers; and the totals for the
+unsharded model and for the most-loaded GPU.
+
+Every number comes from the functions the memory estimate uses (``sharding``'s placement rules,
+``activations``' saved items, ``comms``' message sizes), so the rows of a layer sum to what the
+estimate charges for it (tested). Shapes are ``(out_features, in_features)`` as PyTorch stores
+``nn.Linear`` weights; routed experts show ``copies x (out, in)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .accelerator import Accelerator
+from .activations import hf_layer_items, item_bytes, layer_items
+from .architecture import Linear
+from .comms import tp_message_bytes
+from .memory import (
+    TrainingMemory,
+    TrainingSetup,
+    optimizer_state_bytes_per_param,
+    training_memory,
+)
+from .model import ModelSpec
+from .parallel import Parallelism
+from .params import count_params
+from .precision import DTYPES, Precision
+from .sharding import padded_vocab, stage_kind_counts
+
+__all__ = ["LayerTable", "ModuleRow", "layer_table"]
+
+
+@dataclass(frozen=True)
+class ModuleRow:
+    name: str
+    kind: str  # linear, norm, embedding, head
+    split: str  # column, row, replicated, experts, vocab
+    shape: tuple[int, ...]
+    shard_shape: tuple[int, ...]
+    copies: int  # expert copies in the layer (1 for everything else)
+    copies_per_gpu: int
+    params: int  # whole module, unsharded
+    params_per_gpu: float
+    bytes_per_gpu: float  # in the weights' storage format
+
+
+@dataclass(frozen=True)
+class LayerRows:
+    """One kind of layer: its modules, saved activations and TP collectives."""
+
+    kind: str
+    layers_in_model: int
+    layers_on_gpu: int
+    modules: tuple[ModuleRow, ...]
+    activations: tuple[tuple[str, float], ...]  # (saved tensor, bytes per micro-batch per GPU)
+    tp_collectives: tuple[tuple[str, str, float], ...]  # (after, collectives per pass, bytes)
+
+    @property
+    def params_per_gpu(self) -> float:
+        return sum(m.params_per_gpu for m in self.modules)
+
+    @property
+    def activation_bytes(self) -> float:
+        return sum(b for _, b in self.activations)
+
+
+@dataclass(frozen=True)
+class LayerTable:
+    layers: tuple[LayerRows, ...]
+    embedding: ModuleRow
+    head: ModuleRow | None
+    model_params: int
+    model_bytes: dict[str, float]  # unsharded: weights, gradients, master weights, optimizer
+    memory: TrainingMemory  # the most-loaded GPU
+
+
+def _linear_row(m: Linear, p: Parallelism, w_bytes: float, b_bytes: float) -> ModuleRow:
+    out, inp = m.out_features, m.in_features
+    if m.copies > 1:  # routed experts: whole experts over EP, each split over ETP
+        per_gpu = m.copies // p.ep
+        etp = p.expert_tp
+        shard = (out // etp, inp) if m.tp == "column" else (out, inp // etp)
+        weights = per_gpu * shard[0] * shard[1]
+        bias = per_gpu * (shard[0] if m.tp == "column" else out) * m.bias
+        split = "experts"
+    else:
+        per_gpu = 1
+        units = m.units
+        held = max(units // p.tp, 1) if m.tp != "replicated" else units
+        if m.tp == "column":
+            shard = (out * held // units, inp)
+            bias = shard[0] * m.bias
+        elif m.tp == "row":
+            shard = (out, inp * held // units)
+            bias = out * m.bias
+        else:
+            shard = (out, inp)
+            bias = out * m.bias
+        weights = shard[0] * shard[1]
+        split = m.tp
+    return ModuleRow(
+        name=m.name,
+        kind="linear",
+        split=split,
+        shape=(out, inp),
+        shard_shape=shard,
+        copies=m.copies,
+        copies_per_gpu=per_gpu,
+        params=m.params,
+        params_per_gpu=float(weights + bias),
+        bytes_per_gpu=float(weights * w_bytes + bias * b_bytes),
+    )
+
+
+def layer_table(
+    model: ModelSpec,
+    accelerator: Accelerator,
+    p: Parallelism,
+    setup: TrainingSetup,
+    precision: Precision,
+) -> LayerTable:
+    memory = training_memory(model, accelerator, p, setup, precision)  # validates the plan
+    w_bytes = DTYPES[precision.weights].bytes
+    o_bytes = DTYPES[precision.activations].bytes
+    tokens = setup.seq_len * setup.micro_batch_size / p.cp
+    sp = p.sequence_parallel and p.tp > 1
+    on_gpu = stage_kind_counts(model, p.pp, p.vp, memory.stage)
+    items_of = hf_layer_items if setup.activation_convention == "hf" else layer_items
+    msg = float(tp_message_bytes(model, p, tokens, precision))
+    per_pass = "all-gather + reduce-scatter" if sp else "all-reduce"
+    layers = []
+    for kind, n_model, n_gpu in zip(model.kinds, model.kind_counts, on_gpu, strict=True):
+        modules = [_linear_row(m, p, w_bytes, o_bytes) for m in kind.linears]
+        modules += [
+            ModuleRow(
+                name=nm.name,
+                kind="norm",
+                split="replicated",
+                shape=(nm.size,),
+                shard_shape=(nm.size,),
+                copies=1,
+                copies_per_gpu=1,
+                params=nm.params,
+                params_per_gpu=float(nm.params),
+                bytes_per_gpu=nm.params * o_bytes,
+            )
+            for nm in kind.norms
+        ]
+        saved: tuple[tuple[str, float], ...]
+        if setup.recompute == "full":
+            saved = (
+                (
+                    "layer input (full recompute)",
+                    float(tokens * model.hidden_size * o_bytes / (p.tp if sp else 1)),
+                ),
+            )
+        else:
+            saved = tuple(
+                (
+                    it.name,
+                    float(
+                        item_bytes(
+                            it,
+                            precision,
+                            tokens=tokens,
+                            keys=setup.seq_len,
+                            tp=p.tp,
+                            sp=sp,
+                            etp=p.expert_tp,
+                            recompute=setup.recompute,
+                        )
+                    ),
+                )
+                for it in items_of(model, kind, setup.flash_attention)
+            )
+        collectives = (("attention", per_pass, msg), ("mlp", per_pass, msg)) if p.tp > 1 else ()
+        layers.append(LayerRows(kind.name, n_model, int(n_gpu), tuple(modules), saved, collectives))
+    vocab = padded_vocab(model, p.tp)
+    rows = vocab // p.tp
+    emb_params = model.vocab_size * model.embed_dim
+    embedding = ModuleRow(
+        "embed_tokens", "embedding", "vocab", (model.vocab_size, model.embed_dim),
+        (rows, model.embed_dim), 1, 1, emb_params, float(rows * model.embed_dim),
+        rows * model.embed_dim * o_bytes,
+    )  # fmt: skip
+    head = None
+    if not model.tie_embeddings or p.pp > 1:
+        head = ModuleRow(
+            "lm_head", "head", "vocab", (model.vocab_size, model.embed_dim),
+            (rows, model.embed_dim), 1, 1, 0 if model.tie_embeddings else emb_params,
+            float(rows * model.embed_dim), rows * model.embed_dim * o_bytes,
+        )  # fmt: skip
+    total = count_params(model).total
+    state_bytes = optimizer_state_bytes_per_param(model, setup.optimizer)
+    model_bytes = {
+        "weights_bytes": total * w_bytes,
+        "gradients_bytes": total * precision.bytes("gradients"),
+        "master_weights_bytes": total * precision.bytes("master_weights"),
+        "optimizer_states_bytes": total * state_bytes,
+    }
+    return LayerTable(tuple(layers), embedding, head, total, model_bytes, memory)
