@@ -36,6 +36,15 @@ def main(argv: list[str] | None = None) -> int:
         "layers", help="per-layer modules, shards, saved activations (a training request as JSON)"
     )
     layers.add_argument("plan", help="a JSON file holding a /api/v1/training/estimate request")
+    tree = sub.add_parser(
+        "tree", help="modules with params, MACs, FLOPs and time of one forward (analytical)"
+    )
+    tree.add_argument("model", help="a catalog model id or a config.json path")
+    tree.add_argument("--seq-len", type=int, default=2048)
+    tree.add_argument("--batch-size", type=int, default=1)
+    tree.add_argument("--accelerator", default="h100-sxm-80gb")
+    tree.add_argument("--precision", default="bf16")
+    tree.add_argument("--depth", type=int, default=3)
     args, rest = parser.parse_known_args(argv)
     if args.command == "validate":
         from validation.report import main as validate_main
@@ -49,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
         return _comms(args)
     if args.command == "layers":
         return _layers(args)
+    if args.command == "tree":
+        return _tree(args)
     if args.command == "serve":
         import uvicorn
 
@@ -147,6 +158,43 @@ def _layers(args: argparse.Namespace) -> int:
                 f"{m.params_per_gpu:>14,.0f} params"
             )
     print(f"most-loaded GPU total: {table.memory.total_bytes / 2**30:.2f} GiB")
+    return 0
+
+
+def _tree(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from pydantic import ValidationError
+
+    from estimator.errors import SpecError, UnknownIdError
+
+    from .plans import run_tree
+    from .schemas.catalog import TreeRequest
+
+    try:
+        path = Path(args.model)
+        model = json.loads(path.read_text()) if path.suffix == ".json" else args.model
+        req = TreeRequest(
+            model=model,
+            accelerator=args.accelerator,
+            precision=args.precision,
+            seq_len=args.seq_len,
+            batch_size=args.batch_size,
+        )
+        _, root = run_tree(req)
+    except (OSError, ValueError, ValidationError, SpecError, UnknownIdError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{'module':<52} {'params':>15} {'GFLOPs':>12} {'time ms':>9}  share of FLOPs")
+    for depth, node in root.walk():
+        if depth > args.depth:
+            continue
+        name = "  " * depth + node.name + (f" x{node.repeat}" if node.repeat > 1 else "")
+        print(
+            f"{name:<52} {node.params:>15,} {node.flops / 1e9:>12,.1f} "
+            f"{node.time_s * 1e3:>9.2f}  {node.shares['flops']:6.1%}"
+        )
     return 0
 
 

@@ -36,6 +36,7 @@ from .plans import (
     run_training,
     run_training_sweep,
     run_training_timeline,
+    run_training_tree,
 )
 from .schemas.inference import InferenceRequest
 from .schemas.sweep import (
@@ -59,6 +60,7 @@ from .views import (
     training_out,
     training_sweep_out,
     training_sweep_rows,
+    tree_out,
 )
 
 __all__ = ["router", "templates"]
@@ -511,6 +513,9 @@ def _run_training_page(req: TrainingRequest) -> dict[str, Any]:
         "_comms": comm_plan_out(run_comms(req)),
         "_timeline": timeline_out(run_training_timeline(req)),
         "_layers": layer_table_out(run_layers(req)),
+        "_tree": tree_out(
+            run_training_tree(req), out["model"], req.seq_len, req.micro_batch_size, 5
+        ),
     }
 
 

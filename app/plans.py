@@ -46,7 +46,9 @@ from estimator.sweep import (
 )
 from estimator.timeline import Timeline, inference_timeline, training_timeline
 from estimator.timing import TimingOptions, TrainingEstimate, estimate_training
+from estimator.tree import ModuleNode, module_tree
 
+from .schemas.catalog import TreeRequest
 from .schemas.common import PrecisionRoles
 from .schemas.inference import InferenceRequest
 from .schemas.sweep import ServingSweepRequest, TrainingSweepRequest
@@ -71,6 +73,8 @@ __all__ = [
     "run_training",
     "run_training_sweep",
     "run_training_timeline",
+    "run_training_tree",
+    "run_tree",
     "training_plan",
 ]
 
@@ -236,6 +240,27 @@ def run_comms(req: TrainingRequest) -> CommPlan:
         plan.precision,
         gpus_per_domain=req.gpus_per_node,
         tp_comm_overlap=req.tp_comm_overlap,
+    )
+
+
+def run_tree(req: TreeRequest) -> tuple[ModelSpec, ModuleNode]:
+    model = resolve_model(req.model)
+    tree = module_tree(
+        model,
+        get_accelerator(req.accelerator),
+        get_precision(req.precision),
+        req.seq_len,
+        req.batch_size,
+        causal=req.causal,
+    )
+    return model, tree
+
+
+def run_training_tree(req: TrainingRequest) -> ModuleNode:
+    """The module tree of one forward of the plan's micro-batch on one GPU."""
+    plan = training_plan(req)
+    return module_tree(
+        plan.model, plan.accelerator, plan.precision, req.seq_len, req.micro_batch_size
     )
 
 

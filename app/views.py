@@ -32,6 +32,7 @@ from estimator.serving import InferenceEstimate
 from estimator.sweep import TrainingSweep
 from estimator.timeline import Timeline
 from estimator.timing import BREAKDOWN, TrainingEstimate
+from estimator.tree import ModuleNode, top_modules
 
 from .plans import InferencePlan, TrainingPlan
 from .schemas.catalog import (
@@ -70,6 +71,7 @@ __all__ = [
     "training_out",
     "training_sweep_out",
     "training_sweep_rows",
+    "tree_out",
 ]
 
 
@@ -209,6 +211,35 @@ def inference_out(
         },
         "params": params_of(plan.model).model_dump(),
         "notes": list(e.notes),
+    }
+
+
+def _node_out(n: ModuleNode) -> dict[str, Any]:
+    return {
+        "name": n.name,
+        "repeat": n.repeat,
+        "params": n.params,
+        "macs": n.macs,
+        "flops": n.flops,
+        "time_s": n.time_s,
+        "shares": n.shares,
+        "children": [_node_out(c) for c in n.children],
+    }
+
+
+def tree_out(root: ModuleNode, model_id: str, seq_len: int, batch: int, k: int) -> dict[str, Any]:
+    top = {
+        measure: {
+            str(d): [n.name for n in nodes] for d, nodes in top_modules(root, measure, k).items()
+        }
+        for measure in ("params", "flops", "time_s")
+    }
+    return {
+        "model": model_id,
+        "seq_len": seq_len,
+        "batch_size": batch,
+        "root": _node_out(root),
+        "top": top,
     }
 
 

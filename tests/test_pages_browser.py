@@ -146,6 +146,8 @@ def test_training_form_shows_the_api_numbers(tab: Tab, server: str) -> None:
         "#comms tbody tr td:first-child", "c => c.map(x => x.textContent)"
     )
     assert comms == ["TP", "TP", "PP", "DP", "DP"]  # SP all-gather + reduce-scatter, sends, ZeRO-1
+    tree = page.text_content("#module-tree") or ""  # collapsed levels included
+    assert "self_attn.q_proj" in tree and "lm_head" in tree
     ranks = figure(page, "ranks")  # 64 GPUs as 8 nodes x 8, coloured by TP, DP or PP group
     assert ranks["drawn"] >= 1 and ranks["names"] == ["tp", "dp", "pp"]
     assert tab.errors == []

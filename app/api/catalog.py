@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
@@ -15,10 +15,24 @@ from estimator import accelerator_ids, get_model, model_entry, model_ids, suppor
 from estimator.errors import SpecError
 
 from ..errors import TooLarge
-from ..plans import resolve_model
-from ..schemas.catalog import AcceleratorOut, ModelSpecOut, ModelSummary, PrecisionsOut
+from ..plans import resolve_model, run_tree
+from ..schemas.catalog import (
+    AcceleratorOut,
+    ModelSpecOut,
+    ModelSummary,
+    PrecisionsOut,
+    TreeOut,
+    TreeRequest,
+)
 from ..schemas.common import ERROR_RESPONSES
-from ..views import accelerator_out, model_out, model_summary, precisions_out
+from ..views import (
+    accelerator_out,
+    json_response,
+    model_out,
+    model_summary,
+    precisions_out,
+    tree_out,
+)
 
 __all__ = ["MAX_CONFIG_BYTES", "router"]
 
@@ -99,6 +113,17 @@ def _import(raw: bytes) -> ModelSpecOut:
     if not isinstance(config, dict):
         raise SpecError("body", "must be a JSON object (config.json)", type(config).__name__)
     return model_out(resolve_model(config, "config"), {"config": config})
+
+
+@router.post("/models/tree", response_model=TreeOut)
+def model_tree(req: TreeRequest) -> Response:
+    """The model's modules as a tree (layers of one kind summed): parameters, MACs, FLOPs and
+    estimated time of one forward of ``batch_size x seq_len`` tokens on one GPU, each as a
+    share of the total, and the largest modules at every depth."""
+    model, tree = run_tree(req)
+    return json_response(
+        tree_out(tree, model.id or "custom", req.seq_len, req.batch_size, req.top_k)
+    )
 
 
 @router.get("/accelerators", response_model=list[AcceleratorOut])

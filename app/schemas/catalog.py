@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "AcceleratorOut",
     "ModelSpecOut",
     "ModelSummary",
+    "ModuleNodeOut",
     "Params",
     "PrecisionOut",
     "PrecisionsOut",
+    "TreeOut",
+    "TreeRequest",
 ]
 
 
@@ -78,3 +81,36 @@ class PrecisionOut(BaseModel):
 class PrecisionsOut(BaseModel):
     presets: list[PrecisionOut]
     dtypes: dict[str, float] = Field(description="Bytes per element, scale factors included")
+
+
+class TreeRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+    model: str | dict[str, Any] = Field(description="A catalog id or a pasted config.json")
+    accelerator: str = Field("h100-sxm-80gb", max_length=128)
+    precision: str = Field("bf16", max_length=64)
+    seq_len: int = Field(2048, ge=1, le=2**20)
+    batch_size: int = Field(1, ge=1, le=4096)
+    causal: bool = Field(True, description="False: full s x s attention products (eager)")
+    top_k: int = Field(5, ge=1, le=50)
+
+
+class ModuleNodeOut(BaseModel):
+    name: str
+    repeat: int = Field(description="Identical instances summed in this node")
+    params: int
+    macs: float
+    flops: float
+    time_s: float
+    shares: dict[str, float] = Field(description="Of the model's params, flops and time_s")
+    children: list[ModuleNodeOut]
+
+
+class TreeOut(BaseModel):
+    model: str
+    seq_len: int
+    batch_size: int
+    root: ModuleNodeOut
+    top: dict[str, dict[str, list[str]]] = Field(
+        description="measure -> depth -> the largest nodes' names"
+    )
