@@ -45,6 +45,17 @@ def main(argv: list[str] | None = None) -> int:
     tree.add_argument("--accelerator", default="h100-sxm-80gb")
     tree.add_argument("--precision", default="bf16")
     tree.add_argument("--depth", type=int, default=3)
+    prof = sub.add_parser(
+        "profile-modules",
+        help="measure each module's forward time on a GPU (forward hooks + CUDA events)",
+    )
+    prof.add_argument("model", help="a catalog model id or a config.json path")
+    prof.add_argument("--seq-len", type=int, default=2048)
+    prof.add_argument("--batch-size", type=int, default=1)
+    prof.add_argument("--device", default="cuda")
+    prof.add_argument("--dtype", default="bfloat16")
+    prof.add_argument("--repeats", type=int, default=10)
+    prof.add_argument("--top", type=int, default=25)
     args, rest = parser.parse_known_args(argv)
     if args.command == "validate":
         from validation.report import main as validate_main
@@ -60,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         return _layers(args)
     if args.command == "tree":
         return _tree(args)
+    if args.command == "profile-modules":
+        return _profile(args)
     if args.command == "serve":
         import uvicorn
 
@@ -195,6 +208,38 @@ def _tree(args: argparse.Namespace) -> int:
             f"{name:<52} {node.params:>15,} {node.flops / 1e9:>12,.1f} "
             f"{node.time_s * 1e3:>9.2f}  {node.shares['flops']:6.1%}"
         )
+    return 0
+
+
+def _profile(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from estimator import model_entry
+    from estimator.errors import SpecError, UnknownIdError
+
+    from .exact import profile_modules
+
+    try:
+        path = Path(args.model)
+        if path.suffix == ".json":
+            config = json.loads(path.read_text())
+        else:
+            config = model_entry(args.model)["config"]
+        times = profile_modules(
+            config,
+            args.seq_len,
+            args.batch_size,
+            device=args.device,
+            dtype=args.dtype,
+            repeats=args.repeats,
+        )
+    except (OSError, ValueError, SpecError, UnknownIdError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{'module (layers summed)':<50} {'ms per forward':>14}")
+    for name, ms in list(times.items())[: args.top]:
+        print(f"{name:<50} {ms:>14.3f}")
     return 0
 
 

@@ -27,7 +27,7 @@ def gt() -> Any:
     (``make test`` installs them, so CI always runs these)."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from tests import groundtruth
+    from validation import groundtruth
 
     return groundtruth
 

@@ -15,6 +15,7 @@ from estimator import accelerator_ids, get_model, model_entry, model_ids, suppor
 from estimator.errors import SpecError
 
 from ..errors import TooLarge
+from ..exact import exact_modules
 from ..plans import resolve_model, run_tree
 from ..schemas.catalog import (
     AcceleratorOut,
@@ -37,6 +38,9 @@ from ..views import (
 __all__ = ["MAX_CONFIG_BYTES", "router"]
 
 MAX_CONFIG_BYTES = 1_000_000
+# The exact tree runs transformers' forward on meta tensors; FLOPs scale exactly with tokens, so
+# a few thousand are as good as many and keep the request quick.
+EXACT_MAX_TOKENS = 65_536
 
 router = APIRouter(tags=["catalog"], responses=ERROR_RESPONSES)
 
@@ -121,9 +125,17 @@ def model_tree(req: TreeRequest) -> Response:
     estimated time of one forward of ``batch_size x seq_len`` tokens on one GPU, each as a
     share of the total, and the largest modules at every depth."""
     model, tree = run_tree(req)
-    return json_response(
-        tree_out(tree, model.id or "custom", req.seq_len, req.batch_size, req.top_k)
-    )
+    out = tree_out(tree, model.id or "custom", req.seq_len, req.batch_size, req.top_k)
+    if req.source == "exact":
+        if req.seq_len * req.batch_size > EXACT_MAX_TOKENS:
+            raise SpecError(
+                "seq_len",
+                f"the exact tree counts at most {EXACT_MAX_TOKENS:,} tokens (seq_len x batch_size)",
+                req.seq_len * req.batch_size,
+            )
+        config = req.model if isinstance(req.model, dict) else model_entry(req.model)["config"]
+        out["exact"] = exact_modules(config, req.seq_len, req.batch_size)
+    return json_response(out)
 
 
 @router.get("/accelerators", response_model=list[AcceleratorOut])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -93,6 +93,11 @@ class TreeRequest(BaseModel):
     batch_size: int = Field(1, ge=1, le=4096)
     causal: bool = Field(True, description="False: full s x s attention products (eager)")
     top_k: int = Field(5, ge=1, le=50)
+    source: Literal["analytical", "exact"] = Field(
+        "analytical",
+        description="exact: also count each module of the real transformers model on the meta "
+        "device (needs the optional groundtruth extra)",
+    )
 
 
 class ModuleNodeOut(BaseModel):
@@ -114,3 +119,12 @@ class TreeOut(BaseModel):
     top: dict[str, dict[str, list[str]]] = Field(
         description="measure -> depth -> the largest nodes' names"
     )
+    exact: list[ExactModuleOut] | None = Field(
+        None, description="With source=exact: transformers' own modules, layers summed"
+    )
+
+
+class ExactModuleOut(BaseModel):
+    module: str
+    params: int
+    flops: float

@@ -1,4 +1,5 @@
-"""Ground truth from real model code (Hugging Face transformers + torch) for the estimator tests.
+"""Ground truth from real model code (Hugging Face transformers + torch): for the tests, and the
+exact module tree the service offers when the optional `groundtruth` extra is installed.
 
 Every number here comes from running the actual modelling code of a family, never from a formula:
 
@@ -11,7 +12,7 @@ Every number here comes from running the actual modelling code of a family, neve
   ``torch.autograd.graph.saved_tensors_hooks``; every tensor autograd keeps for backward is seen.
 
 torch and transformers are imported at module level: tests should load this module with
-``pytest.importorskip("tests.groundtruth")`` (or importorskip torch/transformers first), so the
+``pytest.importorskip("validation.groundtruth")`` (or importorskip torch/transformers first), so the
 estimator itself never depends on them.  Tested with torch 2.13.0 (CPU) and transformers 5.23.0.
 
 Traps, and how this module handles each
