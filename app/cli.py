@@ -36,6 +36,12 @@ def main(argv: list[str] | None = None) -> int:
         "layers", help="per-layer modules, shards, saved activations (a training request as JSON)"
     )
     layers.add_argument("plan", help="a JSON file holding a /api/v1/training/estimate request")
+    tl = sub.add_parser(
+        "timeline",
+        help="memory through one step (a training or, with --serving, a serving request)",
+    )
+    tl.add_argument("plan", help="a JSON file holding a training (or inference) estimate request")
+    tl.add_argument("--serving", action="store_true")
     tree = sub.add_parser(
         "tree", help="modules with params, MACs, FLOPs and time of one forward (analytical)"
     )
@@ -71,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         return _layers(args)
     if args.command == "tree":
         return _tree(args)
+    if args.command == "timeline":
+        return _timeline(args)
     if args.command == "profile-modules":
         return _profile(args)
     if args.command == "serve":
@@ -240,6 +248,34 @@ def _profile(args: argparse.Namespace) -> int:
     print(f"{'module (layers summed)':<50} {'ms per forward':>14}")
     for name, ms in list(times.items())[: args.top]:
         print(f"{name:<50} {ms:>14.3f}")
+    return 0
+
+
+def _timeline(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from pydantic import ValidationError
+
+    from estimator.errors import SpecError, UnknownIdError
+
+    from .plans import run_inference_timeline, run_training_timeline
+    from .schemas.inference import InferenceRequest
+    from .schemas.training import TrainingRequest
+
+    try:
+        raw = Path(args.plan).read_bytes()
+        if args.serving:
+            timeline = run_inference_timeline(InferenceRequest.model_validate_json(raw))
+        else:
+            timeline = run_training_timeline(TrainingRequest.model_validate_json(raw))
+    except (OSError, ValidationError, SpecError, UnknownIdError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    peak = timeline.peak
+    for point in timeline.points:
+        mark = "  <- peak" if point is peak else ""
+        print(f"{point.label:<48} {point.total_bytes / 2**30:9.2f} GiB{mark}")
+    print(f"capacity {timeline.capacity_bytes / 2**30:.2f} GiB; " + " ".join(timeline.notes))
     return 0
 
 

@@ -64,6 +64,7 @@ __all__ = [
     "params_of",
     "precisions_out",
     "rank_layout_out",
+    "ranks_csv",
     "rows_csv",
     "serving_sweep_out",
     "serving_sweep_rows",
@@ -261,8 +262,8 @@ def layer_table_out(t: LayerTable) -> dict[str, Any]:
                 "modules": [_module_out(m) for m in layer.modules],
                 "activations": [{"name": n, "bytes": b} for n, b in layer.activations],
                 "tp_collectives": [
-                    {"after": a, "collectives": c, "message_bytes": b}
-                    for a, c, b in layer.tp_collectives
+                    {"after": a, "collectives": c, "message_bytes": b, "message_shape": list(sh)}
+                    for a, c, b, sh in layer.tp_collectives
                 ],
             }
             for layer in t.layers
@@ -305,6 +306,21 @@ def comm_plan_out(plan: CommPlan) -> dict[str, Any]:
         "sent_bytes_by_dimension": plan.by_dimension(),
         "cluster_bytes_per_iteration": plan.sent_bytes_per_gpu * plan.world,
     }
+
+
+def ranks_csv(layout: RankLayout) -> str:
+    """One row per rank: its GPU, and per dimension the index of its group and its position
+    in it."""
+    dims = layout.dimensions
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["rank", "gpu", *(f"{d}_group" for d in dims), *(f"{d}_rank" for d in dims)])
+    n = layout.gpus_per_node
+    for r in range(layout.world):
+        coords = layout.coordinates(r)
+        groups = [layout.group_index(d, r) for d in dims]
+        writer.writerow([r, gpu_name(r, n), *groups, *(coords[d] for d in dims)])
+    return out.getvalue()
 
 
 def rank_layout_out(layout: RankLayout) -> dict[str, Any]:

@@ -68,6 +68,12 @@ def cp_message_bytes(kind: LayerKind, p: Parallelism, tokens: Num, precision: Pr
     return tokens * kv_local * (a.qk_head_dim + a.v_head_dim) * DTYPES[precision.activations].bytes
 
 
+def cp_width(kind: LayerKind, p: Parallelism) -> int:
+    """Elements per token of one rank's K/V block (its KV heads, at least one)."""
+    a = kind.attention
+    return int(max(a.num_kv_heads // p.tp, 1) * (a.qk_head_dim + a.v_head_dim))
+
+
 def pp_message_bytes(model: ModelSpec, p: Parallelism, tokens: Num, precision: Precision) -> Num:
     """The activation (or gradient) a stage sends its neighbour per micro-batch."""
     act_b = DTYPES[precision.activations].bytes
@@ -93,6 +99,7 @@ class CommEvent:
     collective: str
     when: str  # where in the step
     message_bytes: float
+    message_shape: tuple[int, ...]  # elements, e.g. (tokens, hidden)
     group_size: int
     nodes_per_group: int
     calls_per_microbatch: float
@@ -165,6 +172,7 @@ def communication_plan(
         collective: Collective,
         when: str,
         message: float,
+        shape: tuple[int, ...],
         group: str,
         per_mb: float,
         per_iter: float,
@@ -178,6 +186,7 @@ def communication_plan(
                 collective,
                 when,
                 float(message),
+                shape,
                 size,
                 nodes_spanned(size, stride, gpn),
                 per_mb,
@@ -187,6 +196,7 @@ def communication_plan(
             )
         )
 
+    h = model.hidden_size
     if p.tp > 1:
         msg = float(tp_message_bytes(model, p, tokens, precision))
         hidden = "overlapped with GEMMs (tp_comm_overlap)" if tp_comm_overlap else "exposed"
@@ -199,6 +209,7 @@ def communication_plan(
                     name,
                     "each layer, attention and MLP, fwd + bwd",
                     msg,
+                    (int(tokens), h),
                     "tp",
                     calls,
                     calls * m,
@@ -210,6 +221,7 @@ def communication_plan(
                 "all_reduce",
                 "each layer, attention and MLP, fwd + bwd",
                 msg,
+                (int(tokens), h),
                 "tp",
                 calls,
                 calls * m,
@@ -225,6 +237,7 @@ def communication_plan(
                     "send_recv",
                     f"ring attention, {kind.name} layers, fwd + bwd",
                     msg,
+                    (int(tokens), cp_width(kind, p)),
                     "cp",
                     calls,
                     calls * m,
@@ -244,6 +257,7 @@ def communication_plan(
                 "all_to_all",
                 "each MoE layer, dispatch and combine, fwd + bwd",
                 msg,
+                (int(tokens / p.tp * model.moe.top_k), h),
                 "ep",
                 calls,
                 calls * m,
@@ -258,6 +272,7 @@ def communication_plan(
             "send_recv",
             "stage boundary, activations fwd, gradients bwd",
             msg,
+            (int(tokens / (p.tp if p.sequence_parallel else 1)), h),
             "pp",
             calls,
             calls * m,
@@ -277,6 +292,7 @@ def communication_plan(
                 "all_gather",
                 "each layer, weights for fwd and for bwd",
                 layer_w,
+                (int(layer_w / w_b),),
                 group,
                 2 * layers,
                 2 * layers * m,
@@ -287,6 +303,7 @@ def communication_plan(
                 "reduce_scatter",
                 "each layer, gradients in bwd",
                 layer_w / w_b * grad_b,
+                (int(layer_w / w_b),),
                 group,
                 layers,
                 layers * m,
@@ -299,6 +316,7 @@ def communication_plan(
                 sync,
                 "end of step, gradients",
                 params * grad_b,
+                (int(params),),
                 group,
                 0,
                 1,
@@ -310,6 +328,7 @@ def communication_plan(
                     "all_gather",
                     "end of step, updated parameters",
                     params * w_b,
+                    (int(params),),
                     group,
                     0,
                     1,

@@ -55,7 +55,8 @@ class LayerRows:
     layers_on_gpu: int
     modules: tuple[ModuleRow, ...]
     activations: tuple[tuple[str, float], ...]  # (saved tensor, bytes per micro-batch per GPU)
-    tp_collectives: tuple[tuple[str, str, float], ...]  # (after, collectives per pass, bytes)
+    # (after, collectives per pass, message bytes, message shape)
+    tp_collectives: tuple[tuple[str, str, float, tuple[int, int]], ...]
 
     @property
     def params_per_gpu(self) -> float:
@@ -175,7 +176,10 @@ def layer_table(
                 )
                 for it in items_of(model, kind, setup.flash_attention)
             )
-        collectives = (("attention", per_pass, msg), ("mlp", per_pass, msg)) if p.tp > 1 else ()
+        shape = (int(tokens), model.hidden_size)
+        collectives = (
+            (("attention", per_pass, msg, shape), ("mlp", per_pass, msg, shape)) if p.tp > 1 else ()
+        )
         layers.append(LayerRows(kind.name, n_model, int(n_gpu), tuple(modules), saved, collectives))
     vocab = padded_vocab(model, p.tp)
     rows = vocab // p.tp

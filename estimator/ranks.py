@@ -69,6 +69,12 @@ class RankLayout:
         base = rank - (rank // stride % size) * stride
         return tuple(base + i * stride for i in range(size))
 
+    def group_index(self, dim: str, rank: int) -> int:
+        """The position of ``rank``'s group among the groups of ``dim`` (ordered by their
+        first rank, as ``groups`` lists them)."""
+        size, stride = self.sizes[dim], self.strides[dim]
+        return rank // (stride * size) * stride + rank % stride
+
     def coordinates(self, rank: int) -> dict[str, int]:
         """Each dimension's index of ``rank`` within its group."""
         return {d: rank // self.strides[d] % self.sizes[d] for d in DIMENSIONS}

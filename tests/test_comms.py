@@ -41,7 +41,7 @@ def test_llama_70b_messages_counts_and_times(sp: bool) -> None:
     assert plan.microbatches == 256 == est.time.microbatches
     tp = [e for e in plan.events if e.dimension == "tp"]
     # A layer's activations: 4096 tokens x 8192 hidden x 2 bytes = 64 MiB.
-    assert all(e.message_bytes == 64 * MIB for e in tp)
+    assert all(e.message_bytes == 64 * MIB and e.message_shape == (4096, 8192) for e in tp)
     assert [e.collective for e in tp] == (
         ["all_gather", "reduce_scatter"] if sp else ["all_reduce"]
     )

@@ -34,8 +34,9 @@ def test_every_rank_once_per_dimension(p: Parallelism) -> None:
         ranks = [r for g in layout.groups[dim] for r in g]
         assert sorted(ranks) == list(range(p.num_gpus)), dim
         assert all(len(g) == layout.sizes[dim] for g in layout.groups[dim])
-        for g in layout.groups[dim]:
+        for i, g in enumerate(layout.groups[dim]):
             assert all(layout.group_of(dim, r) == g for r in g)
+            assert all(layout.group_index(dim, r) == i for r in g)
     # Ranks that share a TP, CP, DP and PP index are the same rank (the grid is a bijection).
     coords = {
         tuple(layout.coordinates(r)[d] for d in ("tp", "cp", "dp", "pp")) for r in range(p.num_gpus)
@@ -86,6 +87,10 @@ def test_api_page_and_cli_show_the_same_groups() -> None:
     assert not big["complete"]
     dp = next(d for d in big["dimensions"] if d["dimension"] == "dp")
     assert dp["size"] == 8192 and len(dp["listed"][0]) == 256  # listed, not all
+    rows = client.post("/api/v1/training/ranks?format=csv", json=plan).text.splitlines()
+    assert rows[0].startswith("rank,gpu,tp_group,cp_group,dp_group,pp_group")
+    # rank 4: third TP group, its own CP group, third DP group [4, 6], first PP group [0, 4, 8, 12]
+    assert len(rows) == 17 and rows[5] == "4,n0_g4,2,4,2,0,0,0,0,1"
     page = client.get("/training?model=llama-3-70b&num_gpus=16&tp=2&pp=4").text
     assert 'id="fig-ranks"' in page
     assert main(["ranks", "--tp", "2", "--pp", "4", "--dp", "2"]) == 0

@@ -78,3 +78,17 @@ def test_api_and_pages() -> None:
     assert stl["peak_bytes"] == pytest.approx(sest["memory_per_gpu"]["total_bytes"], rel=1e-12)
     assert 'id="fig-timeline"' in client.get("/training?model=llama-3-8b&num_gpus=8").text
     assert 'id="fig-timeline"' in client.get("/serving?model=llama-3-8b").text
+
+
+def test_cli(tmp_path: object) -> None:
+    import json
+    from pathlib import Path
+
+    from app.cli import main
+
+    plan = Path(str(tmp_path)) / "plan.json"
+    plan.write_text(json.dumps({"model": "llama-3-8b", "num_gpus": 8, "layout": {"pp": 2}}))
+    assert main(["timeline", str(plan)]) == 0
+    plan.write_text(json.dumps({"model": "llama-3-8b", "concurrency": 8}))
+    assert main(["timeline", str(plan), "--serving"]) == 0
+    assert main(["timeline", str(plan)]) == 2  # a serving request is refused as a training one

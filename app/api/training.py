@@ -31,6 +31,7 @@ from ..views import (
     json_response,
     layer_table_out,
     rank_layout_out,
+    ranks_csv,
     rows_csv,
     timeline_out,
     training_out,
@@ -47,6 +48,7 @@ CSV_RESPONSE: dict[int | str, dict[str, Any]] = {
 }
 Format = Literal["json", "csv"]
 MAX_CSV_ROWS = 200_000
+MAX_CSV_RANKS = 262_144
 
 
 def check_csv_rows(count: int) -> None:
@@ -91,12 +93,23 @@ def timeline(req: TrainingRequest) -> Response:
     return json_response(timeline_out(run_training_timeline(req)))
 
 
-@router.post("/ranks", response_model=RankLayoutOut)
-def ranks(req: TrainingRequest) -> Response:
+@router.post("/ranks", response_model=RankLayoutOut, responses=CSV_RESPONSE)
+def ranks(
+    req: TrainingRequest,
+    format: Annotated[Format, Query(description="csv: every rank, its GPU and groups")] = "json",
+) -> Response:
     """Which GPUs (node_gpu names) form each TP, CP, DP, PP, expert-TP, EP and expert-DP
     group of the plan, in Megatron-LM's rank order; clusters above 4,096 GPUs list the first
-    groups of each dimension with the size and stride that give the rest."""
-    return json_response(rank_layout_out(run_ranks(req)))
+    groups of each dimension with the size and stride that give the rest, and the CSV lists
+    every rank (up to 262,144)."""
+    layout = run_ranks(req)
+    if format == "csv":
+        if layout.world > MAX_CSV_RANKS:
+            raise SpecError(
+                "num_gpus", f"the rank CSV lists at most {MAX_CSV_RANKS:,} GPUs", layout.world
+            )
+        return Response(ranks_csv(layout), media_type="text/csv")
+    return json_response(rank_layout_out(layout))
 
 
 @router.post("/sweep", response_model=TrainingSweepOut, responses=CSV_RESPONSE)

@@ -237,6 +237,7 @@ class CommEventOut(BaseModel):
     collective: str
     when: str = Field(description="Where in the step it runs")
     message_bytes: float = Field(description="The collective's buffer per call")
+    message_shape: list[int] = Field(description="Its elements, e.g. [tokens, hidden]")
     group_size: int
     nodes_per_group: int = Field(description="1: inside a node (NVLink); more: over the network")
     calls_per_microbatch: float
@@ -295,6 +296,7 @@ class TPCollectiveOut(BaseModel):
     after: str
     collectives: str = Field(description="Per pass (forward, backward, recompute)")
     message_bytes: float
+    message_shape: list[int] = Field(description="[tokens on the GPU, hidden]")
 
 
 class LayerRowsOut(BaseModel):
