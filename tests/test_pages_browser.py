@@ -301,3 +301,27 @@ def test_serving_sweep_explorer(tab: Tab, server: str) -> None:
     assert {"h100-sxm-80gb", "h200-sxm-141gb"} <= set(figure(page, "scatter")["names"])
     assert tab.errors == []
     tab.shot("sweep-serving")
+
+
+def test_keyboard_and_narrow_screen(browser: Any, server: str) -> None:
+    # Keyboard only: focus the GPU count, type, move on with Tab, submit with Enter.
+    context = browser.new_context(viewport={"width": 390, "height": 844})  # a phone
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{server}/training?model=llama-3-8b", wait_until="networkidle")
+    page.focus("#f-num_gpus")
+    page.keyboard.type("8")
+    page.keyboard.press("Tab")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#kpi-memory")
+    assert "num_gpus=8" in page.url
+    # One column on a narrow screen: the form sits above the results, nothing wider than it.
+    form, results = page.locator("aside").bounding_box(), page.locator(".results").bounding_box()
+    assert form is not None and results is not None and results["y"] > form["y"]
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390 + 1
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "training-phone.png"), full_page=True)
+    assert errors == []
+    context.close()
