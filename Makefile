@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: serve test lint typecheck pytest bench clean
+.PHONY: serve test lint typecheck pytest bench clean postgresql
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,12 @@ SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 	$(SUDO) apt-get update -qq
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
 
+# The plan store is tested against a real PostgreSQL server the tests start on loopback.
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || ( \
+		$(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql )
+
 serve: $(VENV)/.installed-base
 	$(BIN)/uvicorn app.main:app --host $(HOST) --port $(PORT)
 
@@ -37,7 +43,7 @@ lint: $(VENV)/.installed-test
 typecheck: $(VENV)/.installed-test
 	$(BIN)/mypy
 
-pytest: $(VENV)/.installed-test /usr/bin/chromium
+pytest: $(VENV)/.installed-test /usr/bin/chromium postgresql
 	$(BIN)/python -m pytest
 
 test: lint typecheck pytest

@@ -109,7 +109,8 @@ def install(app: FastAPI) -> None:
     def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 400:  # an unreadable body (bad UTF-8, broken multipart)
             return invalid("body", f"must be readable JSON: {exc.detail}")
-        kind = {404: "not_found", 413: "too_large"}.get(exc.status_code, "invalid_request")
+        kinds = {401: "unauthorized", 403: "forbidden", 404: "not_found", 413: "too_large"}
+        kind = kinds.get(exc.status_code, "invalid_request")
         return _body(exc.status_code, kind, str(exc.detail))
 
     @app.exception_handler(TooLarge)

@@ -18,6 +18,8 @@ from pydantic import BaseModel
 import estimator
 
 from . import api, errors, pages
+from .settings import Settings
+from .store import PlanStore
 
 __all__ = ["app", "create_app"]
 
@@ -39,7 +41,7 @@ class Version(BaseModel):
 
 
 @asynccontextmanager
-async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     """Load every catalog entry before the first request, then move what is loaded out of the
     garbage collector's view (``gc.freeze``): the long-lived catalog, schema and route objects
     are never collected, and scanning them made full collections pause requests."""
@@ -47,9 +49,12 @@ async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         estimator.get_model(model_id)
     for accelerator_id in estimator.accelerator_ids():
         estimator.get_accelerator(accelerator_id)
+    app.state.settings = cfg = Settings.from_env()
+    app.state.store = PlanStore(cfg.database_url)  # runs the migrations
     gc.collect()
     gc.freeze()
     yield
+    app.state.store.engine.dispose()
 
 
 def create_app() -> FastAPI:

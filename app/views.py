@@ -76,7 +76,7 @@ __all__ = [
 ]
 
 
-def json_response(payload: dict[str, Any]) -> Response:
+def json_response(payload: Any) -> Response:
     """A plain-JSON payload as the response, serialized once: the route's ``response_model``
     documents it (and the fuzz tests check every answer against it) without FastAPI validating
     the dict a second time. Non-finite numbers raise rather than produce invalid JSON."""

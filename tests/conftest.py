@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +17,9 @@ import httpx
 import pytest
 
 DATA = Path(__file__).parent / "data"
+
+# Saved plans go to a fresh SQLite file per test session, never into the checkout.
+os.environ.setdefault("PLANNER_DATA_DIR", tempfile.mkdtemp(prefix="llm-planner-test-"))
 
 
 def load_data(name: str) -> Any:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from . import catalog, inference, training
+from . import catalog, inference, plans, training
 
 __all__ = ["router"]
 
@@ -12,3 +12,4 @@ router = APIRouter(prefix="/api/v1")
 router.include_router(catalog.router)
 router.include_router(training.router)
 router.include_router(inference.router)
+router.include_router(plans.router)

@@ -88,7 +88,15 @@ class ErrorItem(BaseModel):
 
 
 class ErrorResponse(BaseModel):
-    error: Literal["invalid_request", "not_found", "too_large", "timeout", "internal"]
+    error: Literal[
+        "invalid_request",
+        "not_found",
+        "too_large",
+        "timeout",
+        "internal",
+        "unauthorized",
+        "forbidden",
+    ]
     message: str
     detail: list[ErrorItem] = Field(default_factory=list)
     suggestions: list[str] = Field(

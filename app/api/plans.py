@@ -1,0 +1,245 @@
+"""Saved plans: save any training, serving or sweep request with a name, description and tags;
+list and search, open (re-evaluated with the current estimator, with what changed since it was
+saved), edit, duplicate, delete. Writes need the bearer token when one is configured and are
+refused in read-only mode."""
+
+from __future__ import annotations
+
+from threading import Lock
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from pydantic import BaseModel, Field
+
+import estimator
+
+from ..plans import run_inference, run_serving_sweep, run_training, run_training_sweep
+from ..schemas.common import ERROR_RESPONSES, ErrorResponse
+from ..schemas.common import Request as StrictRequest
+from ..schemas.inference import InferenceRequest
+from ..schemas.sweep import ServingSweepRequest, TrainingSweepRequest
+from ..schemas.training import TrainingRequest
+from ..settings import Settings
+from ..store import PlanStore
+from ..views import json_response, serving_sweep_out, training_sweep_out
+
+__all__ = ["headline", "router"]
+
+WRITE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorResponse, "description": "A token is configured and was not sent"},
+    403: {"model": ErrorResponse, "description": "The service is read-only"},
+}
+router = APIRouter(
+    prefix="/plans", tags=["plans"], responses={**ERROR_RESPONSES, **WRITE_RESPONSES}
+)
+
+Kind = Literal["training", "inference", "training_sweep", "inference_sweep"]
+Name = Annotated[str, Field(min_length=1, max_length=200)]
+Tag = Annotated[str, Field(min_length=1, max_length=50)]
+REQUESTS: dict[str, type[BaseModel]] = {
+    "training": TrainingRequest,
+    "inference": InferenceRequest,
+    "training_sweep": TrainingSweepRequest,
+    "inference_sweep": ServingSweepRequest,
+}
+
+
+class PlanCreate(StrictRequest):
+    name: Name
+    description: str = Field("", max_length=10_000)
+    tags: list[Tag] = Field(default_factory=list, max_length=20)
+    kind: Kind
+    request: dict[str, Any] = Field(description="The request body of the kind's endpoint")
+
+
+class PlanUpdate(StrictRequest):
+    name: Name | None = None
+    description: str | None = Field(None, max_length=10_000)
+    tags: list[Tag] | None = Field(None, max_length=20)
+    request: dict[str, Any] | None = None
+
+
+class PlanOut(BaseModel):
+    id: str
+    name: str
+    description: str
+    tags: list[str]
+    kind: str
+    request: dict[str, Any]
+    saved_result: dict[str, Any] = Field(description="Headline numbers when it was saved")
+    estimator_version: str
+    revision: int
+    created_at: str
+    updated_at: str
+
+
+class PlanOpened(PlanOut):
+    current_result: dict[str, Any] = Field(description="Headline numbers now")
+    current_version: str
+    changed: dict[str, dict[str, Any]] = Field(
+        description="Numbers that differ from the saved ones: {name: {saved, now}}"
+    )
+
+
+def headline(kind: str, request: dict[str, Any]) -> dict[str, Any]:
+    """Validate ``request`` as the kind's request, evaluate it and keep the numbers a reader
+    compares; raises (422/404) before anything is stored."""
+    req = REQUESTS[kind].model_validate(request)
+    if isinstance(req, TrainingRequest):
+        _, e = run_training(req)
+        return {
+            "memory_per_gpu_bytes": e.memory.total_bytes,
+            "fits": e.memory.fits,
+            "step_s": e.time.step_s,
+            "tokens_per_s": e.tokens_per_s,
+            "mfu": e.mfu,
+            "cost_usd": e.cost_usd,
+            "usd_per_1m_tokens": e.usd_per_1m_tokens,
+        }
+    if isinstance(req, InferenceRequest):
+        _, i = run_inference(req)
+        return {
+            "memory_per_gpu_bytes": i.memory.total_bytes,
+            "fits": i.memory.fits,
+            "ttft_s": i.ttft_s,
+            "tpot_s": i.tpot_s,
+            "output_tokens_per_s": i.output_tokens_per_s,
+            "usd_per_1m_output_tokens": i.usd_per_1m_output_tokens,
+        }
+    if isinstance(req, TrainingSweepRequest):
+        out = training_sweep_out(run_training_sweep(req), req)
+        best = out.recommendations[0].row if out.recommendations else None
+        return {
+            "feasible": out.counts.feasible,
+            "best_tokens_per_s": best.tokens_per_s if best else None,
+            "best_usd_per_1m_tokens": best.usd_per_1m_tokens if best else None,
+        }
+    assert isinstance(req, ServingSweepRequest)
+    sout = serving_sweep_out(run_serving_sweep(req), req)
+    cheapest = sout.rows[0] if sout.rows else None
+    return {
+        "ok": sout.counts.get("ok", 0),
+        "cheapest_usd_per_1m_output_tokens": cheapest.usd_per_1m_output_tokens
+        if cheapest
+        else None,
+    }
+
+
+_OPENING = Lock()
+
+
+def _store(request: Request) -> PlanStore:
+    """The app's plan store, opened (and migrated) on first use when the lifespan did not."""
+    state = request.app.state
+    if getattr(state, "store", None) is None:
+        with _OPENING:
+            if getattr(state, "store", None) is None:
+                state.settings = Settings.from_env()
+                state.store = PlanStore(state.settings.database_url)
+    store: PlanStore = state.store
+    return store
+
+
+def _writer(request: Request) -> PlanStore:
+    """The store, for a request allowed to write."""
+    store = _store(request)
+    cfg: Settings = request.app.state.settings
+    if cfg.read_only:
+        raise HTTPException(403, "the service is read-only (PLANNER_READ_ONLY)")
+    if cfg.api_token is not None:
+        sent = request.headers.get("authorization", "")
+        if sent != f"Bearer {cfg.api_token}":
+            raise HTTPException(401, "writes need 'Authorization: Bearer <PLANNER_API_TOKEN>'")
+    return store
+
+
+def _found(plan: dict[str, Any] | None, plan_id: str) -> dict[str, Any]:
+    if plan is None:
+        raise HTTPException(404, f"no saved plan {plan_id!r}")
+    return plan
+
+
+@router.post("", response_model=PlanOut, status_code=201)
+def create_plan(body: PlanCreate, store: Annotated[PlanStore, Depends(_writer)]) -> Response:
+    """Save a plan: its request is validated and evaluated first; nothing is stored if it
+    cannot be."""
+    result = headline(body.kind, body.request)
+    plan = store.create(
+        name=body.name,
+        description=body.description,
+        tags=body.tags,
+        kind=body.kind,
+        request=body.request,
+        saved_result=result,
+        estimator_version=estimator.__version__,
+    )
+    response = json_response(plan)
+    response.status_code = 201
+    return response
+
+
+@router.get("", response_model=list[PlanOut])
+def list_plans(
+    store: Annotated[PlanStore, Depends(_store)],
+    q: Annotated[str, Query(max_length=200, description="Search names and descriptions")] = "",
+    tag: Annotated[str, Query(max_length=50)] = "",
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    offset: Annotated[int, Query(ge=0, le=10**6)] = 0,
+) -> Response:
+    return json_response(store.list(q, tag, limit, offset))
+
+
+@router.get("/{plan_id}", response_model=PlanOpened)
+def open_plan(plan_id: str, store: Annotated[PlanStore, Depends(_store)]) -> Response:
+    """The saved plan, re-evaluated with the current estimator, and what changed."""
+    plan = _found(store.get(plan_id), plan_id)
+    now = headline(plan["kind"], plan["request"])
+    changed = {
+        k: {"saved": plan["saved_result"].get(k), "now": v}
+        for k, v in now.items()
+        if plan["saved_result"].get(k) != v
+    }
+    return json_response(
+        {
+            **plan,
+            "current_result": now,
+            "current_version": estimator.__version__,
+            "changed": changed,
+        }
+    )
+
+
+@router.patch("/{plan_id}", response_model=PlanOut)
+def edit_plan(
+    plan_id: str, body: PlanUpdate, store: Annotated[PlanStore, Depends(_writer)]
+) -> Response:
+    plan = _found(store.get(plan_id), plan_id)
+    changes: dict[str, Any] = body.model_dump(exclude_none=True)
+    if body.request is not None:
+        changes["saved_result"] = headline(plan["kind"], body.request)
+        changes["estimator_version"] = estimator.__version__
+    return json_response(_found(store.update(plan_id, **changes), plan_id))
+
+
+@router.post("/{plan_id}/duplicate", response_model=PlanOut, status_code=201)
+def duplicate_plan(plan_id: str, store: Annotated[PlanStore, Depends(_writer)]) -> Response:
+    plan = _found(store.get(plan_id), plan_id)
+    copy = store.create(
+        name=f"{plan['name']} (copy)"[:200],
+        description=plan["description"],
+        tags=plan["tags"],
+        kind=plan["kind"],
+        request=plan["request"],
+        saved_result=plan["saved_result"],
+        estimator_version=plan["estimator_version"],
+    )
+    response = json_response(copy)
+    response.status_code = 201
+    return response
+
+
+@router.delete("/{plan_id}", status_code=204)
+def delete_plan(plan_id: str, store: Annotated[PlanStore, Depends(_writer)]) -> Response:
+    if not store.delete(plan_id):
+        raise HTTPException(404, f"no saved plan {plan_id!r}")
+    return Response(status_code=204)
