@@ -9,7 +9,8 @@ from threading import Lock
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
-from pydantic import BaseModel, Field
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 import estimator
 
@@ -84,7 +85,11 @@ class PlanOpened(PlanOut):
 def headline(kind: str, request: dict[str, Any]) -> dict[str, Any]:
     """Validate ``request`` as the kind's request, evaluate it and keep the numbers a reader
     compares; raises (422/404) before anything is stored."""
-    req = REQUESTS[kind].model_validate(request)
+    try:
+        req = REQUESTS[kind].model_validate(request)
+    except ValidationError as exc:  # reported like any body error, under "request."
+        errors = [{**e, "loc": ("body", "request", *e["loc"])} for e in exc.errors()]
+        raise RequestValidationError(errors) from None
     if isinstance(req, TrainingRequest):
         _, e = run_training(req)
         return {
