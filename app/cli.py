@@ -51,6 +51,26 @@ def main(argv: list[str] | None = None) -> int:
     tree.add_argument("--accelerator", default="h100-sxm-80gb")
     tree.add_argument("--precision", default="bf16")
     tree.add_argument("--depth", type=int, default=3)
+    plans = sub.add_parser("plans", help="saved plans in the store (DATABASE_URL)")
+    plans_sub = plans.add_subparsers(dest="action", required=True)
+    plans_list = plans_sub.add_parser("list")
+    plans_list.add_argument("--search", default="")
+    plans_list.add_argument("--tag", default="")
+    plans_list.add_argument("--json", action="store_true")
+    plans_show = plans_sub.add_parser("show")
+    plans_show.add_argument("id")
+    plans_save = plans_sub.add_parser("save")
+    plans_save.add_argument("plan", help="a JSON file holding the request")
+    plans_save.add_argument("--name", required=True)
+    plans_save.add_argument(
+        "--kind",
+        default="training",
+        choices=("training", "inference", "training_sweep", "inference_sweep"),
+    )
+    plans_save.add_argument("--tag", action="append", default=[])
+    plans_save.add_argument("--description", default="")
+    plans_delete = plans_sub.add_parser("delete")
+    plans_delete.add_argument("id")
     prof = sub.add_parser(
         "profile-modules",
         help="measure each module's forward time on a GPU (forward hooks + CUDA events)",
@@ -81,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         return _timeline(args)
     if args.command == "profile-modules":
         return _profile(args)
+    if args.command == "plans":
+        return _plans(args)
     if args.command == "serve":
         import uvicorn
 
@@ -277,6 +299,64 @@ def _timeline(args: argparse.Namespace) -> int:
         print(f"{point.label:<48} {point.total_bytes / 2**30:9.2f} GiB{mark}")
     print(f"capacity {timeline.capacity_bytes / 2**30:.2f} GiB; " + " ".join(timeline.notes))
     return 0
+
+
+def _plans(args: argparse.Namespace) -> int:
+    """Saved plans, straight from the store the service uses (same DATABASE_URL)."""
+    import json
+    from pathlib import Path
+
+    from fastapi.exceptions import RequestValidationError
+
+    import estimator
+    from estimator.errors import SpecError, UnknownIdError
+
+    from .api.plans import headline
+    from .settings import Settings
+    from .store import PlanStore
+
+    store = PlanStore(Settings.from_env().database_url)
+    try:
+        if args.action == "list":
+            plans = store.list(args.search, args.tag)
+            if args.json:
+                print(json.dumps(plans, indent=1))
+                return 0
+            for p in plans:
+                print(f"{p['id']}  {p['kind']:<15} {p['updated_at'][:19]}  {p['name']}")
+            return 0
+        if args.action == "show":
+            plan = store.get(args.id)
+            if plan is None:
+                print(f"error: no saved plan {args.id!r}", file=sys.stderr)
+                return 2
+            now = headline(plan["kind"], plan["request"])
+            print(json.dumps({**plan, "current_result": now}, indent=1))
+            return 0
+        if args.action == "save":
+            request = json.loads(Path(args.plan).read_text())
+            result = headline(args.kind, request)
+            plan = store.create(
+                name=args.name,
+                description=args.description,
+                tags=args.tag,
+                kind=args.kind,
+                request=request,
+                saved_result=result,
+                estimator_version=estimator.__version__,
+            )
+            print(plan["id"])
+            return 0
+        if not store.delete(args.id):
+            print(f"error: no saved plan {args.id!r}", file=sys.stderr)
+            return 2
+        return 0
+    except (OSError, ValueError, SpecError, UnknownIdError, RequestValidationError) as exc:
+        message = exc.errors() if isinstance(exc, RequestValidationError) else exc
+        print(f"error: {message}", file=sys.stderr)
+        return 2
+    finally:
+        store.engine.dispose()
 
 
 if __name__ == "__main__":

@@ -196,3 +196,20 @@ def test_api_refuses_bad_payloads_and_keeps_data(url: str, monkeypatch: pytest.M
     monkeypatch.setenv("PLANNER_READ_ONLY", "1")
     with TestClient(create_app()) as client:
         assert client.post("/api/v1/plans", json=body, headers=auth).status_code == 403
+
+
+def test_cli(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from app.cli import main
+
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'cli.db'}")
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(REQUEST))
+    assert main(["plans", "save", str(plan), "--name", "8B on 8", "--tag", "q3"]) == 0
+    pid = capsys.readouterr().out.strip()
+    assert main(["plans", "list", "--tag", "q3"]) == 0 and "8B on 8" in capsys.readouterr().out
+    assert main(["plans", "show", pid]) == 0 and '"current_result"' in capsys.readouterr().out
+    plan.write_text(json.dumps({**REQUEST, "layout": {"tp": 3}}))
+    assert main(["plans", "save", str(plan), "--name", "bad"]) == 2
+    assert main(["plans", "delete", pid]) == 0 and main(["plans", "delete", pid]) == 2
