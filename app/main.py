@@ -11,13 +11,14 @@ from pathlib import Path
 
 from fastapi import FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel
 
 import estimator
 
 from . import api, errors, pages
+from .operations import Metrics, Registry, SecurityHeaders
 from .settings import Settings
 from .store import PlanStore
 
@@ -72,6 +73,9 @@ def create_app() -> FastAPI:
     )
     errors.install(app)
     app.add_middleware(errors.BodyLimit)
+    app.add_middleware(SecurityHeaders)
+    app.state.metrics = registry = Registry()
+    app.add_middleware(Metrics, registry=registry)
     app.include_router(api.router)
     app.include_router(pages.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
@@ -87,6 +91,11 @@ def create_app() -> FastAPI:
         )
 
     app.get("/health", response_model=Health, include_in_schema=False)(healthz)
+
+    @app.get("/metrics", tags=["service"], response_class=PlainTextResponse)
+    def metrics() -> PlainTextResponse:
+        """Request counts and latencies in Prometheus' text format."""
+        return PlainTextResponse(registry.render(), media_type="text/plain; version=0.0.4")
 
     @app.get("/version", response_model=Version, tags=["service"])
     def version() -> Version:

@@ -1,0 +1,148 @@
+"""Operations: security headers on every response, and request metrics in Prometheus' text
+format at ``/metrics`` (counts by route and status, latency histograms by route).
+
+The content security policy allows only this service's own scripts, styles and fonts; Plotly
+sets inline styles on the charts it draws (``style-src 'unsafe-inline'``) and uses ``data:``
+images for its toolbar. The Swagger UI page at ``/docs`` starts itself with one inline script, so
+that page alone also allows inline scripts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import MutableMapping
+from threading import Lock
+from typing import Any
+
+from .errors import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = ["LATENCY_BUCKETS_S", "Metrics", "Registry", "SecurityHeaders"]
+
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; font-src 'self' data:; connect-src 'self'; object-src 'none'; "
+    "frame-ancestors 'none'; base-uri 'self'; form-action 'self'"
+)
+DOCS_CSP = CSP.replace("script-src 'self'", "script-src 'self' 'unsafe-inline'")
+HEADERS = [
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+]
+LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class SecurityHeaders:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        csp = DOCS_CSP if scope.get("path") == "/docs" else CSP
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers += [*HEADERS, (b"content-security-policy", csp.encode())]
+                message["headers"] = headers
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+def _template(scope: MutableMapping[str, Any]) -> str:
+    """The matched route's template as a full path. Routes of included routers carry their
+    template relative to the router, so the request path's leading segments are kept and the
+    trailing ones replaced by the template's."""
+    path = str(scope.get("path", ""))
+    if path.startswith("/static/"):
+        return "/static"
+    template = getattr(scope.get("route"), "path", None)
+    if not template:
+        return "unmatched"
+    tail = template.strip("/").split("/")
+    head = path.strip("/").split("/")[: -len(tail)] if template != "/" else []
+    return "/" + "/".join([*head, *tail]).strip("/") if head or template != "/" else "/"
+
+
+class Registry:
+    """Counts and latency histograms per (method, route template, status); routes are the
+    templates (``/api/v1/models/{model_id}``), so ids never explode the series."""
+
+    def __init__(self) -> None:
+        self.lock = Lock()
+        self.counts: dict[tuple[str, str, int], int] = defaultdict(int)
+        self.buckets: dict[tuple[str, str], list[int]] = {}
+        self.sums: dict[tuple[str, str], float] = defaultdict(float)
+        self.started = time.time()
+
+    def observe(self, scope: MutableMapping[str, Any], status: int, seconds: float) -> None:
+        path = _template(scope)
+        key = (scope.get("method", ""), path)
+        with self.lock:
+            self.counts[(*key, status)] += 1
+            counts = self.buckets.setdefault(key, [0] * (len(LATENCY_BUCKETS_S) + 1))
+            for i, bound in enumerate(LATENCY_BUCKETS_S):
+                if seconds <= bound:
+                    counts[i] += 1
+            counts[-1] += 1
+            self.sums[key] += seconds
+
+    def render(self) -> str:
+        """The Prometheus text exposition format (version 0.0.4)."""
+        lines = [
+            "# HELP planner_requests_total HTTP requests by method, route and status.",
+            "# TYPE planner_requests_total counter",
+        ]
+        with self.lock:
+            for (method, path, status), n in sorted(self.counts.items()):
+                lines.append(
+                    f'planner_requests_total{{method="{method}",route="{path}",'
+                    f'status="{status}"}} {n}'
+                )
+            lines += [
+                "# HELP planner_request_seconds Request latency by method and route.",
+                "# TYPE planner_request_seconds histogram",
+            ]
+            for (method, path), counts in sorted(self.buckets.items()):
+                labels = f'method="{method}",route="{path}"'
+                for bound, n in zip(LATENCY_BUCKETS_S, counts, strict=False):
+                    lines.append(f'planner_request_seconds_bucket{{{labels},le="{bound}"}} {n}')
+                lines.append(f'planner_request_seconds_bucket{{{labels},le="+Inf"}} {counts[-1]}')
+                lines.append(f"planner_request_seconds_sum{{{labels}}} {self.sums[(method, path)]}")
+                lines.append(f"planner_request_seconds_count{{{labels}}} {counts[-1]}")
+        lines += [
+            "# HELP planner_start_time_seconds When the service started (Unix time).",
+            "# TYPE planner_start_time_seconds gauge",
+            f"planner_start_time_seconds {self.started}",
+        ]
+        return "\n".join(lines) + "\n"
+
+
+class Metrics:
+    """Times every HTTP request into ``registry``."""
+
+    def __init__(self, app: ASGIApp, registry: Registry) -> None:
+        self.app = app
+        self.registry = registry
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500
+
+        async def record(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, record)
+        finally:
+            self.registry.observe(scope, status, time.perf_counter() - start)
