@@ -543,30 +543,46 @@ def sweep_bars_figure(s: Any) -> Figure:
 # --- comparisons ------------------------------------------------------------------------------
 
 
+def _plan_bars(
+    labels: Sequence[str], parts: Mapping[str, list[float]], hover: str
+) -> list[dict[str, Any]]:
+    """One bar trace per term across the plans (stacked by the layout), zero terms left out."""
+    return [
+        {
+            "type": "bar",
+            "name": LABELS.get(name, name),
+            "x": list(labels),
+            "y": values,
+            "marker": {"color": COLORS.get(name, "#444")},
+            "meta": name,
+            "hovertemplate": f"%{{x}} %{{fullData.name}}: {hover}<extra></extra>",
+        }
+        for name, values in parts.items()
+        if any(values)
+    ]
+
+
+def _by_plan(plans: Sequence[tuple[str, Mapping[str, Any]]], terms: Any) -> dict[str, list[float]]:
+    """``terms(result)`` of each plan gathered per term name, 0 where a plan lacks it."""
+    out: dict[str, list[float]] = {}
+    for i, (_, result) in enumerate(plans):
+        for name, value in terms(result).items():
+            out.setdefault(name, [0.0] * len(plans))[i] = value
+    return out
+
+
 def compare_memory_figure(plans: Sequence[tuple[str, Mapping[str, Any]]]) -> Figure:
     """Memory per GPU of each plan, stacked by term side by side, each with its GPU's capacity
     (a marker, since plans may be on different GPUs)."""
     labels = [label for label, _ in plans]
-    terms: dict[str, list[float]] = {}
-    for i, (_, result) in enumerate(plans):
-        m = result["memory_per_gpu"]
-        for name, value in _strip(m, "_bytes").items():
-            if name in ("total", "capacity", "headroom"):
-                continue
-            terms.setdefault(name, [0.0] * len(plans))[i] = value / GIB
-    data: list[dict[str, Any]] = [
-        {
-            "type": "bar",
-            "name": LABELS.get(name, name),
-            "x": labels,
-            "y": values,
-            "marker": {"color": COLORS.get(name, "#444")},
-            "meta": name,
-            "hovertemplate": "%{x} %{fullData.name}: %{y:.2f} GiB<extra></extra>",
-        }
-        for name, values in terms.items()
-        if any(values)
-    ]
+    totals = ("total", "capacity", "headroom")
+    terms = _by_plan(
+        plans,
+        lambda r: {
+            k: v / GIB for k, v in _strip(r["memory_per_gpu"], "_bytes").items() if k not in totals
+        },
+    )
+    data = _plan_bars(labels, terms, "%{y:.2f} GiB")
     data.append(
         {
             "type": "scatter",
@@ -593,23 +609,8 @@ def compare_memory_figure(plans: Sequence[tuple[str, Mapping[str, Any]]]) -> Fig
 def compare_time_figure(plans: Sequence[tuple[str, Mapping[str, Any]]]) -> Figure:
     """Step time of each plan split into compute, bubble, exposed communication, optimizer."""
     labels = [label for label, _ in plans]
-    parts: dict[str, list[float]] = {}
-    for i, (_, result) in enumerate(plans):
-        for name, value in _strip(result["time"]["breakdown"], "_s").items():
-            parts.setdefault(name, [0.0] * len(plans))[i] = value
-    data = [
-        {
-            "type": "bar",
-            "name": LABELS.get(name, name),
-            "x": labels,
-            "y": values,
-            "marker": {"color": COLORS.get(name, "#444")},
-            "meta": name,
-            "hovertemplate": "%{x} %{fullData.name}: %{y:.3g} s<extra></extra>",
-        }
-        for name, values in parts.items()
-        if any(values)
-    ]
+    parts = _by_plan(plans, lambda r: _strip(r["time"]["breakdown"], "_s"))
+    data = _plan_bars(labels, parts, "%{y:.3g} s")
     return {
         "data": data,
         "layout": {

@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+R = TypeVar("R", bound="BaseModel")
 
 __all__ = ["main"]
 
@@ -89,20 +98,13 @@ def main(argv: list[str] | None = None) -> int:
         return validate_main(rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
-    if args.command == "ranks":
-        return _ranks(args)
-    if args.command == "comms":
-        return _comms(args)
-    if args.command == "layers":
-        return _layers(args)
-    if args.command == "tree":
-        return _tree(args)
-    if args.command == "timeline":
-        return _timeline(args)
-    if args.command == "profile-modules":
-        return _profile(args)
-    if args.command == "plans":
-        return _plans(args)
+    command = COMMANDS.get(args.command)
+    if command is not None:
+        try:
+            return command(args)
+        except (OSError, ValueError, LookupError) as exc:  # bad input: said in one line
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     if args.command == "serve":
         import uvicorn
 
@@ -110,21 +112,31 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _request(path: str, model: type[R]) -> R:
+    """A request body (the API's JSON) read from a file and validated."""
+    return model.model_validate_json(Path(path).read_bytes())
+
+
+def _model(ref: str) -> str | dict[str, Any]:
+    """A catalog id, or the config.json at a ``.json`` path."""
+    path = Path(ref)
+    if path.suffix != ".json":
+        return ref
+    config = json.loads(path.read_text())
+    if not isinstance(config, dict):
+        raise ValueError(f"{ref}: a config.json holds a JSON object")
+    return config
+
+
 def _ranks(args: argparse.Namespace) -> int:
-    import json
 
     from estimator import Parallelism
-    from estimator.errors import SpecError
     from estimator.ranks import rank_layout
 
     from .views import rank_layout_out
 
-    try:
-        p = Parallelism(tp=args.tp, pp=args.pp, dp=args.dp, cp=args.cp, ep=args.ep, etp=args.etp)
-        out = rank_layout_out(rank_layout(p, args.gpus_per_node))
-    except SpecError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    p = Parallelism(tp=args.tp, pp=args.pp, dp=args.dp, cp=args.cp, ep=args.ep, etp=args.etp)
+    out = rank_layout_out(rank_layout(p, args.gpus_per_node))
     if args.json:
         print(json.dumps(out, indent=1))
         return 0
@@ -139,23 +151,12 @@ def _ranks(args: argparse.Namespace) -> int:
 
 
 def _comms(args: argparse.Namespace) -> int:
-    import json
-    from pathlib import Path
-
-    from pydantic import ValidationError
-
-    from estimator.errors import SpecError, UnknownIdError
 
     from .plans import run_comms
     from .schemas.training import TrainingRequest
     from .views import comm_plan_out
 
-    try:
-        req = TrainingRequest.model_validate_json(Path(args.plan).read_bytes())
-        out = comm_plan_out(run_comms(req))
-    except (OSError, ValidationError, SpecError, UnknownIdError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    out = comm_plan_out(run_comms(_request(args.plan, TrainingRequest)))
     if args.json:
         print(json.dumps(out, indent=1))
         return 0
@@ -172,21 +173,11 @@ def _comms(args: argparse.Namespace) -> int:
 
 
 def _layers(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from pydantic import ValidationError
-
-    from estimator.errors import SpecError, UnknownIdError
 
     from .plans import run_layers
     from .schemas.training import TrainingRequest
 
-    try:
-        req = TrainingRequest.model_validate_json(Path(args.plan).read_bytes())
-        table = run_layers(req)
-    except (OSError, ValidationError, SpecError, UnknownIdError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    table = run_layers(_request(args.plan, TrainingRequest))
     for layer in table.layers:
         print(
             f"{layer.kind}: {layer.layers_on_gpu} of {layer.layers_in_model} layers on the GPU, "
@@ -205,30 +196,18 @@ def _layers(args: argparse.Namespace) -> int:
 
 
 def _tree(args: argparse.Namespace) -> int:
-    import json
-    from pathlib import Path
-
-    from pydantic import ValidationError
-
-    from estimator.errors import SpecError, UnknownIdError
 
     from .plans import run_tree
     from .schemas.catalog import TreeRequest
 
-    try:
-        path = Path(args.model)
-        model = json.loads(path.read_text()) if path.suffix == ".json" else args.model
-        req = TreeRequest(
-            model=model,
-            accelerator=args.accelerator,
-            precision=args.precision,
-            seq_len=args.seq_len,
-            batch_size=args.batch_size,
-        )
-        _, root = run_tree(req)
-    except (OSError, ValueError, ValidationError, SpecError, UnknownIdError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    req = TreeRequest(
+        model=_model(args.model),
+        accelerator=args.accelerator,
+        precision=args.precision,
+        seq_len=args.seq_len,
+        batch_size=args.batch_size,
+    )
+    _, root = run_tree(req)
     print(f"{'module':<52} {'params':>15} {'GFLOPs':>12} {'time ms':>9}  share of FLOPs")
     for depth, node in root.walk():
         if depth > args.depth:
@@ -242,31 +221,21 @@ def _tree(args: argparse.Namespace) -> int:
 
 
 def _profile(args: argparse.Namespace) -> int:
-    import json
-    from pathlib import Path
 
     from estimator import model_entry
-    from estimator.errors import SpecError, UnknownIdError
 
     from .exact import profile_modules
 
-    try:
-        path = Path(args.model)
-        if path.suffix == ".json":
-            config = json.loads(path.read_text())
-        else:
-            config = model_entry(args.model)["config"]
-        times = profile_modules(
-            config,
-            args.seq_len,
-            args.batch_size,
-            device=args.device,
-            dtype=args.dtype,
-            repeats=args.repeats,
-        )
-    except (OSError, ValueError, SpecError, UnknownIdError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    model = _model(args.model)
+    config = model_entry(model)["config"] if isinstance(model, str) else model
+    times = profile_modules(
+        config,
+        args.seq_len,
+        args.batch_size,
+        device=args.device,
+        dtype=args.dtype,
+        repeats=args.repeats,
+    )
     print(f"{'module (layers summed)':<50} {'ms per forward':>14}")
     for name, ms in list(times.items())[: args.top]:
         print(f"{name:<50} {ms:>14.3f}")
@@ -274,25 +243,15 @@ def _profile(args: argparse.Namespace) -> int:
 
 
 def _timeline(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from pydantic import ValidationError
-
-    from estimator.errors import SpecError, UnknownIdError
 
     from .plans import run_inference_timeline, run_training_timeline
     from .schemas.inference import InferenceRequest
     from .schemas.training import TrainingRequest
 
-    try:
-        raw = Path(args.plan).read_bytes()
-        if args.serving:
-            timeline = run_inference_timeline(InferenceRequest.model_validate_json(raw))
-        else:
-            timeline = run_training_timeline(TrainingRequest.model_validate_json(raw))
-    except (OSError, ValidationError, SpecError, UnknownIdError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    if args.serving:
+        timeline = run_inference_timeline(_request(args.plan, InferenceRequest))
+    else:
+        timeline = run_training_timeline(_request(args.plan, TrainingRequest))
     peak = timeline.peak
     for point in timeline.points:
         mark = "  <- peak" if point is peak else ""
@@ -303,13 +262,10 @@ def _timeline(args: argparse.Namespace) -> int:
 
 def _plans(args: argparse.Namespace) -> int:
     """Saved plans, straight from the store the service uses (same DATABASE_URL)."""
-    import json
-    from pathlib import Path
 
     from fastapi.exceptions import RequestValidationError
 
     import estimator
-    from estimator.errors import SpecError, UnknownIdError
 
     from .api.plans import headline
     from .settings import Settings
@@ -328,8 +284,7 @@ def _plans(args: argparse.Namespace) -> int:
         if args.action == "show":
             plan = store.get(args.id)
             if plan is None:
-                print(f"error: no saved plan {args.id!r}", file=sys.stderr)
-                return 2
+                raise LookupError(f"no saved plan {args.id!r}")
             now = headline(plan["kind"], plan["request"])
             print(json.dumps({**plan, "current_result": now}, indent=1))
             return 0
@@ -348,15 +303,23 @@ def _plans(args: argparse.Namespace) -> int:
             print(plan["id"])
             return 0
         if not store.delete(args.id):
-            print(f"error: no saved plan {args.id!r}", file=sys.stderr)
-            return 2
+            raise LookupError(f"no saved plan {args.id!r}")
         return 0
-    except (OSError, ValueError, SpecError, UnknownIdError, RequestValidationError) as exc:
-        message = exc.errors() if isinstance(exc, RequestValidationError) else exc
-        print(f"error: {message}", file=sys.stderr)
-        return 2
+    except RequestValidationError as exc:  # headline() reports a bad request like the API
+        raise ValueError(str(exc.errors())) from None
     finally:
         store.engine.dispose()
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "ranks": _ranks,
+    "comms": _comms,
+    "layers": _layers,
+    "tree": _tree,
+    "timeline": _timeline,
+    "profile-modules": _profile,
+    "plans": _plans,
+}
 
 
 if __name__ == "__main__":

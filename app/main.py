@@ -18,9 +18,8 @@ from pydantic import BaseModel
 import estimator
 
 from . import api, errors, pages
+from .api.plans import open_store
 from .operations import Metrics, Registry, SecurityHeaders
-from .settings import Settings
-from .store import PlanStore
 
 __all__ = ["app", "create_app"]
 
@@ -50,8 +49,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         estimator.get_model(model_id)
     for accelerator_id in estimator.accelerator_ids():
         estimator.get_accelerator(accelerator_id)
-    app.state.settings = cfg = Settings.from_env()
-    app.state.store = PlanStore(cfg.database_url)  # runs the migrations
+    open_store(app)  # runs the migrations
     gc.collect()
     gc.freeze()
     yield

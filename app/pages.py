@@ -8,7 +8,7 @@ exactly what the API would. Refusals (422/404) become messages next to the form 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -27,16 +27,12 @@ from .api.training import check_csv_rows
 from .errors import field_path
 from .plans import (
     resolve_model,
-    run_comms,
     run_inference,
     run_inference_timeline,
-    run_layers,
-    run_ranks,
     run_serving_sweep,
     run_training,
     run_training_sweep,
-    run_training_timeline,
-    run_training_tree,
+    run_training_views,
 )
 from .schemas.inference import InferenceRequest
 from .schemas.sweep import (
@@ -290,8 +286,9 @@ SERVING_INPUTS = (
 )
 
 
-SWEEP_INPUTS = (
-    *COMMON[::2],  # model and the pasted config; accelerators are a choice of several
+# Sweeps take the model and the pasted config, and a choice of several accelerators.
+SWEEP_COMMON = (
+    *COMMON[::2],
     Input(
         "accelerator",
         "Accelerators",
@@ -301,6 +298,9 @@ SWEEP_INPUTS = (
         help="None ticked: ten data-centre GPUs",
         group="Space",
     ),
+)
+SWEEP_INPUTS = (
+    *SWEEP_COMMON,
     Input("num_gpus", "GPU counts", "num_gpus", "ints", placeholder="8,16,…,1024", group="Space"),
     Input("tp", "TP", "layout.tp", "ints", placeholder="1,2,4,8", group="Space"),
     Input("pp", "PP", "layout.pp", "ints", placeholder="1,2,4,8,16", group="Space"),
@@ -354,16 +354,7 @@ SWEEP_INPUTS = (
 
 
 SERVING_SWEEP_INPUTS = (
-    *COMMON[::2],
-    Input(
-        "accelerator",
-        "Accelerators",
-        "accelerator",
-        "multi",
-        ACCELERATORS,
-        help="None ticked: ten data-centre GPUs",
-        group="Space",
-    ),
+    *SWEEP_COMMON,
     Input("tp", "TP", "layout.tp", "ints", placeholder="1,2,4,8", group="Space"),
     Input("pp", "PP", "layout.pp", "ints", placeholder="1,2,4", group="Space"),
     Input(
@@ -458,6 +449,43 @@ def _query(request: Request, inputs: Sequence[Input]) -> dict[str, str]:
     return query
 
 
+@dataclass
+class Submission:
+    """A page's query read and, when it names a model, evaluated."""
+
+    query: dict[str, str]
+    fmt: str  # html, json or csv
+    submitted: bool
+    outcome: Outcome
+
+    def refusal(self) -> Response:
+        """The JSON twin of a page whose plan could not be evaluated."""
+        body = {"error": "invalid_request", "message": self.outcome.message or "no plan given"}
+        status = 422 if self.outcome.errors else 400
+        return Response(json.dumps(body), status_code=status, media_type="application/json")
+
+
+def _submit(
+    request: Request,
+    inputs: Sequence[Input],
+    model: type[BaseModel],
+    run: Callable[[Any], dict[str, Any]],
+) -> Submission:
+    query = _query(request, inputs)
+    fmt = query.pop("format", "html")
+    submitted = bool(query.get("model") or query.get("config"))
+    outcome = evaluate(inputs, query, model, run) if submitted else Outcome()
+    return Submission(query, fmt, submitted, outcome)
+
+
+def _json(payload: Any) -> Response:
+    return Response(json.dumps(payload), media_type="application/json")
+
+
+def _csv(rows: Iterable[dict[str, Any]], row_model: type[BaseModel]) -> Response:
+    return Response(rows_csv(rows, list(row_model.model_fields)), media_type="text/csv")
+
+
 def _page(
     request: Request,
     template: str,
@@ -466,17 +494,12 @@ def _page(
     run: Callable[[Any], dict[str, Any]],
     figures: Callable[[dict[str, Any], Mapping[str, str]], dict[str, Any]],
 ) -> Response:
-    query = _query(request, inputs)
-    fmt = query.pop("format", "html")
-    submitted = bool(query.get("model") or query.get("config"))
-    outcome = evaluate(inputs, query, model, run) if submitted else Outcome()
-    if fmt == "json":
-        if outcome.result is not None:
-            twin = {k: v for k, v in outcome.result.items() if not k.startswith("_")}
-            return Response(json.dumps(twin), media_type="application/json")
-        status = 422 if outcome.errors else 400
-        body = {"error": "invalid_request", "message": outcome.message or "no plan given"}
-        return Response(json.dumps(body), status_code=status, media_type="application/json")
+    sub = _submit(request, inputs, model, run)
+    query, outcome = sub.query, sub.outcome
+    if sub.fmt == "json":
+        if outcome.result is None:
+            return sub.refusal()
+        return _json({k: v for k, v in outcome.result.items() if not k.startswith("_")})
     context = {
         "inputs": inputs,
         "query": query,
@@ -505,17 +528,17 @@ def home(request: Request) -> Response:
 
 
 def _run_training_page(req: TrainingRequest) -> dict[str, Any]:
-    """The estimate, and the plan's rank layout for the grid picture."""
-    out = training_out(*run_training(req))
+    """The estimate, and the deep dives the page shows under it (keys with a leading
+    underscore stay out of the JSON twin)."""
+    v = run_training_views(req)
+    out = training_out(v.plan, v.estimate)
     return {
         **out,
-        "_ranks": run_ranks(req),
-        "_comms": comm_plan_out(run_comms(req)),
-        "_timeline": timeline_out(run_training_timeline(req)),
-        "_layers": layer_table_out(run_layers(req)),
-        "_tree": tree_out(
-            run_training_tree(req), out["model"], req.seq_len, req.micro_batch_size, 5
-        ),
+        "_ranks": v.ranks,
+        "_comms": comm_plan_out(v.comms),
+        "_timeline": timeline_out(v.timeline),
+        "_layers": layer_table_out(v.layers),
+        "_tree": tree_out(v.tree, out["model"], req.seq_len, req.micro_batch_size, 5),
     }
 
 
@@ -621,21 +644,14 @@ def _serving_planner_url(row: Mapping[str, Any], query: Mapping[str, str]) -> st
 
 def serving_sweep_page(request: Request) -> Response:
     """The serving side of the explorer: replica layouts at their best concurrency."""
-    query = _query(request, SERVING_SWEEP_INPUTS)
-    fmt = query.pop("format", "html")
-    submitted = bool(query.get("model") or query.get("config"))
-    outcome = Outcome()
-    if submitted:
-        outcome = evaluate(SERVING_SWEEP_INPUTS, query, ServingSweepRequest, _run_serving_sweep)
-    result = outcome.result
-    if fmt in ("json", "csv"):
+    sub = _submit(request, SERVING_SWEEP_INPUTS, ServingSweepRequest, _run_serving_sweep)
+    query, outcome, submitted, result = sub.query, sub.outcome, sub.submitted, sub.outcome.result
+    if sub.fmt in ("json", "csv"):
         if result is None:
-            body = {"error": "invalid_request", "message": outcome.message or "no sweep given"}
-            return Response(json.dumps(body), status_code=422, media_type="application/json")
-        if fmt == "json":
-            return Response(json.dumps(result["out"]), media_type="application/json")
-        listed = serving_sweep_rows(result["rows"], result["req"])
-        return Response(rows_csv(listed, list(ServingSweepRow.model_fields)), media_type="text/csv")
+            return sub.refusal()
+        if sub.fmt == "json":
+            return _json(result["out"])
+        return _csv(serving_sweep_rows(result["rows"], result["req"]), ServingSweepRow)
     figures: dict[str, Any] = {}
     rows: list[dict[str, Any]] = []
     refused: list[dict[str, Any]] = []
@@ -675,25 +691,15 @@ def sweep_page(request: Request) -> Response:
     (``mode=serving`` for serving replicas)."""
     if request.query_params.get("mode") == "serving":
         return serving_sweep_page(request)
-    query = _query(request, SWEEP_INPUTS)
-    fmt = query.pop("format", "html")
-    submitted = bool(query.get("model") or query.get("config"))
-    outcome = (
-        evaluate(SWEEP_INPUTS, query, TrainingSweepRequest, _run_sweep) if submitted else Outcome()
-    )
-    result = outcome.result
-    if fmt in ("json", "csv") and result is None:
-        body = {"error": "invalid_request", "message": outcome.message or "no sweep given"}
-        status = 422 if outcome.errors else 400
-        return Response(json.dumps(body), status_code=status, media_type="application/json")
-    if fmt == "json" and result is not None:
-        return Response(json.dumps(result["out"]), media_type="application/json")
-    if fmt == "csv" and result is not None:
-        req = result["req"]
+    sub = _submit(request, SWEEP_INPUTS, TrainingSweepRequest, _run_sweep)
+    query, outcome, submitted, result = sub.query, sub.outcome, sub.submitted, sub.outcome.result
+    if sub.fmt in ("json", "csv"):
+        if result is None:
+            return sub.refusal()
+        if sub.fmt == "json":
+            return _json(result["out"])
         check_csv_rows(result["out"]["total_rows"])
-        listed = training_sweep_rows(result["sweep"], req)
-        text = rows_csv(listed, list(TrainingSweepRow.model_fields))
-        return Response(text, media_type="text/csv")
+        return _csv(training_sweep_rows(result["sweep"], result["req"]), TrainingSweepRow)
     figures: dict[str, Any] = {}
     rows: list[dict[str, Any]] = []
     recommendations: list[dict[str, Any]] = []
@@ -774,7 +780,7 @@ def compare_page(request: Request) -> Response:
                 plans.append((f"Plan {slot.upper()}", outcome.result))
         slots.append({"key": slot, "inputs": inputs, "outcome": outcome})
     if fmt == "json":
-        return Response(json.dumps(dict(plans)), media_type="application/json")
+        return _json(dict(plans))
     figures = {}
     if plans:
         figures = {
@@ -804,7 +810,7 @@ def catalog_page(request: Request) -> Response:
             "models": [{**m, "params": m["params"].model_dump()} for m in models],
             "accelerators": [a.model_dump() for a in accelerators],
         }
-        return Response(json.dumps(body), media_type="application/json")
+        return _json(body)
     pasted = request.query_params.get("config", "").strip()
     imported: dict[str, Any] | None = None
     error = ""

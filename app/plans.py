@@ -31,6 +31,7 @@ from estimator.catalog import price
 from estimator.comms import CommPlan, communication_plan
 from estimator.errors import SpecError
 from estimator.layers import LayerTable, layer_table
+from estimator.memory import TrainingMemory
 from estimator.parallel import validate_layout
 from estimator.ranks import RankLayout, rank_layout
 from estimator.serving import InferenceEstimate, estimate_inference
@@ -61,6 +62,7 @@ __all__ = [
     "InferencePlan",
     "SweepTimeout",
     "TrainingPlan",
+    "TrainingViews",
     "inference_plan",
     "price_for",
     "resolve_model",
@@ -73,7 +75,7 @@ __all__ = [
     "run_training",
     "run_training_sweep",
     "run_training_timeline",
-    "run_training_tree",
+    "run_training_views",
     "run_tree",
     "training_plan",
 ]
@@ -206,9 +208,8 @@ def training_plan(req: TrainingRequest) -> TrainingPlan:
     )
 
 
-def run_training(req: TrainingRequest) -> tuple[TrainingPlan, TrainingEstimate]:
-    plan = training_plan(req)
-    estimate = estimate_training(
+def _estimate(plan: TrainingPlan, req: TrainingRequest) -> TrainingEstimate:
+    return estimate_training(
         plan.model,
         plan.accelerator,
         plan.parallel,
@@ -220,18 +221,17 @@ def run_training(req: TrainingRequest) -> tuple[TrainingPlan, TrainingEstimate]:
         measured_step_s=req.measured_step_s,
         measured_mfu=req.measured_mfu,
     )
-    return plan, estimate
 
 
-def run_ranks(req: TrainingRequest) -> RankLayout:
+def _ranks(plan: TrainingPlan, req: TrainingRequest) -> RankLayout:
     """The plan's parallel groups; nodes of ``gpus_per_node`` (default: the accelerator's)."""
-    plan = training_plan(req)
     validate_layout(plan.model, plan.parallel, training=True)
     return rank_layout(plan.parallel, req.gpus_per_node or plan.accelerator.gpus_per_node)
 
 
-def run_comms(req: TrainingRequest) -> CommPlan:
-    plan = training_plan(req)
+def _comms(
+    plan: TrainingPlan, req: TrainingRequest, memory: TrainingMemory | None = None
+) -> CommPlan:
     return communication_plan(
         plan.model,
         plan.accelerator,
@@ -240,6 +240,73 @@ def run_comms(req: TrainingRequest) -> CommPlan:
         plan.precision,
         gpus_per_domain=req.gpus_per_node,
         tp_comm_overlap=req.tp_comm_overlap,
+        memory=memory,
+    )
+
+
+def _layers(plan: TrainingPlan, memory: TrainingMemory | None = None) -> LayerTable:
+    p = plan
+    return layer_table(p.model, p.accelerator, p.parallel, p.setup, p.precision, memory)
+
+
+def _timeline(plan: TrainingPlan) -> Timeline:
+    p = plan
+    return training_timeline(p.model, p.accelerator, p.parallel, p.setup, p.precision)
+
+
+def _tree(plan: TrainingPlan, req: TrainingRequest) -> ModuleNode:
+    """The module tree of one forward of the plan's micro-batch on one GPU."""
+    p = plan
+    return module_tree(p.model, p.accelerator, p.precision, req.seq_len, req.micro_batch_size)
+
+
+def run_training(req: TrainingRequest) -> tuple[TrainingPlan, TrainingEstimate]:
+    plan = training_plan(req)
+    return plan, _estimate(plan, req)
+
+
+def run_ranks(req: TrainingRequest) -> RankLayout:
+    return _ranks(training_plan(req), req)
+
+
+def run_comms(req: TrainingRequest) -> CommPlan:
+    return _comms(training_plan(req), req)
+
+
+def run_layers(req: TrainingRequest) -> LayerTable:
+    return _layers(training_plan(req))
+
+
+def run_training_timeline(req: TrainingRequest) -> Timeline:
+    return _timeline(training_plan(req))
+
+
+@dataclass(frozen=True)
+class TrainingViews:
+    """Everything the training planner page shows, from one resolved plan and one memory
+    estimate (the deep dives reuse the estimate's memory instead of recomputing it)."""
+
+    plan: TrainingPlan
+    estimate: TrainingEstimate
+    ranks: RankLayout
+    comms: CommPlan
+    timeline: Timeline
+    layers: LayerTable
+    tree: ModuleNode
+
+
+def run_training_views(req: TrainingRequest) -> TrainingViews:
+    plan = training_plan(req)
+    estimate = _estimate(plan, req)
+    memory = estimate.memory
+    return TrainingViews(
+        plan=plan,
+        estimate=estimate,
+        ranks=_ranks(plan, req),
+        comms=_comms(plan, req, memory),
+        timeline=_timeline(plan),
+        layers=_layers(plan, memory),
+        tree=_tree(plan, req),
     )
 
 
@@ -254,26 +321,6 @@ def run_tree(req: TreeRequest) -> tuple[ModelSpec, ModuleNode]:
         causal=req.causal,
     )
     return model, tree
-
-
-def run_training_tree(req: TrainingRequest) -> ModuleNode:
-    """The module tree of one forward of the plan's micro-batch on one GPU."""
-    plan = training_plan(req)
-    return module_tree(
-        plan.model, plan.accelerator, plan.precision, req.seq_len, req.micro_batch_size
-    )
-
-
-def run_layers(req: TrainingRequest) -> LayerTable:
-    plan = training_plan(req)
-    return layer_table(plan.model, plan.accelerator, plan.parallel, plan.setup, plan.precision)
-
-
-def run_training_timeline(req: TrainingRequest) -> Timeline:
-    plan = training_plan(req)
-    return training_timeline(
-        plan.model, plan.accelerator, plan.parallel, plan.setup, plan.precision
-    )
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ does not validate is refused before the database is touched.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -190,10 +189,3 @@ class PlanStore:
                 return False
             s.delete(plan)
             return True
-
-    def count(self) -> int:
-        with self._session() as s:
-            return len(list(s.scalars(select(Plan.id))))
-
-    def dumps(self) -> str:  # for debugging and backups
-        return json.dumps(self.list(limit=10**6), indent=1)

@@ -9,7 +9,7 @@ import io
 import json
 import math
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 
@@ -23,7 +23,6 @@ from estimator import (
     count_params,
     get_accelerator,
 )
-from estimator.catalog import price
 from estimator.comms import CommPlan
 from estimator.layers import LayerTable, ModuleRow
 from estimator.precision import DTYPES
@@ -34,7 +33,7 @@ from estimator.timeline import Timeline
 from estimator.timing import BREAKDOWN, TrainingEstimate
 from estimator.tree import ModuleNode, top_modules
 
-from .plans import InferencePlan, TrainingPlan
+from .plans import InferencePlan, TrainingPlan, price_for
 from .schemas.catalog import (
     AcceleratorOut,
     ModelSpecOut,
@@ -351,8 +350,13 @@ _RENAMED = {"zero": "zero_stage", "micro_batch": "micro_batch_size"} | {
 }
 
 
+def _renamed(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A sweep row with the API's names (units in names, request field names)."""
+    return {_RENAMED.get(k, k): v for k, v in row.items()}
+
+
 def _sweep_rows(s: TrainingSweep, index: np.ndarray | list[int]) -> list[dict[str, Any]]:
-    return [{_RENAMED.get(k, k): v for k, v in row.items()} for row in s.rows(index)]
+    return [_renamed(row) for row in s.rows(index)]
 
 
 _ORDERS: OrderedDict[tuple[int, str, str], tuple[TrainingSweep, np.ndarray]] = OrderedDict()
@@ -417,7 +421,7 @@ def training_sweep_out(s: TrainingSweep, req: TrainingSweepRequest) -> TrainingS
         recommendations=[
             Recommendation(
                 rank=r.rank,
-                row=TrainingSweepRow(**{_RENAMED.get(k, k): v for k, v in r.row.items()}),
+                row=TrainingSweepRow(**_renamed(r.row)),
                 why=list(r.why),
             )
             for r in s.recommendations
@@ -529,7 +533,7 @@ def model_out(model: ModelSpec, entry: dict[str, Any] | None) -> ModelSpecOut:
 def accelerator_out(accelerator_id: str) -> AcceleratorOut:
     entry = accelerator_entry(accelerator_id)
     a = get_accelerator(accelerator_id)
-    p = price(accelerator_id)
+    usd, source = price_for(accelerator_id, None)
     return AcceleratorOut(
         id=a.id,
         name=a.name,
@@ -543,8 +547,8 @@ def accelerator_out(accelerator_id: str) -> AcceleratorOut:
         scale_out_bytes_per_s=a.scale_out_bytes_per_s,
         gpus_per_node=a.gpus_per_node,
         tdp_w=a.tdp_w,
-        price_usd_per_gpu_hour=p.usd_per_gpu_hour if p else None,
-        price_source=f"{p.source} ({p.date})" if p else None,
+        price_usd_per_gpu_hour=usd,
+        price_source=source,
         notes=a.notes,
         sources=list(entry.get("sources", [])),
     )

@@ -30,11 +30,11 @@ from dataclasses import dataclass
 from .accelerator import Accelerator
 from .architecture import LayerKind
 from .kernels import Collective, collective_time, kernel_profile
-from .memory import TrainingSetup, training_memory
+from .memory import TrainingMemory, TrainingSetup, training_memory
 from .model import ModelSpec
 from .parallel import Parallelism
 from .precision import DTYPES, Precision
-from .ranks import nodes_spanned, rank_layout
+from .ranks import group_shapes, nodes_spanned
 from .sharding import stage_kind_counts
 from .xp import Num, maximum, where
 
@@ -148,13 +148,15 @@ def communication_plan(
     *,
     gpus_per_domain: int | None = None,
     tp_comm_overlap: bool = False,
+    memory: TrainingMemory | None = None,
 ) -> CommPlan:
     """Every collective one iteration runs on the most-loaded GPU (stage 0 for the layer
-    counts), with message sizes, call counts, group spans and times."""
-    memory = training_memory(model, accelerator, p, setup, precision)
+    counts), with message sizes, call counts, group spans and times. ``memory`` is the plan's
+    ``training_memory`` when the caller already has it."""
+    if memory is None:  # the plan's memory estimate, unless the caller has it already
+        memory = training_memory(model, accelerator, p, setup, precision)
     prof = kernel_profile(accelerator.id)
     domain = gpus_per_domain or accelerator.scale_up_domain
-    ranks = rank_layout(p, accelerator.gpus_per_node)
     gbs = setup.global_batch_size or setup.micro_batch_size * p.dp
     m = gbs // (setup.micro_batch_size * p.dp)
     tokens = setup.seq_len * setup.micro_batch_size / p.cp
@@ -164,8 +166,10 @@ def communication_plan(
     events: list[CommEvent] = []
 
     gpn = accelerator.gpus_per_node
-    groups = {d: (ranks.sizes[d], ranks.strides[d]) for d in ("tp", "cp", "ep", "pp")}
-    groups["dp"] = (p.dp * p.cp, p.tp)  # dense gradients reduce over dp x cp (timing: dense_dp)
+    shapes = group_shapes(p)
+    # One layout: every size and stride is an int. Dense gradients reduce over dp x cp.
+    groups = {d: (int(shapes[d][0]), int(shapes[d][1])) for d in ("tp", "cp", "ep", "pp")}
+    groups["dp"] = (int(shapes["dense_dp"][0]), int(shapes["dense_dp"][1]))
 
     def add(
         dim: str,
@@ -201,24 +205,14 @@ def communication_plan(
         msg = float(tp_message_bytes(model, p, tokens, precision))
         hidden = "overlapped with GEMMs (tp_comm_overlap)" if tp_comm_overlap else "exposed"
         calls = 2 * layers * passes
-        if p.sequence_parallel:
-            pair: tuple[Collective, ...] = ("all_gather", "reduce_scatter")
-            for name in pair:
-                add(
-                    "tp",
-                    name,
-                    "each layer, attention and MLP, fwd + bwd",
-                    msg,
-                    (int(tokens), h),
-                    "tp",
-                    calls,
-                    calls * m,
-                    hidden,
-                )
-        else:
+        # Sequence parallelism splits each all-reduce into an all-gather and a reduce-scatter.
+        tp_ops: tuple[Collective, ...] = (
+            ("all_gather", "reduce_scatter") if p.sequence_parallel else ("all_reduce",)
+        )
+        for name in tp_ops:
             add(
                 "tp",
-                "all_reduce",
+                name,
                 "each layer, attention and MLP, fwd + bwd",
                 msg,
                 (int(tokens), h),

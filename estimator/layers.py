@@ -27,7 +27,7 @@ from .model import ModelSpec
 from .parallel import Parallelism
 from .params import count_params
 from .precision import DTYPES, Precision
-from .sharding import padded_vocab, stage_kind_counts
+from .sharding import padded_vocab, rank_share, stage_kind_counts
 
 __all__ = ["LayerTable", "ModuleRow", "layer_table"]
 
@@ -78,29 +78,25 @@ class LayerTable:
 
 
 def _linear_row(m: Linear, p: Parallelism, w_bytes: float, b_bytes: float) -> ModuleRow:
+    """One linear: the shape of what a GPU holds of one copy (display), and its parameters as
+    ``sharding.rank_share`` places them (the rule the memory estimate uses)."""
     out, inp = m.out_features, m.in_features
+    weights, bias = rank_share(
+        m.tp, m.units, m.copies, m.weight_params, m.bias_params, p.tp, p.ep, p.expert_tp
+    )
+    # What one GPU holds of one copy along the split axis: num/den of it.
     if m.copies > 1:  # routed experts: whole experts over EP, each split over ETP
-        per_gpu = m.copies // p.ep
-        etp = p.expert_tp
-        shard = (out // etp, inp) if m.tp == "column" else (out, inp // etp)
-        weights = per_gpu * shard[0] * shard[1]
-        bias = per_gpu * (shard[0] if m.tp == "column" else out) * m.bias
-        split = "experts"
+        split, per_gpu, num, den = "experts", m.copies // p.ep, 1, p.expert_tp
+    elif m.tp == "replicated":
+        split, per_gpu, num, den = "replicated", 1, 1, 1
+    else:  # whole units (heads, KV heads, features) per rank, at least one
+        split, per_gpu, num, den = m.tp, 1, max(m.units // p.tp, 1), m.units
+    if m.tp == "column":
+        shard = (out * num // den, inp)
+    elif m.tp == "row":
+        shard = (out, inp * num // den)
     else:
-        per_gpu = 1
-        units = m.units
-        held = max(units // p.tp, 1) if m.tp != "replicated" else units
-        if m.tp == "column":
-            shard = (out * held // units, inp)
-            bias = shard[0] * m.bias
-        elif m.tp == "row":
-            shard = (out, inp * held // units)
-            bias = out * m.bias
-        else:
-            shard = (out, inp)
-            bias = out * m.bias
-        weights = shard[0] * shard[1]
-        split = m.tp
+        shard = (out, inp)
     return ModuleRow(
         name=m.name,
         kind="linear",
@@ -121,8 +117,11 @@ def layer_table(
     p: Parallelism,
     setup: TrainingSetup,
     precision: Precision,
+    memory: TrainingMemory | None = None,
 ) -> LayerTable:
-    memory = training_memory(model, accelerator, p, setup, precision)  # validates the plan
+    """The table of a plan; ``memory`` is its ``training_memory`` when the caller has it."""
+    if memory is None:
+        memory = training_memory(model, accelerator, p, setup, precision)  # validates the plan
     w_bytes = DTYPES[precision.weights].bytes
     o_bytes = DTYPES[precision.activations].bytes
     tokens = setup.seq_len * setup.micro_batch_size / p.cp

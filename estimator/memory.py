@@ -51,6 +51,7 @@ __all__ = [
     "optimizer_state_bytes_per_param",
     "training_memory",
     "training_memory_terms",
+    "validate_training",
 ]
 
 # CUDA context, cuBLAS/cuDNN workspaces and loaded kernels of a PyTorch training process. Not in

@@ -19,8 +19,16 @@ from dataclasses import dataclass
 
 from .errors import SpecError
 from .parallel import Parallelism
+from .xp import Num
 
-__all__ = ["DIMENSIONS", "RankLayout", "gpu_name", "nodes_spanned", "rank_layout"]
+__all__ = [
+    "DIMENSIONS",
+    "RankLayout",
+    "gpu_name",
+    "group_shapes",
+    "nodes_spanned",
+    "rank_layout",
+]
 
 DIMENSIONS = ("tp", "cp", "dp", "pp", "etp", "ep", "edp")
 # Groups listed in full up to this many ranks; larger layouts list the first groups per
@@ -97,6 +105,23 @@ def _groups(world: int, size: int, stride: int, limit: int | None) -> tuple[tupl
     return tuple(out)
 
 
+def group_shapes(p: Parallelism) -> dict[str, tuple[Num, Num]]:
+    """(size, stride) of each group in Megatron's rank order, for one layout or arrays of
+    them (the step-time model's collectives use these). ``dense_dp`` is the group dense
+    gradients reduce over: data x context parallelism."""
+    etp = p.expert_tp
+    return {
+        "tp": (p.tp, 1),
+        "cp": (p.cp, p.tp),
+        "dp": (p.dp, p.tp * p.cp),
+        "dense_dp": (p.dp * p.cp, p.tp),
+        "pp": (p.pp, p.tp * p.cp * p.dp),
+        "etp": (etp, 1),
+        "ep": (p.ep, etp),
+        "edp": (p.expert_dp, etp * p.ep),
+    }
+
+
 def rank_layout(p: Parallelism, gpus_per_node: int, listed: int = 8) -> RankLayout:
     """The TP, CP, DP, PP, expert-TP, EP and expert-DP groups of ``p`` over
     ``tp cp dp pp`` GPUs. Up to ``MAX_LISTED_RANKS`` GPUs every group is listed; above, the
@@ -107,17 +132,9 @@ def rank_layout(p: Parallelism, gpus_per_node: int, listed: int = 8) -> RankLayo
     etp = p.expert_tp
     if (p.tp * p.cp * p.dp) % (p.ep * etp):
         raise SpecError("layout.ep", f"ep*etp={p.ep * etp} must divide tp*cp*dp", p.ep)
-    edp = p.tp * p.cp * p.dp // (p.ep * etp)
-    sizes = {"tp": p.tp, "cp": p.cp, "dp": p.dp, "pp": p.pp, "etp": etp, "ep": p.ep, "edp": edp}
-    strides = {
-        "tp": 1,
-        "cp": p.tp,
-        "dp": p.tp * p.cp,
-        "pp": p.tp * p.cp * p.dp,
-        "etp": 1,
-        "ep": etp,
-        "edp": etp * p.ep,
-    }
+    shapes = group_shapes(p)
+    sizes = {d: int(shapes[d][0]) for d in DIMENSIONS}
+    strides = {d: int(shapes[d][1]) for d in DIMENSIONS}
     complete = world <= MAX_LISTED_RANKS
     limit = None if complete else listed
     groups = {d: _groups(world, sizes[d], strides[d], limit) for d in DIMENSIONS}

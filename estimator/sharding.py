@@ -26,6 +26,7 @@ __all__ = [
     "StageParams",
     "layer_params",
     "padded_vocab",
+    "rank_share",
     "stage_kind_counts",
     "stage_params",
 ]
@@ -79,35 +80,41 @@ def _linear_groups(model: ModelSpec, kind: LayerKind) -> tuple[tuple[_Group, ...
 def layer_params(
     model: ModelSpec, kind: LayerKind, tp: Num, ep: Num = 1, etp: Num = 1
 ) -> LayerParams:
-    """Per-GPU parameters of one layer of ``kind``. Routed experts: ``copies // ep`` whole experts
-    per rank, each split over ETP (a row-parallel bias stays whole); other linears split over TP
-    by their units, replicated ones (router, MLA down-projections) stay whole."""
+    """Per-GPU parameters of one layer of ``kind``: each group of linears as ``rank_share``
+    places it."""
     groups, norms = _linear_groups(model, kind)
     lw: Num = 0
     other: Num = norms
     ew: Num = 0
     eo: Num = 0
-    w_rank: Num
-    b_rank: Num
     for bucket, split, units, copies, w, b in groups:
+        w_rank, b_rank = rank_share(split, units, copies, w, b, tp, ep, etp)
         if bucket == "expert":
-            experts = copies // ep
-            ew = ew + w // copies * experts / etp
-            eo = eo + (b // copies * experts / etp if split == "column" else b // copies * experts)
-            continue
-        if split == "replicated":
-            w_rank, b_rank = w, b
-        else:
-            # A rank holds whole units (heads, KV heads, features), at least one: KV heads are
-            # replicated when there are more ranks than heads.
-            held = units // tp
-            frac = (held if type(held) is int and held >= 1 else maximum(held, 1)) / units
-            w_rank, b_rank = w * frac, (b * frac if split == "column" else b)
-        if bucket == "router":
+            ew, eo = ew + w_rank, eo + b_rank
+        elif bucket == "router":
             other = other + w_rank + b_rank
         else:
             lw, other = lw + w_rank, other + b_rank
     return LayerParams(lw, other, ew, eo)
+
+
+def rank_share(
+    split: str, units: int, copies: int, w: int, b: int, tp: Num, ep: Num, etp: Num
+) -> tuple[Num, Num]:
+    """What one GPU holds of ``w`` weight and ``b`` bias elements of linears that shard alike.
+    Routed experts (``copies > 1``): ``copies // ep`` whole experts, each split over ETP (a
+    row-parallel bias stays whole). Others split over TP by whole units (heads, KV heads,
+    features), at least one per rank, so KV heads replicate when there are more ranks than
+    heads; replicated linears (router, MLA down-projections) stay whole."""
+    if copies > 1:
+        experts = copies // ep
+        w_rank = w // copies * experts / etp
+        return w_rank, (b // copies * experts / etp if split == "column" else b // copies * experts)
+    if split == "replicated":
+        return w, b
+    held = units // tp
+    frac = (held if type(held) is int and held >= 1 else maximum(held, 1)) / units
+    return w * frac, (b * frac if split == "column" else b)
 
 
 def stage_kind_counts(model: ModelSpec, pp: Num, vp: Num, stage: Num) -> list[Num]:

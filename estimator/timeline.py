@@ -27,7 +27,7 @@ from .memory import (
     FRAGMENTATION_FRACTION,
     TrainingSetup,
     most_loaded_terms,
-    training_memory,
+    validate_training,
 )
 from .model import ModelSpec
 from .parallel import Parallelism
@@ -76,8 +76,8 @@ def training_timeline(
     setup: TrainingSetup,
     precision: Precision,
 ) -> Timeline:
-    memory = training_memory(model, accelerator, parallel, setup, precision)  # validates
-    t = most_loaded_terms(model, parallel, setup, precision)
+    validate_training(model, parallel, setup)
+    t = most_loaded_terms(model, parallel, setup, precision)  # what training_memory reports
     resident = {k: float(t[k]) for k in RESIDENT}
     fixed = {
         "cuda_context_bytes": CUDA_CONTEXT_BYTES,
@@ -112,7 +112,7 @@ def training_timeline(
         points.append(point(f"backward, {k} {unit}s left", "cool-down", k, k > 0))
     points.append(point("gradient sync and optimizer step", "optimizer", 0))
     notes = (
-        f"Pipeline stage {memory.stage} of {parallel.pp}: {chunks_in_flight} {unit}s in flight "
+        f"Pipeline stage {t['stage']} of {parallel.pp}: {chunks_in_flight} {unit}s in flight "
         f"of {total_chunks}; memory peaks once all of them are held (at the first backward, "
         "which also holds the logits and any recomputed layer).",
         "No transient beyond the memory model's terms is added at the optimizer step (fused "

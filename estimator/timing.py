@@ -66,6 +66,7 @@ from .memory import TrainingMemory, TrainingSetup, candidate_stages, training_me
 from .model import ModelSpec
 from .parallel import Parallelism
 from .precision import DTYPES, Precision
+from .ranks import group_shapes
 from .sharding import padded_vocab, stage_kind_counts
 from .xp import Num, logical_and, maximum, minimum, where
 
@@ -139,20 +140,6 @@ class TrainingEstimate:
     usd_per_1m_tokens: float | None
     calibrated: dict[str, float] | None = None
     notes: tuple[str, ...] = field(default=())
-
-
-def _ranks(p: Parallelism) -> dict[str, tuple[int, int]]:
-    """(size, stride) of each parallel group in Megatron's rank order."""
-    etp = p.expert_tp
-    return {
-        "tp": (p.tp, 1),
-        "cp": (p.cp, p.tp),
-        "dp": (p.dp, p.tp * p.cp),
-        "dense_dp": (p.dp * p.cp, p.tp),  # gradients of dense parameters reduce over dp x cp
-        "pp": (p.pp, p.tp * p.cp * p.dp),
-        "ep": (p.ep, etp),
-        "edp": (p.expert_dp, etp * p.ep),
-    }
 
 
 def _linear_gemms(
@@ -293,7 +280,7 @@ def _layer_time(
         kernels += passes
     elementwise = memory_time(acc, prof, elem_bytes, kernels)
 
-    ranks = _ranks(p)
+    ranks = group_shapes(p)
     activation_bytes = tp_message_bytes(model, p, tokens, precision)
     tp_size, tp_stride = ranks["tp"]
     sp_on = logical_and(p.sequence_parallel, p.tp > 1)
@@ -426,7 +413,7 @@ def _stage_times(
     exposed = logical_and(p.pp > 1, p.vp == 1)  # interleaving overlaps send/recv with compute
     if exposed is not False:
         msg = pp_message_bytes(model, p, tokens, precision)
-        size, stride = _ranks(p)["pp"]
+        size, stride = group_shapes(p)["pp"]
         hop = collective_time(acc, prof, "send_recv", msg, size, stride, domain)
         pp_comm = exposed * (2 * p.vp * hop)
     return {"forward": fwd, "backward": bwd, "recompute": rec, "pp_comm": pp_comm, **comm}
@@ -468,7 +455,7 @@ def training_time_terms(
         t_mb = maximum(total, t_mb)
     bubble = (p.pp - 1) / p.vp * t_mb
 
-    ranks = _ranks(p)
+    ranks = group_shapes(p)
     params = params_on_gpu
     grad_b = precision.bytes("gradients")
     w_b = DTYPES[precision.weights].bytes

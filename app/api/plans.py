@@ -5,6 +5,7 @@ refused in read-only mode."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from threading import Lock
 from typing import Annotated, Any, Literal
 
@@ -24,7 +25,7 @@ from ..settings import Settings
 from ..store import PlanStore
 from ..views import json_response, serving_sweep_out, training_sweep_out
 
-__all__ = ["headline", "router"]
+__all__ = ["headline", "open_store", "router"]
 
 WRITE_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorResponse, "description": "A token is configured and was not sent"},
@@ -37,12 +38,6 @@ router = APIRouter(
 Kind = Literal["training", "inference", "training_sweep", "inference_sweep"]
 Name = Annotated[str, Field(min_length=1, max_length=200)]
 Tag = Annotated[str, Field(min_length=1, max_length=50)]
-REQUESTS: dict[str, type[BaseModel]] = {
-    "training": TrainingRequest,
-    "inference": InferenceRequest,
-    "training_sweep": TrainingSweepRequest,
-    "inference_sweep": ServingSweepRequest,
-}
 
 
 class PlanCreate(StrictRequest):
@@ -82,60 +77,80 @@ class PlanOpened(PlanOut):
     )
 
 
-def headline(kind: str, request: dict[str, Any]) -> dict[str, Any]:
-    """Validate ``request`` as the kind's request, evaluate it and keep the numbers a reader
-    compares; raises (422/404) before anything is stored."""
-    try:
-        req = REQUESTS[kind].model_validate(request)
-    except ValidationError as exc:  # reported like any body error, under "request."
-        errors = [{**e, "loc": ("body", "request", *e["loc"])} for e in exc.errors()]
-        raise RequestValidationError(errors) from None
-    if isinstance(req, TrainingRequest):
-        _, e = run_training(req)
-        return {
-            "memory_per_gpu_bytes": e.memory.total_bytes,
-            "fits": e.memory.fits,
-            "step_s": e.time.step_s,
-            "tokens_per_s": e.tokens_per_s,
-            "mfu": e.mfu,
-            "cost_usd": e.cost_usd,
-            "usd_per_1m_tokens": e.usd_per_1m_tokens,
-        }
-    if isinstance(req, InferenceRequest):
-        _, i = run_inference(req)
-        return {
-            "memory_per_gpu_bytes": i.memory.total_bytes,
-            "fits": i.memory.fits,
-            "ttft_s": i.ttft_s,
-            "tpot_s": i.tpot_s,
-            "output_tokens_per_s": i.output_tokens_per_s,
-            "usd_per_1m_output_tokens": i.usd_per_1m_output_tokens,
-        }
-    if isinstance(req, TrainingSweepRequest):
-        out = training_sweep_out(run_training_sweep(req), req)
-        best = out.recommendations[0].row if out.recommendations else None
-        return {
-            "feasible": out.counts.feasible,
-            "best_tokens_per_s": best.tokens_per_s if best else None,
-            "best_usd_per_1m_tokens": best.usd_per_1m_tokens if best else None,
-        }
-    assert isinstance(req, ServingSweepRequest)
-    sout = serving_sweep_out(run_serving_sweep(req), req)
-    cheapest = sout.rows[0] if sout.rows else None
+def _training(req: TrainingRequest) -> dict[str, Any]:
+    _, e = run_training(req)
     return {
-        "ok": sout.counts.get("ok", 0),
+        "memory_per_gpu_bytes": e.memory.total_bytes,
+        "fits": e.memory.fits,
+        "step_s": e.time.step_s,
+        "tokens_per_s": e.tokens_per_s,
+        "mfu": e.mfu,
+        "cost_usd": e.cost_usd,
+        "usd_per_1m_tokens": e.usd_per_1m_tokens,
+    }
+
+
+def _inference(req: InferenceRequest) -> dict[str, Any]:
+    _, i = run_inference(req)
+    return {
+        "memory_per_gpu_bytes": i.memory.total_bytes,
+        "fits": i.memory.fits,
+        "ttft_s": i.ttft_s,
+        "tpot_s": i.tpot_s,
+        "output_tokens_per_s": i.output_tokens_per_s,
+        "usd_per_1m_output_tokens": i.usd_per_1m_output_tokens,
+    }
+
+
+def _training_sweep(req: TrainingSweepRequest) -> dict[str, Any]:
+    out = training_sweep_out(run_training_sweep(req), req)
+    best = out.recommendations[0].row if out.recommendations else None
+    return {
+        "feasible": out.counts.feasible,
+        "best_tokens_per_s": best.tokens_per_s if best else None,
+        "best_usd_per_1m_tokens": best.usd_per_1m_tokens if best else None,
+    }
+
+
+def _serving_sweep(req: ServingSweepRequest) -> dict[str, Any]:
+    out = serving_sweep_out(run_serving_sweep(req), req)
+    cheapest = out.rows[0] if out.rows else None
+    return {
+        "ok": out.counts.get("ok", 0),
         "cheapest_usd_per_1m_output_tokens": cheapest.usd_per_1m_output_tokens
         if cheapest
         else None,
     }
 
 
+# Each kind: its request model and the headline numbers kept when a plan is saved.
+KINDS: dict[str, tuple[type[BaseModel], Callable[[Any], dict[str, Any]]]] = {
+    "training": (TrainingRequest, _training),
+    "inference": (InferenceRequest, _inference),
+    "training_sweep": (TrainingSweepRequest, _training_sweep),
+    "inference_sweep": (ServingSweepRequest, _serving_sweep),
+}
+
+
+def headline(kind: str, request: dict[str, Any]) -> dict[str, Any]:
+    """Validate ``request`` as the kind's request, evaluate it and keep the numbers a reader
+    compares; raises (422/404) before anything is stored."""
+    model, numbers = KINDS[kind]
+    try:
+        req = model.model_validate(request)
+    except ValidationError as exc:  # reported like any body error, under "request."
+        errors = [{**e, "loc": ("body", "request", *e["loc"])} for e in exc.errors()]
+        raise RequestValidationError(errors) from None
+    return numbers(req)
+
+
 _OPENING = Lock()
 
 
-def _store(request: Request) -> PlanStore:
-    """The app's plan store, opened (and migrated) on first use when the lifespan did not."""
-    state = request.app.state
+def open_store(app: Any) -> PlanStore:
+    """The app's plan store, opened and migrated once: at start-up by the lifespan, or on
+    first use where the lifespan did not run (an app driven without it, as in tests)."""
+    state = app.state
     if getattr(state, "store", None) is None:
         with _OPENING:
             if getattr(state, "store", None) is None:
@@ -143,6 +158,10 @@ def _store(request: Request) -> PlanStore:
                 state.store = PlanStore(state.settings.database_url)
     store: PlanStore = state.store
     return store
+
+
+def _store(request: Request) -> PlanStore:
+    return open_store(request.app)
 
 
 def _writer(request: Request) -> PlanStore:
