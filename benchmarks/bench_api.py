@@ -198,6 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sweep-clients", type=int, default=4)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--max-requests", type=int, default=200_000, help="per scenario")
+    parser.add_argument(
+        "--only", default="", help="run the scenarios whose name contains this text (and health)"
+    )
     args = parser.parse_args(argv)
 
     scenarios: list[tuple[str, Callable[[], Iterator[Request]], int, float | None]] = [
@@ -215,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         ),
         ("training sweep, cached pages", lambda: _sweep_bodies(False), args.clients, None),
     ]
+    scenarios = [s for s in scenarios if s[0].startswith("health") or args.only in s[0]]
     proc, url = _start_server(args.workers)
     print(
         f"LLM Planner API load: uvicorn x{args.workers} worker(s) on {url}, {args.duration:.0f} s "

@@ -226,10 +226,9 @@ def layer_activation_bytes(
     if recompute == "full":
         return tokens * model.hidden_size * DTYPES[precision.activations].bytes / where(sp, tp, 1)
     per_token: Num = 0
-    fmt_bytes = _fmt_table(precision.activations, precision.gemm_inputs)
-    for region, fmt, elems in _coefficients(model, kind, flash, convention):
+    for region, unsplit in _region_bytes(model, kind, flash, convention, precision):
         scale = region_scale(region, keys=keys, tp=tp, sp=sp, etp=etp, recompute=recompute)
-        per_token = per_token + elems * fmt_bytes[fmt] * scale
+        per_token = per_token + unsplit * scale
     return tokens * per_token
 
 
@@ -280,6 +279,29 @@ def _coefficients(
         for it in items(model, kind, flash):
             acc[it.region, it.fmt] = acc.get((it.region, it.fmt), 0) + it.elems
         cached = model.memo[key] = tuple((r, f, n) for (r, f), n in acc.items())
+    return cached
+
+
+def _region_bytes(
+    model: ModelSpec, kind: LayerKind, flash: bool, convention: str, precision: Precision
+) -> tuple[tuple[Region, float], ...]:
+    """The kind's saved bytes per token before any split, summed by region (at most six, so
+    ``layer_activation_bytes`` scales each region once), computed once per model and dtypes."""
+    key = (
+        "activations.regions",
+        id(kind),
+        flash,
+        convention,
+        precision.activations,
+        precision.gemm_inputs,
+    )
+    cached = model.memo.get(key)
+    if cached is None:
+        fmt_bytes = _fmt_table(precision.activations, precision.gemm_inputs)
+        acc: dict[Region, float] = {}
+        for region, fmt, elems in _coefficients(model, kind, flash, convention):
+            acc[region] = acc.get(region, 0) + elems * fmt_bytes[fmt]
+        cached = model.memo[key] = tuple(acc.items())
     return cached
 
 

@@ -269,16 +269,22 @@ def training_memory_terms(
             counts=counts,
             vocab_rows=param_vocab_rows,
         )
-        weights_dense = params.linear_weights * w_lin + params.other * w_other
-        weights_expert = params.expert_weights * w_lin + params.expert_other * w_other
+        lw, other, ew, eo = (
+            params.linear_weights,
+            params.other,
+            params.expert_weights,
+            params.expert_other,
+        )
+        weights_dense = lw * w_lin + other * w_other
+        weights_expert = ew * w_lin + eo * w_other
         weights = where(
             zero >= 3,
             weights_dense / dense_shards + weights_expert / expert_shards,
             weights_dense + weights_expert,
         )
-        cache = (params.linear_weights + params.expert_weights) * cache_b
+        cache = (lw + ew) * cache_b
         # A parameter's share of the ZeRO-sharded terms: dense over dp*cp, experts over edp.
-        dense, experts = params.dense, params.experts
+        dense, experts = lw + other, ew + eo
         total = dense + experts
         sharded_params = dense / dense_shards + experts / expert_shards
         grads = where(zero >= 2, sharded_params, total) * grad_b

@@ -82,38 +82,15 @@ def layout_violations(
     TP need only divide or be a multiple of the KV heads.
     """
     out: list[Violation] = []
-    seen: set[tuple[str, int]] = set()
-
-    def divides(field: str, size: Num, name: str, value: int) -> None:
-        if (field, value) not in seen:
-            seen.add((field, value))
-            rule = f"{field[7:]}={{v}} must divide {name}={value}"
+    sizes = {"tp": tp, "etp": etp, "ep": ep}
+    rules = _static_rules(model, training)
+    # The experts rule (last) is checked after the pipeline rules.
+    for field, operand, value, rule in rules[:-1] if model.moe is not None else rules:
+        if operand == "kv":
+            out.append((field, logical_and(value % tp != 0, tp % value != 0), rule, tp))
+        else:
+            size = sizes[operand]
             out.append((field, value % size != 0, rule, size))
-
-    for kind in model.kinds:
-        divides("layout.tp", tp, "num_attention_heads", kind.attention.num_heads)
-        kv = kind.attention.num_kv_heads
-        if training:
-            divides("layout.tp", tp, "num_key_value_heads", kv)
-        elif ("kv", kv) not in seen:
-            seen.add(("kv", kv))
-            out.append(
-                (
-                    "layout.tp",
-                    logical_and(kv % tp != 0, tp % kv != 0),
-                    f"tp={{v}} must divide num_key_value_heads={kv} or be a multiple of it "
-                    "(KV heads are then replicated)",
-                    tp,
-                )
-            )
-    for width in model.intermediate_sizes:
-        expert = model.moe is not None and width == model.moe.expert_intermediate_size
-        divides(
-            "layout.etp" if expert else "layout.tp",
-            etp if expert else tp,
-            "intermediate_size",
-            width,
-        )
     layers, stages = model.num_layers, pp * vp
     rule = f"pp*vp={{v}} must divide num_hidden_layers={layers}"
     out.append(("layout.pp", layers % stages != 0, rule, stages))
@@ -125,10 +102,54 @@ def layout_violations(
         rule = "etp={v}: expert tensor parallelism needs a mixture-of-experts model (leave it out)"
         out.append(("layout.etp", etp != tp, rule, etp))
     else:
-        divides("layout.ep", ep, "num_experts", model.moe.num_experts)
+        field, _, experts, rule = rules[-1]
+        out.append((field, experts % ep != 0, rule, ep))
         if training:
             rule = "ep*etp={v} must divide tp*cp*dp"
             out.append(("layout.ep", (tp * cp * dp) % (ep * etp) != 0, rule, ep * etp))
+    return out
+
+
+# (field, operand, value, rule): ``operand`` (tp, etp or ep) must divide the model's ``value``, or,
+# for "kv", tp must divide the KV heads or be a multiple of them (serving).
+_Rule = tuple[str, str, int, str]
+
+
+def _static_rules(model: ModelSpec, training: bool) -> tuple[_Rule, ...]:
+    """The divisibility rules a model sets, with their messages: layout-independent, so built
+    once per model (a single estimate then only does the modulo arithmetic)."""
+    key = ("parallel.rules", training)
+    cached: tuple[_Rule, ...] | None = model.memo.get(key)
+    if cached is not None:
+        return cached
+    rules: dict[tuple[str, int], _Rule] = {}
+
+    def divides(field: str, operand: str, name: str, value: int) -> None:
+        rule = f"{field[7:]}={{v}} must divide {name}={value}"
+        rules.setdefault((field, value), (field, operand, value, rule))
+
+    for kind in model.kinds:
+        divides("layout.tp", "tp", "num_attention_heads", kind.attention.num_heads)
+        kv = kind.attention.num_kv_heads
+        if training:
+            divides("layout.tp", "tp", "num_key_value_heads", kv)
+        else:
+            rule = (
+                f"tp={{v}} must divide num_key_value_heads={kv} or be a multiple of it "
+                "(KV heads are then replicated)"
+            )
+            rules.setdefault(("kv", kv), ("layout.tp", "kv", kv, rule))
+    for width in model.intermediate_sizes:
+        expert = model.moe is not None and width == model.moe.expert_intermediate_size
+        if expert:
+            divides("layout.etp", "etp", "intermediate_size", width)
+        else:
+            divides("layout.tp", "tp", "intermediate_size", width)
+    out = tuple(rules.values())
+    if model.moe is not None:  # last, whatever the other rules are
+        num = model.moe.num_experts
+        out += (("layout.ep", "ep", num, f"ep={{v}} must divide num_experts={num}"),)
+    model.memo[key] = out
     return out
 
 

@@ -48,10 +48,7 @@ class LayerParams(NamedTuple):
     other: Num
     expert_weights: Num
     expert_other: Num
-
-    @property
-    def total(self) -> Num:
-        return self.linear_weights + self.other + self.expert_weights + self.expert_other
+    total: Num  # the sum of the four
 
 
 # (bucket, split, units, copies, weight elements, bias elements): one layer kind's linears summed
@@ -95,7 +92,7 @@ def layer_params(
             other = other + w_rank + b_rank
         else:
             lw, other = lw + w_rank, other + b_rank
-    return LayerParams(lw, other, ew, eo)
+    return LayerParams(lw, other, ew, eo, lw + other + ew + eo)
 
 
 def rank_share(
@@ -181,10 +178,14 @@ def stage_params(
         layers = [layer_params(model, kind, tp, ep, etp) for kind in model.kinds]
     lw = other = ew = eo = 0
     largest: Num = 0
-    for lp, n in zip(layers, counts, strict=True):
-        lw, other = lw + n * lp.linear_weights, other + n * lp.other
-        ew, eo = ew + n * lp.expert_weights, eo + n * lp.expert_other
-        largest = maximum(largest, where(n > 0, lp.total, 0))
+    for (lw_k, other_k, ew_k, eo_k, total_k), n in zip(layers, counts, strict=True):
+        lw, other = lw + n * lw_k, other + n * other_k
+        ew, eo = ew + n * ew_k, eo + n * eo_k
+        if type(n) is int:  # one layout: a kind present on the stage, or not
+            if n > 0:
+                largest = maximum(largest, total_k)
+        else:
+            largest = maximum(largest, where(n > 0, total_k, 0))
     if vocab_rows is None:
         vocab_rows = padded_vocab(model, tp) // tp
     first_extra, last_extra = _embedding_extras(model)
