@@ -1,12 +1,38 @@
-# LLM Planner service image. The build and start steps are the same as `make serve`.
+# LLM Planner service image. Its build and start steps are scripts/image.sh, which
+# tests/test_image.py also runs in a clean virtualenv on the files copied here, so what the
+# image does is tested without a container engine.
+#
+#   docker build -t llm-planner .
+#   docker run -p 8000:8000 -v planner-data:/data llm-planner
 FROM python:3.11-slim
-RUN useradd --create-home planner
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+RUN useradd --create-home --uid 10001 planner
 WORKDIR /srv/llm-planner
 COPY pyproject.toml README.md ./
+COPY scripts ./scripts
 COPY estimator ./estimator
 COPY app ./app
-RUN pip install --no-cache-dir .
+COPY validation ./validation
+COPY static ./static
+COPY templates ./templates
+RUN scripts/image.sh build
+
+# Saved plans live in a SQLite file on the data volume unless DATABASE_URL names a database.
+ENV PLANNER_HOST=0.0.0.0 \
+    PLANNER_PORT=8000 \
+    PLANNER_DATA_DIR=/data
+RUN mkdir -p /data && chown planner:planner /data
+VOLUME ["/data"]
 USER planner
 EXPOSE 8000
-HEALTHCHECK CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/health')"
-CMD ["uvicorn", "app.main:app", "--host", "0.0.0.0", "--port", "8000"]
+HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ.get('PLANNER_PORT', '8000') + '/healthz', timeout=4)"]
+# SIGTERM: requests in flight get PLANNER_GRACEFUL_SHUTDOWN_S (default 10) to finish, so stop
+# with a longer grace period than that (docker stop -t 30; compose.yaml sets it).
+STOPSIGNAL SIGTERM
+CMD ["scripts/image.sh", "start"]

@@ -1,11 +1,17 @@
-"""The ``llm-planner`` command line."""
+"""The ``llm-planner`` command line: the service, the REST API's estimates and sweeps (the same
+request body as JSON, flags for the common fields), saved plans and the deep dives.
+
+Tables by default, ``--json`` for exactly the API's answer, ``--csv`` for sweep rows or an
+estimate as key,value rows. Bad input exits with status 2 and one line naming the field and rule.
+"""
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -17,12 +23,152 @@ R = TypeVar("R", bound="BaseModel")
 __all__ = ["main"]
 
 
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: a comma-separated list of integers") from None
+
+
+def _names(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+# Flags that fill or override one field of the request body: (flag, field path, type, help).
+Flag = tuple[str, str, Callable[[str], Any], str]
+MODEL: Flag = ("--model", "model", str, "a catalog model id or a config.json path")
+PRICE: Flag = ("--price", "price_usd_per_gpu_hour", float, "USD per GPU-hour")
+TRAINING_FLAGS: tuple[Flag, ...] = (
+    MODEL,
+    ("--accelerator", "accelerator", str, "a catalog accelerator id"),
+    ("--gpus", "num_gpus", int, "GPUs in all (dp fills what tp*pp*cp leave)"),
+    *((f"--{d}", f"layout.{d}", int, "") for d in ("tp", "pp", "dp", "cp", "ep", "vp")),
+    ("--zero", "layout.zero_stage", int, "ZeRO stage, 0-3"),
+    ("--seq-len", "seq_len", int, ""),
+    ("--micro-batch-size", "micro_batch_size", int, ""),
+    ("--global-batch-size", "global_batch_size", int, ""),
+    ("--recompute", "recompute", str, "none, selective or full"),
+    ("--precision", "precision", str, "a preset (bf16, fp8, ...)"),
+    ("--tokens", "tokens", float, "tokens to train on (time and cost to train)"),
+    PRICE,
+)
+INFERENCE_FLAGS: tuple[Flag, ...] = (
+    MODEL,
+    ("--accelerator", "accelerator", str, "a catalog accelerator id"),
+    ("--gpus", "num_gpus", int, "GPUs of the replica (tp*pp)"),
+    *((f"--{d}", f"layout.{d}", int, "") for d in ("tp", "pp", "ep")),
+    ("--precision", "precision", str, "a preset (bf16, fp8-serving, int4-wo, ...)"),
+    ("--input-len", "input_len", int, ""),
+    ("--output-len", "output_len", int, ""),
+    ("--concurrency", "concurrency", int, "sequences decoded together"),
+    ("--ttft-target-s", "ttft_target_s", float, ""),
+    ("--tpot-target-s", "tpot_target_s", float, ""),
+    PRICE,
+)
+PAGING: tuple[Flag, ...] = (
+    ("--page", "page", int, ""),
+    ("--page-size", "page_size", int, "rows per page (default 50)"),
+)
+TRAINING_SWEEP_FLAGS: tuple[Flag, ...] = (
+    MODEL,
+    ("--accelerator", "accelerator", _names, "catalog ids, comma-separated"),
+    ("--gpus", "num_gpus", _ints, "GPU counts, comma-separated"),
+    *((f"--{d}", f"layout.{d}", _ints, "") for d in ("tp", "pp", "cp", "ep", "vp")),
+    ("--zero", "layout.zero_stage", _ints, ""),
+    ("--seq-len", "seq_len", int, ""),
+    ("--micro-batch-size", "micro_batch_size", _ints, ""),
+    ("--global-batch-size", "global_batch_size", int, ""),
+    ("--recompute", "recompute", _names, ""),
+    ("--precision", "precision", _names, "presets, comma-separated"),
+    ("--tokens", "tokens", float, ""),
+    ("--deadline-s", "deadline_s", float, ""),
+    ("--budget-usd", "budget_usd", float, ""),
+    PRICE,
+    ("--objective", "objective", str, "cost or time"),
+    ("--top-k", "top_k", int, "recommendations"),
+    ("--rows", "rows", str, "feasible or evaluated (training); ok or all (--serving)"),
+    ("--sort", "sort", str, ""),
+    *PAGING,
+)
+SERVING_SWEEP_FLAGS: tuple[Flag, ...] = (
+    MODEL,
+    ("--accelerator", "accelerator", _names, "catalog ids, comma-separated"),
+    *((f"--{d}", f"layout.{d}", _ints, "") for d in ("tp", "pp")),
+    ("--precision", "precision", _names, "presets, comma-separated"),
+    ("--input-len", "input_len", int, ""),
+    ("--output-len", "output_len", int, ""),
+    ("--ttft-target-s", "ttft_target_s", float, ""),
+    ("--tpot-target-s", "tpot_target_s", float, ""),
+    ("--output-tokens-per-s", "output_tokens_per_s", float, "fleet traffic to size replicas for"),
+    PRICE,
+    ("--rows", "rows", str, "feasible or evaluated (training); ok or all (--serving)"),
+    *PAGING,
+)
+
+
+def _request_parser(
+    sub: Any, name: str, help: str, flags: Iterable[Flag], csv: str
+) -> argparse.ArgumentParser:
+    """A command that reads a request body: a JSON file (``-``: stdin), flags laid over it,
+    and the output format."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=help)
+    parser.add_argument(
+        "plan", nargs="?", help="a JSON file holding the API's request body (-: stdin)"
+    )
+    seen = set()
+    for flag, field, kind, text in flags:
+        if flag not in seen:
+            seen.add(flag)
+            parser.add_argument(flag, dest=field, type=kind, help=text or None)
+    _output_flags(parser, csv)
+    return parser
+
+
+def _output_flags(parser: argparse.ArgumentParser, csv: str) -> None:
+    out = parser.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print exactly the API's JSON")
+    out.add_argument("--csv", action="store_true", help=csv)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="llm-planner", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="start the web service")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
+    serve = sub.add_parser(
+        "serve", help="start the web service (settings from the environment; see the README)"
+    )
+    serve.add_argument("--host", help="default PLANNER_HOST, else 127.0.0.1")
+    serve.add_argument("--port", type=int, help="default PLANNER_PORT, else 8000")
+    sub.add_parser(
+        "migrate", help="bring the plan store (DATABASE_URL) to the latest schema revision"
+    )
+    estimate_csv = "print the answer as key,value rows"
+    _request_parser(
+        sub,
+        "train",
+        "a training plan's memory, step time, throughput and cost",
+        TRAINING_FLAGS,
+        estimate_csv,
+    )
+    _request_parser(
+        sub,
+        "infer",
+        "a serving replica's memory, TTFT/TPOT, throughput and cost",
+        INFERENCE_FLAGS,
+        estimate_csv,
+    )
+    sweep = _request_parser(
+        sub,
+        "sweep",
+        "every training layout (or, with --serving, serving replica) of a space",
+        TRAINING_SWEEP_FLAGS + SERVING_SWEEP_FLAGS,
+        "print every listed row as CSV",
+    )
+    sweep.add_argument("--serving", action="store_true", help="a serving sweep")
+    model = sub.add_parser(
+        "import-model", help="a config.json (or catalog id) read into the spec and exact counts"
+    )
+    model.add_argument("config", help="a config.json path (-: stdin) or a catalog model id")
+    _output_flags(model, estimate_csv)
     sub.add_parser(
         "validate",
         help="predicted vs measured on the published kernel, training and serving records",
@@ -98,34 +244,243 @@ def main(argv: list[str] | None = None) -> int:
         return validate_main(rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
-    command = COMMANDS.get(args.command)
-    if command is not None:
-        try:
-            return command(args)
-        except (OSError, ValueError, LookupError) as exc:  # bad input: said in one line
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-    if args.command == "serve":
-        import uvicorn
+    from .plans import SweepTimeout
 
-        uvicorn.run("app.main:app", host=args.host, port=args.port)
-    return 0
+    try:
+        return COMMANDS[args.command](args)
+    except (OSError, ValueError, LookupError) as exc:  # bad input: said in one line
+        print(f"error: {_message(exc)}", file=sys.stderr)
+        return 2
+    except SweepTimeout as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
 
-def _request(path: str, model: type[R]) -> R:
-    """A request body (the API's JSON) read from a file and validated."""
-    return model.model_validate_json(Path(path).read_bytes())
+def _message(exc: Exception) -> str:
+    """Bad input in one line, naming the field and the rule as the API's 422 and 404 do."""
+    from pydantic import ValidationError
+
+    from estimator.errors import UnknownIdError
+
+    if isinstance(exc, ValidationError):
+        return _errors_line(exc.errors())
+    if isinstance(exc, UnknownIdError):
+        near = difflib.get_close_matches(exc.ident, exc.known, n=5, cutoff=0.3)
+        return f"{exc.kind}: unknown {exc.kind} id {exc.ident!r}" + (
+            f"; nearest: {', '.join(near)}" if near else ""
+        )
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return f"{exc.filename}: {exc.strerror}"
+    return str(exc)
+
+
+def _errors_line(errors: Iterable[Mapping[str, Any]]) -> str:
+    """pydantic's errors as ``field=value: rule; ...`` (the first five)."""
+    from .errors import field_path
+
+    said = []
+    for e in errors:
+        field = field_path(tuple(e.get("loc", ())))
+        value = e.get("input")
+        if e.get("type") != "missing" and isinstance(value, str | int | float):
+            field += f"={value!r}"
+        said.append(f"{field}: {e.get('msg', 'invalid')}")
+    return "; ".join(list(dict.fromkeys(said))[:5])
+
+
+def _read_json(source: str) -> Any:
+    """The JSON in a file, or on stdin for ``-``."""
+    text = sys.stdin.read() if source == "-" else Path(source).read_text()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        name = "stdin" if source == "-" else source
+        raise ValueError(f"{name}: not valid JSON: {exc}") from None
+
+
+def _request(source: str | None, model: type[R], fields: Mapping[str, Any] | None = None) -> R:
+    """A request body (the API's JSON) from a file or stdin, with ``fields`` (dotted paths)
+    laid over it, validated as the API validates its body."""
+    body = {} if source is None else _read_json(source)
+    if not isinstance(body, dict):
+        raise ValueError(f"{source}: must hold a JSON object (the request body)")
+    for path, value in (fields or {}).items():
+        *parents, last = path.split(".")
+        node = body
+        for key in parents:
+            node = node.setdefault(key, {})
+            if not isinstance(node, dict):
+                raise ValueError(f"{key}: must be a JSON object")
+        node[last] = value
+    return model.model_validate_json(json.dumps(body))
+
+
+def _flags(
+    args: argparse.Namespace, flags: Iterable[Flag], others: Iterable[Flag] = ()
+) -> dict[str, Any]:
+    """The request fields the flags of ``flags`` gave; a flag of ``others`` (another kind of
+    request on the same command) is refused by name."""
+    given = {}
+    mine = set()
+    for flag, field, _, _ in flags:
+        mine.add(flag)
+        value = getattr(args, field)
+        if value is not None:
+            given[field] = _model(value) if field == "model" else value
+    for flag, field, _, _ in others:
+        if flag not in mine and getattr(args, field) is not None:
+            raise ValueError(f"{flag}: not an input of this kind of request")
+    return given
 
 
 def _model(ref: str) -> str | dict[str, Any]:
-    """A catalog id, or the config.json at a ``.json`` path."""
-    path = Path(ref)
-    if path.suffix != ".json":
+    """A catalog id, or the config.json at a ``.json`` path (``-``: stdin)."""
+    if ref != "-" and Path(ref).suffix != ".json":
         return ref
-    config = json.loads(path.read_text())
+    config = _read_json(ref)
     if not isinstance(config, dict):
         raise ValueError(f"{ref}: a config.json holds a JSON object")
     return config
+
+
+def _print(args: argparse.Namespace, out: Any, text: Callable[[Any], str]) -> int:
+    """The answer as a table, the API's JSON (``--json``) or key,value rows (``--csv``)."""
+    from .tables import flat_csv
+
+    if args.json:
+        print(json.dumps(out, indent=1, allow_nan=False))
+    elif args.csv:
+        sys.stdout.write(flat_csv(out))
+    else:
+        print(text(out))
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """The service under uvicorn, as the image runs it: settings from the environment (the
+    flags override host and port), JSON log lines on stderr, graceful shutdown on SIGTERM."""
+    import signal
+
+    import uvicorn
+
+    from .operations import log_config
+    from .settings import Settings
+
+    s = Settings.from_env()
+    # uvicorn finishes the requests in flight on SIGTERM/SIGINT, then raises the signal again so
+    # the process ends by it; a stop that was asked for and completed is a success (exit 0).
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
+    uvicorn.run(
+        "app.main:app",
+        host=args.host or s.host,
+        port=args.port or s.port,
+        workers=s.workers,
+        timeout_keep_alive=s.keep_alive_s,
+        timeout_graceful_shutdown=s.graceful_shutdown_s,
+        log_config=log_config(s.log_level),
+        access_log=False,
+        server_header=False,
+    )
+    return 0
+
+
+def _migrate(_: argparse.Namespace) -> int:
+    """The plan store's schema at the latest revision, applied once before the workers start
+    (each also checks at start-up, which is then a no-op)."""
+    from .settings import Settings
+    from .store import make_engine, migrate
+
+    engine = make_engine(Settings.from_env().database_url)
+    try:
+        migrate(engine)
+    finally:
+        engine.dispose()
+    return 0
+
+
+def _train(args: argparse.Namespace) -> int:
+
+    from .plans import run_training
+    from .schemas.training import TrainingRequest
+    from .tables import training_text
+    from .views import training_out
+
+    req = _request(args.plan, TrainingRequest, _flags(args, TRAINING_FLAGS))
+    return _print(args, training_out(*run_training(req)), training_text)
+
+
+def _infer(args: argparse.Namespace) -> int:
+
+    from .plans import run_inference
+    from .schemas.inference import InferenceRequest
+    from .tables import serving_text
+    from .views import inference_out
+
+    req = _request(args.plan, InferenceRequest, _flags(args, INFERENCE_FLAGS))
+    return _print(args, inference_out(req, *run_inference(req)), serving_text)
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    """A training sweep, or with ``--serving`` a serving sweep; ``--csv`` lists every listed
+    row as the API's ``?format=csv`` does."""
+    from .api.training import check_csv_rows
+    from .plans import run_serving_sweep, run_training_sweep
+    from .schemas.sweep import (
+        ServingSweepRequest,
+        ServingSweepRow,
+        TrainingSweepRequest,
+        TrainingSweepRow,
+    )
+    from .tables import serving_sweep_text, training_sweep_text
+    from .views import (
+        rows_csv,
+        serving_sweep_out,
+        serving_sweep_rows,
+        training_sweep_out,
+        training_sweep_rows,
+    )
+
+    if args.serving:
+        serving = _request(
+            args.plan, ServingSweepRequest, _flags(args, SERVING_SWEEP_FLAGS, TRAINING_SWEEP_FLAGS)
+        )
+        rows = run_serving_sweep(serving)
+        if args.csv:
+            listed = serving_sweep_rows(rows, serving)
+            sys.stdout.write(rows_csv(listed, list(ServingSweepRow.model_fields)))
+            return 0
+        out = serving_sweep_out(rows, serving).model_dump(mode="json")
+        return _print(args, out, serving_sweep_text)
+    req = _request(
+        args.plan, TrainingSweepRequest, _flags(args, TRAINING_SWEEP_FLAGS, SERVING_SWEEP_FLAGS)
+    )
+    result = run_training_sweep(req)
+    if args.csv:
+        check_csv_rows(result.counts["feasible"] if req.rows == "feasible" else len(result))
+        text = rows_csv(training_sweep_rows(result, req), list(TrainingSweepRow.model_fields))
+        sys.stdout.write(text)
+        return 0
+    return _print(
+        args, training_sweep_out(result, req).model_dump(mode="json"), training_sweep_text
+    )
+
+
+def _import_model(args: argparse.Namespace) -> int:
+    """What ``POST /api/v1/models/import`` answers for a config.json, or ``GET
+    /api/v1/models/{id}`` for a catalog id."""
+    from estimator import get_model, model_entry
+
+    from .plans import resolve_model
+    from .tables import model_text
+    from .views import model_out
+
+    ref = _model(args.config)
+    if isinstance(ref, str):
+        out = model_out(get_model(ref), model_entry(ref))
+    else:
+        out = model_out(resolve_model(ref, "config"), {"config": ref})
+    return _print(args, out.model_dump(mode="json"), model_text)
 
 
 def _ranks(args: argparse.Namespace) -> int:
@@ -289,7 +644,7 @@ def _plans(args: argparse.Namespace) -> int:
             print(json.dumps({**plan, "current_result": now}, indent=1))
             return 0
         if args.action == "save":
-            request = json.loads(Path(args.plan).read_text())
+            request = _read_json(args.plan)
             result = headline(args.kind, request)
             plan = store.create(
                 name=args.name,
@@ -306,12 +661,18 @@ def _plans(args: argparse.Namespace) -> int:
             raise LookupError(f"no saved plan {args.id!r}")
         return 0
     except RequestValidationError as exc:  # headline() reports a bad request like the API
-        raise ValueError(str(exc.errors())) from None
+        raise ValueError(_errors_line(exc.errors())) from None
     finally:
         store.engine.dispose()
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "serve": _serve,
+    "migrate": _migrate,
+    "train": _train,
+    "infer": _infer,
+    "sweep": _sweep,
+    "import-model": _import_model,
     "ranks": _ranks,
     "comms": _comms,
     "layers": _layers,

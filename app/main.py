@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
@@ -19,7 +20,8 @@ import estimator
 
 from . import api, errors, pages
 from .api.plans import open_store
-from .operations import Metrics, Registry, SecurityHeaders
+from .operations import AccessLog, Metrics, Registry, SecurityHeaders
+from .settings import Settings
 
 __all__ = ["app", "create_app"]
 
@@ -74,6 +76,17 @@ def create_app() -> FastAPI:
     app.add_middleware(SecurityHeaders)
     app.state.metrics = registry = Registry()
     app.add_middleware(Metrics, registry=registry)
+    origins = Settings.from_env().cors_origins
+    if origins:  # no CORS headers at all unless origins are configured
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(origins),
+            allow_methods=["GET", "POST", "PATCH", "DELETE"],
+            allow_headers=["Authorization", "Content-Type", "X-Request-ID"],
+            expose_headers=["X-Request-ID"],
+            max_age=600,
+        )
+    app.add_middleware(AccessLog)  # outermost: logs and tags every answer, refusals included
     app.include_router(api.router)
     app.include_router(pages.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")

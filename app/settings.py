@@ -1,4 +1,6 @@
-"""Service settings, read from the environment once at startup (documented in the README).
+"""Service settings, read from the environment (documented in the README's settings table).
+
+Plan store and access:
 
 - ``DATABASE_URL``: SQLAlchemy URL of the plan store; default a SQLite file under
   ``PLANNER_DATA_DIR`` (default ``./data``), created on first start. PostgreSQL for a shared
@@ -6,6 +8,20 @@
 - ``PLANNER_API_TOKEN``: when set, writes (saving, editing, deleting plans) need
   ``Authorization: Bearer <token>``; reads stay open.
 - ``PLANNER_READ_ONLY``: ``1`` refuses every write.
+- ``PLANNER_CORS_ORIGINS``: comma-separated origins allowed to call the API from a browser
+  (``*`` for any); empty (the default) sends no CORS headers.
+
+The server (``llm-planner serve`` and the image's start step):
+
+- ``PLANNER_HOST`` / ``PLANNER_PORT``: where to listen (default ``127.0.0.1:8000``).
+- ``PLANNER_WORKERS``: worker processes (default 1).
+- ``PLANNER_KEEP_ALIVE_S``: how long an idle keep-alive connection is held (default 5).
+- ``PLANNER_GRACEFUL_SHUTDOWN_S``: on SIGTERM, how long requests in flight may finish before
+  they are cancelled (default 10).
+- ``PLANNER_LOG_LEVEL``: ``debug``, ``info`` (default: one access line per request),
+  ``warning``, ``error``.
+
+A value that cannot be read is refused at start-up with the variable's name and the rule.
 """
 
 from __future__ import annotations
@@ -14,7 +30,25 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Settings", "settings"]
+__all__ = ["LOG_LEVELS", "Settings", "settings"]
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def _int(name: str, default: int, low: int, high: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or not low <= int(raw) <= high:
+        raise ValueError(f"{name}={raw!r}: must be an integer from {low} to {high}")
+    return int(raw)
+
+
+def _choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    raw = os.environ.get(name, "").strip().lower() or default
+    if raw not in choices:
+        raise ValueError(f"{name}={raw!r}: must be one of {', '.join(choices)}")
+    return raw
 
 
 @dataclass(frozen=True)
@@ -23,16 +57,31 @@ class Settings:
     database_url: str
     api_token: str | None
     read_only: bool
+    cors_origins: tuple[str, ...] = ()
+    host: str = "127.0.0.1"
+    port: int = 8000
+    workers: int = 1
+    keep_alive_s: int = 5
+    graceful_shutdown_s: int = 10
+    log_level: str = "info"
 
     @classmethod
     def from_env(cls) -> Settings:
         data_dir = Path(os.environ.get("PLANNER_DATA_DIR", "data"))
         url = os.environ.get("DATABASE_URL") or f"sqlite:///{data_dir / 'planner.db'}"
+        origins = os.environ.get("PLANNER_CORS_ORIGINS", "").split(",")
         return cls(
             data_dir=data_dir,
             database_url=url,
             api_token=os.environ.get("PLANNER_API_TOKEN") or None,
             read_only=os.environ.get("PLANNER_READ_ONLY", "") in ("1", "true", "yes"),
+            cors_origins=tuple(o.strip().rstrip("/") for o in origins if o.strip()),
+            host=os.environ.get("PLANNER_HOST", "").strip() or "127.0.0.1",
+            port=_int("PLANNER_PORT", 8000, 1, 65535),
+            workers=_int("PLANNER_WORKERS", 1, 1, 256),
+            keep_alive_s=_int("PLANNER_KEEP_ALIVE_S", 5, 1, 3600),
+            graceful_shutdown_s=_int("PLANNER_GRACEFUL_SHUTDOWN_S", 10, 0, 3600),
+            log_level=_choice("PLANNER_LOG_LEVEL", "info", LOG_LEVELS),
         )
 
 

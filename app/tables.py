@@ -1,0 +1,265 @@
+"""The CLI's renderings of the API's answers: plain-text tables for a terminal, and CSV.
+
+Every function takes the JSON the REST API returns for the same request (``views.*_out``), so
+the table and ``--json`` cannot disagree: numbers are only formatted here (GiB, ms, %, $),
+never derived, except each term's share of its total.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "flat_csv",
+    "model_text",
+    "serving_sweep_text",
+    "serving_text",
+    "training_sweep_text",
+    "training_text",
+]
+
+GIB = 2**30
+
+
+def _gib(n: float | None) -> str:
+    return "-" if n is None else f"{n / GIB:,.2f}"
+
+
+def _ms(s: float | None) -> str:
+    return "-" if s is None else f"{s * 1e3:,.2f}"
+
+
+def _usd(x: float | None) -> str:
+    return "-" if x is None else f"${x:,.2f}"
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.0f}"
+
+
+def _price(cost: Mapping[str, Any]) -> str:
+    """The price per GPU-hour and the first clause of its source (the JSON has all of it)."""
+    if cost["price_usd_per_gpu_hour"] is None:
+        return "no price (give one with --price)"
+    source = (cost["price_source"] or "").split(",")[0]
+    return f"{_usd(cost['price_usd_per_gpu_hour'])} per GPU-hour ({source})"
+
+
+def _grid(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Columns padded to their widest cell; the first column left-aligned, the rest right."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        first = cells[0].ljust(widths[0])
+        rest = (c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=True))
+        return "  ".join([first, *rest]).rstrip()
+
+    return [line(header), *(line(r) for r in rows)]
+
+
+def _terms(title: str, unit: str, parts: Mapping[str, float], total: float) -> list[str]:
+    """A breakdown (``*_bytes`` or ``*_s`` terms) with each term's share of ``total``."""
+    scale = GIB if unit == "GiB" else 1e-3
+    rows = [
+        [
+            f"  {name.rsplit('_', 1)[0]}",
+            f"{value / scale:,.2f}",
+            f"{value / total:.1%}" if total else "",
+        ]
+        for name, value in parts.items()
+        if value
+    ]
+    return _grid([title, unit, "share"], [*rows, ["  total", f"{total / scale:,.2f}", ""]])
+
+
+def _layout(layout: Mapping[str, Any]) -> str:
+    return " ".join(f"{k}={layout[k]}" for k in ("tp", "pp", "dp", "cp", "ep", "vp") if k in layout)
+
+
+def _notes(notes: Sequence[str]) -> list[str]:
+    return ["", "notes:", *(f"  - {n}" for n in notes)] if notes else []
+
+
+def training_text(out: Mapping[str, Any]) -> str:
+    """A training estimate: the verdict and key numbers, then memory and step time by term."""
+    m, t, tp, c = out["memory_per_gpu"], out["time"], out["throughput"], out["cost"]
+    lay = out["layout"]
+    memory = {k: v for k, v in m.items() if k.endswith("_bytes") and k not in _MEMORY_TOTALS}
+    lines = [
+        f"{out['model']} on {out['num_gpus']} x {out['accelerator']}: {_layout(lay)} "
+        f"zero={lay['zero_stage']}, global batch {out['global_batch_size']:,}",
+        f"fits: {'yes' if m['fits'] else 'NO'}: {_gib(m['total_bytes'])} of "
+        f"{_gib(m['capacity_bytes'])} GiB per GPU ({_gib(m['headroom_bytes'])} GiB free; "
+        f"stage {m['stage']})",
+        f"step {t['step_s']:,.3f} s ({t['microbatches']} micro-batches), "
+        f"{tp['tokens_per_s']:,.0f} tokens/s ({tp['tokens_per_s_per_gpu']:,.0f} per GPU), "
+        f"MFU {tp['mfu']:.1%}, HFU {tp['hfu']:.1%}",
+        f"cost: {_usd(c['usd_per_1m_tokens'])} per 1M tokens at {_price(c)}",
+    ]
+    if c["tokens"] is not None:
+        lines.append(
+            f"{c['tokens']:,.0f} tokens: {c['time_to_train_s'] / 86400:,.1f} days, "
+            f"{_num(c['gpu_hours'])} GPU-hours, {_usd(c['usd'])}"
+        )
+    breakdown = t["breakdown"]
+    lines += ["", *_terms("memory per GPU", "GiB", memory, m["total_bytes"])]
+    lines += ["", *_terms("time per step", "ms", breakdown, t["step_s"])]
+    return "\n".join(lines + _notes(out["notes"]))
+
+
+_MEMORY_TOTALS = {
+    "total_bytes",
+    "capacity_bytes",
+    "headroom_bytes",
+    "prefill_peak_bytes",
+    "decode_peak_bytes",
+}
+
+
+def serving_text(out: Mapping[str, Any]) -> str:
+    """A serving estimate: key numbers, memory by term, TTFT and TPOT by term."""
+    m, lat, tp, c = out["memory_per_gpu"], out["latency"], out["throughput"], out["cost"]
+    memory = {k: v for k, v in m.items() if k.endswith("_bytes") and k not in _MEMORY_TOTALS}
+    lines = [
+        f"{out['model']} on {out['num_gpus']} x {out['accelerator']}: {_layout(out['layout'])}, "
+        f"concurrency {out['concurrency']}",
+        f"fits: {'yes' if m['fits'] else 'NO'}: {_gib(m['total_bytes'])} of "
+        f"{_gib(m['capacity_bytes'])} GiB per GPU ({_gib(m['headroom_bytes'])} GiB free); "
+        f"KV cache {out['kv_cache_bytes_per_token'] / 2**10:,.1f} KiB per token, at most "
+        f"{out['max_concurrency']:,} sequences",
+        f"TTFT {_ms(lat['ttft_s'])} ms, TPOT {_ms(lat['tpot_s'])} ms, "
+        f"{tp['output_tokens_per_s']:,.0f} output tokens/s "
+        f"({tp['output_tokens_per_s_per_gpu']:,.0f} per GPU)",
+        f"cost: {_usd(c['usd_per_1m_input_tokens'])} per 1M input and "
+        f"{_usd(c['usd_per_1m_output_tokens'])} per 1M output tokens at {_price(c)}",
+        "",
+        *_terms("memory per GPU", "GiB", memory, m["total_bytes"]),
+        "",
+        *_terms("time to first token", "ms", lat["ttft_breakdown"], lat["ttft_s"]),
+        "",
+        *_terms("time per output token", "ms", lat["tpot_breakdown"], lat["tpot_s"]),
+    ]
+    return "\n".join(lines + _notes(out["notes"]))
+
+
+def training_sweep_text(out: Mapping[str, Any]) -> str:
+    """A training sweep: the counts, the recommendations with their reasons, the page of rows."""
+    n = out["counts"]
+    lines = [
+        f"{out['model']}: {n['enumerated']:,} layouts, {n['invalid']:,} broke a rule, "
+        f"{n['evaluated']:,} evaluated, {n['out_of_memory']:,} out of memory, "
+        f"{n['feasible']:,} feasible (objective: {out['objective']})",
+    ]
+    if out["recommendations"]:
+        lines += ["", "recommended:"]
+    for r in out["recommendations"]:
+        row = r["row"]
+        lines.append(
+            f"{r['rank']:>3}. {row['num_gpus']} x {row['accelerator']} {row['precision']} "
+            f"{_layout(row)} zero={row['zero_stage']} mb={row['micro_batch_size']} "
+            f"recompute={row['recompute']}: {row['tokens_per_s']:,.0f} tokens/s, MFU "
+            f"{row['mfu']:.1%}, {_usd(row['usd_per_1m_tokens'])} per 1M tokens"
+        )
+        lines += [f"       {why}" for why in r["why"]]
+    header = ["accelerator", "precision", "recompute", "gpus", "tp", "pp", "dp", "cp", "ep"]
+    header += ["vp", "zero", "mb", "GiB", "step s", "tokens/s", "MFU", "$/1M tok"]
+    rows = [
+        [
+            *(str(row[k]) for k in ("accelerator", "precision", "recompute", "num_gpus")),
+            *(str(row[k]) for k in ("tp", "pp", "dp", "cp", "ep", "vp", "zero_stage")),
+            str(row["micro_batch_size"]),
+            _gib(row["memory_bytes"]),
+            f"{row['step_s']:,.3f}",
+            f"{row['tokens_per_s']:,.0f}",
+            f"{row['mfu']:.1%}",
+            _usd(row["usd_per_1m_tokens"]),
+        ]
+        for row in out["rows"]
+    ]
+    lines += ["", *_page_title(out), *(_grid(header, rows) if rows else [])]
+    return "\n".join(lines + _notes(out["notes"]))
+
+
+def _page_title(out: Mapping[str, Any]) -> list[str]:
+    first = (out["page"] - 1) * out["page_size"] + 1
+    last = first + len(out["rows"]) - 1
+    return [f"{out['rows_kind']} rows {first:,}-{last:,} of {out['total_rows']:,}:"]
+
+
+def serving_sweep_text(out: Mapping[str, Any]) -> str:
+    """A serving sweep: the counts, then the page of replica layouts (cheapest first)."""
+    counts = ", ".join(f"{v:,} {k.replace('_', ' ')}" for k, v in out["counts"].items())
+    header = ["accelerator", "precision", "tp", "pp", "gpus", "concurrency", "TTFT ms"]
+    header += ["TPOT ms", "out tok/s/GPU", "$/1M out", "replicas", "refused"]
+    rows = [
+        [
+            *(str(row[k]) for k in ("accelerator", "precision", "tp", "pp", "num_gpus")),
+            _num(row["concurrency"]),
+            _ms(row["ttft_s"]),
+            _ms(row["tpot_s"]),
+            _num(row["output_tokens_per_s_per_gpu"]),
+            _usd(row["usd_per_1m_output_tokens"]),
+            _num(row["replicas"]),
+            "" if row["ok"] else f"{row['field']}: {row['reason']}",
+        ]
+        for row in out["rows"]
+    ]
+    lines = [f"{out['model']}: {counts}", "", *_page_title(out)]
+    lines += _grid(header, rows) if rows else []
+    return "\n".join(lines + _notes(out["notes"]))
+
+
+def model_text(out: Mapping[str, Any]) -> str:
+    """A model's spec and exact parameter counts."""
+    p = out["params"]
+    experts = (
+        f", {out['num_experts']} experts ({out['experts_per_token']} per token)"
+        if out["num_experts"]
+        else ""
+    )
+    lines = [
+        f"{out['id'] or 'custom'} ({out['model_type']}): {p['total']:,} parameters, "
+        f"{p['active']:,} active per token",
+        f"{out['num_layers']} layers, hidden {out['hidden_size']:,}, "
+        f"{out['num_attention_heads']} heads ({out['num_key_value_heads']} KV) of "
+        f"{out['head_dim']}, vocabulary {out['vocab_size']:,}, up to {out['max_seq_len']:,} "
+        f"tokens{experts}, tied embeddings: {'yes' if out['tied_embeddings'] else 'no'}",
+        "",
+        *_grid(
+            ["component", "parameters", "share"],
+            [[k, f"{v:,}", f"{v / p['total']:.1%}"] for k, v in p["by_component"].items() if v],
+        ),
+        "",
+        *_grid(
+            ["layer kind", "layers", "params per layer", "window"],
+            [
+                [k["name"], str(k["count"]), f"{k['params_per_layer']:,}", _num(k["window"])]
+                for k in out["layer_kinds"]
+            ],
+        ),
+    ]
+    return "\n".join(lines + _notes(out["notes"]))
+
+
+def _flatten(value: Any, prefix: str) -> Iterator[tuple[str, Any]]:
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            yield from _flatten(v, f"{prefix}.{k}" if prefix else str(k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _flatten(v, f"{prefix}.{i}")
+    else:
+        yield prefix, value
+
+
+def flat_csv(out: Mapping[str, Any]) -> str:
+    """An answer as ``key,value`` rows, nested keys dotted (``memory_per_gpu.weights_bytes``,
+    ``notes.0``); None is empty."""
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(["key", "value"])
+    writer.writerows((k, "" if v is None else v) for k, v in _flatten(out, ""))
+    return text.getvalue()
