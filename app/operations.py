@@ -268,12 +268,13 @@ def log_config(level: str) -> dict[str, Any]:
                 "class": "logging.StreamHandler",
                 "formatter": "json",
                 "stream": "ext://sys.stderr",
-            }
+            },
+            "off": {"class": "logging.NullHandler"},
         },
         "loggers": {
             "llm_planner": dict(handler),
             "uvicorn": dict(handler),
             "uvicorn.error": {"level": level.upper()},
-            "uvicorn.access": {"handlers": [], "propagate": False},
+            "uvicorn.access": {"handlers": ["off"], "propagate": False},
         },
     }

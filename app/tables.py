@@ -48,6 +48,11 @@ def _price(cost: Mapping[str, Any]) -> str:
     return f"{_usd(cost['price_usd_per_gpu_hour'])} per GPU-hour ({source})"
 
 
+def _headroom(memory: Mapping[str, Any]) -> str:
+    free = memory["headroom_bytes"]
+    return f"{_gib(free)} GiB free" if free >= 0 else f"{_gib(-free)} GiB over"
+
+
 def _grid(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     """Columns padded to their widest cell; the first column left-aligned, the rest right."""
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
@@ -92,8 +97,7 @@ def training_text(out: Mapping[str, Any]) -> str:
         f"{out['model']} on {out['num_gpus']} x {out['accelerator']}: {_layout(lay)} "
         f"zero={lay['zero_stage']}, global batch {out['global_batch_size']:,}",
         f"fits: {'yes' if m['fits'] else 'NO'}: {_gib(m['total_bytes'])} of "
-        f"{_gib(m['capacity_bytes'])} GiB per GPU ({_gib(m['headroom_bytes'])} GiB free; "
-        f"stage {m['stage']})",
+        f"{_gib(m['capacity_bytes'])} GiB per GPU ({_headroom(m)}; stage {m['stage']})",
         f"step {t['step_s']:,.3f} s ({t['microbatches']} micro-batches), "
         f"{tp['tokens_per_s']:,.0f} tokens/s ({tp['tokens_per_s_per_gpu']:,.0f} per GPU), "
         f"MFU {tp['mfu']:.1%}, HFU {tp['hfu']:.1%}",
@@ -127,7 +131,7 @@ def serving_text(out: Mapping[str, Any]) -> str:
         f"{out['model']} on {out['num_gpus']} x {out['accelerator']}: {_layout(out['layout'])}, "
         f"concurrency {out['concurrency']}",
         f"fits: {'yes' if m['fits'] else 'NO'}: {_gib(m['total_bytes'])} of "
-        f"{_gib(m['capacity_bytes'])} GiB per GPU ({_gib(m['headroom_bytes'])} GiB free); "
+        f"{_gib(m['capacity_bytes'])} GiB per GPU ({_headroom(m)}); "
         f"KV cache {out['kv_cache_bytes_per_token'] / 2**10:,.1f} KiB per token, at most "
         f"{out['max_concurrency']:,} sequences",
         f"TTFT {_ms(lat['ttft_s'])} ms, TPOT {_ms(lat['tpot_s'])} ms, "
@@ -220,13 +224,14 @@ def model_text(out: Mapping[str, Any]) -> str:
         if out["num_experts"]
         else ""
     )
+    context = f", up to {out['max_seq_len']:,} tokens" if out["max_seq_len"] else ""
     lines = [
         f"{out['id'] or 'custom'} ({out['model_type']}): {p['total']:,} parameters, "
         f"{p['active']:,} active per token",
         f"{out['num_layers']} layers, hidden {out['hidden_size']:,}, "
         f"{out['num_attention_heads']} heads ({out['num_key_value_heads']} KV) of "
-        f"{out['head_dim']}, vocabulary {out['vocab_size']:,}, up to {out['max_seq_len']:,} "
-        f"tokens{experts}, tied embeddings: {'yes' if out['tied_embeddings'] else 'no'}",
+        f"{out['head_dim']}, vocabulary {out['vocab_size']:,}{context}{experts}, "
+        f"tied embeddings: {'yes' if out['tied_embeddings'] else 'no'}",
         "",
         *_grid(
             ["component", "parameters", "share"],

@@ -1,0 +1,227 @@
+"""The service image, tested without a container engine: the Dockerfile's build and start steps
+(``scripts/image.sh``) run on exactly the files the Dockerfile copies, in a clean virtualenv;
+the service starts on loopback, saves and reads a plan over HTTP, finishes a request in flight
+when SIGTERM arrives and exits 0, and finds its data again after a restart."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKDIR = "/srv/llm-planner"
+
+
+def instructions() -> list[tuple[str, str]]:
+    """The Dockerfile's instructions as (keyword, arguments), continuation lines joined."""
+    text = re.sub(r"\\\n\s*", " ", (ROOT / "Dockerfile").read_text())
+    lines = [line.strip() for line in text.splitlines()]
+    return [
+        (line.split(None, 1)[0].upper(), line.split(None, 1)[1])
+        for line in lines
+        if line and not line.startswith("#")
+    ]
+
+
+def copied() -> list[tuple[list[str], str]]:
+    """The Dockerfile's COPY instructions: (sources, destination under the work dir)."""
+    out = []
+    for key, args in instructions():
+        if key == "COPY":
+            *sources, dest = args.split()
+            out.append((sources, dest))
+    return out
+
+
+def test_the_dockerfile_runs_the_script_steps() -> None:
+    steps = instructions()
+    keys = [k for k, _ in steps]
+    args = dict(steps[::-1])  # the first of each keyword
+    assert args["FROM"] == "python:3.11-slim"
+    assert args["WORKDIR"] == WORKDIR
+    runs = [a for k, a in steps if k == "RUN"]
+    assert "scripts/image.sh build" in runs
+    assert json.loads(args["CMD"]) == ["scripts/image.sh", "start"]
+    # non-root from the start step on
+    assert "useradd" in runs[0] and "planner" in runs[0]
+    assert args["USER"] == "planner"
+    assert steps.index(("USER", "planner")) > steps.index(("RUN", "scripts/image.sh build"))
+    assert keys[-1] == "CMD"
+    assert "/healthz" in args["HEALTHCHECK"]
+    env = " ".join(a for k, a in steps if k == "ENV")
+    assert "PLANNER_DATA_DIR=/data" in env and "PLANNER_HOST=0.0.0.0" in env
+    assert json.loads(args["VOLUME"]) == ["/data"]
+    assert args["STOPSIGNAL"] == "SIGTERM"
+    sources = {s for sources, _ in copied() for s in sources}
+    assert {"scripts", "app", "estimator", "static", "templates", "pyproject.toml"} <= sources
+    assert all((ROOT / s).exists() for s in sources)
+
+
+def test_compose_runs_the_planner_on_postgresql() -> None:
+    compose = yaml.safe_load((ROOT / "compose.yaml").read_text())
+    planner, db = compose["services"]["planner"], compose["services"]["db"]
+    assert planner["build"] == "."
+    assert re.fullmatch(
+        r"postgresql\+psycopg://planner:\$\{POSTGRES_PASSWORD:-planner\}@db:5432/planner",
+        planner["environment"]["DATABASE_URL"],
+    )
+    assert planner["depends_on"] == {"db": {"condition": "service_healthy"}}
+    assert planner["volumes"] == ["planner-data:/data"]
+    assert db["image"] == "postgres:16"
+    assert "pg_isready" in " ".join(db["healthcheck"]["test"])
+    assert set(compose["volumes"]) == {"planner-data", "db-data"}
+    # the grace period outlasts the service's own graceful-shutdown timeout
+    grace = int(planner["environment"]["PLANNER_GRACEFUL_SHUTDOWN_S"])
+    assert int(planner["stop_grace_period"].removesuffix("s")) > grace
+
+
+def test_every_setting_is_documented() -> None:
+    names = set(
+        re.findall(r"\b(?:PLANNER_[A-Z_]+|DATABASE_URL)\b", (ROOT / "app/settings.py").read_text())
+    )
+    compose = yaml.safe_load((ROOT / "compose.yaml").read_text())
+    assert set(compose["services"]["planner"]["environment"]) <= names
+    readme = (ROOT / "README.md").read_text()
+    assert {n for n in names if f"`{n}`" not in readme} == set()
+
+
+# --- build and run ----------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, str]]]:
+    """The Dockerfile's build context laid out as its COPY lines say, built by the image's
+    build step into a fresh virtualenv (no system site-packages, not this test's venv)."""
+    tmp = tmp_path_factory.mktemp("image")
+    srv = tmp / "srv"
+    srv.mkdir()
+    for sources, dest in copied():
+        for source in sources:
+            target = srv / (Path(source).name if dest.endswith("/") else dest)
+            if (ROOT / source).is_dir():
+                ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
+                shutil.copytree(ROOT / source, target, ignore=ignore)
+            else:
+                shutil.copy2(ROOT / source, target)
+    venv = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("PLANNER_") and k not in ("DATABASE_URL", "VIRTUAL_ENV", "PYTHONPATH")
+    }
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    build = subprocess.run(
+        [str(srv / "scripts/image.sh"), "build"],
+        env=env,
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    yield srv, env
+
+
+def _start(
+    srv: Path, env: dict[str, str], data: Path, log: Path
+) -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    settings = {
+        "PLANNER_PORT": str(port),
+        "PLANNER_DATA_DIR": str(data),
+        "PLANNER_GRACEFUL_SHUTDOWN_S": "30",
+    }
+    with log.open("ab") as stderr:
+        proc = subprocess.Popen(
+            [str(srv / "scripts/image.sh"), "start"],
+            env={**env, **settings},
+            cwd=data.parent,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and time.monotonic() < deadline:
+        if _healthy(url):
+            return proc, url
+        time.sleep(0.1)
+    proc.kill()
+    raise AssertionError(f"the service did not start:\n{log.read_text()[-3000:]}")
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> tuple[int, float]:
+    start = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    return proc.wait(timeout=60), time.monotonic() - start
+
+
+def test_built_started_saved_stopped_gracefully_restarted(
+    image: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    srv, env = image
+    data, log = tmp_path / "data", tmp_path / "server.log"
+    data.mkdir()
+    plan = {"name": "70B pretraining", "kind": "training", "request": {"model": "llama-3-70b"}}
+    proc, url = _start(srv, env, data, log)
+    try:
+        saved = httpx.post(f"{url}/api/v1/plans", json=plan, headers={"X-Request-ID": "img-1"})
+        assert saved.status_code == 201 and saved.headers["x-request-id"] == "img-1"
+        plan_id = saved.json()["id"]
+        assert httpx.get(f"{url}/api/v1/plans/{plan_id}").json()["name"] == plan["name"]
+        # SIGTERM while a serving sweep (a few seconds) runs: it still gets its answer
+        with ThreadPoolExecutor(1) as pool:
+            sweep = {"model": "llama-3-70b"}
+            slow = pool.submit(httpx.post, f"{url}/api/v1/inference/sweep", json=sweep, timeout=60)
+            time.sleep(0.5)
+            assert not slow.done()
+            code, _ = _stop(proc)
+            assert slow.result().status_code == 200
+        assert code == 0
+    finally:
+        proc.kill()
+    assert (data / "planner.db").exists()
+
+    proc, url = _start(srv, env, data, log)
+    try:
+        again = httpx.get(f"{url}/api/v1/plans/{plan_id}")
+        assert again.status_code == 200 and again.json()["name"] == plan["name"]
+        code, seconds = _stop(proc)
+        assert code == 0 and seconds < 5
+    finally:
+        proc.kill()
+
+    lines = [json.loads(line) for line in log.read_text().splitlines()]  # every line is JSON
+    access = [x for x in lines if x["logger"] == "llm_planner.access"]
+    assert {"/healthz", "/api/v1/plans", "/api/v1/inference/sweep"} <= {x["path"] for x in access}
+    first_save = next(x for x in access if x["path"] == "/api/v1/plans")
+    assert first_save["request_id"] == "img-1" and first_save["status"] == 201
+    assert first_save["route"] == "/api/v1/plans" and first_save["method"] == "POST"
+    assert sum(x["message"] == "Application shutdown complete." for x in lines) == 2
