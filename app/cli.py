@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import logging
+import logging.config
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -357,8 +359,9 @@ def _print(args: argparse.Namespace, out: Any, text: Callable[[Any], str]) -> in
 
 
 def _serve(args: argparse.Namespace) -> int:
-    """The service under uvicorn, as the image runs it: settings from the environment (the
-    flags override host and port), JSON log lines on stderr, graceful shutdown on SIGTERM."""
+    """The service under uvicorn, as the image runs it: the store's migrations applied once, then
+    the workers with settings from the environment (the flags override host and port), JSON log
+    lines on stderr, graceful shutdown on SIGTERM."""
     import signal
 
     import uvicorn
@@ -367,6 +370,8 @@ def _serve(args: argparse.Namespace) -> int:
     from .settings import Settings
 
     s = Settings.from_env()
+    logging.config.dictConfig(log_config(s.log_level))
+    _migrate(args)  # once, here: workers that each migrate a fresh database at once collide
     # uvicorn finishes the requests in flight on SIGTERM/SIGINT, then raises the signal again so
     # the process ends by it; a stop that was asked for and completed is a success (exit 0).
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -386,8 +391,8 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _migrate(_: argparse.Namespace) -> int:
-    """The plan store's schema at the latest revision, applied once before the workers start
-    (each also checks at start-up, which is then a no-op)."""
+    """The plan store's schema at the latest revision (``serve`` applies it before the workers
+    start; each worker's own check at start-up is then a no-op)."""
     from .settings import Settings
     from .store import make_engine, migrate
 
@@ -396,6 +401,7 @@ def _migrate(_: argparse.Namespace) -> int:
         migrate(engine)
     finally:
         engine.dispose()
+    logging.getLogger("llm_planner").info("plan store at the latest schema revision")
     return 0
 
 

@@ -4,8 +4,9 @@
 #
 #   scripts/image.sh build   install the project (not editable) and its dependencies into the
 #                            current Python, then check that the service and the CLI load
-#   scripts/image.sh start   apply the plan store's migrations once, then run the service
-#                            (settings from the environment: see the README's settings table)
+#   scripts/image.sh start   run the service, which applies the plan store's migrations once
+#                            before its workers start (settings from the environment: see the
+#                            README's settings table); exec, so SIGTERM reaches it
 #
 # The service runs from this source tree (static/, templates/ and the migrations live beside
 # the packages, and the wheel does not carry them), with the dependencies the build installed.
@@ -23,7 +24,6 @@ build)
     ;;
 start)
     cd "$ROOT"
-    "$PYTHON" -m app.cli migrate
     exec "$PYTHON" -m app.cli serve
     ;;
 *)

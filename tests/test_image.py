@@ -144,13 +144,14 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict
 
 
 def _start(
-    srv: Path, env: dict[str, str], data: Path, log: Path
+    srv: Path, env: dict[str, str], data: Path, log: Path, workers: int = 1
 ) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     settings = {
         "PLANNER_PORT": str(port),
         "PLANNER_DATA_DIR": str(data),
         "PLANNER_GRACEFUL_SHUTDOWN_S": "30",
+        "PLANNER_WORKERS": str(workers),
     }
     with log.open("ab") as stderr:
         proc = subprocess.Popen(
@@ -225,3 +226,30 @@ def test_built_started_saved_stopped_gracefully_restarted(
     assert first_save["request_id"] == "img-1" and first_save["status"] == 201
     assert first_save["route"] == "/api/v1/plans" and first_save["method"] == "POST"
     assert sum(x["message"] == "Application shutdown complete." for x in lines) == 2
+
+
+def test_workers_start_together_on_a_fresh_store(
+    image: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    """The store is migrated once before the workers start (two migrating a fresh SQLite file
+    at once collide), and the supervisor stops them all on SIGTERM."""
+    srv, env = image
+    data, log = tmp_path / "data", tmp_path / "server.log"
+    data.mkdir()
+    proc, url = _start(srv, env, data, log, workers=2)
+    try:
+        deadline = time.monotonic() + 30
+        while log.read_text().count("Application startup complete.") < 2:
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.1)
+        assert httpx.get(f"{url}/api/v1/plans").status_code == 200
+        code, _ = _stop(proc)
+    finally:
+        proc.kill()
+    assert code == 0
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [x["message"] for x in lines if x["level"] == "error"] == []
+    messages = [x["message"] for x in lines]
+    migrated = messages.index("plan store at the latest schema revision")
+    assert migrated < min(i for i, m in enumerate(messages) if m.startswith("Started server"))
+    assert messages.count("Application shutdown complete.") == 2
