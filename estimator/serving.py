@@ -97,6 +97,17 @@ def _serving_layout(model: ModelSpec, parallel: Parallelism) -> Parallelism:
     return parallel
 
 
+def serving_attention_format(acc: Accelerator, precision: Precision) -> str:
+    """The tensor-core rate of prefill attention: fp8 where the KV cache is FP8 and the chip has
+    an fp8 rate (TensorRT-LLM runs FP8 context FMHA with an FP8 KV cache,
+    ``use_fp8_context_fmha``), else the activations'. Weight formats never reach attention: an
+    NVFP4 checkpoint quantizes the linear layers, and there is no FP4 attention kernel."""
+    act = DTYPES[precision.activations].compute or "bf16"
+    if DTYPES[precision.kv_cache].compute == "fp8" and "fp8" in acc.peak_flop_per_s:
+        return "fp8"
+    return act
+
+
 def _prefill_stage(
     model: ModelSpec,
     acc: Accelerator,
@@ -110,10 +121,12 @@ def _prefill_stage(
 ) -> dict[str, Num]:
     counts = stage_kind_counts(model, p.pp, 1, stage)
     out: dict[str, Num] = {"gemm": 0.0, "attention": 0.0, "elementwise": 0.0, "comm": 0.0}
+    att = serving_attention_format(acc, precision)
     for k, (kind, n) in enumerate(zip(model.kinds, counts, strict=True)):
         if not n:
             continue
-        lt = _layer_time(model, kind, k, acc, prof, p, precision, prompt, batch, domain)
+        shape = (model, kind, k, acc, prof, p, precision, prompt, batch, domain)
+        lt = _layer_time(*shape, attention_format=att)
         out["gemm"] = out["gemm"] + n * lt.gemm
         out["attention"] = out["attention"] + n * lt.attention
         out["elementwise"] = out["elementwise"] + n * lt.elementwise

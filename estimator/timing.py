@@ -170,6 +170,16 @@ def _linear_gemms(
     return out
 
 
+def training_attention_format(precision: Precision) -> str:
+    """The tensor-core rate of the attention core (QK^T, softmax, PV) in training: the
+    activations' format, whatever format the linears' GEMMs run in. Low-precision training
+    recipes quantize the inputs of the linear layers only; Megatron-Core's
+    ``fp8_dot_product_attention`` (Transformer Engine's FP8 attention) defaults to False
+    (megatron/core/model_parallel_config.py), and the NVFP4 recipe has no FP4 attention, so
+    an fp8 or NVFP4 run does its attention in bf16 at the bf16 rate."""
+    return DTYPES[precision.activations].compute or "bf16"
+
+
 def weight_read_bytes(precision: Precision) -> float:
     """Bytes per weight element a GEMM reads: the low-precision cache of fp8 recipes, else the
     stored format (quantized weights for serving)."""
@@ -221,10 +231,14 @@ def _layer_time(
     domain: int,
     flash: bool = True,
     kernel: AttentionKernel = "fused",
+    attention_format: str | None = None,
 ) -> _LayerTime:
     """Forward time of one layer of ``kind`` for one micro-batch on one rank (and the backward
-    time of its attention, whose ratio to the forward depends on the kernel)."""
+    time of its attention, whose ratio to the forward depends on the kernel).
+    ``attention_format`` is the tensor-core rate the attention core runs at (default: the GEMMs'
+    rate); training passes ``training_attention_format``."""
     compute = precision.compute
+    att_compute = attention_format or compute
     gemm_b = DTYPES[precision.gemm_inputs].bytes
     act_b = DTYPES[precision.activations].bytes
     tokens = seq_len * micro_batch / p.cp
@@ -242,11 +256,13 @@ def _layer_time(
     )
     if flash:
         keys = (seq_len if window is None else minimum(seq_len, window)) / p.cp
-        attention = attention_prefill_time(acc, prof, att_flops, att_bytes, keys, compute, kernel)
+        attention = attention_prefill_time(
+            acc, prof, att_flops, att_bytes, keys, att_compute, kernel
+        )
         attention_bwd = attention * FLASH_BACKWARD_FACTOR / prof.attention_backward_ratio
     else:
         attention = _eager_attention_time(
-            acc, prof, a, heads_local, micro_batch, seq_len, precision
+            acc, prof, a, heads_local, micro_batch, seq_len, precision, att_compute
         )
         attention_bwd = 2 * attention
 
@@ -321,6 +337,7 @@ def _eager_attention_time(
     micro_batch: int,
     seq_len: int,
     precision: Precision,
+    compute: str,
 ) -> Num:
     """Unfused attention: the full ``s x s`` score matrix per head (the causal mask and any
     window are applied to it, not skipped) from a batched QK^T GEMM, masked and softmaxed in
@@ -334,8 +351,8 @@ def _eager_attention_time(
     qk_bytes = batch * seq_len * 2 * a.qk_head_dim * act_b + scores * act_b
     pv_bytes = scores * act_b + batch * seq_len * 2 * a.v_head_dim * act_b
     return (
-        gemm_time(acc, prof, qk, qk_bytes, precision.compute)
-        + gemm_time(acc, prof, pv, pv_bytes, precision.compute)
+        gemm_time(acc, prof, qk, qk_bytes, compute)
+        + gemm_time(acc, prof, pv, pv_bytes, compute)
         + memory_time(acc, prof, 4 * scores * act_b, 2)
     )
 
@@ -373,6 +390,7 @@ def _stage_times(
             domain,
             setup.flash_attention,
             options.attention_kernel,
+            training_attention_format(precision),
         )
         tp_f = lt.tp_comm
         if options.tp_comm_overlap:

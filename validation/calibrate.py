@@ -12,6 +12,13 @@ fits, by grid search minimising the squared log error of predicted over measured
 - decode attention: ``e_mem``, ``floor`` (2), on rows whose KV cache does not fit in L2;
 - all-reduce over NVLink: ``latency``, ``latency per doubling``, ``bandwidth fraction`` (3).
 
+Blackwell (B200 SXM) has no per-shape tables here, only aiconfigurator's efficiency
+distributions (``kernels/efficiency_summary.csv``: p50 of roofline over measured time per size
+bin, the same harness and library versions on H100 and B200). ``derive_b200`` carries each fitted
+H100 constant over by the ratio of the two chips' medians in the bin that constant governs
+(compute-bound GEMMs, weight-read-bound GEMMs, long and mid-length prefill, large-KV decode,
+8-GPU NCCL all-reduce bus bandwidth and small-message latency).
+
 Nothing is fitted on end-to-end training or serving records. ``python validation/calibrate.py``
 rewrites ``estimator/catalog/efficiency.json``'s ``profiles`` (keeping its hand-written
 ``accelerators`` and ``scale_out`` sections) and prints the fit errors.
@@ -21,6 +28,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,6 +44,7 @@ if str(ROOT) not in sys.path:
 from estimator import get_accelerator  # noqa: E402
 
 SYSTEMS = {"h100_sxm": "h100-sxm-80gb", "a100_sxm": "a100-sxm-80gb"}
+DERIVED = {"b200_sxm": "b200"}  # profiles carried over from H100 by measured medians
 BF16 = 2
 
 
@@ -163,6 +172,101 @@ def fit_allreduce(system: str) -> dict[str, float]:
     }
 
 
+def summary_p50(op: str, system: str, bin_name: str, column: str = "eff_p50") -> float:
+    """One median of ``kernels/efficiency_summary.csv`` (aiconfigurator distributions)."""
+    for r in rows("efficiency_summary.csv"):
+        if r["op"] == op and r["system"] == system and r["bin"] == bin_name:
+            return float(r[column])
+    raise KeyError(f"{op} / {system} / {bin_name} not in efficiency_summary.csv")
+
+
+_GEMM_BIG = "m,n,k>=4096 (compute-bound)"
+_GEMM_WEIGHTS = "m<=16, n*k>=16M (weight-read bound)"
+_GEMM_TINY = "n*k<=1M, m<=256 (launch/latency bound)"
+_PREFILL_MID = "hd=128, isl 513-4096, b*isl>=4096"
+_PREFILL_LONG = "hd=128, isl 4097-1048576, b*isl>=4096"
+_PREFILL_MID_S = math.sqrt(513 * 4096)  # geometric middle of the bins
+_PREFILL_LONG_S = 16384.0
+_DECODE_BIG = "hd=128, KV>=256MB"
+_DECODE_SMALL = "hd=128, KV<1MB"
+_AR_BIG = "n=8, >=64MB"
+_AR_SMALL = "n=8, <=64KB"
+
+
+def _half_seq_for(ratio: float) -> float:
+    """``s_half`` whose saturation curve gives ``ratio`` between the mid and long prefill bins."""
+    lo, hi = 1.0, 65536.0
+    for _ in range(60):
+        h = math.sqrt(lo * hi)
+        r = (_PREFILL_MID_S / (_PREFILL_MID_S + h)) / (_PREFILL_LONG_S / (_PREFILL_LONG_S + h))
+        lo, hi = (h, hi) if r > ratio else (lo, h)
+    return h
+
+
+def derive_b200(h100: dict[str, Any]) -> dict[str, Any]:
+    """B200 constants: the fitted H100 ones times the B200 / H100 ratio of aiconfigurator's
+    medians (same harness, TensorRT-LLM 1.3.0rc20 kernels, NCCL 2.29.2) in the matching bin.
+    NCCL bandwidth compares bus bandwidth over each chip's NVLink bandwidth."""
+    h, b = "h100_sxm", "b200_sxm"
+
+    def ratio(op: str, bin_name: str, column: str = "eff_p50") -> float:
+        return summary_p50(op, b, bin_name, column) / summary_p50(op, h, bin_name, column)
+
+    g, a, d, up = (
+        h100["gemm"],
+        h100["attention_prefill"],
+        h100["attention_decode"],
+        h100["scale_up"],
+    )
+    shape = {
+        sys_: summary_p50("attn_prefill_bf16", sys_, _PREFILL_MID)
+        / summary_p50("attn_prefill_bf16", sys_, _PREFILL_LONG)
+        for sys_ in (h, b)
+    }
+    h100_curve = (_PREFILL_MID_S / (_PREFILL_MID_S + a["half_seq"])) / (
+        _PREFILL_LONG_S / (_PREFILL_LONG_S + a["half_seq"])
+    )
+    busbw = {
+        sys_: summary_p50("allreduce_nccl_fp16", sys_, _AR_BIG, "busbw_gbps_p50")
+        * 1e9
+        / (get_accelerator({**SYSTEMS, **DERIVED}[sys_]).scale_up_bytes_per_s or 1.0)
+        for sys_ in (h, b)
+    }
+    latency = ratio("allreduce_nccl_fp16", _AR_SMALL, "latency_us_p50")
+    return {
+        "gemm": {
+            "efficiency_max": round(g["efficiency_max"] * ratio("gemm_bf16", _GEMM_BIG), 3),
+            "half_gflop": g["half_gflop"],
+            "memory_efficiency": round(
+                g["memory_efficiency"] * ratio("gemm_bf16", _GEMM_WEIGHTS), 3
+            ),
+            "floor_us": round(g["floor_us"] * ratio("gemm_bf16", _GEMM_TINY, "latency_us_p50"), 2),
+        },
+        "attention_prefill": {
+            "efficiency_max": round(
+                a["efficiency_max"] * ratio("attn_prefill_bf16", _PREFILL_LONG), 3
+            ),
+            "half_seq": round(_half_seq_for(h100_curve * shape[b] / shape[h])),
+            "floor_us": a["floor_us"],
+        },
+        "attention_decode": {
+            "memory_efficiency": round(
+                d["memory_efficiency"] * ratio("attn_decode_bf16kv[trtllm]", _DECODE_BIG), 3
+            ),
+            "floor_us": round(
+                d["floor_us"]
+                * ratio("attn_decode_bf16kv[trtllm]", _DECODE_SMALL, "latency_us_min"),
+                2,
+            ),
+        },
+        "scale_up": {
+            "latency_us": round(up["latency_us"] * latency, 2),
+            "latency_per_doubling_us": round(up["latency_per_doubling_us"] * latency, 2),
+            "bandwidth_fraction": round(up["bandwidth_fraction"] * busbw[b] / busbw[h], 3),
+        },
+    }
+
+
 def mamf_efficiency() -> dict[str, dict[str, float]]:
     """Maximum achievable matmul efficiency per accelerator name and dtype."""
     out: dict[str, dict[str, float]] = {}
@@ -190,6 +294,16 @@ def main() -> None:
                 {k: prof[k] for k in ("gemm", "attention_prefill", "attention_decode", "scale_up")}
             ),
         )
+    b200 = table["profiles"].setdefault("b200_sxm", {})
+    b200.update(derive_b200(table["profiles"]["h100_sxm"]))
+    b200["measured"] = False  # carried over by medians, not fitted on per-shape B200 tables
+    b200.setdefault("scale_out", table["profiles"]["h100_sxm"]["scale_out"])
+    b200["source"] = (
+        "fitted h100_sxm constants x the B200 / H100 ratio of NVIDIA aiconfigurator-core 0.12.0 "
+        "(Apache-2.0) efficiency medians, validation/data/kernels/efficiency_summary.csv, by "
+        "validation/calibrate.py derive_b200"
+    )
+    print("b200_sxm", json.dumps({k: b200[k] for k in ("gemm", "attention_prefill")}))
     table["mamf_efficiency"] = {
         k: {d: round(v, 4) for d, v in sorted(x.items())}
         for k, x in sorted(mamf_efficiency().items())
