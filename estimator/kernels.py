@@ -5,6 +5,11 @@ An operator's time is ``max(flops / achieved_flop_s, bytes / achieved_bytes_s) +
 - GEMMs reach ``peak * e_max * F / (F + F_half)`` FLOP/s (small problems fill fewer waves of the
   chip), memory-bound ones ``hbm * e_mem`` bytes/s, and every kernel pays a fixed ``floor``
   (launch, ramp-up and tail).
+- Elementwise kernels (norms, activations, rotary, casts, copies, the optimizer) stream at
+  ``hbm * e_elem``: the median efficiency of the measured PyTorch layer-norm, activation and
+  rotary kernels (Vidur's Llama-2 profiles, >= 1,025 tokens), well below what a weight-streaming
+  GEMM reaches (``e_mem``). Casts and row copies (low-precision casts of GEMM inputs, MoE token
+  permutes) stream contiguous rows like a weight-bound GEMM and run at ``hbm * e_mem``.
 - Flash attention (prefill / training) reaches ``peak * e_max * s / (s + s_half)`` FLOP/s on
   sequences of ``s`` keys: short sequences leave the tensor cores idle between tiles. The fit is
   the vendor's fused kernel; FlashAttention-2 is capped at its published ceiling where that is
@@ -44,6 +49,7 @@ __all__ = [
     "attention_decode_time",
     "attention_prefill_time",
     "collective_time",
+    "copy_time",
     "gemm_time",
     "kernel_profile",
     "memory_time",
@@ -83,6 +89,7 @@ class KernelProfile:
     gemm_half_flops: float
     memory_efficiency: float
     floor_s: float
+    elementwise_memory_efficiency: float
     attention_efficiency_max: float
     attention_half_seq: float
     attention_floor_s: float
@@ -141,6 +148,7 @@ def _profile(
         gemm_half_flops=f["gemm"]["half_gflop"] * 1e9,
         memory_efficiency=f["gemm"]["memory_efficiency"],
         floor_s=f["gemm"]["floor_us"] * 1e-6,
+        elementwise_memory_efficiency=f["elementwise"]["memory_efficiency"],
         attention_efficiency_max=f["attention_prefill"]["efficiency_max"],
         attention_half_seq=f["attention_prefill"]["half_seq"],
         attention_floor_s=f["attention_prefill"]["floor_us"] * 1e-6,
@@ -196,6 +204,13 @@ def gemm_time(
 
 def memory_time(acc: Accelerator, prof: KernelProfile, bytes_moved: Num, kernels: Num = 1) -> Num:
     """Memory-bound kernels (norms, activations, optimizer) moving ``bytes_moved`` in all."""
+    rate = acc.hbm_bytes_per_s * prof.elementwise_memory_efficiency
+    return bytes_moved / rate + kernels * prof.floor_s
+
+
+def copy_time(acc: Accelerator, prof: KernelProfile, bytes_moved: Num, kernels: Num = 1) -> Num:
+    """Casts and row copies (fp8/fp4 quantization of GEMM inputs, MoE token permutes): large
+    contiguous streams, at the bandwidth a weight-bound GEMM reaches (``e_mem``)."""
     return bytes_moved / (acc.hbm_bytes_per_s * prof.memory_efficiency) + kernels * prof.floor_s
 
 

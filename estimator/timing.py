@@ -13,12 +13,13 @@ One micro-batch on one GPU of a pipeline stage is a list of operators per layer,
   Megatron-Core's default) or FlashAttention-2 (PyTorch stacks before FA3; 35% of peak on
   Hopper). Without flash attention, the full ``s x s`` scores are computed by two batched GEMMs
   and masked and softmaxed in memory; backward is twice that.
-- Memory-bound elementwise work (norms, residual adds, the MLP activation, rotary, and with fp8
-  recipes the cast of every GEMM input; in MoE layers the token dispatcher's permute, chunk sort,
-  unsort and unpermute copies of every routed token) as bytes read and written, 3 fused kernels
-  per layer forward (plus one per dispatcher pass) and twice that backward; the output head GEMM
-  and the
-  cross-entropy over fp32 logits on the last stage, the embedding gather on the first.
+- Memory-bound elementwise work (norms, residual adds, the MLP activation, rotary) as bytes read
+  and written at the measured elementwise streaming rate, 3 kernels per layer forward; with
+  low-precision recipes the cast of every GEMM input and in MoE layers the token dispatcher's
+  permute, chunk sort, unsort and unpermute copies of every routed token (one kernel per pass) as
+  contiguous copies at the streaming rate of a weight-bound GEMM (``kernels.copy_time``); twice
+  all of that backward; the output head GEMM and the cross-entropy over fp32 logits on the last
+  stage, the embedding gather on the first.
 - Communication per micro-batch: TP all-reduce (or all-gather + reduce-scatter with sequence
   parallelism) twice per layer forward and twice backward, exposed unless ``tp_comm_overlap``
   hides it behind the layer's GEMMs; EP all-to-all (dispatch and combine) twice forward and twice
@@ -58,6 +59,7 @@ from .kernels import (
     KernelProfile,
     attention_prefill_time,
     collective_time,
+    copy_time,
     gemm_time,
     kernel_profile,
     memory_time,
@@ -279,22 +281,25 @@ def _layer_time(
     elem_bytes = (
         sp_tokens * (hidden_norms * 2 * h + 2 * 3 * h) + tokens * (act_elems + rope)
     ) * act_b
+    copy_bytes: Num = 0.0
+    copies = 0
     if precision.gemm_inputs != precision.activations:
         # Transformer Engine casts every GEMM input to the low-precision format (read the
         # activation, write the cast copy); the backward pass casts the output gradients too.
         cast_elems = sum(
             count * m_rows * k for m_rows, k, _, count, _ in _linear_gemms(model, kind, p, tokens)
         )
-        elem_bytes = elem_bytes + cast_elems * (act_b + gemm_b)
-    kernels = ELEMENTWISE_KERNELS_FORWARD
+        copy_bytes = cast_elems * (act_b + gemm_b)
     if model.moe is not None and any(m.copies > 1 for m in kind.linears):
         # Megatron's token dispatcher copies every routed token (top-k copies of h values) in
         # permute and unpermute, and sorts the received chunks by local expert around the
         # all-to-all when experts are split over EP ranks: each pass reads and writes them.
         passes = where(p.ep > 1, 4, 2)
-        elem_bytes = elem_bytes + passes * 2 * tokens / p.tp * model.moe.top_k * h * act_b
-        kernels += passes
-    elementwise = memory_time(acc, prof, elem_bytes, kernels)
+        copy_bytes = copy_bytes + passes * 2 * tokens / p.tp * model.moe.top_k * h * act_b
+        copies = passes
+    elementwise = memory_time(acc, prof, elem_bytes, ELEMENTWISE_KERNELS_FORWARD) + copy_time(
+        acc, prof, copy_bytes, copies
+    )
 
     ranks = group_shapes(p)
     activation_bytes = tp_message_bytes(model, p, tokens, precision)

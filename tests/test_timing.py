@@ -147,6 +147,17 @@ def test_calibration_reproduces_the_shipped_table() -> None:
         assert calibrate.fit_gemm(system) == prof["gemm"]
         assert calibrate.fit_decode(system) == prof["attention_decode"]
         assert calibrate.fit_allreduce(system) == prof["scale_up"]
+        assert calibrate.fit_elementwise(system) == prof["elementwise"]
+
+
+def test_elementwise_kernels_stream_slower_than_copies() -> None:
+    """Vidur's measured PyTorch norm/activation/rotary kernels reach under half of HBM bandwidth;
+    casts and token copies stream like a weight-bound GEMM (84% on H100)."""
+    from estimator.kernels import copy_time, memory_time
+
+    prof = kernel_profile(H100.id)
+    assert 0.35 < prof.elementwise_memory_efficiency < 0.55 < prof.memory_efficiency
+    assert memory_time(H100, prof, 1e9) > 1.5 * copy_time(H100, prof, 1e9)
 
 
 def test_unmeasured_accelerators_say_which_curves_they_borrow() -> None:

@@ -10,7 +10,10 @@ fits, by grid search minimising the squared log error of predicted over measured
 - GEMM: ``e_max``, ``F_half``, ``e_mem``, ``floor`` (4 constants);
 - prefill attention: ``e_max``, ``s_half``, ``floor`` (3);
 - decode attention: ``e_mem``, ``floor`` (2), on rows whose KV cache does not fit in L2;
-- all-reduce over NVLink: ``latency``, ``latency per doubling``, ``bandwidth fraction`` (3).
+- all-reduce over NVLink: ``latency``, ``latency per doubling``, ``bandwidth fraction`` (3);
+- elementwise kernels: ``e_elem`` (1), the median of the measured efficiency medians of Vidur's
+  PyTorch layer-norm, activation and rotary kernels at >= 1,025 tokens (``efficiency_summary.csv``,
+  Llama-2 7B and 70B).
 
 Blackwell (B200 SXM) has no per-shape tables here, only aiconfigurator's efficiency
 distributions (``kernels/efficiency_summary.csv``: p50 of roofline over measured time per size
@@ -172,6 +175,21 @@ def fit_allreduce(system: str) -> dict[str, float]:
     }
 
 
+_ELEMENTWISE_OPS = ("vidur_input_layernorm_fp16", "vidur_mlp_act_fp16", "vidur_attn_rope_fp16")
+
+
+def fit_elementwise(system: str) -> dict[str, float]:
+    """Elementwise streaming efficiency: the median, over Vidur's layer-norm, activation and
+    rotary kernels of Llama-2 7B and 70B, of each one's median efficiency at >= 1,025 tokens
+    (roofline over measured time; the launch floor is negligible at these sizes)."""
+    medians = [
+        float(r["eff_p50"])
+        for r in rows("efficiency_summary.csv")
+        if r["system"] == system and r["op"] in _ELEMENTWISE_OPS and "tokens 1025-" in r["bin"]
+    ]
+    return {"memory_efficiency": round(float(np.median(medians)), 3)}
+
+
 def summary_p50(op: str, system: str, bin_name: str, column: str = "eff_p50") -> float:
     """One median of ``kernels/efficiency_summary.csv`` (aiconfigurator distributions)."""
     for r in rows("efficiency_summary.csv"):
@@ -218,6 +236,7 @@ def derive_b200(h100: dict[str, Any]) -> dict[str, Any]:
         h100["attention_decode"],
         h100["scale_up"],
     )
+    weights = ratio("gemm_bf16", _GEMM_WEIGHTS)
     shape = {
         sys_: summary_p50("attn_prefill_bf16", sys_, _PREFILL_MID)
         / summary_p50("attn_prefill_bf16", sys_, _PREFILL_LONG)
@@ -237,9 +256,7 @@ def derive_b200(h100: dict[str, Any]) -> dict[str, Any]:
         "gemm": {
             "efficiency_max": round(g["efficiency_max"] * ratio("gemm_bf16", _GEMM_BIG), 3),
             "half_gflop": g["half_gflop"],
-            "memory_efficiency": round(
-                g["memory_efficiency"] * ratio("gemm_bf16", _GEMM_WEIGHTS), 3
-            ),
+            "memory_efficiency": round(g["memory_efficiency"] * weights, 3),
             "floor_us": round(g["floor_us"] * ratio("gemm_bf16", _GEMM_TINY, "latency_us_p50"), 2),
         },
         "attention_prefill": {
@@ -258,6 +275,10 @@ def derive_b200(h100: dict[str, Any]) -> dict[str, Any]:
                 * ratio("attn_decode_bf16kv[trtllm]", _DECODE_SMALL, "latency_us_min"),
                 2,
             ),
+        },
+        # No elementwise kernels measured on B200: its streaming GEMMs' ratio to H100's.
+        "elementwise": {
+            "memory_efficiency": round(h100["elementwise"]["memory_efficiency"] * weights, 3)
         },
         "scale_up": {
             "latency_us": round(up["latency_us"] * latency, 2),
@@ -287,6 +308,7 @@ def main() -> None:
         prof["attention_prefill"] = fit_prefill(system)
         prof["attention_decode"] = fit_decode(system)
         prof["scale_up"] = fit_allreduce(system)
+        prof["elementwise"] = fit_elementwise(system)
         prof["measured"] = True
         print(
             system,
