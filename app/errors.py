@@ -109,7 +109,13 @@ def install(app: FastAPI) -> None:
     def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 400:  # an unreadable body (bad UTF-8, broken multipart)
             return invalid("body", f"must be readable JSON: {exc.detail}")
-        kinds = {401: "unauthorized", 403: "forbidden", 404: "not_found", 413: "too_large"}
+        kinds = {
+            401: "unauthorized",
+            403: "forbidden",
+            404: "not_found",
+            409: "conflict",
+            413: "too_large",
+        }
         kind = kinds.get(exc.status_code, "invalid_request")
         return _body(exc.status_code, kind, str(exc.detail))
 

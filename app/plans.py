@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from threading import BoundedSemaphore, Lock
 from typing import Any, TypeVar
 
+from pydantic import BaseModel
+
 from estimator import (
     Accelerator,
     InferenceSetup,
@@ -22,12 +24,9 @@ from estimator import (
     Parallelism,
     Precision,
     TrainingSetup,
-    get_accelerator,
-    get_model,
     get_precision,
     model_from_config,
 )
-from estimator.catalog import price
 from estimator.comms import CommPlan, communication_plan
 from estimator.errors import SpecError
 from estimator.layers import LayerTable, layer_table
@@ -49,6 +48,7 @@ from estimator.timeline import Timeline, inference_timeline, training_timeline
 from estimator.timing import TimingOptions, TrainingEstimate, estimate_training
 from estimator.tree import ModuleNode, module_tree
 
+from . import team
 from .schemas.catalog import TreeRequest
 from .schemas.common import PrecisionRoles
 from .schemas.inference import InferenceRequest
@@ -65,6 +65,7 @@ __all__ = [
     "TrainingViews",
     "inference_plan",
     "price_for",
+    "resolve_accelerator",
     "resolve_model",
     "run_comms",
     "run_inference",
@@ -106,10 +107,10 @@ class SweepTimeout(Exception):
 
 
 def resolve_model(ref: str | dict[str, Any], field: str = "model") -> ModelSpec:
-    """A catalog model, or a pasted config read into a spec; config errors are renamed from
-    ``config.<key>`` to ``<field>.<key>``."""
+    """A catalog model (public or the team's), or a pasted config read into a spec; config
+    errors are renamed from ``config.<key>`` to ``<field>.<key>``."""
     if isinstance(ref, str):
-        return get_model(ref)
+        return team.get_model(ref)
     try:
         return model_from_config(ref)
     except SpecError as exc:
@@ -122,14 +123,17 @@ def resolve_precision(ref: str | PrecisionRoles) -> Precision:
     return get_precision(ref.model_dump(exclude_none=True))
 
 
+def resolve_accelerator(accelerator: str) -> Accelerator:
+    """A public catalog accelerator or the team's."""
+    return team.get_accelerator(accelerator)
+
+
 def price_for(accelerator: str, given: float | None) -> tuple[float | None, str | None]:
-    """The user's price, else the catalog's dated default, with where it came from."""
+    """The user's price, else the catalog's dated default (the negotiated price for a team
+    accelerator), with where it came from."""
     if given is not None:
         return given, "request"
-    p = price(accelerator)
-    if p is None:
-        return None, None
-    return p.usd_per_gpu_hour, f"{p.source} ({p.date})"
+    return team.default_price(accelerator)
 
 
 # --- single estimates -------------------------------------------------------------------------
@@ -198,7 +202,7 @@ def training_plan(req: TrainingRequest) -> TrainingPlan:
     usd, source = price_for(req.accelerator, req.price_usd_per_gpu_hour)
     return TrainingPlan(
         model=resolve_model(req.model),
-        accelerator=get_accelerator(req.accelerator),
+        accelerator=resolve_accelerator(req.accelerator),
         parallel=parallel,
         setup=setup,
         precision=resolve_precision(req.precision),
@@ -314,7 +318,7 @@ def run_tree(req: TreeRequest) -> tuple[ModelSpec, ModuleNode]:
     model = resolve_model(req.model)
     tree = module_tree(
         model,
-        get_accelerator(req.accelerator),
+        resolve_accelerator(req.accelerator),
         get_precision(req.precision),
         req.seq_len,
         req.batch_size,
@@ -343,7 +347,7 @@ def inference_plan(req: InferenceRequest) -> InferencePlan:
     usd, source = price_for(req.accelerator, req.price_usd_per_gpu_hour)
     return InferencePlan(
         model=resolve_model(req.model),
-        accelerator=get_accelerator(req.accelerator),
+        accelerator=resolve_accelerator(req.accelerator),
         parallel=Parallelism(tp=lay.tp, pp=lay.pp, ep=lay.ep),
         setup=InferenceSetup(
             input_len=req.input_len,
@@ -452,13 +456,28 @@ def _deadline(limit_s: float) -> Callable[[int, int], None]:
 def _prices(
     accelerators: tuple[str, ...], one: float | None, by_id: dict[str, float] | None
 ) -> dict[str, float]:
+    """Prices by accelerator id: per id over one for all over the team's negotiated ones (the
+    engine falls back to the public catalog's for the rest)."""
+    negotiated = {a: p for a, p in team.current().prices.items() if a in accelerators}
     out = dict.fromkeys(accelerators, one) if one is not None else {}
-    return {k: v for k, v in (out | (by_id or {})).items() if v is not None}
+    return {k: v for k, v in (negotiated | out | (by_id or {})).items() if v is not None}
+
+
+def _sweep_accelerators(ids: tuple[str, ...]) -> tuple[str | Accelerator, ...]:
+    """Public ids as they are (the engine reads its catalog), team ids as their specs."""
+    return tuple(
+        a if team.scope_of("accelerator", a) == "public" else team.get_accelerator(a) for a in ids
+    )
+
+
+def _cache_key(kind: str, req: BaseModel) -> str:
+    """A sweep's canonical request with the team catalog's revision (a sweep over an edited
+    team entry is a new sweep)."""
+    return f"{kind}:{team.current().revision}:{req.model_dump_json(exclude=_PAGING)}"
 
 
 def run_training_sweep(req: TrainingSweepRequest) -> TrainingSweep:
-    key = "training:" + req.model_dump_json(exclude=_PAGING)
-    return _CACHE.get(key, lambda: _training_sweep(req))
+    return _CACHE.get(_cache_key("training", req), lambda: _training_sweep(req))
 
 
 def _training_sweep(req: TrainingSweepRequest) -> TrainingSweep:
@@ -466,7 +485,7 @@ def _training_sweep(req: TrainingSweepRequest) -> TrainingSweep:
     lay = req.layout
     accelerators = _axis(req.accelerator, DEFAULT_ACCELERATORS)
     space = TrainingSearch(
-        accelerators=accelerators,
+        accelerators=_sweep_accelerators(accelerators),
         num_gpus=_axis(req.num_gpus, d.num_gpus),
         tp=_axis(lay.tp, d.tp),
         pp=_axis(lay.pp, d.pp),
@@ -531,15 +550,14 @@ def _request_field(engine_field: str) -> str:
 
 
 def run_serving_sweep(req: ServingSweepRequest) -> list[dict[str, Any]]:
-    key = "serving:" + req.model_dump_json(exclude=_PAGING)
-    return _CACHE.get(key, lambda: _serving_sweep(req))
+    return _CACHE.get(_cache_key("serving", req), lambda: _serving_sweep(req))
 
 
 def _serving_sweep(req: ServingSweepRequest) -> list[dict[str, Any]]:
     d = ServingSearch()
     accelerators = _axis(req.accelerator, DEFAULT_ACCELERATORS)
     space = ServingSearch(
-        accelerators=accelerators,
+        accelerators=_sweep_accelerators(accelerators),
         tp=_axis(req.layout.tp, d.tp),
         pp=_axis(req.layout.pp, d.pp),
         precision=_axis(req.precision, d.precision),

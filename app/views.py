@@ -16,13 +16,7 @@ from typing import Any
 import numpy as np
 from fastapi import Response
 
-from estimator import (
-    PRESETS,
-    ModelSpec,
-    accelerator_entry,
-    count_params,
-    get_accelerator,
-)
+from estimator import PRESETS, ModelSpec, count_params
 from estimator.comms import CommPlan
 from estimator.layers import LayerTable, ModuleRow
 from estimator.precision import DTYPES
@@ -33,7 +27,8 @@ from estimator.timeline import Timeline
 from estimator.timing import BREAKDOWN, TrainingEstimate
 from estimator.tree import ModuleNode, top_modules
 
-from .plans import InferencePlan, TrainingPlan, price_for
+from . import team
+from .plans import InferencePlan, TrainingPlan, price_for, resolve_accelerator
 from .schemas.catalog import (
     AcceleratorOut,
     ModelSpecOut,
@@ -54,6 +49,8 @@ from .schemas.sweep import (
 
 __all__ = [
     "accelerator_out",
+    "catalog_accelerators",
+    "catalog_models",
     "comm_plan_out",
     "inference_out",
     "json_response",
@@ -493,6 +490,7 @@ def rows_csv(rows: Iterable[dict[str, Any]], columns: Sequence[str]) -> str:
 def model_summary(model: ModelSpec, hf_id: str | None) -> dict[str, Any]:
     return {
         "id": model.id,
+        "scope": team.scope_of("model", model.id) if model.id else "public",
         "hf_id": hf_id,
         "model_type": model.model_type,
         "num_layers": model.num_layers,
@@ -530,12 +528,24 @@ def model_out(model: ModelSpec, entry: dict[str, Any] | None) -> ModelSpecOut:
     )
 
 
+def catalog_models() -> list[dict[str, Any]]:
+    """Every model a plan may name: the public catalog's, then the team's."""
+    return [
+        model_summary(team.get_model(i), team.model_entry(i).get("hf_id"))
+        for i in team.model_choices()
+    ]
+
+
+def catalog_accelerators() -> list[AcceleratorOut]:
+    return [accelerator_out(i) for i in team.accelerator_choices()]
+
+
 def accelerator_out(accelerator_id: str) -> AcceleratorOut:
-    entry = accelerator_entry(accelerator_id)
-    a = get_accelerator(accelerator_id)
+    a = resolve_accelerator(accelerator_id)
     usd, source = price_for(accelerator_id, None)
     return AcceleratorOut(
         id=a.id,
+        scope=team.scope_of("accelerator", a.id),
         name=a.name,
         vendor=a.vendor,
         generation=a.generation,
@@ -550,7 +560,7 @@ def accelerator_out(accelerator_id: str) -> AcceleratorOut:
         price_usd_per_gpu_hour=usd,
         price_source=source,
         notes=a.notes,
-        sources=list(entry.get("sources", [])),
+        sources=list(a.sources),
     )
 
 

@@ -25,7 +25,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .accelerator import GIB, Accelerator
-from .catalog import get_accelerator, price
+from .catalog import accelerator_ids, get_accelerator, price
 from .errors import SpecError
 from .flops import Recompute, training_flops
 from .memory import (
@@ -50,6 +50,7 @@ __all__ = [
     "TrainingSearch",
     "TrainingSweep",
     "TrainingWorkload",
+    "accelerator_spec",
     "sweep",
     "sweep_serving",
     "sweep_size",
@@ -114,9 +115,10 @@ class TrainingSearch:
     up to the expert count (at most 64) for mixture-of-experts models; ``dp`` restricts the data
     parallelism the GPU count leaves to the listed values; ``zero`` 1 stands for
     ZeRO-1 and Megatron's distributed optimizer alike. TP stays inside a node
-    (``gpus_per_node``, default each accelerator's, or its NVLink domain if larger)."""
+    (``gpus_per_node``, default each accelerator's, or its NVLink domain if larger).
+    ``accelerators`` are catalog ids or specs given as they are (a team's own hardware)."""
 
-    accelerators: tuple[str, ...] = DEFAULT_ACCELERATORS
+    accelerators: tuple[str | Accelerator, ...] = DEFAULT_ACCELERATORS
     num_gpus: tuple[int, ...] = (8, 16, 32, 64, 128, 256, 512, 1024)
     tp: tuple[int, ...] = (1, 2, 4, 8)
     pp: tuple[int, ...] = (1, 2, 4, 8, 16)
@@ -216,8 +218,7 @@ def _check(model: ModelSpec, workload: TrainingWorkload, space: TrainingSearch) 
     for name in ("accelerators", "precision", "recompute"):
         if not getattr(space, name):
             raise SpecError(f"space.{name}", "must list at least one value", ())
-    for acc in space.accelerators:
-        get_accelerator(acc)
+    given = {a.id for a in map(accelerator_spec, space.accelerators)}
     for prec in space.precision:
         get_precision(prec)
     for rec in space.recompute:
@@ -254,7 +255,8 @@ def _check(model: ModelSpec, workload: TrainingWorkload, space: TrainingSearch) 
     if workload.budget_usd is not None and workload.tokens is None:
         raise SpecError("workload.budget_usd", "needs workload.tokens (cost per run)", None)
     for acc, p in workload.prices.items():
-        get_accelerator(acc)
+        if acc not in given:
+            get_accelerator(acc)
         if not p >= 0:
             raise SpecError(f"workload.prices.{acc}", "must be >= 0", p)
 
@@ -267,10 +269,18 @@ def sweep_size(model: ModelSpec, space: TrainingSearch) -> int:
     return size
 
 
+def accelerator_spec(acc: str | Accelerator) -> Accelerator:
+    """An accelerator of a search space: a catalog id looked up, a spec used as it is."""
+    return acc if isinstance(acc, Accelerator) else get_accelerator(acc)
+
+
 def _price(acc: str, prices: Mapping[str, float]) -> float | None:
-    """The user's price for an accelerator, else the catalog's default, else None."""
+    """The user's price for an accelerator, else the catalog's default, else None (always
+    None for a spec outside the catalog that the prices leave out)."""
     if acc in prices:
         return float(prices[acc])
+    if acc not in accelerator_ids():
+        return None
     p = price(acc)
     return None if p is None else p.usd_per_gpu_hour
 
@@ -405,8 +415,10 @@ def _evaluate(
     return out
 
 
-def _groups(space: TrainingSearch) -> Iterator[tuple[int, str, int, str, int, Recompute]]:
-    for ai, acc in enumerate(space.accelerators):
+def _groups(
+    space: TrainingSearch, specs: tuple[Accelerator, ...]
+) -> Iterator[tuple[int, Accelerator, int, str, int, Recompute]]:
+    for ai, acc in enumerate(specs):
         for pi, prec in enumerate(space.precision):
             for rec in space.recompute:
                 yield ai, acc, pi, prec, RECOMPUTE.index(rec), rec  # type: ignore[misc]
@@ -446,12 +458,14 @@ def sweep_training(
     parts: list[dict[str, np.ndarray]] = []
     rejected: list[dict[str, Any]] = []
     counts = {"enumerated": size, "invalid": 0, "evaluated": 0, "out_of_memory": 0}
-    groups = list(_groups(space))
+    specs = tuple(map(accelerator_spec, space.accelerators))
+    ids = tuple(a.id for a in specs)
+    groups = list(_groups(space, specs))
     precisions = {name: get_precision(name) for name in space.precision}
     dp_all = grid["num_gpus"] // (grid["tp"] * grid["pp"] * grid["cp"])
     rule_cache: dict[int, tuple[list[Violation], np.ndarray]] = {}  # by GPUs per node
-    for done, (ai, acc_id, pi, prec_name, ri, rec) in enumerate(groups, 1):
-        acc = get_accelerator(acc_id)
+    for done, (ai, acc, pi, prec_name, ri, rec) in enumerate(groups, 1):
+        acc_id = acc.id
         node = space.gpus_per_node or max(acc.gpus_per_node, acc.scale_up_domain)
         if node not in rule_cache:
             rules = _rules(model, grid, dp_all, workload, node, space.dp)
@@ -509,7 +523,7 @@ def sweep_training(
     counts["feasible"] = int(idx.size)
     priced = idx[np.isfinite(columns["usd_per_1m_tokens"][idx])]
     notes = []
-    unpriced = sorted({a for a in space.accelerators if _price(a, workload.prices) is None})
+    unpriced = sorted({a for a in ids if _price(a, workload.prices) is None})
     if unpriced:
         notes.append(
             f"No default price for {', '.join(unpriced)}: their costs are empty until a price "
@@ -520,7 +534,7 @@ def sweep_training(
     sweep = TrainingSweep(
         model_id=model.id or "custom",
         workload=workload,
-        accelerators=space.accelerators,
+        accelerators=ids,
         precisions=space.precision,
         columns=columns,
         size=size,
@@ -715,9 +729,10 @@ class ServingWorkload:
 
 @dataclass(frozen=True)
 class ServingSearch:
-    """Axes of a serving sweep: one replica is ``tp x pp`` GPUs of one accelerator."""
+    """Axes of a serving sweep: one replica is ``tp x pp`` GPUs of one accelerator (catalog ids
+    or specs given as they are)."""
 
-    accelerators: tuple[str, ...] = DEFAULT_ACCELERATORS
+    accelerators: tuple[str | Accelerator, ...] = DEFAULT_ACCELERATORS
     tp: tuple[int, ...] = (1, 2, 4, 8)
     pp: tuple[int, ...] = (1, 2, 4)
     precision: tuple[str, ...] = ("bf16", "fp8-serving")
@@ -748,9 +763,10 @@ def sweep_serving(
         }
         raise SweepTooLarge(size, max_layouts, widths)
     rows = []
-    layouts = itertools.product(space.accelerators, space.precision, space.tp, space.pp)
-    for done, (acc_id, prec, tp, pp) in enumerate(layouts, 1):
-        rows.append(_serving_row(model, get_accelerator(acc_id), prec, tp, pp, workload))
+    specs = tuple(map(accelerator_spec, space.accelerators))
+    layouts = itertools.product(specs, space.precision, space.tp, space.pp)
+    for done, (acc, prec, tp, pp) in enumerate(layouts, 1):
+        rows.append(_serving_row(model, acc, prec, tp, pp, workload))
         if progress is not None:
             progress(done, size)
 

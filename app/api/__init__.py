@@ -1,15 +1,17 @@
-"""The REST API, version 1: every router under ``/api/v1``."""
+"""The REST API, version 1: every router under ``/api/v1``; each request resolves team catalog
+ids from the app's store."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 
-from . import catalog, inference, plans, training
+from . import catalog, inference, plans, team, training
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/api/v1")
+router = APIRouter(prefix="/api/v1", dependencies=[Depends(plans.bind_team)])
 router.include_router(catalog.router)
 router.include_router(training.router)
 router.include_router(inference.router)
 router.include_router(plans.router)
+router.include_router(team.router)

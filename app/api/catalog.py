@@ -11,9 +11,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
 
-from estimator import accelerator_ids, get_model, model_entry, model_ids, supported_model_types
+from estimator import supported_model_types
 from estimator.errors import SpecError
 
+from .. import team
 from ..errors import TooLarge
 from ..exact import exact_modules
 from ..plans import resolve_model, run_tree
@@ -28,9 +29,10 @@ from ..schemas.catalog import (
 from ..schemas.common import ERROR_RESPONSES
 from ..views import (
     accelerator_out,
+    catalog_accelerators,
+    catalog_models,
     json_response,
     model_out,
-    model_summary,
     precisions_out,
     tree_out,
 )
@@ -76,14 +78,16 @@ _IMPORT_BODY = {
 
 @router.get("/models", response_model=list[ModelSummary])
 def list_models() -> list[dict[str, Any]]:
-    """Every catalog model with its exact parameter counts."""
-    return [model_summary(get_model(i), model_entry(i).get("hf_id")) for i in model_ids()]
+    """Every catalog model with its exact parameter counts: the public catalog's, then the
+    team's (``scope``)."""
+    return catalog_models()
 
 
 @router.get("/models/{model_id}", response_model=ModelSpecOut)
 def show_model(model_id: str) -> ModelSpecOut:
-    """One catalog model: its normalized spec, counts, config and sources."""
-    return model_out(get_model(model_id), model_entry(model_id))
+    """One catalog model (public or the team's): its normalized spec, counts, config and
+    sources."""
+    return model_out(team.get_model(model_id), team.model_entry(model_id))
 
 
 @router.post(
@@ -133,15 +137,16 @@ def model_tree(req: TreeRequest) -> Response:
                 f"the exact tree counts at most {EXACT_MAX_TOKENS:,} tokens (seq_len x batch_size)",
                 req.seq_len * req.batch_size,
             )
-        config = req.model if isinstance(req.model, dict) else model_entry(req.model)["config"]
+        config = req.model if isinstance(req.model, dict) else team.model_entry(req.model)["config"]
         out["exact"] = exact_modules(config, req.seq_len, req.batch_size)
     return json_response(out)
 
 
 @router.get("/accelerators", response_model=list[AcceleratorOut])
 def list_accelerators() -> list[AcceleratorOut]:
-    """Every catalog accelerator in base units, with sources and its default price."""
-    return [accelerator_out(i) for i in accelerator_ids()]
+    """Every catalog accelerator in base units, with sources and its default price: the public
+    catalog's, then the team's (``scope``; its default price is the negotiated one)."""
+    return catalog_accelerators()
 
 
 @router.get("/accelerators/{accelerator_id}", response_model=AcceleratorOut)

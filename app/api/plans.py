@@ -5,6 +5,7 @@ refused in read-only mode."""
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
 from threading import Lock
 from typing import Annotated, Any, Literal
@@ -15,6 +16,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 import estimator
 
+from .. import team
 from ..plans import run_inference, run_serving_sweep, run_training, run_training_sweep
 from ..schemas.common import ERROR_RESPONSES, ErrorResponse
 from ..schemas.common import Request as StrictRequest
@@ -23,9 +25,21 @@ from ..schemas.sweep import ServingSweepRequest, TrainingSweepRequest
 from ..schemas.training import TrainingRequest
 from ..settings import Settings
 from ..store import PlanStore
+from ..team_store import TeamStore
 from ..views import json_response, serving_sweep_out, training_sweep_out
 
-__all__ = ["headline", "open_store", "router"]
+__all__ = [
+    "KINDS",
+    "WRITE_RESPONSES",
+    "bind_team",
+    "headline",
+    "open_saved",
+    "open_store",
+    "router",
+    "save_plan",
+    "write_refusal",
+    "writer",
+]
 
 WRITE_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorResponse, "description": "A token is configured and was not sent"},
@@ -155,26 +169,86 @@ def open_store(app: Any) -> PlanStore:
         with _OPENING:
             if getattr(state, "store", None) is None:
                 state.settings = Settings.from_env()
-                state.store = PlanStore(state.settings.database_url)
-    store: PlanStore = state.store
-    return store
+                store = PlanStore(state.settings.database_url)
+                state.team = TeamStore(store.engine)
+                state.store = store
+    opened: PlanStore = state.store
+    return opened
+
+
+async def bind_team(request: Request) -> None:
+    """Resolve team catalog ids from this app's store for the rest of the request (a router
+    dependency of the API and the pages). Async, so the binding is made in the request's own
+    context, which the threads of its sync route and dependencies copy."""
+    open_store(request.app)
+    team.bind(request.app.state.team)
 
 
 def _store(request: Request) -> PlanStore:
     return open_store(request.app)
 
 
-def _writer(request: Request) -> PlanStore:
-    """The store, for a request allowed to write."""
-    store = _store(request)
+def write_refusal(request: Request, token: str | None) -> HTTPException | None:
+    """Why a write with ``token`` is refused (a read-only service, a token configured and not
+    given), or None where it may go ahead. The API reads the token from the Authorization
+    header, the pages from their forms."""
+    open_store(request.app)
     cfg: Settings = request.app.state.settings
     if cfg.read_only:
-        raise HTTPException(403, "the service is read-only (PLANNER_READ_ONLY)")
-    if cfg.api_token is not None:
-        sent = request.headers.get("authorization", "")
-        if sent != f"Bearer {cfg.api_token}":
-            raise HTTPException(401, "writes need 'Authorization: Bearer <PLANNER_API_TOKEN>'")
-    return store
+        return HTTPException(403, "the service is read-only (PLANNER_READ_ONLY)")
+    if cfg.api_token is not None and not secrets.compare_digest(
+        (token or "").encode(), cfg.api_token.encode()
+    ):
+        return HTTPException(401, "writes need 'Authorization: Bearer <PLANNER_API_TOKEN>'")
+    return None
+
+
+def writer(request: Request) -> PlanStore:
+    """The store, for a request allowed to write (a dependency)."""
+    sent = request.headers.get("authorization", "")
+    token = sent.removeprefix("Bearer ") if sent.startswith("Bearer ") else None
+    refusal = write_refusal(request, token)
+    if refusal is not None:
+        raise refusal
+    return _store(request)
+
+
+def save_plan(
+    store: PlanStore,
+    name: str,
+    description: str,
+    tags: list[str],
+    kind: str,
+    request: dict[str, Any],
+) -> dict[str, Any]:
+    """Validate and evaluate ``request`` as a plan of ``kind``, then store it with its headline
+    numbers and the estimator version; nothing is stored if it cannot be evaluated."""
+    return store.create(
+        name=name,
+        description=description,
+        tags=tags,
+        kind=kind,
+        request=request,
+        saved_result=headline(kind, request),
+        estimator_version=estimator.__version__,
+    )
+
+
+def open_saved(plan: dict[str, Any]) -> dict[str, Any]:
+    """A saved plan re-evaluated with the current estimator: the numbers now and those that
+    differ from the saved ones."""
+    now = headline(plan["kind"], plan["request"])
+    changed = {
+        k: {"saved": plan["saved_result"].get(k), "now": v}
+        for k, v in now.items()
+        if plan["saved_result"].get(k) != v
+    }
+    return {
+        **plan,
+        "current_result": now,
+        "current_version": estimator.__version__,
+        "changed": changed,
+    }
 
 
 def _found(plan: dict[str, Any] | None, plan_id: str) -> dict[str, Any]:
@@ -184,19 +258,10 @@ def _found(plan: dict[str, Any] | None, plan_id: str) -> dict[str, Any]:
 
 
 @router.post("", response_model=PlanOut, status_code=201)
-def create_plan(body: PlanCreate, store: Annotated[PlanStore, Depends(_writer)]) -> Response:
+def create_plan(body: PlanCreate, store: Annotated[PlanStore, Depends(writer)]) -> Response:
     """Save a plan: its request is validated and evaluated first; nothing is stored if it
     cannot be."""
-    result = headline(body.kind, body.request)
-    plan = store.create(
-        name=body.name,
-        description=body.description,
-        tags=body.tags,
-        kind=body.kind,
-        request=body.request,
-        saved_result=result,
-        estimator_version=estimator.__version__,
-    )
+    plan = save_plan(store, body.name, body.description, body.tags, body.kind, body.request)
     response = json_response(plan)
     response.status_code = 201
     return response
@@ -216,26 +281,12 @@ def list_plans(
 @router.get("/{plan_id}", response_model=PlanOpened)
 def open_plan(plan_id: str, store: Annotated[PlanStore, Depends(_store)]) -> Response:
     """The saved plan, re-evaluated with the current estimator, and what changed."""
-    plan = _found(store.get(plan_id), plan_id)
-    now = headline(plan["kind"], plan["request"])
-    changed = {
-        k: {"saved": plan["saved_result"].get(k), "now": v}
-        for k, v in now.items()
-        if plan["saved_result"].get(k) != v
-    }
-    return json_response(
-        {
-            **plan,
-            "current_result": now,
-            "current_version": estimator.__version__,
-            "changed": changed,
-        }
-    )
+    return json_response(open_saved(_found(store.get(plan_id), plan_id)))
 
 
 @router.patch("/{plan_id}", response_model=PlanOut)
 def edit_plan(
-    plan_id: str, body: PlanUpdate, store: Annotated[PlanStore, Depends(_writer)]
+    plan_id: str, body: PlanUpdate, store: Annotated[PlanStore, Depends(writer)]
 ) -> Response:
     plan = _found(store.get(plan_id), plan_id)
     changes: dict[str, Any] = body.model_dump(exclude_none=True)
@@ -246,7 +297,7 @@ def edit_plan(
 
 
 @router.post("/{plan_id}/duplicate", response_model=PlanOut, status_code=201)
-def duplicate_plan(plan_id: str, store: Annotated[PlanStore, Depends(_writer)]) -> Response:
+def duplicate_plan(plan_id: str, store: Annotated[PlanStore, Depends(writer)]) -> Response:
     plan = _found(store.get(plan_id), plan_id)
     copy = store.create(
         name=f"{plan['name']} (copy)"[:200],
@@ -263,7 +314,7 @@ def duplicate_plan(plan_id: str, store: Annotated[PlanStore, Depends(_writer)]) 
 
 
 @router.delete("/{plan_id}", status_code=204)
-def delete_plan(plan_id: str, store: Annotated[PlanStore, Depends(_writer)]) -> Response:
+def delete_plan(plan_id: str, store: Annotated[PlanStore, Depends(writer)]) -> Response:
     if not store.delete(plan_id):
         raise HTTPException(404, f"no saved plan {plan_id!r}")
     return Response(status_code=204)

@@ -27,8 +27,13 @@ class Params(BaseModel):
     by_component: dict[str, int]
 
 
+Scope = Literal["public", "team"]
+SCOPE = Field(description="public: the bundled catalog; team: this service's team catalog")
+
+
 class ModelSummary(BaseModel):
     id: str
+    scope: Scope = SCOPE
     hf_id: str | None
     model_type: str
     num_layers: int
@@ -55,6 +60,7 @@ class ModelSpecOut(ModelSummary):
 
 class AcceleratorOut(BaseModel):
     id: str
+    scope: Scope = SCOPE
     name: str
     vendor: str
     generation: str

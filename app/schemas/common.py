@@ -96,6 +96,7 @@ class ErrorResponse(BaseModel):
         "internal",
         "unauthorized",
         "forbidden",
+        "conflict",
     ]
     message: str
     detail: list[ErrorItem] = Field(default_factory=list)

@@ -1,0 +1,156 @@
+"""The team catalog: private accelerators (with the team's negotiated price per GPU-hour) and
+private models (a pasted config.json), stored with the saved plans and usable wherever a public
+catalog id is. An id may not repeat a public id or another team entry's (409); every entry is
+built into the core's spec before it is stored (422 naming the field). Writes need the bearer
+token when one is configured and are refused in read-only mode, as for saved plans."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, HTTPException, Request, Response
+
+import estimator
+
+from ..plans import resolve_model
+from ..schemas.common import ERROR_RESPONSES, ErrorResponse
+from ..schemas.team import (
+    TeamAcceleratorIn,
+    TeamAcceleratorOut,
+    TeamAcceleratorSpec,
+    TeamModelIn,
+    TeamModelOut,
+    TeamModelSpec,
+)
+from ..team_store import TeamConflict, TeamStore, accelerator_spec_of
+from ..views import json_response
+from .plans import WRITE_RESPONSES, open_store, writer
+
+__all__ = ["router"]
+
+CONFLICT: dict[int | str, dict[str, Any]] = {
+    409: {"model": ErrorResponse, "description": "The id is a public catalog id or taken"}
+}
+router = APIRouter(
+    prefix="/team",
+    tags=["team catalog"],
+    responses={**ERROR_RESPONSES, **WRITE_RESPONSES, **CONFLICT},
+)
+
+
+def _team(request: Request) -> TeamStore:
+    open_store(request.app)
+    store: TeamStore = request.app.state.team
+    return store
+
+
+def _team_writer(request: Request) -> TeamStore:
+    writer(request)
+    return _team(request)
+
+
+Reader = Annotated[TeamStore, Depends(_team)]
+Writer = Annotated[TeamStore, Depends(_team_writer)]
+
+
+def _accelerator(entry: dict[str, Any]) -> dict[str, Any]:
+    """The entry, once the core has built it into an Accelerator."""
+    accelerator_spec_of(entry)
+    return entry
+
+
+def _model(entry: dict[str, Any]) -> dict[str, Any]:
+    """The entry, once the core has read its config (errors under ``config.<key>``)."""
+    resolve_model(entry["config"], "config")
+    return entry
+
+
+# kind -> the public ids it may not take, and the check that builds an entry into a core spec
+CHECKS = {
+    "accelerators": (estimator.accelerator_ids, _accelerator),
+    "models": (estimator.model_ids, _model),
+}
+
+
+def _create(store: TeamStore, kind: str, entry: dict[str, Any]) -> Response:
+    public_ids, check = CHECKS[kind]
+    if entry["id"] in public_ids():
+        raise HTTPException(409, f"id {entry['id']!r} is a public catalog id; choose another")
+    try:
+        created = store.create(kind, check(entry))
+    except TeamConflict:
+        raise HTTPException(409, f"team {kind} already has id {entry['id']!r}") from None
+    response = json_response(created)
+    response.status_code = 201
+    return response
+
+
+def _replace(store: TeamStore, kind: str, entry_id: str, entry: dict[str, Any]) -> Response:
+    _, check = CHECKS[kind]
+    return json_response(_found(store.replace(kind, check({**entry, "id": entry_id})), entry_id))
+
+
+def _delete(store: TeamStore, kind: str, entry_id: str) -> Response:
+    if not store.delete(kind, entry_id):
+        raise HTTPException(404, f"no team entry {entry_id!r}")
+    return Response(status_code=204)
+
+
+def _found(entry: dict[str, Any] | None, entry_id: str) -> dict[str, Any]:
+    if entry is None:
+        raise HTTPException(404, f"no team entry {entry_id!r}")
+    return entry
+
+
+@router.get("/accelerators", response_model=list[TeamAcceleratorOut])
+def list_accelerators(store: Reader) -> Response:
+    """The team's accelerators as stored (catalog units; ``GET /accelerators`` lists them in
+    base units beside the public ones)."""
+    return json_response(store.list("accelerators"))
+
+
+@router.post("/accelerators", response_model=TeamAcceleratorOut, status_code=201)
+def create_accelerator(body: TeamAcceleratorIn, store: Writer) -> Response:
+    return _create(store, "accelerators", body.model_dump())
+
+
+@router.get("/accelerators/{entry_id}", response_model=TeamAcceleratorOut)
+def show_accelerator(entry_id: str, store: Reader) -> Response:
+    return json_response(_found(store.get("accelerators", entry_id), entry_id))
+
+
+@router.put("/accelerators/{entry_id}", response_model=TeamAcceleratorOut)
+def replace_accelerator(entry_id: str, body: TeamAcceleratorSpec, store: Writer) -> Response:
+    return _replace(store, "accelerators", entry_id, body.model_dump())
+
+
+@router.delete("/accelerators/{entry_id}", status_code=204)
+def delete_accelerator(entry_id: str, store: Writer) -> Response:
+    return _delete(store, "accelerators", entry_id)
+
+
+@router.get("/models", response_model=list[TeamModelOut])
+def list_models(store: Reader) -> Response:
+    return json_response(store.list("models"))
+
+
+@router.post("/models", response_model=TeamModelOut, status_code=201)
+def create_model(body: TeamModelIn, store: Writer) -> Response:
+    """Store a model from its config.json, once the core has read it (422 under
+    ``config.<key>`` where it cannot)."""
+    return _create(store, "models", body.model_dump())
+
+
+@router.get("/models/{entry_id}", response_model=TeamModelOut)
+def show_model(entry_id: str, store: Reader) -> Response:
+    return json_response(_found(store.get("models", entry_id), entry_id))
+
+
+@router.put("/models/{entry_id}", response_model=TeamModelOut)
+def replace_model(entry_id: str, body: TeamModelSpec, store: Writer) -> Response:
+    return _replace(store, "models", entry_id, body.model_dump())
+
+
+@router.delete("/models/{entry_id}", status_code=204)
+def delete_model(entry_id: str, store: Writer) -> Response:
+    return _delete(store, "models", entry_id)
