@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 import estimator
 
-from . import api, errors, pages
+from . import api, errors, pages, saved_pages
 from .api.plans import open_store
 from .operations import AccessLog, Metrics, Registry, SecurityHeaders
 from .settings import Settings
@@ -89,6 +89,7 @@ def create_app() -> FastAPI:
     app.add_middleware(AccessLog)  # outermost: logs and tags every answer, refusals included
     app.include_router(api.router)
     app.include_router(pages.router)
+    app.include_router(saved_pages.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
     @app.get("/healthz", response_model=Health, tags=["service"])

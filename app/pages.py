@@ -14,15 +14,17 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 from pydantic import BaseModel, ValidationError
+from starlette.datastructures import QueryParams
 
-from estimator import PRESETS, accelerator_ids, get_accelerator, get_model, model_entry, model_ids
+from estimator import PRESETS, accelerator_ids, model_ids
 from estimator.errors import SpecError, UnknownIdError
 
-from . import charts
+from . import charts, team
+from .api.plans import bind_team, open_store
 from .api.training import check_csv_rows
 from .errors import field_path
 from .plans import (
@@ -43,12 +45,12 @@ from .schemas.sweep import (
 )
 from .schemas.training import TrainingRequest
 from .views import (
-    accelerator_out,
+    catalog_accelerators,
+    catalog_models,
     comm_plan_out,
     inference_out,
     layer_table_out,
     model_out,
-    model_summary,
     rows_csv,
     serving_sweep_out,
     serving_sweep_rows,
@@ -59,11 +61,22 @@ from .views import (
     tree_out,
 )
 
-__all__ = ["router", "templates"]
+__all__ = [
+    "SERVING_INPUTS",
+    "SERVING_SWEEP_INPUTS",
+    "SWEEP_INPUTS",
+    "TRAINING_INPUTS",
+    "Input",
+    "page_query",
+    "pickers",
+    "request_body",
+    "router",
+    "templates",
+]
 
 ROOT = Path(__file__).resolve().parents[1]
 templates = Jinja2Templates(directory=ROOT / "templates")
-router = APIRouter(include_in_schema=False)
+router = APIRouter(include_in_schema=False, dependencies=[Depends(bind_team)])
 
 GIB = 2**30
 
@@ -143,6 +156,7 @@ class Input:
     group: str = "Plan"
     default: str = ""  # shown selected when the query leaves the input out
     blank: str = "default"  # what an empty choice of a select says
+    team: frozenset[str] = frozenset()  # choices from the team catalog, marked as such
 
 
 def _read(spec: Input, raw: str) -> Any:
@@ -196,6 +210,22 @@ def request_body(inputs: Sequence[Input], query: Mapping[str, str]) -> dict[str,
 
 MODELS = tuple(model_ids())
 ACCELERATORS = tuple(accelerator_ids())
+
+
+def pickers(inputs: Sequence[Input]) -> tuple[Input, ...]:
+    """The inputs as a page shows them: the model and accelerator pickers (``model``,
+    ``a.model``, ...) list the team catalog's entries after the public ones."""
+    catalog = team.current()
+    added = {"model": tuple(catalog.models), "accelerator": tuple(catalog.accelerators)}
+    out = []
+    for spec in inputs:
+        extra = added.get(spec.name.rpartition(".")[2], ())
+        if extra and spec.kind in ("select", "multi"):
+            spec = replace(spec, choices=(*spec.choices, *extra), team=frozenset(extra))
+        out.append(spec)
+    return tuple(out)
+
+
 BOOL_CHOICES = ("", "true", "false")
 
 COMMON = (
@@ -440,12 +470,12 @@ def evaluate(
         return Outcome(errors={name: f"unknown {exc.kind} id {exc.ident!r}"}, message=str(exc))
 
 
-def _query(request: Request, inputs: Sequence[Input]) -> dict[str, str]:
+def page_query(params: QueryParams, inputs: Sequence[Input]) -> dict[str, str]:
     """The query as one string per input; the checkboxes of a ``multi`` input joined."""
-    query = dict(request.query_params)
+    query = dict(params)
     for spec in inputs:
-        if spec.kind == "multi" and spec.name in request.query_params:
-            query[spec.name] = ",".join(request.query_params.getlist(spec.name))
+        if spec.kind == "multi" and spec.name in params:
+            query[spec.name] = ",".join(params.getlist(spec.name))
     return query
 
 
@@ -471,7 +501,7 @@ def _submit(
     model: type[BaseModel],
     run: Callable[[Any], dict[str, Any]],
 ) -> Submission:
-    query = _query(request, inputs)
+    query = page_query(request.query_params, inputs)
     fmt = query.pop("format", "html")
     submitted = bool(query.get("model") or query.get("config"))
     outcome = evaluate(inputs, query, model, run) if submitted else Outcome()
@@ -486,9 +516,26 @@ def _csv(rows: Iterable[dict[str, Any]], row_model: type[BaseModel]) -> Response
     return Response(rows_csv(rows, list(row_model.model_fields)), media_type="text/csv")
 
 
+def save_form(request: Request, kind: str, result: Any) -> dict[str, Any] | None:
+    """The "Save this plan" form under an evaluated plan: the page's query travels with it;
+    it asks for the token where one is configured and says so in read-only mode."""
+    if result is None:
+        return None
+    open_store(request.app)
+    cfg = request.app.state.settings
+    query = [(k, v) for k, v in request.query_params.multi_items() if k != "format"]
+    return {
+        "kind": kind,
+        "query": urlencode(query),
+        "read_only": cfg.read_only,
+        "needs_token": cfg.api_token is not None,
+    }
+
+
 def _page(
     request: Request,
     template: str,
+    kind: str,
     inputs: Sequence[Input],
     model: type[BaseModel],
     run: Callable[[Any], dict[str, Any]],
@@ -501,9 +548,10 @@ def _page(
             return sub.refusal()
         return _json({k: v for k, v in outcome.result.items() if not k.startswith("_")})
     context = {
-        "inputs": inputs,
+        "inputs": pickers(inputs),
         "query": query,
         "outcome": outcome,
+        "save": save_form(request, kind, outcome.result),
         "figures": figures(outcome.result, query) if outcome.result else {},
         "json_url": f"{request.url.path}?{request.url.query}&format=json"
         if request.url.query
@@ -523,7 +571,11 @@ def home(request: Request) -> Response:
     return templates.TemplateResponse(
         request,
         "home.html",
-        {"models": MODELS, "accelerators": ACCELERATORS, "query": dict(request.query_params)},
+        {
+            "models": team.model_choices(),
+            "accelerators": team.accelerator_choices(),
+            "query": dict(request.query_params),
+        },
     )
 
 
@@ -559,6 +611,7 @@ def training_page(request: Request) -> Response:
     return _page(
         request,
         "training.html",
+        "training",
         TRAINING_INPUTS,
         TrainingRequest,
         _run_training_page,
@@ -589,7 +642,15 @@ def serving_page(request: Request) -> Response:
         out = inference_out(req, *run_inference(req))
         return {**out, "_timeline": timeline_out(run_inference_timeline(req))}
 
-    return _page(request, "serving.html", SERVING_INPUTS, InferenceRequest, run, _serving_figures)
+    return _page(
+        request,
+        "serving.html",
+        "inference",
+        SERVING_INPUTS,
+        InferenceRequest,
+        run,
+        _serving_figures,
+    )
 
 
 def _planner_url(row: Mapping[str, Any], query: Mapping[str, str]) -> str:
@@ -669,9 +730,10 @@ def serving_sweep_page(request: Request) -> Response:
         refused = [r for r in result["rows"] if not r["ok"]]
     base = {k: v for k, v in query.items() if k != "page" and v}
     context = {
-        "inputs": SERVING_SWEEP_INPUTS,
+        "inputs": pickers(SERVING_SWEEP_INPUTS),
         "query": query,
         "outcome": outcome,
+        "save": save_form(request, "inference_sweep", result),
         "figures": figures,
         "rows": rows,
         "refused": refused,
@@ -718,9 +780,10 @@ def sweep_page(request: Request) -> Response:
     base = {k: v for k, v in query.items() if k not in ("page", "sort") and v}
     sort = {"sort": query["sort"]} if query.get("sort") else {}
     context = {
-        "inputs": SWEEP_INPUTS,
+        "inputs": pickers(SWEEP_INPUTS),
         "query": query,
         "outcome": outcome,
+        "save": save_form(request, "training_sweep", result),
         "figures": figures,
         "rows": rows,
         "recommendations": recommendations,
@@ -778,7 +841,7 @@ def compare_page(request: Request) -> Response:
             )
             if outcome.result is not None:
                 plans.append((f"Plan {slot.upper()}", outcome.result))
-        slots.append({"key": slot, "inputs": inputs, "outcome": outcome})
+        slots.append({"key": slot, "inputs": pickers(inputs), "outcome": outcome})
     if fmt == "json":
         return _json(dict(plans))
     figures = {}
@@ -803,8 +866,8 @@ def compare_page(request: Request) -> Response:
 
 @router.get("/catalog", response_class=HTMLResponse)
 def catalog_page(request: Request) -> Response:
-    models = [model_summary(get_model(i), model_entry(i).get("hf_id")) for i in MODELS]
-    accelerators = [accelerator_out(i) for i in ACCELERATORS]
+    models = catalog_models()
+    accelerators = catalog_accelerators()
     if request.query_params.get("format") == "json":
         body = {
             "models": [{**m, "params": m["params"].model_dump()} for m in models],
@@ -830,7 +893,6 @@ def catalog_page(request: Request) -> Response:
         "imported": imported,
         "error": error,
         "pasted": pasted,
-        "get_accelerator": get_accelerator,
     }
     return templates.TemplateResponse(
         request, "catalog.html", context, status_code=422 if error else 200

@@ -32,6 +32,7 @@ __all__ = [
     "KINDS",
     "WRITE_RESPONSES",
     "bind_team",
+    "duplicate",
     "headline",
     "open_saved",
     "open_store",
@@ -296,10 +297,9 @@ def edit_plan(
     return json_response(_found(store.update(plan_id, **changes), plan_id))
 
 
-@router.post("/{plan_id}/duplicate", response_model=PlanOut, status_code=201)
-def duplicate_plan(plan_id: str, store: Annotated[PlanStore, Depends(writer)]) -> Response:
-    plan = _found(store.get(plan_id), plan_id)
-    copy = store.create(
+def duplicate(store: PlanStore, plan: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``plan`` under "<name> (copy)", with the numbers and version it was saved with."""
+    return store.create(
         name=f"{plan['name']} (copy)"[:200],
         description=plan["description"],
         tags=plan["tags"],
@@ -308,7 +308,11 @@ def duplicate_plan(plan_id: str, store: Annotated[PlanStore, Depends(writer)]) -
         saved_result=plan["saved_result"],
         estimator_version=plan["estimator_version"],
     )
-    response = json_response(copy)
+
+
+@router.post("/{plan_id}/duplicate", response_model=PlanOut, status_code=201)
+def duplicate_plan(plan_id: str, store: Annotated[PlanStore, Depends(writer)]) -> Response:
+    response = json_response(duplicate(store, _found(store.get(plan_id), plan_id)))
     response.status_code = 201
     return response
 

@@ -1,0 +1,416 @@
+"""Saved-plan pages: the list (search and tag filter), one plan at its stable share link
+(``/plans/{id}``: its inputs, the numbers it was saved with against the numbers now, the
+estimator versions, and forms to edit, duplicate and delete it), and two to four saved plans
+side by side. Plans are saved from the planner pages' "Save this plan" form.
+
+Every page has its ``?format=json`` twin (the API's answer); the forms post here and go
+through the same validation, token and read-only rules as ``/api/v1/plans``. Refusals and
+unknown ids are pages that say what went wrong, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import FormData, QueryParams
+
+from estimator.errors import SpecError, UnknownIdError
+
+from . import charts
+from .api.plans import (
+    PlanCreate,
+    PlanUpdate,
+    bind_team,
+    duplicate,
+    open_saved,
+    open_store,
+    save_plan,
+    write_refusal,
+)
+from .errors import field_path
+from .pages import (
+    SERVING_INPUTS,
+    SERVING_SWEEP_INPUTS,
+    SWEEP_INPUTS,
+    TRAINING_INPUTS,
+    Input,
+    page_query,
+    request_body,
+    templates,
+)
+from .plans import run_training
+from .schemas.training import TrainingRequest
+from .store import PlanStore
+from .views import training_out
+
+__all__ = ["router"]
+
+router = APIRouter(include_in_schema=False, dependencies=[Depends(bind_team)])
+
+# kind -> the planner page that shows it, its extra query, and its inputs
+PLANNERS: dict[str, tuple[str, dict[str, str], Sequence[Input]]] = {
+    "training": ("/training", {}, TRAINING_INPUTS),
+    "inference": ("/serving", {}, SERVING_INPUTS),
+    "training_sweep": ("/sweep", {}, SWEEP_INPUTS),
+    "inference_sweep": ("/sweep", {"mode": "serving"}, SERVING_SWEEP_INPUTS),
+}
+KIND_NAMES = {
+    "training": "training plan",
+    "inference": "serving plan",
+    "training_sweep": "training sweep",
+    "inference_sweep": "serving sweep",
+}
+
+
+def _yes_no(value: Any) -> str:
+    return "—" if value is None else "yes" if value else "no"
+
+
+_F = templates.env.filters  # the pages' display filters
+# Headline numbers (``api.plans.headline``) by key: their label and how they are shown.
+HEADLINES: dict[str, tuple[str, Callable[[Any], str]]] = {
+    "memory_per_gpu_bytes": ("Memory per GPU", _F["gib"]),
+    "fits": ("Fits", _yes_no),
+    "step_s": ("Step time", _F["seconds"]),
+    "tokens_per_s": ("Tokens/s", _F["num"]),
+    "mfu": ("MFU", _F["pct"]),
+    "cost_usd": ("Cost", _F["usd"]),
+    "usd_per_1m_tokens": ("$ per 1M tokens", _F["usd"]),
+    "ttft_s": ("Time to first token", _F["seconds"]),
+    "tpot_s": ("Time per output token", _F["seconds"]),
+    "output_tokens_per_s": ("Output tokens/s", _F["num"]),
+    "usd_per_1m_output_tokens": ("$ per 1M output tokens", _F["usd"]),
+    "feasible": ("Feasible layouts", _F["num"]),
+    "best_tokens_per_s": ("Best tokens/s", _F["num"]),
+    "best_usd_per_1m_tokens": ("Best $ per 1M tokens", _F["usd"]),
+    "ok": ("Layouts meeting the targets", _F["num"]),
+    "cheapest_usd_per_1m_output_tokens": ("Cheapest $ per 1M output tokens", _F["usd"]),
+}
+
+
+def _shown(key: str, value: Any) -> str:
+    label_format = HEADLINES.get(key)
+    if label_format is None:
+        return "—" if value is None else str(value)
+    return label_format[1](value)
+
+
+def _label(key: str) -> str:
+    return HEADLINES.get(key, (key, str))[0]
+
+
+def _json(payload: Any, status: int = 200) -> Response:
+    return Response(json.dumps(payload), status_code=status, media_type="application/json")
+
+
+def _store(request: Request) -> PlanStore:
+    return open_store(request.app)
+
+
+def _message(request: Request, title: str, message: str, status: int) -> Response:
+    """A refusal or a missing plan as a page (or JSON, for the JSON twin)."""
+    if request.query_params.get("format") == "json":
+        kind = {404: "not_found", 401: "unauthorized", 403: "forbidden"}.get(status)
+        return _json({"error": kind or "invalid_request", "message": message}, status)
+    context = {"title": title, "message": message}
+    return templates.TemplateResponse(request, "message.html", context, status_code=status)
+
+
+def _in_words(exc: Exception) -> str:
+    """A refusal of the core or of validation as one line a reader can act on."""
+    if isinstance(exc, RequestValidationError | ValidationError):
+        return "; ".join(
+            f"{field_path(tuple(e['loc']))}: {e['msg']}" for e in list(exc.errors())[:5]
+        )
+    if isinstance(exc, HTTPException):
+        return str(exc.detail)
+    if isinstance(exc, UnknownIdError):
+        return f"unknown {exc.kind} id {exc.ident!r} (not in the public or the team catalog)"
+    return str(exc)
+
+
+REFUSED = (RequestValidationError, ValidationError, SpecError, UnknownIdError, HTTPException)
+
+
+def _refused(request: Request, title: str, exc: Exception) -> Response:
+    status = exc.status_code if isinstance(exc, HTTPException) else 422
+    if isinstance(exc, UnknownIdError):
+        status = 404
+    return _message(request, title, _in_words(exc), status)
+
+
+def _write_access(request: Request) -> dict[str, bool]:
+    open_store(request.app)
+    cfg = request.app.state.settings
+    return {"read_only": cfg.read_only, "needs_token": cfg.api_token is not None}
+
+
+def _tags(raw: str) -> list[str]:
+    return list(dict.fromkeys(t.strip() for t in raw.split(",") if t.strip()))
+
+
+def _checked(request: Request, form: FormData) -> None:
+    """Refuse a form write the API would refuse (read-only, token)."""
+    refusal = write_refusal(request, str(form.get("token", "")) or None)
+    if refusal is not None:
+        raise refusal
+
+
+def planner_url(kind: str, body: Mapping[str, Any]) -> str:
+    """The planner page that shows a saved request: each input read back from the request
+    (a pasted config as the config box). Fields the page has no input for are left out."""
+    path, extra, inputs = PLANNERS[kind]
+    params = dict(extra)
+    for spec in inputs:
+        node: Any = body
+        for part in spec.path.split("."):
+            node = node.get(part) if isinstance(node, Mapping) else None
+        if node is None or isinstance(node, Mapping) or spec.kind == "textarea":
+            continue
+        if isinstance(node, bool):
+            params[spec.name] = "true" if node else "false"
+        elif isinstance(node, list):
+            params[spec.name] = ",".join(map(str, node))
+        else:
+            params[spec.name] = str(node)
+    if isinstance(body.get("model"), Mapping):
+        params["config"] = json.dumps(body["model"])
+    return f"{path}?{urlencode(params)}"
+
+
+def _reopened(plan: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+    """The plan re-evaluated now, or why it cannot be (a team entry deleted since, a rule
+    the current estimator adds)."""
+    try:
+        return open_saved(plan), ""
+    except REFUSED as exc:
+        return None, f"It cannot be re-evaluated now: {_in_words(exc)}"
+
+
+def _rows(plan: Mapping[str, Any], opened: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """Saved numbers against the numbers now, each marked when it changed."""
+    saved = plan["saved_result"]
+    now = opened["current_result"] if opened else {}
+    changed = opened["changed"] if opened else {}
+    return [
+        {
+            "key": k,
+            "label": _label(k),
+            "saved": _shown(k, saved.get(k)),
+            "now": _shown(k, now.get(k)) if opened else "—",
+            "changed": k in changed,
+        }
+        for k in dict.fromkeys([*saved, *now])
+    ]
+
+
+# --- the list ------------------------------------------------------------------------------
+
+
+@router.get("/plans", response_class=HTMLResponse)
+def plans_page(request: Request) -> Response:
+    q = request.query_params.get("q", "")[:200]
+    tag = request.query_params.get("tag", "")[:50]
+    plans = _store(request).list(q, tag, 500)
+    if request.query_params.get("format") == "json":
+        return _json(plans)
+    tags = sorted({t for p in plans for t in p["tags"]})
+    context = {
+        "plans": [
+            {**p, "kind_name": KIND_NAMES.get(p["kind"], p["kind"]), "url": f"/plans/{p['id']}"}
+            for p in plans
+        ],
+        "q": q,
+        "tag": tag,
+        "tags": tags,
+        "tag_url": lambda t: "/plans?" + urlencode({"q": q, "tag": t} if q else {"tag": t}),
+        "json_url": "/plans?" + urlencode({"q": q, "tag": tag, "format": "json"}),
+    }
+    return templates.TemplateResponse(request, "plans.html", context)
+
+
+@router.post("/plans", response_class=HTMLResponse)
+async def save_plan_page(request: Request) -> Response:
+    """The planner pages' "Save this plan": the page's query read into the API's request,
+    then saved as ``POST /api/v1/plans`` would."""
+    form = await request.form(max_files=0, max_fields=10)
+    return await run_in_threadpool(_save, request, form)
+
+
+def _save(request: Request, form: FormData) -> Response:
+    kind = str(form.get("kind", ""))
+    if kind not in PLANNERS:
+        return _message(request, "Plan not saved", f"unknown plan kind {kind!r}", 422)
+    inputs = PLANNERS[kind][2]
+    try:
+        _checked(request, form)
+        query = page_query(QueryParams(str(form.get("query", ""))), inputs)
+        body = PlanCreate(
+            name=str(form.get("name", "")).strip(),
+            description=str(form.get("description", "")),
+            tags=_tags(str(form.get("tags", ""))),
+            kind=kind,  # type: ignore[arg-type]
+            request=request_body(inputs, query),
+        )
+        plan = save_plan(
+            _store(request), body.name, body.description, body.tags, kind, body.request
+        )
+    except REFUSED as exc:
+        return _refused(request, "Plan not saved", exc)
+    return RedirectResponse(f"/plans/{plan['id']}", status_code=303)
+
+
+# --- side by side (before /plans/{plan_id}, which would take "compare" as an id) ------------
+
+
+def _ids(params: QueryParams) -> list[str]:
+    """``ids=a,b`` or ``ids=a&ids=b`` (the list page's checkboxes), in order, once each."""
+    raw = [i.strip() for v in params.getlist("ids") for i in v.split(",")]
+    return list(dict.fromkeys(i for i in raw if i))
+
+
+@router.get("/plans/compare", response_class=HTMLResponse)
+def compare_saved_page(request: Request) -> Response:
+    """Two to four saved plans side by side: their numbers now (and as saved), and for the
+    training plans among them the compare page's aligned memory and step-time charts."""
+    ids = _ids(request.query_params)
+    if not 2 <= len(ids) <= 4:
+        return _message(
+            request, "Compare saved plans", "choose two to four saved plans to compare", 422
+        )
+    store = _store(request)
+    columns: list[dict[str, Any]] = []
+    for n, plan_id in enumerate(ids):
+        plan = store.get(plan_id)
+        if plan is None:
+            return _message(request, "Plan not found", f"no saved plan {plan_id!r}", 404)
+        opened, problem = _reopened(plan)
+        columns.append(
+            {"label": f"Plan {'ABCD'[n]}", "plan": plan, "opened": opened, "problem": problem}
+        )
+    if request.query_params.get("format") == "json":
+        return _json({c["plan"]["id"]: c["opened"] or c["plan"] for c in columns})
+    keys = list(dict.fromkeys(k for c in columns for k in _current(c)))
+    rows = [
+        {"label": _label(k), "cells": [_shown(k, _current(c).get(k)) for c in columns]}
+        for k in keys
+    ]
+    trained = [
+        (
+            c["label"],
+            training_out(*run_training(TrainingRequest.model_validate(c["plan"]["request"]))),
+        )
+        for c in columns
+        if c["plan"]["kind"] == "training" and c["opened"] is not None
+    ]
+    figures = {}
+    if trained:
+        figures = {
+            "memory": charts.compare_memory_figure(trained),
+            "time": charts.compare_time_figure(trained),
+        }
+    context = {
+        "columns": [
+            {**c, "kind_name": KIND_NAMES[c["plan"]["kind"]], "url": f"/plans/{c['plan']['id']}"}
+            for c in columns
+        ],
+        "rows": rows,
+        "figures": figures,
+        "json_url": "/plans/compare?" + urlencode({"ids": ",".join(ids), "format": "json"}),
+    }
+    return templates.TemplateResponse(request, "plans_compare.html", context)
+
+
+def _current(column: Mapping[str, Any]) -> dict[str, Any]:
+    """A compared plan's numbers now, or as saved where it cannot be re-evaluated."""
+    opened = column["opened"]
+    return dict(opened["current_result"] if opened else column["plan"]["saved_result"])
+
+
+# --- one plan ---------------------------------------------------------------------------------
+
+
+@router.get("/plans/{plan_id}", response_class=HTMLResponse)
+def plan_page(request: Request, plan_id: str) -> Response:
+    """A saved plan at its stable share link, re-evaluated with the current estimator."""
+    plan = _store(request).get(plan_id)
+    if plan is None:
+        return _message(request, "Plan not found", f"no saved plan {plan_id!r}", 404)
+    opened, problem = _reopened(plan)
+    if request.query_params.get("format") == "json":
+        if opened is None:
+            return _message(request, "Plan not re-evaluated", problem, 422)
+        return _json(opened)
+    context = {
+        "plan": plan,
+        "kind_name": KIND_NAMES.get(plan["kind"], plan["kind"]),
+        "opened": opened,
+        "problem": problem,
+        "rows": _rows(plan, opened),
+        "request_json": json.dumps(plan["request"], indent=2),
+        "planner_url": planner_url(plan["kind"], plan["request"]),
+        "json_url": f"/plans/{plan_id}?format=json",
+        "access": _write_access(request),
+    }
+    return templates.TemplateResponse(request, "plan.html", context)
+
+
+# A write form posted to one plan: what it does to the plan (its form and the stored plan in,
+# the address to go to out), and the title of its refusal.
+PlanAction = Callable[[PlanStore, FormData, dict[str, Any]], str]
+
+
+def _edit(store: PlanStore, form: FormData, plan: dict[str, Any]) -> str:
+    edit = PlanUpdate(
+        name=str(form.get("name", "")).strip(),
+        description=str(form.get("description", "")),
+        tags=_tags(str(form.get("tags", ""))),
+    )
+    store.update(plan["id"], **edit.model_dump(exclude_none=True))
+    return f"/plans/{plan['id']}"
+
+
+def _duplicate(store: PlanStore, _: FormData, plan: dict[str, Any]) -> str:
+    return f"/plans/{duplicate(store, plan)['id']}"
+
+
+def _delete(store: PlanStore, _: FormData, plan: dict[str, Any]) -> str:
+    store.delete(plan["id"])
+    return "/plans"
+
+
+ACTIONS: dict[str, tuple[PlanAction, str]] = {
+    "edit": (_edit, "Plan not changed"),
+    "duplicate": (_duplicate, "Plan not duplicated"),
+    "delete": (_delete, "Plan not deleted"),
+}
+
+
+@router.post("/plans/{plan_id}/{action}", response_class=HTMLResponse)
+async def plan_action_page(request: Request, plan_id: str, action: str) -> Response:
+    """The plan page's edit, duplicate and delete forms, under the API's rules."""
+    if action not in ACTIONS:
+        return _message(request, "Not found", f"no action {action!r} on a saved plan", 404)
+    form = await request.form(max_files=0, max_fields=10)
+    return await run_in_threadpool(_act, request, plan_id, action, form)
+
+
+def _act(request: Request, plan_id: str, action: str, form: FormData) -> Response:
+    act, title = ACTIONS[action]
+    try:
+        _checked(request, form)
+        store = _store(request)
+        plan = store.get(plan_id)
+        if plan is None:
+            raise HTTPException(404, f"no saved plan {plan_id!r}")
+        return RedirectResponse(act(store, form, plan), status_code=303)
+    except REFUSED as exc:
+        return _refused(request, title, exc)
