@@ -5,15 +5,8 @@ no lost or torn plan, and invalid payloads refused without touching stored data.
 
 from __future__ import annotations
 
-import glob
 import json
-import os
-import shutil
-import socket
-import subprocess
-import tempfile
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,69 +18,6 @@ from app.main import create_app
 from app.store import PlanStore, make_engine, migrate
 
 REQUEST = {"model": "llama-3-8b", "num_gpus": 8, "layout": {"tp": 2}}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[str]:
-    """A throwaway PostgreSQL cluster on a loopback port; its URL."""
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
-    if not found:
-        if os.environ.get("CI"):
-            raise RuntimeError("CI needs Debian's postgresql for these tests (make installs it)")
-        pytest.skip("postgresql is not installed (make test installs it)")
-    bin_dir = Path(found[-1]).parent
-    root = Path(tempfile.mkdtemp(prefix="planner-pg-"))
-    data = root / "data"
-    run_as: list[str] = []
-    if os.geteuid() == 0:  # initdb refuses root: run the server as the postgres user
-        shutil.chown(root, "postgres", "postgres")
-        run_as = ["runuser", "-u", "postgres", "--"]
-    port = _free_port()
-
-    def pg(*args: str) -> None:
-        subprocess.run([*run_as, *args], check=True, capture_output=True, timeout=120)
-
-    pg(str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "planner", "--no-sync")
-    pg(
-        str(bin_dir / "pg_ctl"), "-D", str(data), "-w", "-l", str(root / "log"),
-        "-o", f"-p {port} -k {root} -h 127.0.0.1 -c fsync=off", "start",
-    )  # fmt: skip
-    try:
-        pg(
-            str(bin_dir / "createdb"),
-            "-h",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "-U",
-            "planner",
-            "planner",
-        )
-        yield f"postgresql+psycopg://planner@127.0.0.1:{port}/planner"
-    finally:
-        pg(str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "stop")
-        shutil.rmtree(root, ignore_errors=True)
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'plans.db'}"
-        return
-    base: str = request.getfixturevalue("postgres")
-    # A fresh database per test: create it from the server's default one.
-    name = f"t_{os.getpid()}_{abs(hash(tmp_path)) % 10**8}"
-    admin = make_engine(base)
-    with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
-        c.execute(text(f"CREATE DATABASE {name}"))
-    admin.dispose()
-    yield base.rsplit("/", 1)[0] + f"/{name}"
 
 
 def _save(
