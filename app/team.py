@@ -10,11 +10,11 @@ configured one with ``using_settings``; where none is bound the team catalog is 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import estimator
 from estimator import Accelerator, ModelSpec
@@ -100,22 +100,38 @@ def scope_of(kind: Literal["model", "accelerator"], ident: str) -> Scope:
     return "public" if ident in public else "team"
 
 
+T = TypeVar("T")
+
+
+def _resolve(
+    kind: str,
+    ident: str,
+    public: tuple[str, ...],
+    read: Callable[[str], T],
+    team: Callable[[TeamCatalog], Mapping[str, T]],
+) -> T:
+    """A public id from the bundled catalog (no database), else the team's entry."""
+    if ident in public:
+        return read(ident)
+    entries = team(current())
+    if ident in entries:
+        return entries[ident]
+    raise UnknownIdError(kind, ident, (*public, *entries))
+
+
 def get_model(model_id: str) -> ModelSpec:
-    if model_id in estimator.model_ids():
-        return estimator.get_model(model_id)
-    team = current().models
-    if model_id in team:
-        return team[model_id]
-    raise UnknownIdError("model", model_id, (*estimator.model_ids(), *team))
+    models = estimator.model_ids()
+    return _resolve("model", model_id, models, estimator.get_model, lambda t: t.models)
 
 
 def get_accelerator(accelerator_id: str) -> Accelerator:
-    if accelerator_id in estimator.accelerator_ids():
-        return estimator.get_accelerator(accelerator_id)
-    team = current().accelerators
-    if accelerator_id in team:
-        return team[accelerator_id]
-    raise UnknownIdError("accelerator", accelerator_id, (*estimator.accelerator_ids(), *team))
+    return _resolve(
+        "accelerator",
+        accelerator_id,
+        estimator.accelerator_ids(),
+        estimator.get_accelerator,
+        lambda t: t.accelerators,
+    )
 
 
 def default_price(accelerator_id: str) -> tuple[float | None, str | None]:

@@ -325,3 +325,75 @@ def test_keyboard_and_narrow_screen(browser: Any, server: str) -> None:
     page.screenshot(path=str(SHOTS / "training-phone.png"), full_page=True)
     assert errors == []
     context.close()
+
+
+def test_team_accelerator_in_picker_and_saving_a_plan(tab: Tab, server: str) -> None:
+    """A team accelerator appears in the training planner's picker; the plan on it is saved
+    from the page's form and opens at its share link with the negotiated price's cost."""
+    team_gpu = {
+        "id": "h100-browser-team",
+        "name": "H100 (team)",
+        "memory_gb": 80,
+        "hbm_tb_per_s": 3.35,
+        "dense_tflops": {"bf16": 989.4, "fp8": 1978.9},
+        "scale_up_gb_per_s": 450,
+        "scale_up_domain": 8,
+        "price_usd_per_gpu_hour": 1.25,
+    }
+    created = httpx.post(f"{server}/api/v1/team/accelerators", json=team_gpu)
+    assert created.status_code in (201, 409)  # 409: made by an earlier run of this session
+    page = tab.open("/training")
+    label = page.inner_text('#f-accelerator option[value="h100-browser-team"]')
+    assert label == "h100-browser-team (team)"
+    page.select_option("#f-model", "llama-3-8b")
+    page.select_option("#f-accelerator", "h100-browser-team")
+    page.fill("#f-num_gpus", "8")
+    page.fill("#f-tokens", "1e11")
+    page.click("form.plan button[type=submit]")
+    page.wait_for_selector("#save")
+    page.fill("#s-name", "8B on our H100s")
+    page.fill("#s-tags", "browser, team")
+    page.click("#save button[type=submit]")
+    page.wait_for_selector("#plan-name")
+    assert page.inner_text("#plan-name") == "8B on our H100s"
+    assert "/plans/" in page.url and "Nothing changed" in page.inner_text("#versions")
+    opened = httpx.get(page.url + "?format=json").json()
+    assert opened["request"]["accelerator"] == "h100-browser-team"
+    assert opened["current_result"]["cost_usd"] == pytest.approx(
+        httpx.post(f"{server}/api/v1/training/estimate", json=opened["request"]).json()["cost"][
+            "usd"
+        ]
+    )
+    page.click("#open-planner")
+    page.wait_for_selector("#verdict")
+    assert page.input_value("#f-accelerator") == "h100-browser-team"
+    assert tab.errors == []
+    tab.shot("saved-plan-planner")
+    tab.open(f"/plans/{opened['id']}")
+    tab.shot("saved-plan")
+
+
+def test_compare_two_saved_plans(tab: Tab, server: str) -> None:
+    ids = []
+    for name, gpus in (("browser compare 8", 8), ("browser compare 16", 16)):
+        body = {
+            "name": name,
+            "tags": ["browser-compare"],
+            "kind": "training",
+            "request": {"model": "llama-3-8b", "num_gpus": gpus, "layout": {"tp": 2}},
+        }
+        ids.append(httpx.post(f"{server}/api/v1/plans", json=body).json()["id"])
+    page = tab.open("/plans?tag=browser-compare")
+    for pid in ids:
+        page.check(f'#plans input[value="{pid}"]')
+    page.click("#compare-form button[type=submit]")
+    page.wait_for_selector("#comparison")
+    page.wait_for_load_state("networkidle")
+    header = page.eval_on_selector_all(
+        "#comparison tbody tr:first-child td a", "a => a.map(x => x.textContent)"
+    )
+    assert sorted(header) == ["browser compare 16", "browser compare 8"]
+    memory = figure(page, "memory")
+    assert "capacity" in memory["names"] and memory["drawn"] > 0
+    assert tab.errors == []
+    tab.shot("saved-plans-compare")
