@@ -20,7 +20,7 @@ import estimator
 
 from . import api, errors, pages, saved_pages
 from .api.plans import open_store
-from .operations import AccessLog, Metrics, Registry, SecurityHeaders
+from .operations import AccessLog, Registry, SecurityHeaders
 from .settings import Settings
 
 __all__ = ["app", "create_app"]
@@ -74,8 +74,6 @@ def create_app() -> FastAPI:
     errors.install(app)
     app.add_middleware(errors.BodyLimit)
     app.add_middleware(SecurityHeaders)
-    app.state.metrics = registry = Registry()
-    app.add_middleware(Metrics, registry=registry)
     origins = Settings.from_env().cors_origins
     if origins:  # no CORS headers at all unless origins are configured
         app.add_middleware(
@@ -86,7 +84,9 @@ def create_app() -> FastAPI:
             expose_headers=["X-Request-ID"],
             max_age=600,
         )
-    app.add_middleware(AccessLog)  # outermost: logs and tags every answer, refusals included
+    # Outermost: times (into /metrics), logs and tags every answer, refusals included.
+    app.state.metrics = registry = Registry()
+    app.add_middleware(AccessLog, registry=registry)
     app.include_router(api.router)
     app.include_router(pages.router)
     app.include_router(saved_pages.router)

@@ -28,7 +28,6 @@ __all__ = [
     "LATENCY_BUCKETS_S",
     "AccessLog",
     "JsonFormatter",
-    "Metrics",
     "Registry",
     "SecurityHeaders",
     "log_config",
@@ -154,32 +153,6 @@ class Registry:
         return "\n".join(lines) + "\n"
 
 
-class Metrics:
-    """Times every HTTP request into ``registry``."""
-
-    def __init__(self, app: ASGIApp, registry: Registry) -> None:
-        self.app = app
-        self.registry = registry
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        start = time.perf_counter()
-        status = 500
-
-        async def record(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-            await send(message)
-
-        try:
-            await self.app(scope, receive, record)
-        finally:
-            self.registry.observe(scope, status, time.perf_counter() - start)
-
-
 # --- access log -------------------------------------------------------------------------------
 
 access_log = logging.getLogger("llm_planner.access")
@@ -196,12 +169,14 @@ def _request_id(scope: Scope) -> str:
 
 
 class AccessLog:
-    """One line per HTTP request on the ``llm_planner.access`` logger (method, path, route
-    template, status, duration, client, request id), and the request id in the
-    ``X-Request-ID`` response header: the caller's when it sent a sane one, else a new one."""
+    """Each HTTP request timed once: into ``registry`` (``/metrics``), as one line on the
+    ``llm_planner.access`` logger (method, path, route template, status, duration, client,
+    request id), and the request id in the ``X-Request-ID`` response header: the caller's when
+    it sent a sane one, else a new one."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, registry: Registry) -> None:
         self.app = app
+        self.registry = registry
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -223,6 +198,8 @@ class AccessLog:
         try:
             await self.app(scope, receive, with_id)
         finally:
+            seconds = time.perf_counter() - start
+            self.registry.observe(scope, status, seconds)
             if access_log.isEnabledFor(logging.INFO):
                 client = scope.get("client")
                 fields = {
@@ -230,7 +207,7 @@ class AccessLog:
                     "path": scope.get("path", ""),
                     "route": _template(scope),
                     "status": status,
-                    "duration_ms": round((time.perf_counter() - start) * 1e3, 3),
+                    "duration_ms": round(seconds * 1e3, 3),
                     "client": client[0] if client else None,
                     "request_id": request_id,
                 }
