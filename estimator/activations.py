@@ -42,7 +42,7 @@ __all__ = [
     "item_bytes",
     "layer_activation_bytes",
     "layer_items",
-    "region_scale",
+    "region_scales",
 ]
 
 ActivationConvention = Literal["megatron", "hf"]
@@ -216,36 +216,39 @@ def layer_activation_bytes(
     flash: bool,
     recompute: str,
     convention: str = "megatron",
+    scales: dict[Region, Num] | None = None,
 ) -> Num:
     """Bytes one layer keeps for one micro-batch on one GPU.
 
     ``tokens`` is the number of tokens on this GPU (``s * b / cp``), ``keys`` the number of keys
     each query attends over in the score matrices (``s``, eager attention only). Full recompute
-    keeps only the layer input; selective recompute drops the score matrices.
+    keeps only the layer input; selective recompute drops the score matrices. ``scales`` are the
+    ``region_scales`` of the same layout and policy when the caller has them already.
     """
     if recompute == "full":
         return tokens * model.hidden_size * DTYPES[precision.activations].bytes / where(sp, tp, 1)
+    if scales is None:
+        scales = region_scales(keys=keys, tp=tp, sp=sp, etp=etp, recompute=recompute)
     per_token: Num = 0
     for region, unsplit in _region_bytes(model, kind, flash, convention, precision):
-        scale = region_scale(region, keys=keys, tp=tp, sp=sp, etp=etp, recompute=recompute)
-        per_token = per_token + unsplit * scale
+        per_token = per_token + unsplit * scales[region]
     return tokens * per_token
 
 
-def region_scale(region: Region, *, keys: Num, tp: Num, sp: Num, etp: Num, recompute: str) -> Num:
-    """What one GPU keeps of an item's per-token bytes: ``seq`` items split over TP only with
-    sequence parallelism, ``tp`` and ``expert_i`` items always, ``full`` items never, routed
-    tokens (``expert_h``) as all-gathered over ETP, score matrices per key unless selective
+def region_scales(*, keys: Num, tp: Num, sp: Num, etp: Num, recompute: str) -> dict[Region, Num]:
+    """What one GPU keeps of an item's per-token bytes, by region: ``seq`` items split over TP
+    only with sequence parallelism, ``tp`` and ``expert_i`` items always, ``full`` items never,
+    routed tokens (``expert_h``) as all-gathered over ETP, score matrices per key unless selective
     recompute drops them."""
-    if region == "seq":
-        return 1 / where(sp, tp, 1)
-    if region == "tp" or region == "expert_i":
-        return 1 / tp
-    if region == "full":
-        return 1
-    if region == "expert_h":
-        return etp / tp
-    return 0 if recompute == "selective" else keys / tp
+    per_rank = 1 / tp
+    return {
+        "seq": 1 / where(sp, tp, 1),
+        "tp": per_rank,
+        "expert_i": per_rank,
+        "full": 1,
+        "expert_h": etp / tp,
+        "scores": 0 if recompute == "selective" else keys / tp,
+    }
 
 
 def item_bytes(
@@ -262,8 +265,8 @@ def item_bytes(
     """Bytes one saved tensor takes on one GPU for one micro-batch (the per-item view of
     ``layer_activation_bytes``, which sums these)."""
     fmt_bytes = _fmt_table(precision.activations, precision.gemm_inputs)
-    scale = region_scale(item.region, keys=keys, tp=tp, sp=sp, etp=etp, recompute=recompute)
-    return tokens * item.elems * fmt_bytes[item.fmt] * scale
+    scales = region_scales(keys=keys, tp=tp, sp=sp, etp=etp, recompute=recompute)
+    return tokens * item.elems * fmt_bytes[item.fmt] * scales[item.region]
 
 
 def _coefficients(

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .model import ModelSpec
+from .records import from_fields
 from .xp import Num, minimum
 
 __all__ = ["ForwardFlops", "Recompute", "TrainingFlops", "forward_flops", "training_flops"]
@@ -94,7 +95,9 @@ _COMPONENTS = ("embeddings", "attention", "mlp", "experts", "shared_experts", "r
 
 
 def _per_token(model: ModelSpec) -> dict[str, int]:
-    """Matmul FLOPs per token by component (layout- and length-independent, computed once)."""
+    """Matmul FLOPs per token by component, plus the output ``head``, the decoder ``layers`` (all
+    but embeddings and head) and the whole ``matmul`` (layout- and length-independent, computed
+    once)."""
     key = "flops.per_token"
     cached = model.memo.get(key)
     if cached is None:
@@ -105,6 +108,9 @@ def _per_token(model: ModelSpec) -> dict[str, int]:
         cached["embeddings"] += sum(
             m.forward_flops_per_token() for m in model.embedding_projections
         )
+        cached["layers"] = sum(cached[c] for c in _COMPONENTS if c != "embeddings")
+        cached["head"] = 2 * model.vocab_size * model.embed_dim
+        cached["matmul"] = cached["layers"] + cached["embeddings"] + cached["head"]
         model.memo[key] = cached
     return cached
 
@@ -125,11 +131,11 @@ def forward_flops(model: ModelSpec, seq_len: Num, batch: Num = 1) -> ForwardFlop
         experts=tokens * per_token["experts"],
         shared_experts=tokens * per_token["shared_experts"],
         router=tokens * per_token["router"],
-        output_head=tokens * 2 * model.vocab_size * model.embed_dim,
+        output_head=tokens * per_token["head"],
     )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class TrainingFlops:
     """FLOPs of one training pass (forward + backward) over the given tokens.
 
@@ -137,6 +143,7 @@ class TrainingFlops:
     ``hardware`` adds the recomputed forward work (HFU numerator): full recompute repeats the
     whole forward of the layers, selective recompute repeats the attention scores only
     (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models").
+    Built with ``records.from_fields`` (no ``__slots__``).
     """
 
     forward: Num
@@ -155,12 +162,22 @@ class TrainingFlops:
 def training_flops(
     model: ModelSpec, seq_len: Num, batch: Num = 1, recompute: Recompute = "none"
 ) -> TrainingFlops:
-    f = forward_flops(model, seq_len, batch)
-    forward = f.total_causal
-    if recompute == "full":
-        extra = forward - f.output_head - f.embeddings
+    """``forward_flops``' causal total, its backward and the recomputed work, from the same
+    per-token and per-pair tables (integers, so the sums are exact and equal
+    ``forward_flops(...).total_causal`` and its parts)."""
+    per_token = _per_token(model)
+    core_causal = 0
+    for n, per_pair, window in _attention_terms(model):
+        core_causal = core_causal + n * per_pair * _causal_pairs(seq_len, window)
+    core_causal = batch * core_causal
+    tokens = seq_len * batch
+    forward = tokens * per_token["matmul"] + core_causal
+    if recompute == "full":  # the decoder layers' forward again: all but embeddings and head
+        extra = tokens * per_token["layers"] + core_causal
     elif recompute == "selective":
-        extra = f.attention_core_causal
+        extra = core_causal
     else:
         extra = 0
-    return TrainingFlops(forward=forward, backward=2 * forward, recompute=extra)
+    return from_fields(
+        TrainingFlops, {"forward": forward, "backward": 2 * forward, "recompute": extra}
+    )

@@ -30,6 +30,7 @@ from .activations import (
     head_activation_bytes,
     hf_checkpoint_shared_bytes,
     layer_activation_bytes,
+    region_scales,
 )
 from .architecture import LayerKind
 from .errors import SpecError
@@ -37,7 +38,15 @@ from .flops import Recompute
 from .model import ModelSpec
 from .parallel import Parallelism, validate_layout
 from .precision import DTYPES, Precision
-from .sharding import layer_params, padded_vocab, stage_kind_counts, stage_params
+from .records import from_fields
+from .sharding import (
+    LayerParams,
+    embedding_extras,
+    padded_vocab,
+    place_layer,
+    placements,
+    stage_kind_counts,
+)
 from .xp import Num, ceil_div, logical_and, maximum, minimum, where
 
 __all__ = [
@@ -95,9 +104,10 @@ class TrainingSetup:
     activation_convention: ActivationConvention = "megatron"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class TrainingMemory:
-    """Per-GPU training memory on the most-loaded GPU, in bytes, term by term."""
+    """Per-GPU training memory on the most-loaded GPU, in bytes, term by term. (Built with
+    ``records.from_fields``: no ``__slots__``.)"""
 
     weights_bytes: float
     weight_cache_bytes: float
@@ -187,44 +197,44 @@ def in_flight_microbatches(pp: Num, vp: Num, stage: Num, microbatches: Num) -> N
 def training_memory_terms(
     model: ModelSpec,
     precision: Precision,
+    parallel: Parallelism,
     setup: TrainingSetup,
     *,
-    tp: Num,
-    pp: Num,
-    dp: Num,
-    cp: Num,
-    ep: Num,
-    etp: Num,
-    vp: Num,
-    sp: Num,
-    zero: Num,
     stages: Sequence[Num],
     microbatches: Num,
-    micro_batch: Num,
-    seq_len: Num,
-    recompute: str,
-    flash: bool,
-    optimizer: str,
-    convention: str = "megatron",
 ) -> list[dict[str, Num]]:
-    """Every memory term on each of ``stages``, for ints or arrays of layouts: the ``TERMS``,
-    their ``total_bytes``, ``params_on_gpu`` and the ``in_flight`` micro-batches.
+    """Every memory term on each of ``stages``, for one layout or arrays of layouts: the
+    ``TERMS``, their ``total_bytes``, ``params_on_gpu`` and the ``in_flight`` micro-batches.
+    ``parallel``'s sizes and ``setup.micro_batch_size`` may be numpy arrays (the sweep).
 
     This is the single formula the single estimate and the sweep both call. What does not depend
-    on the stage (per-layer parameters and activations) is computed once for all of them.
+    on the stage (per-layer parameters and activations, and with one layer kind the whole layer
+    stack, which every stage holds alike) is computed once for all of them.
     """
-    sp_on = logical_and(sp, tp > 1)
+    tp, pp, dp, cp = parallel.tp, parallel.pp, parallel.dp, parallel.cp
+    ep, vp, zero = parallel.ep, parallel.vp, parallel.optimizer_shard_stage
+    etp = tp if parallel.etp is None else parallel.etp
+    seq_len, micro_batch, recompute = setup.seq_len, setup.micro_batch_size, setup.recompute
+    flash, convention = setup.flash_attention, setup.activation_convention
+    sp_on = logical_and(parallel.sequence_parallel, tp > 1)
     dense_shards = dp * cp
     expert_shards = tp * cp * dp // (ep * etp)
-    w_lin, w_other = DTYPES[precision.weights].bytes, DTYPES[precision.activations].bytes
-    cache_b = DTYPES[precision.weight_cache].bytes if precision.weight_cache is not None else 0
-    grad_b = precision.bytes("gradients")
-    master_b = precision.bytes("master_weights")
-    state_b = _optimizer_state_bytes(model, optimizer, 1)  # per parameter the optimizer holds
-    layers = [layer_params(model, kind, tp, ep, etp) for kind in model.kinds]
-    param_vocab_rows = padded_vocab(model, tp) // tp
+    w_lin = DTYPES[precision.weights].bytes
+    w_other = DTYPES[precision.activations].bytes
+    cache_b = 0 if precision.weight_cache is None else DTYPES[precision.weight_cache].bytes
+    grad_b = DTYPES[precision.gradients].bytes
+    master_b = 0 if precision.master_weights is None else DTYPES[precision.master_weights].bytes
+    state_b = _optimizer_state_bytes(model, setup.optimizer, 1)  # per parameter it holds
+    shard_weights, shard_grads, shard_states = zero >= 3, zero >= 2, zero >= 1
+    kinds = model.kinds
+    layers = [place_layer(placement, tp, ep, etp) for placement in placements(model)]
+    vocab_rows = padded_vocab(model, tp) // tp
 
     tokens = seq_len * micro_batch / cp
+    # Full recompute keeps each layer's input, and the layer being recomputed holds its full
+    # activations (the "none" policy's).
+    policy = "none" if recompute == "full" else recompute
+    scales = region_scales(keys=seq_len, tp=tp, sp=sp_on, etp=etp, recompute=policy)
 
     def layer_bytes(kind: LayerKind, policy: str) -> Num:
         return layer_activation_bytes(
@@ -239,73 +249,64 @@ def training_memory_terms(
             flash=flash,
             recompute=policy,
             convention=convention,
+            scales=scales,
         )
 
-    stored = [layer_bytes(kind, recompute) for kind in model.kinds]
-    # Full recompute: the layer being recomputed holds its full activations.
-    working = [layer_bytes(kind, "none") for kind in model.kinds] if recompute == "full" else []
+    stored = [layer_bytes(kind, recompute) for kind in kinds]
+    working = [layer_bytes(kind, "none") for kind in kinds] if recompute == "full" else None
     if convention == "hf" and recompute == "full":
         embed = embedding_activation_bytes(
             model, precision, tokens, tp, sp_on
         ) + hf_checkpoint_shared_bytes(model, precision, seq_len, micro_batch, flash)
     else:
         embed = embedding_activation_bytes(model, precision, tokens, tp, sp_on, convention, seq_len)
-    vocab_rows = model.vocab_size / tp if convention == "hf" else padded_vocab(model, tp) // tp
-    head = head_activation_bytes(model, precision, tokens, tp, sp_on, vocab_rows, convention)
+    head_rows = model.vocab_size / tp if convention == "hf" else vocab_rows
+    head = head_activation_bytes(model, precision, tokens, tp, sp_on, head_rows, convention)
     groups = 1 * (tp > 1) + 1 * (pp > 1) + 1 * (dp > 1) + 1 * (cp > 1) + 1 * (ep > 1)
+    comm = groups * NCCL_BUFFER_BYTES_PER_GROUP
 
+    # Embedding and head parameters: the input embedding on the first stage, the output head on
+    # the last unless it is the tied embedding already held there (Megatron keeps a second copy
+    # of a tied embedding on the last stage when pp > 1).
+    first_extra, last_extra = embedding_extras(model)
+    embedding_params = vocab_rows * model.embed_dim + first_extra
+    untied_head_params = vocab_rows * model.embed_dim + last_extra
+    tied = model.tie_embeddings
+
+    one_stack = None
+    if len(kinds) == 1:
+        one_stack = _stack_terms(stage_kind_counts(model, pp, vp, 0), layers, stored, working)
     out = []
     for stage in stages:
-        counts = stage_kind_counts(model, pp, vp, stage)
-        params = stage_params(
-            model,
-            tp,
-            pp,
-            vp,
-            ep,
-            etp,
-            stage,
-            layers=layers,
-            counts=counts,
-            vocab_rows=param_vocab_rows,
+        lw, other, ew, eo, largest, per_mb, peak_layer = one_stack or _stack_terms(
+            stage_kind_counts(model, pp, vp, stage), layers, stored, working
         )
-        lw, other, ew, eo = (
-            params.linear_weights,
-            params.other,
-            params.expert_weights,
-            params.expert_other,
-        )
+        first, last = stage == 0, stage == pp - 1
+        head_params = where(tied & first, last_extra, untied_head_params)
+        other = other + first * embedding_params + last * head_params
         weights_dense = lw * w_lin + other * w_other
         weights_expert = ew * w_lin + eo * w_other
+        dense, experts = lw + other, ew + eo
+        total = dense + experts
+        # A parameter's share of the ZeRO-sharded terms: dense over dp*cp, experts over edp.
+        sharded_params = dense / dense_shards + experts / expert_shards
         weights = where(
-            zero >= 3,
+            shard_weights,
             weights_dense / dense_shards + weights_expert / expert_shards,
             weights_dense + weights_expert,
         )
         cache = (lw + ew) * cache_b
-        # A parameter's share of the ZeRO-sharded terms: dense over dp*cp, experts over edp.
-        dense, experts = lw + other, ew + eo
-        total = dense + experts
-        sharded_params = dense / dense_shards + experts / expert_shards
-        grads = where(zero >= 2, sharded_params, total) * grad_b
-        opt_params = where(zero >= 1, sharded_params, total)
+        grads = where(shard_grads, sharded_params, total) * grad_b
+        opt_params = where(shard_states, sharded_params, total)
         master = opt_params * master_b
         states = opt_params * state_b
-        gather = where(zero >= 3, 2 * params.largest_layer * w_lin, 0)
-
-        per_mb: Num = 0
-        peak_layer: Num = 0
-        for k, n in enumerate(counts):
-            per_mb = per_mb + n * stored[k]
-            if working:
-                peak_layer = maximum(peak_layer, where(n > 0, working[k], 0))
+        gather = where(shard_weights, 2 * largest * w_lin, 0)
+        microbatch_acts = per_mb + first * embed
         flight = in_flight_microbatches(pp, vp, stage, microbatches)
-        acts = flight * (per_mb + (stage == 0) * embed) + peak_layer
-        logits = (stage == pp - 1) * head
-
+        acts = flight * microbatch_acts + peak_layer
+        logits = last * head
         allocated = weights + cache + grads + master + states + acts + logits + gather
         fragmentation = allocated * FRAGMENTATION_FRACTION
-        comm = groups * NCCL_BUFFER_BYTES_PER_GROUP
         out.append(
             {
                 "weights_bytes": weights,
@@ -324,11 +325,39 @@ def training_memory_terms(
                 "in_flight": flight,
                 # The parts of activations_bytes the timeline needs: one micro-batch's saved
                 # tensors (with the embedding's on stage 0) and the layer being recomputed.
-                "microbatch_activations_bytes": per_mb + (stage == 0) * embed,
+                "microbatch_activations_bytes": microbatch_acts,
                 "working_layer_bytes": peak_layer,
             }
         )
     return out
+
+
+def _stack_terms(
+    counts: Sequence[Num],
+    layers: Sequence[LayerParams],
+    stored: Sequence[Num],
+    working: Sequence[Num] | None,
+) -> tuple[Num, Num, Num, Num, Num, Num, Num]:
+    """The decoder layers a stage holds (``counts`` of each kind), summed: linear weights, other
+    parameters, expert weights, expert other, the largest layer's parameters (the ZeRO-3 gather
+    unit), activation bytes per micro-batch, and the recomputed layer's full activations."""
+    lw = other = ew = eo = largest = per_mb = peak_layer = 0
+    for k, n in enumerate(counts):
+        lw_k, other_k, ew_k, eo_k, total_k = layers[k]
+        lw, other = lw + n * lw_k, other + n * other_k
+        ew, eo = ew + n * ew_k, eo + n * eo_k
+        per_mb = per_mb + n * stored[k]
+        present = n > 0
+        if type(present) is bool:  # one layout: a kind is on the stage, or not
+            if present:
+                largest = maximum(largest, total_k)
+                if working is not None:
+                    peak_layer = maximum(peak_layer, working[k])
+            continue
+        largest = maximum(largest, where(present, total_k, 0))
+        if working is not None:
+            peak_layer = maximum(peak_layer, where(present, working[k], 0))
+    return lw, other, ew, eo, largest, per_mb, peak_layer
 
 
 def candidate_stages(model: ModelSpec, pp: Num) -> tuple[Num, ...]:
@@ -410,31 +439,19 @@ def most_loaded_terms(
     per_stage = training_memory_terms(
         model,
         precision,
+        parallel,
         setup,
-        tp=parallel.tp,
-        pp=parallel.pp,
-        dp=parallel.dp,
-        cp=parallel.cp,
-        ep=parallel.ep,
-        etp=parallel.expert_tp,
-        vp=parallel.vp,
-        sp=parallel.sequence_parallel,
-        zero=parallel.optimizer_shard_stage,
         stages=stages,
         microbatches=gbs // (setup.micro_batch_size * parallel.dp),
-        micro_batch=setup.micro_batch_size,
-        seq_len=setup.seq_len,
-        recompute=setup.recompute,
-        flash=setup.flash_attention,
-        optimizer=setup.optimizer,
-        convention=setup.activation_convention,
     )
-    best = {**per_stage[0], "stage": stages[0]}
+    best = per_stage[0]
+    best["stage"] = stages[0]
     for stage, terms in zip(stages[1:], per_stage[1:], strict=True):
         more = terms["total_bytes"] > best["total_bytes"]
         if type(more) is bool:  # one layout: take the whole stage or keep the best
             if more:
-                best = {**terms, "stage": stage}
+                best = terms
+                best["stage"] = stage
             continue
         best = {k: where(more, stage if k == "stage" else terms[k], v) for k, v in best.items()}
     return best
@@ -450,16 +467,14 @@ def training_memory(
     """Per-GPU memory of a training step on the most-loaded GPU, with its breakdown."""
     validate_training(model, parallel, setup)
     best = most_loaded_terms(model, parallel, setup, precision)
-    best_stage = best["stage"]
-    notes = _training_notes(model, parallel, setup, best_stage)
-    return TrainingMemory(
-        **{name: float(best[name]) for name in TERMS},
-        capacity_bytes=float(accelerator.memory_bytes),
-        stage=best_stage,
-        params_on_gpu=float(best["params_on_gpu"]),
-        in_flight_microbatches=int(ceil_div(best["in_flight"] * 1000, 1000)),
-        notes=notes,
-    )
+    stage = best["stage"]
+    values: dict[str, object] = {name: float(best[name]) for name in TERMS}
+    values["capacity_bytes"] = float(accelerator.memory_bytes)
+    values["stage"] = stage
+    values["params_on_gpu"] = float(best["params_on_gpu"])
+    values["in_flight_microbatches"] = int(ceil_div(best["in_flight"] * 1000, 1000))
+    values["notes"] = _training_notes(model, parallel, setup, stage)
+    return from_fields(TrainingMemory, values)
 
 
 _OVERHEAD_NOTE = (

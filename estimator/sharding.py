@@ -23,9 +23,13 @@ from .xp import Num, ceil_div, maximum, take, where
 
 __all__ = [
     "VOCAB_PAD_MULTIPLE",
+    "LayerParams",
     "StageParams",
+    "embedding_extras",
     "layer_params",
     "padded_vocab",
+    "place_layer",
+    "placements",
     "rank_share",
     "stage_kind_counts",
     "stage_params",
@@ -51,67 +55,106 @@ class LayerParams(NamedTuple):
     total: Num  # the sum of the four
 
 
-# (bucket, split, units, copies, weight elements, bias elements): one layer kind's linears summed
-# over those that shard alike. Buckets: "dense" linear weights, "router" (replicated, counted with
-# norms and biases), "expert" (routed experts).
-_Group = tuple[str, str, int, int, int, int]
+class _Placement(NamedTuple):
+    """One layer kind's parameters condensed by how they are placed (layout-independent, computed
+    once per model), so that ``layer_params`` does one step per distinct TP unit count instead of
+    one per linear: ``split`` rows are (units, linear weights, other elements) split by whole
+    units over TP; ``whole_linear`` and ``whole_other`` are what every rank holds whole
+    (replicated linears such as MLA's down-projections; norms, row-parallel biases, the router);
+    ``experts`` is (copies, then per expert: weights, column biases, row biases) or None."""
+
+    split: tuple[tuple[int, int, int], ...]
+    whole_linear: int
+    whole_other: int
+    experts: tuple[int, int, int, int] | None
 
 
-def _linear_groups(model: ModelSpec, kind: LayerKind) -> tuple[tuple[_Group, ...], int]:
-    """The kind's linears grouped by how they shard, and its norm parameters (layout-independent,
-    computed once per model)."""
-    key = ("sharding.groups", id(kind))
-    cached = model.memo.get(key)
+def placements(model: ModelSpec) -> tuple[_Placement, ...]:
+    """Each layer kind's ``_Placement``, in ``model.kinds`` order (computed once per model)."""
+    cached: tuple[_Placement, ...] | None = model.memo.get("sharding.placements")
     if cached is None:
-        acc: dict[tuple[str, str, int, int], tuple[int, int]] = {}
-        for m in kind.linears:
-            bucket = "expert" if m.copies > 1 else "router" if m.component == "router" else "dense"
-            k = (bucket, m.tp, m.units, m.copies)
-            w, b = acc.get(k, (0, 0))
-            acc[k] = (w + m.weight_params, b + m.bias_params)
-        groups = tuple((*k, w, b) for k, (w, b) in acc.items())
-        cached = model.memo[key] = (groups, sum(n.params for n in kind.norms))
+        cached = model.memo["sharding.placements"] = tuple(_placement(k) for k in model.kinds)
     return cached
+
+
+def _linear_placement(split: str, units: int, copies: int, w: int, b: int) -> _Placement:
+    """Where ``w`` weight and ``b`` bias elements of linears that shard alike go: routed experts
+    (``copies > 1``) whole over EP and split over ETP, replicated linears whole, the others by
+    whole units over TP, a row-parallel bias whole."""
+    column_bias = b if split == "column" else 0
+    if copies > 1:
+        per_expert = (w // copies, column_bias // copies, (b - column_bias) // copies)
+        return _Placement((), 0, 0, (copies, *per_expert))
+    if split == "replicated":
+        return _Placement((), w, b, None)
+    return _Placement(((units, w, column_bias),), 0, b - column_bias, None)
+
+
+def _placement(kind: LayerKind) -> _Placement:
+    """A layer kind's linears placed one by one and summed by TP unit count; router weights are
+    counted with "other" (kept in the activation format, like norms and biases)."""
+    split: dict[int, tuple[int, int]] = {}
+    whole_linear, whole_other = 0, sum(n.params for n in kind.norms)
+    experts = (0, 0, 0, 0)
+    for m in kind.linears:
+        one = _linear_placement(m.tp, m.units, m.copies, m.weight_params, m.bias_params)
+        router = m.component == "router"
+        whole_linear += 0 if router else one.whole_linear
+        whole_other += one.whole_other + (one.whole_linear if router else 0)
+        for units, w, o in one.split:
+            lw, ot = split.get(units, (0, 0))
+            split[units] = (lw, ot + w + o) if router else (lw + w, ot + o)
+        if one.experts is not None:
+            copies, w1, col1, row1 = one.experts
+            experts = (copies, experts[1] + w1, experts[2] + col1, experts[3] + row1)
+    return _Placement(
+        tuple((units, lw, ot) for units, (lw, ot) in split.items()),
+        whole_linear,
+        whole_other,
+        experts if experts[0] else None,
+    )
 
 
 def layer_params(
     model: ModelSpec, kind: LayerKind, tp: Num, ep: Num = 1, etp: Num = 1
 ) -> LayerParams:
-    """Per-GPU parameters of one layer of ``kind``: each group of linears as ``rank_share``
-    places it."""
-    groups, norms = _linear_groups(model, kind)
-    lw: Num = 0
-    other: Num = norms
+    """Per-GPU parameters of one layer of ``kind``, placed as ``rank_share`` places each linear
+    (summed by TP unit count first)."""
+    for known, placement in zip(model.kinds, placements(model), strict=True):
+        if known is kind:
+            return place_layer(placement, tp, ep, etp)
+    return place_layer(_placement(kind), tp, ep, etp)
+
+
+def place_layer(placement: _Placement, tp: Num, ep: Num, etp: Num) -> LayerParams:
+    """``layer_params`` of a kind's ``placements`` entry."""
+    split, lw, other, experts = placement
+    for units, w, o in split:
+        held = units // tp
+        if type(held) is not int or held < 1:  # at least one unit (KV heads replicate)
+            held = maximum(held, 1)
+        frac = held / units
+        lw, other = lw + w * frac, other + o * frac
     ew: Num = 0
     eo: Num = 0
-    for bucket, split, units, copies, w, b in groups:
-        w_rank, b_rank = rank_share(split, units, copies, w, b, tp, ep, etp)
-        if bucket == "expert":
-            ew, eo = ew + w_rank, eo + b_rank
-        elif bucket == "router":
-            other = other + w_rank + b_rank
-        else:
-            lw, other = lw + w_rank, other + b_rank
+    if experts is not None:
+        copies, w1, col1, row1 = experts
+        held = copies // ep
+        ew, eo = w1 * held / etp, col1 * held / etp + row1 * held
     return LayerParams(lw, other, ew, eo, lw + other + ew + eo)
 
 
 def rank_share(
     split: str, units: int, copies: int, w: int, b: int, tp: Num, ep: Num, etp: Num
 ) -> tuple[Num, Num]:
-    """What one GPU holds of ``w`` weight and ``b`` bias elements of linears that shard alike.
-    Routed experts (``copies > 1``): ``copies // ep`` whole experts, each split over ETP (a
-    row-parallel bias stays whole). Others split over TP by whole units (heads, KV heads,
-    features), at least one per rank, so KV heads replicate when there are more ranks than
-    heads; replicated linears (router, MLA down-projections) stay whole."""
-    if copies > 1:
-        experts = copies // ep
-        w_rank = w // copies * experts / etp
-        return w_rank, (b // copies * experts / etp if split == "column" else b // copies * experts)
-    if split == "replicated":
-        return w, b
-    held = units // tp
-    frac = (held if type(held) is int and held >= 1 else maximum(held, 1)) / units
-    return w * frac, (b * frac if split == "column" else b)
+    """What one GPU holds of ``w`` weight and ``b`` bias elements of linears that shard alike,
+    as (weights, biases): ``place_layer``'s rule for one group. Routed experts (``copies > 1``):
+    ``copies // ep`` whole experts, each split over ETP (a row-parallel bias stays whole).
+    Others split over TP by whole units (heads, KV heads, features), at least one per rank, so
+    KV heads replicate when there are more ranks than heads; replicated linears (router, MLA
+    down-projections) stay whole."""
+    lw, other, ew, eo, _ = place_layer(_linear_placement(split, units, copies, w, b), tp, ep, etp)
+    return lw + ew, other + eo
 
 
 def stage_kind_counts(model: ModelSpec, pp: Num, vp: Num, stage: Num) -> list[Num]:
@@ -188,7 +231,7 @@ def stage_params(
             largest = maximum(largest, where(n > 0, total_k, 0))
     if vocab_rows is None:
         vocab_rows = padded_vocab(model, tp) // tp
-    first_extra, last_extra = _embedding_extras(model)
+    first_extra, last_extra = embedding_extras(model)
     first = stage == 0
     last = stage == pp - 1
     # The head exists on the last stage unless it is the tied embedding already held there.
@@ -199,7 +242,7 @@ def stage_params(
     return StageParams(lw, other + embedding, ew, eo, embedding, largest)
 
 
-def _embedding_extras(model: ModelSpec) -> tuple[int, int]:
+def embedding_extras(model: ModelSpec) -> tuple[int, int]:
     """Parameters beside the vocabulary rows: on the first stage position embeddings, embedding
     projections and norm; on the last the final norm."""
     key = "sharding.embedding_extras"

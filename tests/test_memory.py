@@ -216,27 +216,24 @@ LAYOUT_MODELS = ["llama-3-8b", "mixtral-8x7b", "gemma-2-9b", "deepseek-v3", "gpt
 
 def _terms(model_id: str, **kw: Any) -> dict[str, Any]:
     model = get_model(model_id)
-    base: dict[str, Any] = dict(
-        tp=1,
-        pp=1,
-        dp=1,
-        cp=1,
-        ep=1,
-        etp=1,
-        vp=1,
-        sp=True,
-        zero=0,
-        stage=0,
-        microbatches=8,
-        micro_batch=1,
-        seq_len=2048,
-        recompute="none",
-        flash=True,
-        optimizer="adamw",
+    layout: dict[str, Any] = dict(tp=1, pp=1, dp=1, cp=1, ep=1, etp=1, vp=1, zero=0)
+    run: dict[str, Any] = dict(stage=0, microbatches=8, recompute="none")
+    for key, value in kw.items():
+        (layout if key in layout else run)[key] = value
+    parallel = Parallelism(
+        **{k: v for k, v in layout.items() if k != "zero"},
+        sequence_parallel=True,
+        zero_stage=layout["zero"],
     )
-    base.update(kw)
-    base["stages"] = (base.pop("stage"),)
-    return training_memory_terms(model, BF16, TrainingSetup(2048), **base)[0]
+    setup = TrainingSetup(2048, micro_batch_size=1, recompute=run["recompute"])
+    return training_memory_terms(
+        model,
+        BF16,
+        parallel,
+        setup,
+        stages=(run["stage"],),
+        microbatches=run["microbatches"],
+    )[0]
 
 
 @settings(max_examples=60, deadline=None)
