@@ -22,6 +22,7 @@ all-gathered over TP when the experts are tensor-parallel (``etp``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Literal
@@ -42,7 +43,10 @@ __all__ = [
     "item_bytes",
     "layer_activation_bytes",
     "layer_items",
+    "layer_regions",
+    "recomputed_layer_input_bytes",
     "region_scales",
+    "saved_bytes",
 ]
 
 ActivationConvention = Literal["megatron", "hf"]
@@ -226,11 +230,26 @@ def layer_activation_bytes(
     ``region_scales`` of the same layout and policy when the caller has them already.
     """
     if recompute == "full":
-        return tokens * model.hidden_size * DTYPES[precision.activations].bytes / where(sp, tp, 1)
+        return recomputed_layer_input_bytes(model, precision, tokens, tp, sp)
     if scales is None:
         scales = region_scales(keys=keys, tp=tp, sp=sp, etp=etp, recompute=recompute)
+    return saved_bytes(_region_bytes(model, kind, flash, convention, precision), scales, tokens)
+
+
+def recomputed_layer_input_bytes(
+    model: ModelSpec, precision: Precision, tokens: Num, tp: Num, sp: Num
+) -> Num:
+    """What a fully recomputed layer keeps: its input (split over TP with sequence parallelism)."""
+    return tokens * model.hidden_size * DTYPES[precision.activations].bytes / where(sp, tp, 1)
+
+
+def saved_bytes(
+    regions: Sequence[tuple[Region, float]], scales: dict[Region, Num], tokens: Num
+) -> Num:
+    """A layer's saved bytes from its unsplit bytes per token by region (``layer_regions``) and
+    the layout's ``region_scales``."""
     per_token: Num = 0
-    for region, unsplit in _region_bytes(model, kind, flash, convention, precision):
+    for region, unsplit in regions:
         per_token = per_token + unsplit * scales[region]
     return tokens * per_token
 
@@ -289,23 +308,36 @@ def _region_bytes(
     model: ModelSpec, kind: LayerKind, flash: bool, convention: str, precision: Precision
 ) -> tuple[tuple[Region, float], ...]:
     """The kind's saved bytes per token before any split, summed by region (at most six, so
-    ``layer_activation_bytes`` scales each region once), computed once per model and dtypes."""
-    key = (
-        "activations.regions",
-        id(kind),
-        flash,
-        convention,
-        precision.activations,
-        precision.gemm_inputs,
-    )
+    ``saved_bytes`` scales each region once), computed once per model and dtypes."""
+    every_kind = layer_regions(model, precision, flash, convention)
+    for known, regions in zip(model.kinds, every_kind, strict=True):
+        if known is kind:
+            return regions
+    return _sum_by_region(model, kind, flash, convention, precision)
+
+
+def layer_regions(
+    model: ModelSpec, precision: Precision, flash: bool, convention: str
+) -> tuple[tuple[tuple[Region, float], ...], ...]:
+    """``_region_bytes`` of every layer kind, in ``model.kinds`` order (one look-up per
+    estimate, computed once per model, attention kernel, convention and dtypes)."""
+    key = ("activations.regions", flash, convention, precision.activations, precision.gemm_inputs)
     cached = model.memo.get(key)
     if cached is None:
-        fmt_bytes = _fmt_table(precision.activations, precision.gemm_inputs)
-        acc: dict[Region, float] = {}
-        for region, fmt, elems in _coefficients(model, kind, flash, convention):
-            acc[region] = acc.get(region, 0) + elems * fmt_bytes[fmt]
-        cached = model.memo[key] = tuple(acc.items())
+        cached = model.memo[key] = tuple(
+            _sum_by_region(model, kind, flash, convention, precision) for kind in model.kinds
+        )
     return cached
+
+
+def _sum_by_region(
+    model: ModelSpec, kind: LayerKind, flash: bool, convention: str, precision: Precision
+) -> tuple[tuple[Region, float], ...]:
+    fmt_bytes = _fmt_table(precision.activations, precision.gemm_inputs)
+    acc: dict[Region, float] = {}
+    for region, fmt, elems in _coefficients(model, kind, flash, convention):
+        acc[region] = acc.get(region, 0) + elems * fmt_bytes[fmt]
+    return tuple(acc.items())
 
 
 def embedding_activation_bytes(

@@ -29,16 +29,17 @@ from .activations import (
     embedding_activation_bytes,
     head_activation_bytes,
     hf_checkpoint_shared_bytes,
-    layer_activation_bytes,
+    layer_regions,
+    recomputed_layer_input_bytes,
     region_scales,
+    saved_bytes,
 )
-from .architecture import LayerKind
 from .errors import SpecError
 from .flops import Recompute
 from .model import ModelSpec
 from .parallel import Parallelism, validate_layout
 from .precision import DTYPES, Precision
-from .records import from_fields
+from .records import fill, from_fields
 from .sharding import (
     LayerParams,
     embedding_extras,
@@ -84,7 +85,7 @@ OPTIMIZERS: dict[str, tuple[int, str]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, init=False)
 class TrainingSetup:
     """What is trained on each step.
 
@@ -92,7 +93,7 @@ class TrainingSetup:
     attention kernel whose saved tensors are counted; ``optimizer`` the state layout;
     ``activation_convention`` whose saved tensors are counted: ``megatron`` (Megatron-Core's fused
     kernels, Korthikanti et al.) or ``hf`` (Hugging Face eager/SDPA modules, op by op; Llama-style
-    families only).
+    families only). Frozen, filled in one step like ``Parallelism``.
     """
 
     seq_len: int
@@ -102,6 +103,29 @@ class TrainingSetup:
     flash_attention: bool = True
     optimizer: Optimizer = "adamw"
     activation_convention: ActivationConvention = "megatron"
+
+    def __init__(
+        self,
+        seq_len: int,
+        micro_batch_size: int = 1,
+        global_batch_size: int | None = None,
+        recompute: Recompute = "none",
+        flash_attention: bool = True,
+        optimizer: Optimizer = "adamw",
+        activation_convention: ActivationConvention = "megatron",
+    ) -> None:
+        fill(
+            self,
+            {
+                "seq_len": seq_len,
+                "micro_batch_size": micro_batch_size,
+                "global_batch_size": global_batch_size,
+                "recompute": recompute,
+                "flash_attention": flash_attention,
+                "optimizer": optimizer,
+                "activation_convention": activation_convention,
+            },
+        )
 
 
 @dataclass(frozen=True)
@@ -225,7 +249,13 @@ def training_memory_terms(
     grad_b = DTYPES[precision.gradients].bytes
     master_b = 0 if precision.master_weights is None else DTYPES[precision.master_weights].bytes
     state_b = _optimizer_state_bytes(model, setup.optimizer, 1)  # per parameter it holds
+    # ZeRO stage z divides a term by the data-parallel ranks (dense parameters over dp * cp,
+    # experts over the expert data-parallel ranks) and by 1 below z: 1 + on * (ranks - 1) works
+    # alike for one layout (bools) and for arrays, and x / 1 is exactly x.
     shard_weights, shard_grads, shard_states = zero >= 3, zero >= 2, zero >= 1
+    weights_div = 1 + shard_weights * (dense_shards - 1), 1 + shard_weights * (expert_shards - 1)
+    grads_div = 1 + shard_grads * (dense_shards - 1), 1 + shard_grads * (expert_shards - 1)
+    states_div = 1 + shard_states * (dense_shards - 1), 1 + shard_states * (expert_shards - 1)
     kinds = model.kinds
     layers = [place_layer(placement, tp, ep, etp) for placement in placements(model)]
     vocab_rows = padded_vocab(model, tp) // tp
@@ -236,24 +266,14 @@ def training_memory_terms(
     policy = "none" if recompute == "full" else recompute
     scales = region_scales(keys=seq_len, tp=tp, sp=sp_on, etp=etp, recompute=policy)
 
-    def layer_bytes(kind: LayerKind, policy: str) -> Num:
-        return layer_activation_bytes(
-            model,
-            kind,
-            precision,
-            tokens=tokens,
-            keys=seq_len,
-            tp=tp,
-            sp=sp_on,
-            etp=etp,
-            flash=flash,
-            recompute=policy,
-            convention=convention,
-            scales=scales,
-        )
-
-    stored = [layer_bytes(kind, recompute) for kind in kinds]
-    working = [layer_bytes(kind, "none") for kind in kinds] if recompute == "full" else None
+    regions = layer_regions(model, precision, flash, convention)
+    if recompute == "full":
+        kept = recomputed_layer_input_bytes(model, precision, tokens, tp, sp_on)
+        stored = [kept] * len(kinds)
+        working = [saved_bytes(r, scales, tokens) for r in regions]
+    else:
+        stored = [saved_bytes(r, scales, tokens) for r in regions]
+        working = None
     if convention == "hf" and recompute == "full":
         embed = embedding_activation_bytes(
             model, precision, tokens, tp, sp_on
@@ -284,23 +304,17 @@ def training_memory_terms(
         first, last = stage == 0, stage == pp - 1
         head_params = where(tied & first, last_extra, untied_head_params)
         other = other + first * embedding_params + last * head_params
-        weights_dense = lw * w_lin + other * w_other
-        weights_expert = ew * w_lin + eo * w_other
         dense, experts = lw + other, ew + eo
         total = dense + experts
-        # A parameter's share of the ZeRO-sharded terms: dense over dp*cp, experts over edp.
-        sharded_params = dense / dense_shards + experts / expert_shards
-        weights = where(
-            shard_weights,
-            weights_dense / dense_shards + weights_expert / expert_shards,
-            weights_dense + weights_expert,
-        )
+        weights = (lw * w_lin + other * w_other) / weights_div[0] + (
+            ew * w_lin + eo * w_other
+        ) / weights_div[1]
         cache = (lw + ew) * cache_b
-        grads = where(shard_grads, sharded_params, total) * grad_b
-        opt_params = where(shard_states, sharded_params, total)
+        grads = (dense / grads_div[0] + experts / grads_div[1]) * grad_b
+        opt_params = dense / states_div[0] + experts / states_div[1]
         master = opt_params * master_b
         states = opt_params * state_b
-        gather = where(shard_weights, 2 * largest * w_lin, 0)
+        gather = 2 * largest * w_lin * shard_weights
         microbatch_acts = per_mb + first * embed
         flight = in_flight_microbatches(pp, vp, stage, microbatches)
         acts = flight * microbatch_acts + peak_layer

@@ -9,22 +9,27 @@ default ``tp``) and expert data parallelism ``edp = tp * cp * dp / (ep * etp)``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import gcd
 from typing import Literal
 
 from .errors import SpecError
 from .model import ModelSpec
+from .records import fill
 from .xp import Num, logical_and, maximum
 
-__all__ = ["Parallelism", "Violation", "layout_violations", "validate_layout"]
+__all__ = ["Parallelism", "Violation", "layout_passes", "layout_violations", "validate_layout"]
 
 ZeroStage = Literal[0, 1, 2, 3]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, init=False)
 class Parallelism:
     """A parallel layout. ``zero_stage`` follows DeepSpeed (1: optimizer states, 2: + gradients,
     3: + weights, the FSDP FULL_SHARD equivalent); ``distributed_optimizer`` is Megatron's, which
-    shards like ZeRO-1. ``vp`` is the number of virtual pipeline stages (interleaved 1F1B)."""
+    shards like ZeRO-1. ``vp`` is the number of virtual pipeline stages (interleaved 1F1B).
+
+    Frozen; its ``__init__`` fills the instance in one step (``records.fill``), with the
+    fields' own defaults (a test checks the two signatures agree)."""
 
     tp: int = 1
     pp: int = 1
@@ -36,6 +41,35 @@ class Parallelism:
     sequence_parallel: bool = False
     zero_stage: int = 0
     distributed_optimizer: bool = False
+
+    def __init__(
+        self,
+        tp: int = 1,
+        pp: int = 1,
+        dp: int = 1,
+        cp: int = 1,
+        ep: int = 1,
+        etp: int | None = None,
+        vp: int = 1,
+        sequence_parallel: bool = False,
+        zero_stage: int = 0,
+        distributed_optimizer: bool = False,
+    ) -> None:
+        fill(
+            self,
+            {
+                "tp": tp,
+                "pp": pp,
+                "dp": dp,
+                "cp": cp,
+                "ep": ep,
+                "etp": etp,
+                "vp": vp,
+                "sequence_parallel": sequence_parallel,
+                "zero_stage": zero_stage,
+                "distributed_optimizer": distributed_optimizer,
+            },
+        )
 
     @property
     def num_gpus(self) -> int:
@@ -153,34 +187,53 @@ def _static_rules(model: ModelSpec, training: bool) -> tuple[_Rule, ...]:
     return out
 
 
+_SIZES = ("tp", "pp", "dp", "cp", "ep", "vp")
+
+
 def validate_layout(model: ModelSpec, p: Parallelism, *, training: bool) -> None:
     """Raise SpecError for a layout the frameworks cannot run (the rules of
-    ``layout_violations``), after checking that every size is an integer >= 1."""
-    for name, value in (
-        ("tp", p.tp),
-        ("pp", p.pp),
-        ("dp", p.dp),
-        ("cp", p.cp),
-        ("ep", p.ep),
-        ("vp", p.vp),
-    ):
+    ``layout_violations``), after checking that every size is an integer >= 1.
+
+    A training layout that ``layout_passes`` is accepted without listing the rules one by one;
+    any other goes through ``layout_violations``, which names the first broken rule."""
+    tp, pp, dp, cp, ep, vp, etp = p.tp, p.pp, p.dp, p.cp, p.ep, p.vp, p.etp
+    for value in (tp, pp, dp, cp, ep, vp):
         if type(value) is not int or value < 1:  # bool, float and numpy ints are refused
+            name = next(n for n in ("tp", "pp", "dp", "cp", "ep", "vp") if getattr(p, n) is value)
             raise SpecError(f"layout.{name}", "must be an integer >= 1", value)
-    if p.etp is not None and (not isinstance(p.etp, int) or p.etp < 1):
-        raise SpecError("layout.etp", "must be an integer >= 1", p.etp)
+    if etp is None:
+        etp = tp
+    elif not isinstance(etp, int) or etp < 1:
+        raise SpecError("layout.etp", "must be an integer >= 1", etp)
     if p.zero_stage not in (0, 1, 2, 3):
         raise SpecError("layout.zero_stage", "must be 0, 1, 2 or 3", p.zero_stage)
+    if training and layout_passes(model, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vp=vp):
+        return
     rules = layout_violations(
-        model,
-        tp=p.tp,
-        pp=p.pp,
-        dp=p.dp,
-        cp=p.cp,
-        ep=p.ep,
-        etp=p.expert_tp,
-        vp=p.vp,
-        training=training,
+        model, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vp=vp, training=training
     )
     for field, broken, rule, value in rules:
         if broken:
             raise SpecError(field, rule.format(v=value), value)
+
+
+def layout_passes(
+    model: ModelSpec, *, tp: int, pp: int, dp: int, cp: int, ep: int, etp: int, vp: int
+) -> bool:
+    """Whether one training layout breaks none of ``layout_violations``' rules, in a handful of
+    operations: a size divides every value of its static rules exactly when it divides their
+    greatest common divisor (the rules' values and their gcd come from ``_static_rules``); the
+    layout rules follow ``layout_violations`` one for one (a test checks the two agree on every
+    catalog model over a grid of layouts)."""
+    key = "parallel.training_gcds"
+    gcds: dict[str, int] | None = model.memo.get(key)
+    if gcds is None:
+        gcds = {"tp": 0, "etp": 0, "ep": 0}
+        for _, operand, value, _ in _static_rules(model, True):
+            gcds[operand] = gcd(gcds[operand], value)
+        model.memo[key] = gcds
+    if gcds["tp"] % tp or model.num_layers % (pp * vp) or (vp > 1 and pp == 1):
+        return False
+    if model.moe is None:
+        return ep == 1 and etp == tp
+    return not (gcds["etp"] % etp or gcds["ep"] % ep or (tp * cp * dp) % (ep * etp))
