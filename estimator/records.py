@@ -27,7 +27,6 @@ def from_fields(cls: type[T], values: dict[str, Any]) -> T:
     return record
 
 
-
 def fill(record: object, values: dict[str, Any]) -> None:
     """The body of a frozen spec's hand-written ``__init__``: ``values`` (one entry per field,
     named as the fields) become the instance's fields. For the specs built on every estimate
