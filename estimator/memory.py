@@ -48,7 +48,7 @@ from .sharding import (
     placements,
     stage_kind_counts,
 )
-from .xp import Num, ceil_div, logical_and, maximum, minimum, where
+from .xp import Num, ceil_div, maximum, minimum, where
 
 __all__ = [
     "CUDA_CONTEXT_BYTES",
@@ -236,11 +236,11 @@ def training_memory_terms(
     stack, which every stage holds alike) is computed once for all of them.
     """
     tp, pp, dp, cp = parallel.tp, parallel.pp, parallel.dp, parallel.cp
-    ep, vp, zero = parallel.ep, parallel.vp, parallel.optimizer_shard_stage
+    ep, vp, zero_stage = parallel.ep, parallel.vp, parallel.zero_stage
     etp = tp if parallel.etp is None else parallel.etp
     seq_len, micro_batch, recompute = setup.seq_len, setup.micro_batch_size, setup.recompute
     flash, convention = setup.flash_attention, setup.activation_convention
-    sp_on = logical_and(parallel.sequence_parallel, tp > 1)
+    sp_on = parallel.sequence_parallel & (tp > 1)  # bools, or arrays of them
     dense_shards = dp * cp
     expert_shards = tp * cp * dp // (ep * etp)
     w_lin = DTYPES[precision.weights].bytes
@@ -251,8 +251,10 @@ def training_memory_terms(
     state_b = _optimizer_state_bytes(model, setup.optimizer, 1)  # per parameter it holds
     # ZeRO stage z divides a term by the data-parallel ranks (dense parameters over dp * cp,
     # experts over the expert data-parallel ranks) and by 1 below z: 1 + on * (ranks - 1) works
-    # alike for one layout (bools) and for arrays, and x / 1 is exactly x.
-    shard_weights, shard_grads, shard_states = zero >= 3, zero >= 2, zero >= 1
+    # alike for one layout (bools) and for arrays, and x / 1 is exactly x. Megatron's
+    # distributed optimizer shards like stage 1 (``Parallelism.optimizer_shard_stage``).
+    shard_weights, shard_grads = zero_stage >= 3, zero_stage >= 2
+    shard_states = (zero_stage >= 1) | parallel.distributed_optimizer
     weights_div = 1 + shard_weights * (dense_shards - 1), 1 + shard_weights * (expert_shards - 1)
     grads_div = 1 + shard_grads * (dense_shards - 1), 1 + shard_grads * (expert_shards - 1)
     states_div = 1 + shard_states * (dense_shards - 1), 1 + shard_states * (expert_shards - 1)
@@ -364,9 +366,9 @@ def _stack_terms(
         present = n > 0
         if type(present) is bool:  # one layout: a kind is on the stage, or not
             if present:
-                largest = maximum(largest, total_k)
-                if working is not None:
-                    peak_layer = maximum(peak_layer, working[k])
+                largest = total_k if total_k > largest else largest
+                if working is not None and working[k] > peak_layer:
+                    peak_layer = working[k]
             continue
         largest = maximum(largest, where(present, total_k, 0))
         if working is not None:
@@ -482,12 +484,24 @@ def training_memory(
     validate_training(model, parallel, setup)
     best = most_loaded_terms(model, parallel, setup, precision)
     stage = best["stage"]
-    values: dict[str, object] = {name: float(best[name]) for name in TERMS}
-    values["capacity_bytes"] = float(accelerator.memory_bytes)
-    values["stage"] = stage
-    values["params_on_gpu"] = float(best["params_on_gpu"])
-    values["in_flight_microbatches"] = int(ceil_div(best["in_flight"] * 1000, 1000))
-    values["notes"] = _training_notes(model, parallel, setup, stage)
+    values = {
+        "weights_bytes": float(best["weights_bytes"]),
+        "weight_cache_bytes": float(best["weight_cache_bytes"]),
+        "gradients_bytes": float(best["gradients_bytes"]),
+        "master_weights_bytes": float(best["master_weights_bytes"]),
+        "optimizer_states_bytes": float(best["optimizer_states_bytes"]),
+        "activations_bytes": float(best["activations_bytes"]),
+        "logits_bytes": float(best["logits_bytes"]),
+        "zero3_gather_bytes": float(best["zero3_gather_bytes"]),
+        "cuda_context_bytes": float(best["cuda_context_bytes"]),
+        "comm_buffers_bytes": float(best["comm_buffers_bytes"]),
+        "fragmentation_bytes": float(best["fragmentation_bytes"]),
+        "capacity_bytes": float(accelerator.memory_bytes),
+        "stage": stage,
+        "params_on_gpu": float(best["params_on_gpu"]),
+        "in_flight_microbatches": int(ceil_div(best["in_flight"] * 1000, 1000)),
+        "notes": _training_notes(model, parallel, setup, stage),
+    }
     return from_fields(TrainingMemory, values)
 
 

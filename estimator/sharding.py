@@ -134,7 +134,9 @@ def place_layer(placement: _Placement, tp: Num, ep: Num, etp: Num) -> LayerParam
         if type(held) is not int or held < 1:  # at least one unit (KV heads replicate)
             held = maximum(held, 1)
         frac = held / units
-        lw, other = lw + w * frac, other + o * frac
+        lw = lw + w * frac
+        if o:  # split biases and router weights, which most layers lack
+            other = other + o * frac
     ew: Num = 0
     eo: Num = 0
     if experts is not None:
