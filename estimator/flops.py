@@ -74,52 +74,51 @@ def _causal_pairs(seq: Num, window: int | None) -> Num:
 
 def _attention_terms(model: ModelSpec) -> tuple[tuple[int, int, int | None], ...]:
     """(layers, FLOPs per (query, key) pair, window) of each layer kind's attention core:
-    ``Q K^T`` and ``P V`` cost ``2 heads (qk_head_dim + v_head_dim)`` per pair."""
-    key = "flops.attention_terms"
-    cached = model.memo.get(key)
-    if cached is None:
-        cached = model.memo[key] = tuple(
-            (
-                n,
-                2
-                * kind.attention.num_heads
-                * (kind.attention.qk_head_dim + kind.attention.v_head_dim),
-                kind.attention.window,
-            )
-            for kind, n in zip(model.kinds, model.kind_counts, strict=True)
+    ``Q K^T`` and ``P V`` cost ``2 heads (qk_head_dim + v_head_dim)`` per pair (computed once
+    per model)."""
+    return _tables(model)[1]
+
+
+def _build_attention_terms(model: ModelSpec) -> tuple[tuple[int, int, int | None], ...]:
+    return tuple(
+        (
+            n,
+            2 * kind.attention.num_heads * (kind.attention.qk_head_dim + kind.attention.v_head_dim),
+            kind.attention.window,
         )
-    return cached
+        for kind, n in zip(model.kinds, model.kind_counts, strict=True)
+    )
 
 
 _COMPONENTS = ("embeddings", "attention", "mlp", "experts", "shared_experts", "router")
 
 
-def _per_token(model: ModelSpec) -> dict[str, int]:
+def _tables(model: ModelSpec) -> tuple[dict[str, int], tuple[tuple[int, int, int | None], ...]]:
     """Matmul FLOPs per token by component, plus the output ``head``, the decoder ``layers`` (all
-    but embeddings and head) and the whole ``matmul`` (layout- and length-independent, computed
-    once)."""
-    key = "flops.per_token"
+    but embeddings and head) and the whole ``matmul``; and the ``_attention_terms``
+    (layout- and length-independent, computed once per model)."""
+    key = "flops.tables"
     cached = model.memo.get(key)
     if cached is None:
-        cached = dict.fromkeys(_COMPONENTS, 0)
+        per_token = dict.fromkeys(_COMPONENTS, 0)
         for kind, n in zip(model.kinds, model.kind_counts, strict=True):
             for m in kind.linears:
-                cached[m.component] += n * m.forward_flops_per_token()
-        cached["embeddings"] += sum(
+                per_token[m.component] += n * m.forward_flops_per_token()
+        per_token["embeddings"] += sum(
             m.forward_flops_per_token() for m in model.embedding_projections
         )
-        cached["layers"] = sum(cached[c] for c in _COMPONENTS if c != "embeddings")
-        cached["head"] = 2 * model.vocab_size * model.embed_dim
-        cached["matmul"] = cached["layers"] + cached["embeddings"] + cached["head"]
-        model.memo[key] = cached
+        per_token["layers"] = sum(per_token[c] for c in _COMPONENTS if c != "embeddings")
+        per_token["head"] = 2 * model.vocab_size * model.embed_dim
+        per_token["matmul"] = per_token["layers"] + per_token["embeddings"] + per_token["head"]
+        cached = model.memo[key] = (per_token, _build_attention_terms(model))
     return cached
 
 
 def forward_flops(model: ModelSpec, seq_len: Num, batch: Num = 1) -> ForwardFlops:
     tokens = seq_len * batch
-    per_token = _per_token(model)
+    per_token, attention = _tables(model)
     core = core_causal = 0
-    for n, per_pair, window in _attention_terms(model):
+    for n, per_pair, window in attention:
         core = core + n * per_pair * (seq_len * seq_len)
         core_causal = core_causal + n * per_pair * _causal_pairs(seq_len, window)
     return ForwardFlops(
@@ -165,9 +164,9 @@ def training_flops(
     """``forward_flops``' causal total, its backward and the recomputed work, from the same
     per-token and per-pair tables (integers, so the sums are exact and equal
     ``forward_flops(...).total_causal`` and its parts)."""
-    per_token = _per_token(model)
+    per_token, attention = _tables(model)
     core_causal = 0
-    for n, per_pair, window in _attention_terms(model):
+    for n, per_pair, window in attention:
         core_causal = core_causal + n * per_pair * _causal_pairs(seq_len, window)
     core_causal = batch * core_causal
     tokens = seq_len * batch

@@ -39,9 +39,8 @@ from .flops import Recompute
 from .model import ModelSpec
 from .parallel import Parallelism, validate_layout
 from .precision import DTYPES, Precision
-from .records import fill, from_fields
+from .records import from_fields
 from .sharding import (
-    LayerParams,
     embedding_extras,
     padded_vocab,
     place_layer,
@@ -114,8 +113,9 @@ class TrainingSetup:
         optimizer: Optimizer = "adamw",
         activation_convention: ActivationConvention = "megatron",
     ) -> None:
-        fill(
+        object.__setattr__(  # fill the frozen record in one step (see ``records``)
             self,
+            "__dict__",
             {
                 "seq_len": seq_len,
                 "micro_batch_size": micro_batch_size,
@@ -211,9 +211,10 @@ def in_flight_microbatches(pp: Num, vp: Num, stage: Num, microbatches: Num) -> N
     full layer set: 1F1B keeps ``pp - r``; interleaved 1F1B keeps
     ``2 (pp - r - 1) + (vp - 1) pp + 1``
     chunks of ``1/vp`` of the rank's layers (Megatron-LM ``schedules.py`` warm-up counts)."""
-    plain = minimum(pp - stage, microbatches)
-    if type(vp) is int and vp == 1:  # the common case, skipping the chunk count
-        return plain
+    plain = pp - stage
+    if type(plain) is int and type(microbatches) is int and type(vp) is int and vp == 1:
+        return plain if plain <= microbatches else microbatches  # one layout without chunks
+    plain = minimum(plain, microbatches)
     chunks = minimum(2 * (pp - stage - 1) + (vp - 1) * pp + 1, microbatches * vp)
     return where(vp > 1, chunks / vp, plain)
 
@@ -259,7 +260,9 @@ def training_memory_terms(
     grads_div = 1 + shard_grads * (dense_shards - 1), 1 + shard_grads * (expert_shards - 1)
     states_div = 1 + shard_states * (dense_shards - 1), 1 + shard_states * (expert_shards - 1)
     kinds = model.kinds
-    layers = [place_layer(placement, tp, ep, etp) for placement in placements(model)]
+    layers = []  # a loop, not a comprehension: no extra frame for a list of one or two kinds
+    for placement in placements(model):
+        layers.append(place_layer(placement, tp, ep, etp))
     vocab_rows = padded_vocab(model, tp) // tp
 
     tokens = seq_len * micro_batch / cp
@@ -274,7 +277,9 @@ def training_memory_terms(
         stored = [kept] * len(kinds)
         working = [saved_bytes(r, scales, tokens) for r in regions]
     else:
-        stored = [saved_bytes(r, scales, tokens) for r in regions]
+        stored = []
+        for r in regions:
+            stored.append(saved_bytes(r, scales, tokens))
         working = None
     if convention == "hf" and recompute == "full":
         embed = embedding_activation_bytes(
@@ -284,15 +289,17 @@ def training_memory_terms(
         embed = embedding_activation_bytes(model, precision, tokens, tp, sp_on, convention, seq_len)
     head_rows = model.vocab_size / tp if convention == "hf" else vocab_rows
     head = head_activation_bytes(model, precision, tokens, tp, sp_on, head_rows, convention)
-    groups = 1 * (tp > 1) + 1 * (pp > 1) + 1 * (dp > 1) + 1 * (cp > 1) + 1 * (ep > 1)
+    # int + bool counts for one layout and for arrays (where bool + bool would be "or").
+    groups = 1 * (tp > 1) + (pp > 1) + (dp > 1) + (cp > 1) + (ep > 1)
     comm = groups * NCCL_BUFFER_BYTES_PER_GROUP
 
     # Embedding and head parameters: the input embedding on the first stage, the output head on
     # the last unless it is the tied embedding already held there (Megatron keeps a second copy
     # of a tied embedding on the last stage when pp > 1).
     first_extra, last_extra = embedding_extras(model)
-    embedding_params = vocab_rows * model.embed_dim + first_extra
-    untied_head_params = vocab_rows * model.embed_dim + last_extra
+    head_rows_params = vocab_rows * model.embed_dim
+    embedding_params = head_rows_params + first_extra
+    untied_head_params = head_rows_params + last_extra
     tied = model.tie_embeddings
 
     one_stack = None
@@ -304,7 +311,8 @@ def training_memory_terms(
             stage_kind_counts(model, pp, vp, stage), layers, stored, working
         )
         first, last = stage == 0, stage == pp - 1
-        head_params = where(tied & first, last_extra, untied_head_params)
+        # No head rows on a last stage that is also the first and holds the tied embedding.
+        head_params = untied_head_params - (tied & first) * head_rows_params
         other = other + first * embedding_params + last * head_params
         dense, experts = lw + other, ew + eo
         total = dense + experts
@@ -350,7 +358,7 @@ def training_memory_terms(
 
 def _stack_terms(
     counts: Sequence[Num],
-    layers: Sequence[LayerParams],
+    layers: Sequence[tuple[Num, Num, Num, Num, Num]],
     stored: Sequence[Num],
     working: Sequence[Num] | None,
 ) -> tuple[Num, Num, Num, Num, Num, Num, Num]:

@@ -14,7 +14,6 @@ from typing import Literal
 
 from .errors import SpecError
 from .model import ModelSpec
-from .records import fill
 from .xp import Num, logical_and, maximum
 
 __all__ = ["Parallelism", "Violation", "layout_passes", "layout_violations", "validate_layout"]
@@ -28,7 +27,7 @@ class Parallelism:
     3: + weights, the FSDP FULL_SHARD equivalent); ``distributed_optimizer`` is Megatron's, which
     shards like ZeRO-1. ``vp`` is the number of virtual pipeline stages (interleaved 1F1B).
 
-    Frozen; its ``__init__`` fills the instance in one step (``records.fill``), with the
+    Frozen; its ``__init__`` fills the instance in one step (see ``records``), with the
     fields' own defaults (a test checks the two signatures agree)."""
 
     tp: int = 1
@@ -55,8 +54,9 @@ class Parallelism:
         zero_stage: int = 0,
         distributed_optimizer: bool = False,
     ) -> None:
-        fill(
+        object.__setattr__(  # fill the frozen record in one step (see ``records``)
             self,
+            "__dict__",
             {
                 "tp": tp,
                 "pp": pp,

@@ -122,12 +122,15 @@ def layer_params(
     (summed by TP unit count first)."""
     for known, placement in zip(model.kinds, placements(model), strict=True):
         if known is kind:
-            return place_layer(placement, tp, ep, etp)
-    return place_layer(_placement(kind), tp, ep, etp)
+            return LayerParams(*place_layer(placement, tp, ep, etp))
+    return LayerParams(*place_layer(_placement(kind), tp, ep, etp))
 
 
-def place_layer(placement: _Placement, tp: Num, ep: Num, etp: Num) -> LayerParams:
-    """``layer_params`` of a kind's ``placements`` entry."""
+def place_layer(
+    placement: _Placement, tp: Num, ep: Num, etp: Num
+) -> tuple[Num, Num, Num, Num, Num]:
+    """``layer_params`` of a kind's ``placements`` entry, as a plain tuple in ``LayerParams``
+    order (the memory estimate's inner step: no named-tuple construction)."""
     split, lw, other, experts = placement
     for units, w, o in split:
         held = units // tp
@@ -143,7 +146,7 @@ def place_layer(placement: _Placement, tp: Num, ep: Num, etp: Num) -> LayerParam
         copies, w1, col1, row1 = experts
         held = copies // ep
         ew, eo = w1 * held / etp, col1 * held / etp + row1 * held
-    return LayerParams(lw, other, ew, eo, lw + other + ew + eo)
+    return lw, other, ew, eo, lw + other + ew + eo
 
 
 def rank_share(
