@@ -219,6 +219,23 @@ def in_flight_microbatches(pp: Num, vp: Num, stage: Num, microbatches: Num) -> N
     return where(vp > 1, chunks / vp, plain)
 
 
+# What ``training_memory_terms`` gives for each stage, in this order: the ``TERMS``, their total,
+# the parameters on the GPU, the micro-batches in flight, and the parts of activations_bytes the
+# timeline needs (one micro-batch's saved tensors, with the embedding's on stage 0, and the layer
+# being recomputed).
+STAGE_KEYS = (
+    *TERMS,
+    "total_bytes",
+    "params_on_gpu",
+    "in_flight",
+    "microbatch_activations_bytes",
+    "working_layer_bytes",
+)
+_TOTAL, _PARAMS, _IN_FLIGHT = (
+    STAGE_KEYS.index(k) for k in ("total_bytes", "params_on_gpu", "in_flight")
+)
+
+
 def training_memory_terms(
     model: ModelSpec,
     precision: Precision,
@@ -228,14 +245,26 @@ def training_memory_terms(
     stages: Sequence[Num],
     microbatches: Num,
 ) -> list[dict[str, Num]]:
-    """Every memory term on each of ``stages``, for one layout or arrays of layouts: the
-    ``TERMS``, their ``total_bytes``, ``params_on_gpu`` and the ``in_flight`` micro-batches.
-    ``parallel``'s sizes and ``setup.micro_batch_size`` may be numpy arrays (the sweep).
+    """Every memory term on each of ``stages`` (``STAGE_KEYS``: the ``TERMS``, their
+    ``total_bytes``, ``params_on_gpu``, the ``in_flight`` micro-batches ...), for one layout or
+    arrays of layouts: ``parallel``'s sizes and ``setup.micro_batch_size`` may be numpy arrays
+    (the sweep). This is the single formula the single estimate and the sweep both call."""
+    per_stage = _stage_values(model, precision, parallel, setup, stages, microbatches)
+    return [dict(zip(STAGE_KEYS, values, strict=True)) for values in per_stage]
 
-    This is the single formula the single estimate and the sweep both call. What does not depend
-    on the stage (per-layer parameters and activations, and with one layer kind the whole layer
-    stack, which every stage holds alike) is computed once for all of them.
-    """
+
+def _stage_values(
+    model: ModelSpec,
+    precision: Precision,
+    parallel: Parallelism,
+    setup: TrainingSetup,
+    stages: Sequence[Num],
+    microbatches: Num,
+) -> list[tuple[Num, ...]]:
+    """``training_memory_terms`` as tuples in ``STAGE_KEYS`` order (a dict per stage costs as
+    much as a stage's arithmetic; the single estimate reads the most-loaded stage's tuple).
+    What does not depend on the stage (per-layer parameters and activations, and with one layer
+    kind the whole layer stack, which every stage holds alike) is computed once."""
     tp, pp, dp, cp = parallel.tp, parallel.pp, parallel.dp, parallel.cp
     ep, vp, zero_stage = parallel.ep, parallel.vp, parallel.zero_stage
     etp = tp if parallel.etp is None else parallel.etp
@@ -302,29 +331,33 @@ def training_memory_terms(
     untied_head_params = head_rows_params + last_extra
     tied = model.tie_embeddings
 
-    one_stack = None
-    if len(kinds) == 1:
-        one_stack = _stack_terms(stage_kind_counts(model, pp, vp, 0), layers, stored, working)
+    # With one layer kind every stage holds the same stack: its sums (and everything below that
+    # does not involve the embedding or head) are computed for the first stage only.
+    same_stack = len(kinds) == 1
     out = []
-    for stage in stages:
-        lw, other, ew, eo, largest, per_mb, peak_layer = one_stack or _stack_terms(
-            stage_kind_counts(model, pp, vp, stage), layers, stored, working
-        )
+    for i, stage in enumerate(stages):
+        if i == 0 or not same_stack:
+            lw, stack_other, ew, eo, largest, per_mb, peak_layer = _stack_terms(
+                stage_kind_counts(model, pp, vp, stage), layers, stored, working
+            )
+            lw_bytes = lw * w_lin
+            experts = ew + eo
+            expert_weights = (ew * w_lin + eo * w_other) / weights_div[1]
+            expert_grads = experts / grads_div[1]
+            expert_states = experts / states_div[1]
+            cache = (lw + ew) * cache_b
+            gather = 2 * largest * w_lin * shard_weights
         first, last = stage == 0, stage == pp - 1
         # No head rows on a last stage that is also the first and holds the tied embedding.
         head_params = untied_head_params - (tied & first) * head_rows_params
-        other = other + first * embedding_params + last * head_params
-        dense, experts = lw + other, ew + eo
+        other = stack_other + first * embedding_params + last * head_params
+        dense = lw + other
         total = dense + experts
-        weights = (lw * w_lin + other * w_other) / weights_div[0] + (
-            ew * w_lin + eo * w_other
-        ) / weights_div[1]
-        cache = (lw + ew) * cache_b
-        grads = (dense / grads_div[0] + experts / grads_div[1]) * grad_b
-        opt_params = dense / states_div[0] + experts / states_div[1]
+        weights = (lw_bytes + other * w_other) / weights_div[0] + expert_weights
+        grads = (dense / grads_div[0] + expert_grads) * grad_b
+        opt_params = dense / states_div[0] + expert_states
         master = opt_params * master_b
         states = opt_params * state_b
-        gather = 2 * largest * w_lin * shard_weights
         microbatch_acts = per_mb + first * embed
         flight = in_flight_microbatches(pp, vp, stage, microbatches)
         acts = flight * microbatch_acts + peak_layer
@@ -332,26 +365,24 @@ def training_memory_terms(
         allocated = weights + cache + grads + master + states + acts + logits + gather
         fragmentation = allocated * FRAGMENTATION_FRACTION
         out.append(
-            {
-                "weights_bytes": weights,
-                "weight_cache_bytes": cache,
-                "gradients_bytes": grads,
-                "master_weights_bytes": master,
-                "optimizer_states_bytes": states,
-                "activations_bytes": acts,
-                "logits_bytes": logits,
-                "zero3_gather_bytes": gather,
-                "cuda_context_bytes": CUDA_CONTEXT_BYTES,
-                "comm_buffers_bytes": comm,
-                "fragmentation_bytes": fragmentation,
-                "total_bytes": allocated + fragmentation + CUDA_CONTEXT_BYTES + comm,
-                "params_on_gpu": total,
-                "in_flight": flight,
-                # The parts of activations_bytes the timeline needs: one micro-batch's saved
-                # tensors (with the embedding's on stage 0) and the layer being recomputed.
-                "microbatch_activations_bytes": microbatch_acts,
-                "working_layer_bytes": peak_layer,
-            }
+            (  # STAGE_KEYS order
+                weights,
+                cache,
+                grads,
+                master,
+                states,
+                acts,
+                logits,
+                gather,
+                CUDA_CONTEXT_BYTES,
+                comm,
+                fragmentation,
+                allocated + fragmentation + CUDA_CONTEXT_BYTES + comm,
+                total,
+                flight,
+                microbatch_acts,
+                peak_layer,
+            )
         )
     return out
 
@@ -458,27 +489,30 @@ def most_loaded_terms(
     """``training_memory_terms`` of a layout's candidate stages reduced to the most-loaded one
     (the first of equals), whose index is under ``stage``. ``parallel`` and
     ``setup.micro_batch_size`` may hold arrays of layouts (the sweep)."""
+    values, stage = _most_loaded(model, parallel, setup, precision)
+    terms = dict(zip(STAGE_KEYS, values, strict=True))
+    terms["stage"] = stage
+    return terms
+
+
+def _most_loaded(
+    model: ModelSpec, parallel: Parallelism, setup: TrainingSetup, precision: Precision
+) -> tuple[tuple[Num, ...], Num]:
+    """The most-loaded stage's ``_stage_values`` and its index."""
     gbs = setup.global_batch_size or setup.micro_batch_size * parallel.dp
     stages = candidate_stages(model, parallel.pp)
-    per_stage = training_memory_terms(
-        model,
-        precision,
-        parallel,
-        setup,
-        stages=stages,
-        microbatches=gbs // (setup.micro_batch_size * parallel.dp),
-    )
-    best = per_stage[0]
-    best["stage"] = stages[0]
-    for stage, terms in zip(stages[1:], per_stage[1:], strict=True):
-        more = terms["total_bytes"] > best["total_bytes"]
+    microbatches = gbs // (setup.micro_batch_size * parallel.dp)
+    per_stage = _stage_values(model, precision, parallel, setup, stages, microbatches)
+    best, best_stage = per_stage[0], stages[0]
+    for stage, values in zip(stages[1:], per_stage[1:], strict=True):
+        more = values[_TOTAL] > best[_TOTAL]
         if type(more) is bool:  # one layout: take the whole stage or keep the best
             if more:
-                best = terms
-                best["stage"] = stage
+                best, best_stage = values, stage
             continue
-        best = {k: where(more, stage if k == "stage" else terms[k], v) for k, v in best.items()}
-    return best
+        best = tuple(where(more, v, b) for v, b in zip(values, best, strict=True))
+        best_stage = where(more, stage, best_stage)
+    return best, best_stage
 
 
 def training_memory(
@@ -490,24 +524,24 @@ def training_memory(
 ) -> TrainingMemory:
     """Per-GPU memory of a training step on the most-loaded GPU, with its breakdown."""
     validate_training(model, parallel, setup)
-    best = most_loaded_terms(model, parallel, setup, precision)
-    stage = best["stage"]
-    values = {
-        "weights_bytes": float(best["weights_bytes"]),
-        "weight_cache_bytes": float(best["weight_cache_bytes"]),
-        "gradients_bytes": float(best["gradients_bytes"]),
-        "master_weights_bytes": float(best["master_weights_bytes"]),
-        "optimizer_states_bytes": float(best["optimizer_states_bytes"]),
-        "activations_bytes": float(best["activations_bytes"]),
-        "logits_bytes": float(best["logits_bytes"]),
-        "zero3_gather_bytes": float(best["zero3_gather_bytes"]),
-        "cuda_context_bytes": float(best["cuda_context_bytes"]),
-        "comm_buffers_bytes": float(best["comm_buffers_bytes"]),
-        "fragmentation_bytes": float(best["fragmentation_bytes"]),
+    best, stage = _most_loaded(model, parallel, setup, precision)
+    weights, cache, grads, master, states, acts, logits, gather, context, comm, frag = best[:11]
+    values = {  # the TrainingMemory fields, from the STAGE_KEYS tuple
+        "weights_bytes": float(weights),
+        "weight_cache_bytes": float(cache),
+        "gradients_bytes": float(grads),
+        "master_weights_bytes": float(master),
+        "optimizer_states_bytes": float(states),
+        "activations_bytes": float(acts),
+        "logits_bytes": float(logits),
+        "zero3_gather_bytes": float(gather),
+        "cuda_context_bytes": float(context),
+        "comm_buffers_bytes": float(comm),
+        "fragmentation_bytes": float(frag),
         "capacity_bytes": float(accelerator.memory_bytes),
         "stage": stage,
-        "params_on_gpu": float(best["params_on_gpu"]),
-        "in_flight_microbatches": int(ceil_div(best["in_flight"] * 1000, 1000)),
+        "params_on_gpu": float(best[_PARAMS]),
+        "in_flight_microbatches": int(ceil_div(best[_IN_FLIGHT] * 1000, 1000)),
         "notes": _training_notes(model, parallel, setup, stage),
     }
     return from_fields(TrainingMemory, values)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+from typing import Any
 
 import pytest
 
@@ -18,6 +19,16 @@ from estimator import (
     training_flops,
     training_memory,
 )
+from estimator.memory import (
+    CUDA_CONTEXT_BYTES,
+    FRAGMENTATION_FRACTION,
+    NCCL_BUFFER_BYTES_PER_GROUP,
+    TERMS,
+    most_loaded_terms,
+    training_memory_terms,
+)
+
+BF16 = get_precision("bf16")
 
 
 @pytest.mark.parametrize("cls", [Parallelism, TrainingSetup])
@@ -61,3 +72,53 @@ def test_results_filled_from_dicts_have_exactly_their_fields(recompute: str) -> 
         with pytest.raises(dataclasses.FrozenInstanceError):
             record.notes = ()  # type: ignore[misc]
     assert dataclasses.replace(memory, activations_bytes=0.0).total_bytes < memory.total_bytes
+
+
+@pytest.mark.parametrize(
+    ("model_id", "layout"),
+    [
+        ("llama-3-70b", dict(tp=8, pp=4, dp=4, sequence_parallel=True, zero_stage=1)),
+        ("llama-3-8b", dict(tp=2, pp=1, dp=8, zero_stage=3)),
+        ("mixtral-8x7b", dict(tp=2, pp=2, dp=8, ep=8, vp=2, sequence_parallel=True)),
+        ("deepseek-v3", dict(tp=8, pp=1, dp=8, ep=64, etp=1, distributed_optimizer=True)),
+    ],
+)
+def test_training_memory_reads_the_stage_terms_in_their_order(
+    model_id: str, layout: dict[str, Any]
+) -> None:
+    """``training_memory`` unpacks the most-loaded stage's tuple by position: every field must
+    equal the term of the same name that ``most_loaded_terms`` (zipped with STAGE_KEYS) gives."""
+    model, parallel = get_model(model_id), Parallelism(**layout)
+    setup = TrainingSetup(4096, global_batch_size=8 * parallel.dp, recompute="selective")
+    memory = training_memory(model, get_accelerator("h100-sxm-80gb"), parallel, setup, BF16)
+    terms = most_loaded_terms(model, parallel, setup, BF16)
+    assert memory.terms() == {name: terms[name] for name in TERMS}
+    assert (memory.stage, memory.params_on_gpu) == (terms["stage"], terms["params_on_gpu"])
+    assert memory.total_bytes == pytest.approx(terms["total_bytes"], rel=1e-12)
+    assert len(set(memory.terms().values())) >= 7  # distinct values: a swap would show
+
+
+def test_stage_terms_are_where_their_names_say() -> None:
+    """The stage tuple's order, pinned by what each term must be: bf16 weights, fp32 gradients,
+    master weights and two AdamW moments (2, 4, 4, 8 bytes a parameter, nothing sharded)."""
+    model = get_model("llama-3-8b")
+    terms = training_memory_terms(
+        model,
+        BF16,
+        Parallelism(tp=2),
+        TrainingSetup(4096),
+        stages=(0,),
+        microbatches=1,
+    )[0]
+    params, weights = terms["params_on_gpu"], terms["weights_bytes"]
+    assert weights == 2 * params
+    assert (terms["gradients_bytes"], terms["master_weights_bytes"]) == (4 * params, 4 * params)
+    assert terms["optimizer_states_bytes"] == 8 * params
+    assert terms["weight_cache_bytes"] == terms["zero3_gather_bytes"] == 0
+    assert terms["cuda_context_bytes"] == CUDA_CONTEXT_BYTES
+    assert terms["comm_buffers_bytes"] == NCCL_BUFFER_BYTES_PER_GROUP  # the TP group
+    assert terms["in_flight"] == 1 and terms["logits_bytes"] > 0
+    assert terms["activations_bytes"] == terms["microbatch_activations_bytes"] > 0
+    assert terms["fragmentation_bytes"] == pytest.approx(
+        FRAGMENTATION_FRACTION * sum(terms[k] for k in TERMS[:8]), rel=1e-12
+    )
