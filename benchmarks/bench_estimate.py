@@ -203,6 +203,20 @@ class Timing:
     def p90_us(self) -> float:
         return statistics.quantiles(self.samples, n=10)[-1] / 1e3
 
+    def block_medians(self) -> list[float]:
+        """The median of each block of ``BLOCK`` consecutive calls (samples are kept in order)."""
+        s = self.samples
+        return [statistics.median(s[i : i + BLOCK]) for i in range(0, len(s), BLOCK)]
+
+
+def block_ratio(mine: Timing, theirs: Timing) -> float:
+    """llm-analysis / ours, block by block: the median over adjacent block pairs of their block
+    median over ours. The two blocks of a pair ran seconds apart, so the machine's speed drift
+    (1.5x over minutes here) cancels within each pair; the ratio of the pooled medians does not
+    cancel it when the slow spells fall unevenly."""
+    pairs = zip(theirs.block_medians(), mine.block_medians(), strict=True)
+    return statistics.median(t / o for t, o in pairs)
+
 
 def time_calls(fn: Callable[[], object], calls: int = CALLS, warmup: int = WARMUP) -> Timing:
     return time_interleaved([fn], calls, warmup)[0]
@@ -523,9 +537,10 @@ def main() -> None:
     print(f"  baseline: {baseline_note}")
     print(
         "  'alone': ours before llm-analysis is loaded; 'paired': ours and llm-analysis timed in"
-        f" alternating blocks of {BLOCK} calls; 'at ref': ours x {REFERENCE_BASELINE_US:.0f} us /"
-        " llm-analysis paired, our time on a machine where llm-analysis takes the issue's"
-        f" {REFERENCE_BASELINE_US:.0f} us"
+        f" alternating blocks of {BLOCK} calls; 'llm-a/ours': the median over adjacent block"
+        " pairs of llm-analysis's block median / ours; 'at ref': ours x"
+        f" {REFERENCE_BASELINE_US:.0f} us / that ratio, our time on a machine where llm-analysis"
+        f" takes the issue's {REFERENCE_BASELINE_US:.0f} us"
     )
     header = (
         f"  {'model':<13} {'layout':<28} {'alone':>7} {'paired':>7} {'p90':>7}"
@@ -548,7 +563,7 @@ def main() -> None:
         cells = f"{alone.median_us:7.1f}" if alone and alone.samples else f"{'error':>7}"
         if pair:
             mine, theirs = pair
-            ratio = theirs.median_us / mine.median_us
+            ratio = block_ratio(mine, theirs)
             at_ref[model] = REFERENCE_BASELINE_US / ratio
             cells += (
                 f" {mine.median_us:7.1f} {mine.p90_us:7.1f} {theirs.median_us:7.1f}"
@@ -567,7 +582,8 @@ def main() -> None:
             f"  target median <= {ESTIMATE_TARGET_US:.0f} us at the reference speed: pooled "
             f"{at_ref['overall']:.1f} us ({at_ref['overall'] / ESTIMATE_TARGET_US:.2f} of target, "
             f"{verdict}); worst model {worst:.1f} us; raw pooled median here "
-            f"{pooled_pair[0].median_us:.1f} us"
+            f"{pooled_pair[0].median_us:.1f} us (ratio of the pooled medians "
+            f"{pooled_pair[1].median_us / pooled_pair[0].median_us:.1f}x)"
         )
     elif pooled_alone.samples:
         print(

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from .accelerator import GIB, Accelerator
 from .activations import (
     HF_CONVENTION_FAMILIES,
     ActivationConvention,
+    Region,
     embedding_activation_bytes,
     head_activation_bytes,
     hf_checkpoint_shared_bytes,
@@ -41,6 +42,7 @@ from .parallel import Parallelism, validate_layout
 from .precision import DTYPES, Precision
 from .records import from_fields
 from .sharding import (
+    Placement,
     embedding_extras,
     padded_vocab,
     place_layer,
@@ -219,6 +221,56 @@ def in_flight_microbatches(pp: Num, vp: Num, stage: Num, microbatches: Num) -> N
     return where(vp > 1, chunks / vp, plain)
 
 
+class _MemoryTables(NamedTuple):
+    """What a memory estimate reads of a model that no layout changes, for one set of dtypes,
+    optimizer, attention kernel and activation convention: bytes per parameter of the weights
+    (linear, other), the fp8 weight cache, gradients, master weights and optimizer states; each
+    layer kind's placement and saved-activation regions; the embedding's extra parameters."""
+
+    bytes_per_param: tuple[float, float, float, float, float, float]
+    placements: tuple[Placement, ...]
+    regions: tuple[tuple[tuple[Region, float], ...], ...]
+    embedding_extras: tuple[int, int]
+
+
+def _memory_tables(model: ModelSpec, precision: Precision, setup: TrainingSetup) -> _MemoryTables:
+    """``_MemoryTables`` of a model, built once per dtype set and kept in its memo (the key
+    holds the dtype names, not the precision object, so the memo stays bounded)."""
+    optimizer, flash, convention = (
+        setup.optimizer,
+        setup.flash_attention,
+        setup.activation_convention,
+    )
+    key = (
+        "memory.tables",
+        precision.weights,
+        precision.activations,
+        precision.gemm_inputs,
+        precision.weight_cache,
+        precision.gradients,
+        precision.master_weights,
+        optimizer,
+        flash,
+        convention,
+    )
+    cached: _MemoryTables | None = model.memo.get(key)
+    if cached is None:
+        cached = model.memo[key] = _MemoryTables(
+            (
+                DTYPES[precision.weights].bytes,
+                DTYPES[precision.activations].bytes,
+                precision.bytes("weight_cache"),
+                precision.bytes("gradients"),
+                precision.bytes("master_weights"),
+                float(_optimizer_state_bytes(model, optimizer, 1)),
+            ),
+            placements(model),
+            layer_regions(model, precision, flash, convention),
+            embedding_extras(model),
+        )
+    return cached
+
+
 # What ``training_memory_terms`` gives for each stage, in this order: the ``TERMS``, their total,
 # the parameters on the GPU, the micro-batches in flight, and the parts of activations_bytes the
 # timeline needs (one micro-batch's saved tensors, with the embedding's on stage 0, and the layer
@@ -273,12 +325,8 @@ def _stage_values(
     sp_on = parallel.sequence_parallel & (tp > 1)  # bools, or arrays of them
     dense_shards = dp * cp
     expert_shards = tp * cp * dp // (ep * etp)
-    w_lin = DTYPES[precision.weights].bytes
-    w_other = DTYPES[precision.activations].bytes
-    cache_b = 0 if precision.weight_cache is None else DTYPES[precision.weight_cache].bytes
-    grad_b = DTYPES[precision.gradients].bytes
-    master_b = 0 if precision.master_weights is None else DTYPES[precision.master_weights].bytes
-    state_b = _optimizer_state_bytes(model, setup.optimizer, 1)  # per parameter it holds
+    tables = _memory_tables(model, precision, setup)
+    w_lin, w_other, cache_b, grad_b, master_b, state_b = tables.bytes_per_param
     # ZeRO stage z divides a term by the data-parallel ranks (dense parameters over dp * cp,
     # experts over the expert data-parallel ranks) and by 1 below z: 1 + on * (ranks - 1) works
     # alike for one layout (bools) and for arrays, and x / 1 is exactly x. Megatron's
@@ -290,7 +338,7 @@ def _stage_values(
     states_div = 1 + shard_states * (dense_shards - 1), 1 + shard_states * (expert_shards - 1)
     kinds = model.kinds
     layers = []  # a loop, not a comprehension: no extra frame for a list of one or two kinds
-    for placement in placements(model):
+    for placement in tables.placements:
         layers.append(place_layer(placement, tp, ep, etp))
     vocab_rows = padded_vocab(model, tp) // tp
 
@@ -300,7 +348,7 @@ def _stage_values(
     policy = "none" if recompute == "full" else recompute
     scales = region_scales(keys=seq_len, tp=tp, sp=sp_on, etp=etp, recompute=policy)
 
-    regions = layer_regions(model, precision, flash, convention)
+    regions = tables.regions
     if recompute == "full":
         kept = recomputed_layer_input_bytes(model, precision, tokens, tp, sp_on)
         stored = [kept] * len(kinds)
@@ -325,7 +373,7 @@ def _stage_values(
     # Embedding and head parameters: the input embedding on the first stage, the output head on
     # the last unless it is the tied embedding already held there (Megatron keeps a second copy
     # of a tied embedding on the last stage when pp > 1).
-    first_extra, last_extra = embedding_extras(model)
+    first_extra, last_extra = tables.embedding_extras
     head_rows_params = vocab_rows * model.embed_dim
     embedding_params = head_rows_params + first_extra
     untied_head_params = head_rows_params + last_extra

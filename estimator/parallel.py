@@ -187,7 +187,12 @@ def _static_rules(model: ModelSpec, training: bool) -> tuple[_Rule, ...]:
     return out
 
 
-_SIZES = ("tp", "pp", "dp", "cp", "ep", "vp")
+def _refuse_size(p: Parallelism) -> None:
+    """Raise for the first layout size that is not an integer >= 1."""
+    for name in ("tp", "pp", "dp", "cp", "ep", "vp"):
+        value = getattr(p, name)
+        if type(value) is not int or value < 1:
+            raise SpecError(f"layout.{name}", "must be an integer >= 1", value)
 
 
 def validate_layout(model: ModelSpec, p: Parallelism, *, training: bool) -> None:
@@ -199,8 +204,7 @@ def validate_layout(model: ModelSpec, p: Parallelism, *, training: bool) -> None
     tp, pp, dp, cp, ep, vp, etp = p.tp, p.pp, p.dp, p.cp, p.ep, p.vp, p.etp
     for value in (tp, pp, dp, cp, ep, vp):
         if type(value) is not int or value < 1:  # bool, float and numpy ints are refused
-            name = next(n for n in ("tp", "pp", "dp", "cp", "ep", "vp") if getattr(p, n) is value)
-            raise SpecError(f"layout.{name}", "must be an integer >= 1", value)
+            _refuse_size(p)
     if etp is None:
         etp = tp
     elif not isinstance(etp, int) or etp < 1:

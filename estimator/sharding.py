@@ -24,6 +24,7 @@ from .xp import Num, ceil_div, maximum, take, where
 __all__ = [
     "VOCAB_PAD_MULTIPLE",
     "LayerParams",
+    "Placement",
     "StageParams",
     "embedding_extras",
     "layer_params",
@@ -55,7 +56,7 @@ class LayerParams(NamedTuple):
     total: Num  # the sum of the four
 
 
-class _Placement(NamedTuple):
+class Placement(NamedTuple):
     """One layer kind's parameters condensed by how they are placed (layout-independent, computed
     once per model), so that ``layer_params`` does one step per distinct TP unit count instead of
     one per linear: ``split`` rows are (units, linear weights, other elements) split by whole
@@ -69,28 +70,28 @@ class _Placement(NamedTuple):
     experts: tuple[int, int, int, int] | None
 
 
-def placements(model: ModelSpec) -> tuple[_Placement, ...]:
-    """Each layer kind's ``_Placement``, in ``model.kinds`` order (computed once per model)."""
-    cached: tuple[_Placement, ...] | None = model.memo.get("sharding.placements")
+def placements(model: ModelSpec) -> tuple[Placement, ...]:
+    """Each layer kind's ``Placement``, in ``model.kinds`` order (computed once per model)."""
+    cached: tuple[Placement, ...] | None = model.memo.get("sharding.placements")
     if cached is None:
         cached = model.memo["sharding.placements"] = tuple(_placement(k) for k in model.kinds)
     return cached
 
 
-def _linear_placement(split: str, units: int, copies: int, w: int, b: int) -> _Placement:
+def _linear_placement(split: str, units: int, copies: int, w: int, b: int) -> Placement:
     """Where ``w`` weight and ``b`` bias elements of linears that shard alike go: routed experts
     (``copies > 1``) whole over EP and split over ETP, replicated linears whole, the others by
     whole units over TP, a row-parallel bias whole."""
     column_bias = b if split == "column" else 0
     if copies > 1:
         per_expert = (w // copies, column_bias // copies, (b - column_bias) // copies)
-        return _Placement((), 0, 0, (copies, *per_expert))
+        return Placement((), 0, 0, (copies, *per_expert))
     if split == "replicated":
-        return _Placement((), w, b, None)
-    return _Placement(((units, w, column_bias),), 0, b - column_bias, None)
+        return Placement((), w, b, None)
+    return Placement(((units, w, column_bias),), 0, b - column_bias, None)
 
 
-def _placement(kind: LayerKind) -> _Placement:
+def _placement(kind: LayerKind) -> Placement:
     """A layer kind's linears placed one by one and summed by TP unit count; router weights are
     counted with "other" (kept in the activation format, like norms and biases)."""
     split: dict[int, tuple[int, int]] = {}
@@ -107,7 +108,7 @@ def _placement(kind: LayerKind) -> _Placement:
         if one.experts is not None:
             copies, w1, col1, row1 = one.experts
             experts = (copies, experts[1] + w1, experts[2] + col1, experts[3] + row1)
-    return _Placement(
+    return Placement(
         tuple((units, lw, ot) for units, (lw, ot) in split.items()),
         whole_linear,
         whole_other,
@@ -126,9 +127,7 @@ def layer_params(
     return LayerParams(*place_layer(_placement(kind), tp, ep, etp))
 
 
-def place_layer(
-    placement: _Placement, tp: Num, ep: Num, etp: Num
-) -> tuple[Num, Num, Num, Num, Num]:
+def place_layer(placement: Placement, tp: Num, ep: Num, etp: Num) -> tuple[Num, Num, Num, Num, Num]:
     """``layer_params`` of a kind's ``placements`` entry, as a plain tuple in ``LayerParams``
     order (the memory estimate's inner step: no named-tuple construction)."""
     split, lw, other, experts = placement
