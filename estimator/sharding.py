@@ -162,16 +162,22 @@ def rank_share(
 
 
 def stage_kind_counts(model: ModelSpec, pp: Num, vp: Num, stage: Num) -> list[Num]:
-    """Layers of each kind on pipeline rank ``stage`` (all of its virtual chunks)."""
+    """Layers of each kind on pipeline rank ``stage`` (all of its virtual chunks ``stage``,
+    ``stage + pp``, ... of ``num_layers / (pp vp)`` layers each)."""
     if len(model.kinds) == 1:
         return [model.num_layers // pp + 0 * stage]
     chunk = model.num_layers // (pp * vp)
-    max_vp = int(vp.max()) if hasattr(vp, "max") else int(vp)
+    one = type(vp) is int and type(pp) is int and type(stage) is int  # one layout: plain indexing
     counts: list[Num] = []
     for prefix in model.kind_prefix_counts:
         total: Num = 0
-        for j in range(max_vp):
-            first = where(j < vp, (j * pp + stage) * chunk, 0)
+        for j in range(vp if one else int(vp.max()) if hasattr(vp, "max") else int(vp)):
+            first = (j * pp + stage) * chunk
+            if one:
+                total += prefix[first + chunk] - prefix[first]
+                continue
+            # Layouts with fewer virtual stages than j take nothing from chunk j.
+            first = where(j < vp, first, 0)
             last = where(j < vp, first + chunk, 0)
             total = total + take(prefix, last) - take(prefix, first)
         counts.append(total)
