@@ -22,7 +22,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from functools import cache
+from typing import Any
+
+import numpy as np
 
 from .accelerator import Accelerator
 from .errors import SpecError
@@ -40,7 +42,7 @@ from .parallel import Parallelism
 from .precision import DTYPES, Precision
 from .sharding import padded_vocab, stage_kind_counts
 from .timing import _layer_time, linear_gemm_time, weight_read_bytes
-from .xp import Num, minimum
+from .xp import Num, minimum, where
 
 __all__ = ["DEFAULT_MAX_BATCH", "ConcurrencyPoint", "InferenceEstimate", "estimate_inference"]
 
@@ -198,9 +200,25 @@ def _decode_stage(
 
 def _pipeline(stage_time: list[dict[str, Num]], pp: int) -> dict[str, Num]:
     """Per-token latency through ``pp`` stages: the slowest stage ``pp`` times (every stage
-    holds one of the ``pp`` micro-batches in flight)."""
-    worst = max(stage_time, key=lambda t: float(sum(t.values())))
+    holds one of the ``pp`` micro-batches in flight). Stage times may be arrays (one entry per
+    batch size): the slowest stage is then chosen entry by entry (the first of equals)."""
+    worst = stage_time[0]
+    worst_total = sum(worst.values())
+    for times in stage_time[1:]:
+        total = sum(times.values())
+        slower = total > worst_total
+        worst = {k: where(slower, times[k], v) for k, v in worst.items()}
+        worst_total = where(slower, total, worst_total)
     return {k: pp * v for k, v in worst.items()}
+
+
+def _per_size(times: dict[str, Num], n: int) -> dict[str, Any]:
+    """Each part as an array of ``n`` floats (parts that no batch size changes, such as the
+    communication of a single GPU, come back from the formulas as one number)."""
+    return {
+        k: v if isinstance(v, np.ndarray) and v.shape == (n,) else np.full(n, float(v))
+        for k, v in times.items()
+    }
 
 
 def estimate_inference(
@@ -229,64 +247,65 @@ def estimate_inference(
     domain = gpus_per_domain or accelerator.scale_up_domain
     p = _serving_layout(model, parallel)
     pp = p.pp
-    stages = range(pp)
-    mean_context = setup.input_len + setup.output_len / 2
+    context = setup.input_len + setup.output_len / 2  # the mean over a sequence's decode
+    conc = setup.concurrency
 
-    @cache  # the curve asks for each batch's prefill and decode more than once
-    def ttft(batch: int) -> dict[str, Num]:
-        return {
-            k: float(v)
-            for k, v in _pipeline(
-                [
-                    _prefill_stage(
-                        model, accelerator, prof, p, precision, s, setup.input_len, batch, domain
-                    )
-                    for s in stages
-                ],
-                1,
-            ).items()
-        }
-
-    @cache
-    def tpot(batch: int) -> dict[str, Num]:
-        per_mb = max(batch / pp, 1.0)
-        return {
-            k: float(v)
-            for k, v in _pipeline(
-                [
-                    _decode_stage(
-                        model, accelerator, prof, p, precision, s, per_mb, mean_context, domain
-                    )
-                    for s in stages
-                ],
-                pp,
-            ).items()
-        }
-
-    def throughput(batch: int) -> tuple[float, float, float]:
-        """(output tokens/s, prefill seconds, decode seconds) per steady-state cycle."""
-        pre = sum(ttft(batch).values()) * pp  # prompts of the batch, all stages in turn
-        dec = setup.output_len * sum(tpot(batch).values())
-        cycle = pre + dec
-        return batch * setup.output_len / cycle if cycle else 0.0, pre, dec
-
+    # The concurrency curve: 1, 2, 4 ... up to what the KV cache and the engine's batch limit
+    # allow. Every batch size the estimate needs (the curve's, the requested concurrency's) is
+    # evaluated at once: the stage formulas take an array of batch sizes.
     cap = max(min(memory.max_concurrency, max_batch_size), 1)
-    curve = []
-    c = 1
-    while True:
-        out_tps, _, _ = throughput(c)
-        curve.append(
-            ConcurrencyPoint(
-                concurrency=c,
-                ttft_s=sum(ttft(1).values()) + sum(tpot(c).values()),
-                tpot_s=sum(tpot(c).values()),
-                output_tokens_per_s=out_tps,
-                fits=c <= memory.max_concurrency,
-            )
+    points = [1]
+    while points[-1] < cap:
+        points.append(min(points[-1] * 2, cap))
+    sizes = sorted({*points, conc})
+    at = {b: i for i, b in enumerate(sizes)}
+    batch = np.array(sizes, dtype=np.int64)
+    prompt = setup.input_len
+    prefill = _per_size(
+        _pipeline(
+            [
+                _prefill_stage(model, accelerator, prof, p, precision, s, prompt, batch, domain)
+                for s in range(pp)
+            ],
+            1,
+        ),
+        len(sizes),
+    )
+    per_mb = np.maximum(batch / pp, 1.0)
+    decode = _per_size(
+        _pipeline(
+            [
+                _decode_stage(model, accelerator, prof, p, precision, s, per_mb, context, domain)
+                for s in range(pp)
+            ],
+            pp,
+        ),
+        len(sizes),
+    )
+    prefill_s: list[float] = sum(prefill.values()).tolist()  # per batch size, Python floats
+    decode_s: list[float] = sum(decode.values()).tolist()
+
+    def parts(times: dict[str, Any], b: int) -> dict[str, float]:
+        i = at[b]
+        return {k: float(v[i]) for k, v in times.items()}
+
+    def throughput(b: int) -> tuple[float, float, float]:
+        """(output tokens/s, prefill seconds, decode seconds) per steady-state cycle."""
+        pre = prefill_s[at[b]] * pp  # prompts of the batch, all stages in turn
+        dec = setup.output_len * decode_s[at[b]]
+        cycle = pre + dec
+        return b * setup.output_len / cycle if cycle else 0.0, pre, dec
+
+    curve = [
+        ConcurrencyPoint(
+            concurrency=c,
+            ttft_s=prefill_s[0] + decode_s[at[c]],
+            tpot_s=decode_s[at[c]],
+            output_tokens_per_s=throughput(c)[0],
+            fits=c <= memory.max_concurrency,
         )
-        if c >= cap:
-            break
-        c = min(c * 2, cap)
+        for c in points
+    ]
     best = None
     for point in curve:
         ok = point.fits
@@ -295,9 +314,8 @@ def estimate_inference(
         if ok and (best is None or point.output_tokens_per_s > best.output_tokens_per_s):
             best = point
 
-    conc = setup.concurrency
-    ttft_parts = ttft(1)
-    tpot_parts = tpot(conc)
+    ttft_parts = parts(prefill, 1)
+    tpot_parts = parts(decode, conc)
     out_tps, pre_s, dec_s = throughput(conc)
     in_tps = out_tps * setup.input_len / max(setup.output_len, 1)
     gpus = p.tp * p.pp

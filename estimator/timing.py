@@ -203,9 +203,12 @@ def linear_gemm_time(
     w_b = weight_read_bytes(precision)
     total: Num = 0.0
     for m_rows, k, n, count, _ in _linear_gemms(model, kind, p, tokens):
-        flops = 2 * m_rows * k * n
-        moved = m_rows * k * gemm_b + k * n * w_b + m_rows * n * act_b
-        total = total + count * gemm_time(acc, prof, flops, moved, precision.compute)
+        # Factors written so that what does not depend on the rows is combined first: one
+        # array operation each when the rows are an array (the serving curve's batch sizes).
+        flops = 2 * k * n * m_rows
+        moved = (k * gemm_b + n * act_b) * m_rows + k * n * w_b
+        t = gemm_time(acc, prof, flops, moved, precision.compute)
+        total = total + (t if type(count) is int and count == 1 else count * t)
     return total
 
 

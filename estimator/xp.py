@@ -32,7 +32,13 @@ def _numpy() -> Any:
 
 def is_array(*values: Num) -> bool:
     np = _numpy()
-    return np is not None and any(isinstance(v, np.ndarray) for v in values)
+    if np is None:
+        return False
+    ndarray = np.ndarray
+    for v in values:  # noqa: SIM110 (a loop, not any(generator): every array-path helper call)
+        if isinstance(v, ndarray):
+            return True
+    return False
 
 
 def minimum(a: Num, b: Num) -> Num:

@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 from app.main import app
 from app.schemas.inference import InferenceRequest
 from app.schemas.training import TrainingRequest
+from app.views import json_response
 from estimator import (
     PRESETS,
     InferenceSetup,
@@ -484,3 +485,14 @@ def test_bad_bodies_and_paths() -> None:
     assert fmt.status_code == 422 and fmt.json()["detail"][0]["field"] == "format"
     oversize = post("/training/sweep", BAD[35][1]).json()
     assert oversize["detail"][0]["value"] == 64 * 64 * 5 * 4 * 4 * 3 * 10  # layouts counted
+
+
+def test_json_responses_refuse_non_finite_numbers_but_not_the_words() -> None:
+    """The encoder writes NaN/Infinity as bare words (invalid JSON): the service raises instead,
+    while the same words inside strings pass through unchanged."""
+    with pytest.raises(ValueError):
+        json_response({"step_s": float("nan")})
+    with pytest.raises(ValueError):
+        json_response([1.0, float("inf")])
+    words = {"name": "NaN-free Infinity", "x": [1.5e-7, 1e22, 0.1 + 0.2, -0.0, 2**70]}
+    assert json.loads(json_response(words).body) == words

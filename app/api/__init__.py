@@ -10,8 +10,9 @@ from . import catalog, inference, plans, team, training
 __all__ = ["router"]
 
 router = APIRouter(prefix="/api/v1", dependencies=[Depends(plans.bind_team)])
-router.include_router(catalog.router)
+# The single estimates first: routes are matched in order, and these are the most called.
 router.include_router(training.router)
 router.include_router(inference.router)
+router.include_router(catalog.router)
 router.include_router(plans.router)
 router.include_router(team.router)

@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
+from ..lanes import ESTIMATES
 from ..plans import run_inference, run_inference_timeline, run_serving_sweep
 from ..schemas.common import ERROR_RESPONSES
 from ..schemas.inference import InferenceEstimateOut, InferenceRequest
@@ -27,9 +28,13 @@ router = APIRouter(prefix="/inference", tags=["inference"], responses=ERROR_RESP
 
 
 @router.post("/estimate", response_model=InferenceEstimateOut)
-def estimate(req: InferenceRequest) -> Response:
+async def estimate(req: InferenceRequest) -> Response:
     """Memory with the KV cache, TTFT/TPOT with breakdowns, throughput, the concurrency curve
     and cost per 1k/1M tokens of one serving replica."""
+    return await ESTIMATES.run(_estimate, req)
+
+
+def _estimate(req: InferenceRequest) -> Response:
     plan, result = run_inference(req)
     return json_response(inference_out(req, plan, result))
 

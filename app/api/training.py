@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Response
 
 from estimator.errors import SpecError
 
+from ..lanes import ESTIMATES
 from ..plans import (
     run_comms,
     run_layers,
@@ -63,9 +64,13 @@ def check_csv_rows(count: int) -> None:
 
 
 @router.post("/estimate", response_model=TrainingEstimateOut)
-def estimate(req: TrainingRequest) -> Response:
+async def estimate(req: TrainingRequest) -> Response:
     """Per-GPU memory with its breakdown, step time with its breakdown, throughput, MFU/HFU and
     cost of one training plan."""
+    return await ESTIMATES.run(_estimate, req)
+
+
+def _estimate(req: TrainingRequest) -> Response:
     return json_response(training_out(*run_training(req)))
 
 
