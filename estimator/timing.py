@@ -375,31 +375,18 @@ def _stage_times(
     stage: Num,
     options: TimingOptions,
     domain: int,
+    layer_times: Sequence[_LayerTime],
 ) -> dict[str, Num]:
-    """Forward / backward / recompute seconds of one micro-batch on ``stage``."""
+    """Forward / backward / recompute seconds of one micro-batch on ``stage``, from each layer
+    kind's ``layer_times`` (the same on every stage)."""
     counts = stage_kind_counts(model, p.pp, p.vp, stage)
     fwd: Num = 0.0
     bwd: Num = 0.0
     rec: Num = 0.0
     comm: dict[str, Num] = {"tp_comm": 0.0, "ep_comm": 0.0, "cp_comm": 0.0}
-    for k, (kind, n) in enumerate(zip(model.kinds, counts, strict=True)):
+    for lt, n in zip(layer_times, counts, strict=True):
         if type(n) is int and not n:
             continue
-        lt = _layer_time(
-            model,
-            kind,
-            k,
-            acc,
-            prof,
-            p,
-            precision,
-            setup.seq_len,
-            setup.micro_batch_size,
-            domain,
-            setup.flash_attention,
-            options.attention_kernel,
-            training_attention_format(precision),
-        )
         tp_f = lt.tp_comm
         if options.tp_comm_overlap:
             tp_f = maximum(lt.tp_comm - lt.gemm, 0.0)
@@ -466,11 +453,32 @@ def training_time_terms(
     p = parallel
     gbs = setup.global_batch_size or setup.micro_batch_size * p.dp
     m = gbs // (setup.micro_batch_size * p.dp)
+    # A layer's time does not depend on its stage: each kind's is computed once.
+    layer_times = [
+        _layer_time(
+            model,
+            kind,
+            k,
+            accelerator,
+            prof,
+            p,
+            precision,
+            setup.seq_len,
+            setup.micro_batch_size,
+            domain,
+            setup.flash_attention,
+            options.attention_kernel,
+            training_attention_format(precision),
+        )
+        for k, kind in enumerate(model.kinds)
+    ]
     worst: dict[str, Num] = {}
     t_mb: Num = 0.0
     stage: Num = 0
     for s in stages:
-        t = _stage_times(model, accelerator, prof, p, setup, precision, s, options, domain)
+        t = _stage_times(
+            model, accelerator, prof, p, setup, precision, s, options, domain, layer_times
+        )
         total = sum(t.values())
         if not worst:
             worst, t_mb, stage = t, total, s
