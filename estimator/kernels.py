@@ -194,10 +194,12 @@ def kernel_profile(accelerator_id: str) -> KernelProfile:
 def gemm_time(
     acc: Accelerator, prof: KernelProfile, flops: Num, bytes_moved: Num, compute: str
 ) -> Num:
-    """One GEMM (or a batch of identical ones counted together): roofline plus floor."""
+    """One GEMM (or a batch of identical ones counted together): roofline plus floor. The
+    compute rate follows the fitted curve ``e_max * peak * F / (F + F_half)``, so the compute
+    time ``F / rate`` is ``(F + F_half) / (e_max * peak)`` (written so, it is two operations on
+    an array of GEMMs instead of five, and every GEMM has F >= 2)."""
     peak = acc.peak(compute) * prof.gemm_efficiency(compute)
-    rate = peak * flops / (flops + prof.gemm_half_flops)
-    compute_s = flops / maximum(rate, 1.0)
+    compute_s = (flops + prof.gemm_half_flops) / peak
     memory_s = bytes_moved / (acc.hbm_bytes_per_s * prof.memory_efficiency)
     return maximum(compute_s, memory_s) + prof.floor_s
 
