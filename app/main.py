@@ -87,13 +87,11 @@ def create_app() -> FastAPI:
     # Outermost: times (into /metrics), logs and tags every answer, refusals included.
     app.state.metrics = registry = Registry()
     app.add_middleware(AccessLog, registry=registry)
-    app.include_router(api.router)
-    app.include_router(pages.router)
-    app.include_router(saved_pages.router)
-    app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
+    # Service routes first (routes are matched in order; a health check should not walk the
+    # API and page routes), then the API, the pages and the static files.
     @app.get("/healthz", response_model=Health, tags=["service"])
-    def healthz() -> Health:
+    async def healthz() -> Health:
         """Liveness: the service answers and its catalogs load."""
         return Health(
             status="ok",
@@ -110,7 +108,7 @@ def create_app() -> FastAPI:
         return PlainTextResponse(registry.render(), media_type="text/plain; version=0.0.4")
 
     @app.get("/version", response_model=Version, tags=["service"])
-    def version() -> Version:
+    async def version() -> Version:
         return Version(version=estimator.__version__, api="v1", python=platform.python_version())
 
     @app.get("/docs", include_in_schema=False)
@@ -123,6 +121,10 @@ def create_app() -> FastAPI:
             swagger_favicon_url=f"{SWAGGER}/favicon-32x32.png",
         )
 
+    app.include_router(api.router)
+    app.include_router(pages.router)
+    app.include_router(saved_pages.router)
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
     return app
 
 
