@@ -281,7 +281,11 @@ def collective_time(
     out_bw = acc.scale_out_bytes_per_s or 12.5e9
     local = minimum(maximum(domain // maximum(stride, 1), 1), n)  # group ranks per domain
     remote = n // local
-    flat = _flat_time(kind, payload, n, prof.scale_up, up_bw)
+    # One group shape (ints): only the case that applies is computed; arrays of layouts get both.
+    one = type(remote) is int
+    flat = _flat_time(kind, payload, n, prof.scale_up, up_bw) if not one or remote <= 1 else 0.0
+    if one and remote <= 1:
+        return flat
     if kind == "send_recv":
         outer = _flat_time(kind, payload, 2 + 0 * n, prof.scale_out, out_bw)
         return where(remote > 1, outer, flat)
