@@ -58,6 +58,7 @@ __all__ = [
     "layer_table_out",
     "model_out",
     "model_summary",
+    "params_dict",
     "params_of",
     "precisions_out",
     "rank_layout_out",
@@ -88,6 +89,12 @@ def json_response(payload: Any) -> Response:
     if b"NaN" in body or b"Infinity" in body:
         body = json.dumps(payload, separators=(",", ":"), allow_nan=False).encode()
     return Response(body, media_type="application/json")
+
+
+def params_dict(model: ModelSpec) -> dict[str, Any]:
+    """``params_of`` as the plain dict an estimate's JSON holds (no model built and dumped)."""
+    c = count_params(model)
+    return {"total": c.total, "active": c.active, "by_component": c.by_component()}
 
 
 def params_of(model: ModelSpec) -> Params:
@@ -153,7 +160,7 @@ def training_out(plan: TrainingPlan, e: TrainingEstimate) -> dict[str, Any]:
             "gpu_hours": e.gpu_hours,
             "usd": e.cost_usd,
         },
-        "params": params_of(plan.model).model_dump(),
+        "params": params_dict(plan.model),
         "calibrated": e.calibrated,
         "notes": list(e.notes),
     }
@@ -216,7 +223,7 @@ def inference_out(
             "usd_per_1k_input_tokens": e.usd_per_1k_input_tokens,
             "usd_per_1m_input_tokens": e.usd_per_1m_input_tokens,
         },
-        "params": params_of(plan.model).model_dump(),
+        "params": params_dict(plan.model),
         "notes": list(e.notes),
     }
 

@@ -13,7 +13,8 @@ output and the MLP's intermediate (gate and up), plus fp32 logits for one token 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
+from typing import Any
 
 from .accelerator import GIB, Accelerator
 from .errors import SpecError
@@ -184,35 +185,39 @@ def inference_memory(
     etp = tp // ep if model.moe is not None else 1
     act_b = DTYPES[precision.activations].bytes
     chunk = setup.prefill_chunk or setup.input_len
-    per_stage: list[InferenceMemory] = []
+    # Each candidate stage's fields; the record is built once, for the most loaded (the first
+    # of equals, as ``max`` picks), with the notes that depend on it.
+    best: dict[str, Any] = {}
+    best_total = -1.0
+    live = _layer_live_elems(model, tp) * act_b
+    logits = (padded_vocab(model, tp) // tp) * DTYPES["fp32"].bytes
     for stage in range(pp) if len(model.kinds) > 1 else sorted({0, pp - 1}):
         p = stage_params(model, tp, pp, 1, ep, etp, stage)
         weights = (p.linear_weights + p.expert_weights) * DTYPES[precision.weights].bytes + (
             p.other + p.expert_other
         ) * act_b
         per_seq = kv_cache_bytes_per_sequence(model, precision, context, tp=tp, pp=pp, stage=stage)
-        live = _layer_live_elems(model, tp) * act_b
-        logits = (padded_vocab(model, tp) // tp) * DTYPES["fp32"].bytes
         last = stage == pp - 1
         prefill = chunk * live + last * logits
         decode = setup.concurrency * (live + last * logits)
         peak = max(prefill, decode)
         free = accelerator.memory_bytes - weights - peak - RUNTIME_OVERHEAD_BYTES
-        mem = InferenceMemory(
-            weights_bytes=float(weights),
-            kv_cache_bytes=float(setup.concurrency * per_seq),
-            activation_peak_bytes=float(peak),
-            runtime_overhead_bytes=RUNTIME_OVERHEAD_BYTES,
-            capacity_bytes=float(accelerator.memory_bytes),
-            kv_cache_bytes_per_token=float(per_seq / context),
-            kv_cache_bytes_per_sequence=float(per_seq),
-            max_concurrency=max(int(free // per_seq), 0) if per_seq else 0,
-            prefill_peak_bytes=float(prefill),
-            decode_peak_bytes=float(decode),
-            stage=stage,
-        )
-        per_stage.append(mem)
-    best = max(per_stage, key=lambda m: m.total_bytes)
+        values = {
+            "weights_bytes": float(weights),
+            "kv_cache_bytes": float(setup.concurrency * per_seq),
+            "activation_peak_bytes": float(peak),
+            "runtime_overhead_bytes": RUNTIME_OVERHEAD_BYTES,
+            "capacity_bytes": float(accelerator.memory_bytes),
+            "kv_cache_bytes_per_token": float(per_seq / context),
+            "kv_cache_bytes_per_sequence": float(per_seq),
+            "max_concurrency": max(int(free // per_seq), 0) if per_seq else 0,
+            "prefill_peak_bytes": float(prefill),
+            "decode_peak_bytes": float(decode),
+            "stage": stage,
+        }
+        total = float(sum(values[name] for name in INFERENCE_TERMS))  # as ``total_bytes``
+        if total > best_total:
+            best, best_total = values, total
     notes = [
         f"Runtime overhead (CUDA context, CUDA graphs, NCCL) is a planning default of "
         f"{RUNTIME_OVERHEAD_BYTES / GIB:.1f} GiB."
@@ -223,11 +228,9 @@ def inference_memory(
         notes.append("MLA's latent KV cache is replicated on every TP rank.")
     if any(k.attention.num_kv_heads < tp for k in model.kinds):
         notes.append("tp exceeds the KV-head count: KV heads are replicated across TP ranks.")
-    if best.max_concurrency < setup.concurrency:
+    if best["max_concurrency"] < setup.concurrency:
         notes.append(
-            f"KV cache limits concurrency to {best.max_concurrency} sequences of {context} tokens."
+            f"KV cache limits concurrency to {best['max_concurrency']} sequences of {context} "
+            "tokens."
         )
-    return InferenceMemory(
-        **{f.name: getattr(best, f.name) for f in fields(best) if f.name != "notes"},
-        notes=tuple(notes),
-    )
+    return InferenceMemory(**best, notes=tuple(notes))

@@ -47,6 +47,15 @@ class ParamCounts:
 
 
 def count_params(model: ModelSpec) -> ParamCounts:
+    """Exact total and active parameters by component (computed once per model: a frozen
+    result of the frozen spec)."""
+    cached: ParamCounts | None = model.memo.get("params.counts")
+    if cached is None:
+        cached = model.memo["params.counts"] = _count_params(model)
+    return cached
+
+
+def _count_params(model: ModelSpec) -> ParamCounts:
     parts = dict.fromkeys(_COMPONENTS, 0)
     active_experts = 0
     for kind, n in zip(model.kinds, model.kind_counts, strict=True):
