@@ -606,21 +606,20 @@ _OVERHEAD_NOTE = (
 def _training_notes(
     model: ModelSpec, p: Parallelism, setup: TrainingSetup, stage: int
 ) -> tuple[str, ...]:
-    notes = [f"Most-loaded GPU is on pipeline stage {stage} of {p.pp}.", _OVERHEAD_NOTE]
-    if p.sequence_parallel and p.tp == 1:
+    tp, sp, pp = p.tp, p.sequence_parallel, p.pp
+    notes = [f"Most-loaded GPU is on pipeline stage {stage} of {pp}.", _OVERHEAD_NOTE]
+    if sp and tp == 1:
         notes.append("sequence_parallel has no effect with tp=1.")
-    if p.tp > 1 and not p.sequence_parallel:
+    if tp > 1 and not sp:
         notes.append(
             "Without sequence parallelism, norm and dropout activations are "
             "replicated on every TP rank; enabling it divides them by tp."
         )
-    if p.zero_stage >= 2 and p.pp > 1:
+    if p.zero_stage >= 2 and pp > 1:
         notes.append(
             "ZeRO-2/3 with pipeline parallelism is not supported by DeepSpeed's "
             "pipeline engine (ZeRO-1 only); FSDP2 + PP (torchtitan) supports it."
         )
-    if padded := (padded_vocab(model, p.tp) - model.vocab_size):
+    if padded := (padded_vocab(model, tp) - model.vocab_size):
         notes.append(f"Vocabulary padded by {padded} rows to a multiple of 128*tp (Megatron).")
-    if model.notes:
-        notes += list(model.notes)
-    return tuple(notes)
+    return (*notes, *model.notes)

@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 from .architecture import LayerKind
 from .model import ModelSpec
-from .xp import Num, ceil_div, maximum, take, where
+from .xp import Num, maximum, take, where
 
 __all__ = [
     "VOCAB_PAD_MULTIPLE",
@@ -42,7 +42,7 @@ VOCAB_PAD_MULTIPLE = 128
 def padded_vocab(model: ModelSpec, tp: Num) -> Num:
     """Megatron's padded vocabulary size for a TP degree."""
     unit = VOCAB_PAD_MULTIPLE * tp
-    return ceil_div(model.vocab_size, unit) * unit
+    return -(-model.vocab_size // unit) * unit  # ceil(vocab / unit) units
 
 
 class LayerParams(NamedTuple):
@@ -166,6 +166,8 @@ def stage_kind_counts(model: ModelSpec, pp: Num, vp: Num, stage: Num) -> list[Nu
     ``stage + pp``, ... of ``num_layers / (pp vp)`` layers each)."""
     if len(model.kinds) == 1:
         return [model.num_layers // pp + 0 * stage]
+    if type(pp) is int and pp == 1:  # one stage holds every layer
+        return list(model.kind_counts)
     chunk = model.num_layers // (pp * vp)
     one = type(vp) is int and type(pp) is int and type(stage) is int  # one layout: plain indexing
     counts: list[Num] = []
