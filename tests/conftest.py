@@ -141,3 +141,20 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         c.execute(text(f"CREATE DATABASE {name}"))
     admin.dispose()
     yield base.rsplit("/", 1)[0] + f"/{name}"
+
+
+@pytest.fixture(scope="session")
+def slow_sweep() -> dict[str, Any]:
+    """A serving-sweep request that keeps a server busy for seconds (960 replica layouts, just
+    under the 1,000-layout limit, about 3 s on a 2-core machine): the tests that need a request
+    in flight send it. The default serving sweep became too quick for that (under a second)."""
+    from estimator import accelerator_ids
+
+    return {
+        "model": "llama-3-70b",
+        "accelerator": list(accelerator_ids())[:20],
+        "precision": ["bf16", "fp8-serving", "int8-wo", "int4-wo"],
+        "layout": {"tp": [1, 2, 4, 8], "pp": [1, 2, 4]},
+        "input_len": 2048,
+        "output_len": 300,
+    }

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from typing import Any
 
 import httpx
 
@@ -49,14 +50,13 @@ def test_every_endpoint_over_http(server: str) -> None:
         assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "layout.tp"
 
 
-def test_slow_sweep_does_not_block_other_requests(server: str) -> None:
-    # A serving sweep over every default accelerator loops over ~240 single estimates (seconds);
-    # a health check sent while it runs must come back before it does.
+def test_slow_sweep_does_not_block_other_requests(server: str, slow_sweep: dict[str, Any]) -> None:
+    # A serving sweep of 960 replica layouts (seconds); a health check sent while it runs must
+    # come back before it does.
     done = threading.Event()
 
     def slow() -> None:
-        body = {"model": "llama-3-70b", "input_len": 4096, "output_len": 333}
-        httpx.post(f"{server}/api/v1/inference/sweep", json=body, timeout=120)
+        httpx.post(f"{server}/api/v1/inference/sweep", json=slow_sweep, timeout=120)
         done.set()
 
     worker = threading.Thread(target=slow)

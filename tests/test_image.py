@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -185,7 +186,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> tuple[int, float]:
 
 
 def test_built_started_saved_stopped_gracefully_restarted(
-    image: tuple[Path, dict[str, str]], tmp_path: Path
+    image: tuple[Path, dict[str, str]], tmp_path: Path, slow_sweep: dict[str, Any]
 ) -> None:
     srv, env = image
     data, log = tmp_path / "data", tmp_path / "server.log"
@@ -199,12 +200,13 @@ def test_built_started_saved_stopped_gracefully_restarted(
         assert httpx.get(f"{url}/api/v1/plans/{plan_id}").json()["name"] == plan["name"]
         # SIGTERM while a serving sweep (a few seconds) runs: it still gets its answer
         with ThreadPoolExecutor(1) as pool:
-            sweep = {"model": "llama-3-70b"}
-            slow = pool.submit(httpx.post, f"{url}/api/v1/inference/sweep", json=sweep, timeout=60)
+            sweep = pool.submit(
+                httpx.post, f"{url}/api/v1/inference/sweep", json=slow_sweep, timeout=60
+            )
             time.sleep(0.5)
-            assert not slow.done()
+            assert not sweep.done(), "the sweep finished before SIGTERM: nothing was in flight"
             code, _ = _stop(proc)
-            assert slow.result().status_code == 200
+            assert sweep.result().status_code == 200
         assert code == 0
     finally:
         proc.kill()
