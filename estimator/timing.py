@@ -70,7 +70,7 @@ from .parallel import Parallelism
 from .precision import DTYPES, Precision
 from .ranks import group_shapes
 from .sharding import padded_vocab, stage_kind_counts
-from .xp import Num, logical_and, maximum, minimum, where
+from .xp import Num, _numpy, is_array, logical_and, maximum, minimum, where
 
 __all__ = [
     "FLASH_BACKWARD_FACTOR",
@@ -188,6 +188,13 @@ def weight_read_bytes(precision: Precision) -> float:
     return DTYPES[precision.weight_cache or precision.weights].bytes
 
 
+def _gemm_coefficients(k: Num, n: Num, gemm_b: float, act_b: float, w_b: float) -> tuple[Num, ...]:
+    """A (rows x k) @ (k x n) GEMM's FLOPs per row, bytes moved per row (its input and output
+    rows) and bytes moved whatever the rows (the weight): FLOPs and bytes are these times the
+    rows, combined first so that an array of rows costs one operation each."""
+    return 2 * k * n, k * gemm_b + n * act_b, k * n * w_b
+
+
 def linear_gemm_time(
     model: ModelSpec,
     kind: LayerKind,
@@ -197,19 +204,55 @@ def linear_gemm_time(
     precision: Precision,
     tokens: Num,
 ) -> Num:
-    """Forward time of one layer's linears on one rank for ``tokens`` tokens."""
+    """Forward time of one layer's linears on one rank for ``tokens`` tokens.
+
+    For one layout and an array of token counts (the serving curve's batch sizes), the linears
+    whose shapes do not depend on the tokens (all but routed experts) run through ``gemm_time``
+    as one (linears x token counts) array: each roofline operation is then one numpy call for
+    the whole layer instead of one per linear, with the same products summed in the same order.
+    """
     gemm_b = DTYPES[precision.gemm_inputs].bytes
     act_b = DTYPES[precision.activations].bytes
     w_b = weight_read_bytes(precision)
+    stacked = type(p.tp) is int and is_array(tokens)
     total: Num = 0.0
-    for m_rows, k, n, count, _ in _linear_gemms(model, kind, p, tokens):
-        # Factors written so that what does not depend on the rows is combined first: one
-        # array operation each when the rows are an array (the serving curve's batch sizes).
-        flops = 2 * k * n * m_rows
-        moved = (k * gemm_b + n * act_b) * m_rows + k * n * w_b
-        t = gemm_time(acc, prof, flops, moved, precision.compute)
+    if stacked:
+        per_row, row_bytes, fixed = _stacked_coefficients(model, kind, p, gemm_b, act_b, w_b)
+        if len(per_row):
+            t = gemm_time(
+                acc, prof, per_row * tokens, row_bytes * tokens + fixed, precision.compute
+            )
+            total = t.sum(axis=0)
+    for linear, (m_rows, k, n, count, _) in zip(
+        kind.linears, _linear_gemms(model, kind, p, tokens), strict=True
+    ):
+        if stacked and linear.copies == 1:
+            continue
+        per_row, row_bytes, fixed = _gemm_coefficients(k, n, gemm_b, act_b, w_b)
+        t = gemm_time(acc, prof, per_row * m_rows, row_bytes * m_rows + fixed, precision.compute)
         total = total + (t if type(count) is int and count == 1 else count * t)
     return total
+
+
+def _stacked_coefficients(
+    model: ModelSpec, kind: LayerKind, p: Parallelism, gemm_b: float, act_b: float, w_b: float
+) -> tuple[Num, ...]:
+    """``_gemm_coefficients`` of a layer's non-expert linears on one layout, as column arrays
+    (one row per linear), kept in the model's memo."""
+    key = ("gemm.stack", id(kind), p.tp, p.ep, p.expert_tp, gemm_b, act_b, w_b)
+    stack = model.memo.get(key)
+    if stack is None:
+        np = _numpy()
+        shapes = [
+            (k, n)
+            for linear, (_, k, n, _, _) in zip(
+                kind.linears, _linear_gemms(model, kind, p, 1), strict=True
+            )
+            if linear.copies == 1
+        ]
+        k, n = np.array(shapes, dtype=float).reshape(-1, 2).T[:, :, None]
+        stack = model.memo[key] = _gemm_coefficients(k, n, gemm_b, act_b, w_b)
+    return stack
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,12 +22,14 @@ from ..views import (
 )
 from .training import CSV_RESPONSE, Format
 
-__all__ = ["router"]
+__all__ = ["estimate_router", "router"]
 
 router = APIRouter(prefix="/inference", tags=["inference"], responses=ERROR_RESPONSES)
+# The single estimate has a router of its own, which the API matches before all others.
+estimate_router = APIRouter(prefix="/inference", tags=["inference"], responses=ERROR_RESPONSES)
 
 
-@router.post("/estimate", response_model=InferenceEstimateOut)
+@estimate_router.post("/estimate", response_model=InferenceEstimateOut)
 async def estimate(req: InferenceRequest) -> Response:
     """Memory with the KV cache, TTFT/TPOT with breakdowns, throughput, the concurrency curve
     and cost per 1k/1M tokens of one serving replica."""

@@ -40,9 +40,11 @@ from ..views import (
     training_sweep_rows,
 )
 
-__all__ = ["CSV_RESPONSE", "MAX_CSV_ROWS", "Format", "check_csv_rows", "router"]
+__all__ = ["CSV_RESPONSE", "MAX_CSV_ROWS", "Format", "check_csv_rows", "estimate_router", "router"]
 
 router = APIRouter(prefix="/training", tags=["training"], responses=ERROR_RESPONSES)
+# The single estimate has a router of its own, which the API matches before all others.
+estimate_router = APIRouter(prefix="/training", tags=["training"], responses=ERROR_RESPONSES)
 
 CSV_RESPONSE: dict[int | str, dict[str, Any]] = {
     200: {"content": {"text/csv": {"schema": {"type": "string"}}}}
@@ -63,7 +65,7 @@ def check_csv_rows(count: int) -> None:
         )
 
 
-@router.post("/estimate", response_model=TrainingEstimateOut)
+@estimate_router.post("/estimate", response_model=TrainingEstimateOut)
 async def estimate(req: TrainingRequest) -> Response:
     """Per-GPU memory with its breakdown, step time with its breakdown, throughput, MFU/HFU and
     cost of one training plan."""
