@@ -41,7 +41,7 @@ from .model import ModelSpec
 from .parallel import Parallelism
 from .precision import DTYPES, Precision
 from .sharding import padded_vocab, stage_kind_counts
-from .timing import _layer_time, linear_gemm_time, weight_read_bytes
+from .timing import _gemm_coefficients, _layer_time, linear_gemm_time, weight_read_bytes
 from .xp import Num, minimum, where
 
 __all__ = ["DEFAULT_MAX_BATCH", "ConcurrencyPoint", "InferenceEstimate", "estimate_inference"]
@@ -147,13 +147,12 @@ def _head_time(
     rows: Num,
 ) -> Num:
     vocab = padded_vocab(model, p.tp) / p.tp
-    flops = 2 * rows * model.embed_dim * vocab
-    moved = (
-        rows * model.embed_dim * DTYPES[precision.gemm_inputs].bytes
-        + model.embed_dim * vocab * weight_read_bytes(precision)
-        + rows * vocab * 4
+    gemm_b = DTYPES[precision.gemm_inputs].bytes
+    # fp32 logits out: 4 bytes per output element.
+    per_row, row_bytes, fixed = _gemm_coefficients(
+        model.embed_dim, vocab, gemm_b, 4, weight_read_bytes(precision)
     )
-    return gemm_time(acc, prof, flops, moved, precision.compute)
+    return gemm_time(acc, prof, per_row * rows, row_bytes * rows + fixed, precision.compute)
 
 
 def _decode_stage(
@@ -203,13 +202,14 @@ def _pipeline(stage_time: list[dict[str, Num]], pp: int) -> dict[str, Num]:
     holds one of the ``pp`` micro-batches in flight). Stage times may be arrays (one entry per
     batch size): the slowest stage is then chosen entry by entry (the first of equals)."""
     worst = stage_time[0]
-    worst_total = sum(worst.values())
-    for times in stage_time[1:]:
-        total = sum(times.values())
-        slower = total > worst_total
-        worst = {k: where(slower, times[k], v) for k, v in worst.items()}
-        worst_total = where(slower, total, worst_total)
-    return {k: pp * v for k, v in worst.items()}
+    if len(stage_time) > 1:  # one stage: no totals to compare (each is an array operation)
+        worst_total = sum(worst.values())
+        for times in stage_time[1:]:
+            total = sum(times.values())
+            slower = total > worst_total
+            worst = {k: where(slower, times[k], v) for k, v in worst.items()}
+            worst_total = where(slower, total, worst_total)
+    return worst if pp == 1 else {k: pp * v for k, v in worst.items()}
 
 
 def _per_size(times: dict[str, Num], n: int) -> dict[str, Any]:
