@@ -98,8 +98,7 @@ def params_dict(model: ModelSpec) -> dict[str, Any]:
 
 
 def params_of(model: ModelSpec) -> Params:
-    c = count_params(model)
-    return Params(total=c.total, active=c.active, by_component=c.by_component())
+    return Params(**params_dict(model))
 
 
 def training_out(plan: TrainingPlan, e: TrainingEstimate) -> dict[str, Any]:

@@ -13,6 +13,7 @@ output and the MLP's intermediate (gate and up), plus fp32 logits for one token 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,7 +71,7 @@ class InferenceMemory:
 
     @property
     def total_bytes(self) -> float:
-        return float(sum(getattr(self, name) for name in INFERENCE_TERMS))
+        return _total_bytes(self.terms())
 
     @property
     def fits(self) -> bool:
@@ -86,6 +87,11 @@ INFERENCE_TERMS = (
     "activation_peak_bytes",
     "runtime_overhead_bytes",
 )
+
+
+def _total_bytes(terms: Mapping[str, Any]) -> float:
+    """The sum of the ``INFERENCE_TERMS`` of a record or of its fields before it is built."""
+    return float(sum(terms[name] for name in INFERENCE_TERMS))
 
 
 def _kv_elems(model: ModelSpec, kind_index: int, tp: Num) -> Num:
@@ -215,7 +221,7 @@ def inference_memory(
             "decode_peak_bytes": float(decode),
             "stage": stage,
         }
-        total = float(sum(values[name] for name in INFERENCE_TERMS))  # as ``total_bytes``
+        total = _total_bytes(values)
         if total > best_total:
             best, best_total = values, total
     notes = [

@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 from .architecture import LayerKind
 from .model import ModelSpec
-from .xp import Num, maximum, take, where
+from .xp import Num, ceil_div, maximum, take, where
 
 __all__ = [
     "VOCAB_PAD_MULTIPLE",
@@ -42,7 +42,7 @@ VOCAB_PAD_MULTIPLE = 128
 def padded_vocab(model: ModelSpec, tp: Num) -> Num:
     """Megatron's padded vocabulary size for a TP degree."""
     unit = VOCAB_PAD_MULTIPLE * tp
-    return -(-model.vocab_size // unit) * unit  # ceil(vocab / unit) units
+    return ceil_div(model.vocab_size, unit) * unit
 
 
 class LayerParams(NamedTuple):

@@ -218,11 +218,8 @@ def linear_gemm_time(
     total: Num = 0.0
     if stacked:
         per_row, row_bytes, fixed = _stacked_coefficients(model, kind, p, gemm_b, act_b, w_b)
-        if len(per_row):
-            t = gemm_time(
-                acc, prof, per_row * tokens, row_bytes * tokens + fixed, precision.compute
-            )
-            total = t.sum(axis=0)
+        t = gemm_time(acc, prof, per_row * tokens, row_bytes * tokens + fixed, precision.compute)
+        total = t.sum(axis=0)  # zeros for a layer of experts only
     for linear, (m_rows, k, n, count, _) in zip(
         kind.linears, _linear_gemms(model, kind, p, tokens), strict=True
     ):
