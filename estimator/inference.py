@@ -22,7 +22,7 @@ from .errors import SpecError
 from .model import ModelSpec
 from .parallel import Parallelism, validate_layout
 from .precision import DTYPES, Precision
-from .sharding import padded_vocab, stage_kind_counts, stage_params
+from .sharding import distinct_stages, padded_vocab, stage_kind_counts, stage_params
 from .xp import Num, maximum, minimum
 
 __all__ = [
@@ -197,13 +197,14 @@ def inference_memory(
     best_total = -1.0
     live = _layer_live_elems(model, tp) * act_b
     logits = (padded_vocab(model, tp) // tp) * DTYPES["fp32"].bytes
-    for stage in range(pp) if len(model.kinds) > 1 else sorted({0, pp - 1}):
-        p = stage_params(model, tp, pp, 1, ep, etp, stage)
+    for shape in distinct_stages(model, pp):  # ranks alike hold the same bytes
+        stage = shape.stage
+        p = stage_params(model, tp, pp, 1, ep, etp, stage, counts=shape.counts)
         weights = (p.linear_weights + p.expert_weights) * DTYPES[precision.weights].bytes + (
             p.other + p.expert_other
         ) * act_b
         per_seq = kv_cache_bytes_per_sequence(model, precision, context, tp=tp, pp=pp, stage=stage)
-        last = stage == pp - 1
+        last = shape.last
         prefill = chunk * live + last * logits
         decode = setup.concurrency * (live + last * logits)
         peak = max(prefill, decode)

@@ -40,7 +40,7 @@ from .kernels import (
 from .model import ModelSpec
 from .parallel import Parallelism
 from .precision import DTYPES, Precision
-from .sharding import padded_vocab, stage_kind_counts
+from .sharding import StageShape, distinct_stages, padded_vocab
 from .timing import _gemm_coefficients, _layer_time, linear_gemm_time, weight_read_bytes
 from .xp import Num, minimum, where
 
@@ -110,31 +110,82 @@ def serving_attention_format(acc: Accelerator, precision: Precision) -> str:
     return act
 
 
-def _prefill_stage(
+PARTS = ("gemm", "attention", "elementwise", "comm")
+"""The parts of a stage's time, in the order the breakdowns list them."""
+
+KindTimes = tuple[Num, Num, Num, Num]  # one layer of a kind: its PARTS
+
+
+def _prefill_kinds(
     model: ModelSpec,
     acc: Accelerator,
     prof: KernelProfile,
     p: Parallelism,
     precision: Precision,
-    stage: int,
     prompt: int,
     batch: Num,
     domain: int,
-) -> dict[str, Num]:
-    counts = stage_kind_counts(model, p.pp, 1, stage)
-    out: dict[str, Num] = {"gemm": 0.0, "attention": 0.0, "elementwise": 0.0, "comm": 0.0}
+) -> list[KindTimes]:
+    """One layer of each kind prefilling ``batch`` prompts of ``prompt`` tokens."""
     att = serving_attention_format(acc, precision)
-    for k, (kind, n) in enumerate(zip(model.kinds, counts, strict=True)):
-        if not n:
-            continue
+    out = []
+    for k, kind in enumerate(model.kinds):
         shape = (model, kind, k, acc, prof, p, precision, prompt, batch, domain)
         lt = _layer_time(*shape, attention_format=att)
-        out["gemm"] = out["gemm"] + n * lt.gemm
-        out["attention"] = out["attention"] + n * lt.attention
-        out["elementwise"] = out["elementwise"] + n * lt.elementwise
-        out["comm"] = out["comm"] + n * (lt.tp_comm + lt.ep_comm)
-    if stage == p.pp - 1:
-        out["gemm"] = out["gemm"] + _head_time(model, acc, prof, p, precision, batch)
+        out.append((lt.gemm, lt.attention, lt.elementwise, lt.tp_comm + lt.ep_comm))
+    return out
+
+
+def _decode_kinds(
+    model: ModelSpec,
+    acc: Accelerator,
+    prof: KernelProfile,
+    p: Parallelism,
+    precision: Precision,
+    batch: Num,
+    context: Num,
+    domain: int,
+) -> list[KindTimes]:
+    """One layer of each kind in a decode step of ``batch`` sequences at ``context`` tokens."""
+    act_b = DTYPES[precision.activations].bytes
+    kv_b = DTYPES[precision.kv_cache].bytes
+    h = model.hidden_size
+    allreduce = collective_time(acc, prof, "all_reduce", batch * h * act_b, p.tp, 1, domain)
+    out = []
+    for k, kind in enumerate(model.kinds):
+        window = kind.attention.window
+        cached = context if window is None else minimum(context, window)
+        kv_bytes = batch * cached * _kv_elems(model, k, p.tp) * kv_b
+        moe = any(m.copies > 1 for m in kind.linears)
+        a2a = 0.0
+        if moe and p.ep > 1 and model.moe is not None:
+            routed = batch * model.moe.top_k * h * act_b
+            a2a = 2 * collective_time(acc, prof, "all_to_all", routed, p.ep, p.expert_tp, domain)
+        out.append(
+            (
+                linear_gemm_time(model, kind, acc, prof, p, precision, batch),
+                attention_decode_time(acc, prof, kv_bytes),
+                memory_time(acc, prof, batch * 8 * h * act_b, 3),
+                2 * allreduce + a2a,
+            )
+        )
+    return out
+
+
+def _stage_times(
+    kinds: list[KindTimes], stages: tuple[StageShape, ...], head: Num
+) -> list[dict[str, Num]]:
+    """Each distinct stage's time by part: its layers of each kind, and the output head on the
+    last."""
+    out = []
+    for stage in stages:
+        acc: list[Num] = [0.0, 0.0, 0.0, 0.0]
+        for times, n in zip(kinds, stage.counts, strict=True):
+            if n:
+                acc = [a + n * t for a, t in zip(acc, times, strict=True)]
+        if stage.last:
+            acc[0] = acc[0] + head
+        out.append(dict(zip(PARTS, acc, strict=True)))
     return out
 
 
@@ -153,48 +204,6 @@ def _head_time(
         model.embed_dim, vocab, gemm_b, 4, weight_read_bytes(precision)
     )
     return gemm_time(acc, prof, per_row * rows, row_bytes * rows + fixed, precision.compute)
-
-
-def _decode_stage(
-    model: ModelSpec,
-    acc: Accelerator,
-    prof: KernelProfile,
-    p: Parallelism,
-    precision: Precision,
-    stage: int,
-    batch: Num,
-    context: Num,
-    domain: int,
-) -> dict[str, Num]:
-    """One decode step of ``batch`` sequences at ``context`` tokens on ``stage``."""
-    counts = stage_kind_counts(model, p.pp, 1, stage)
-    act_b = DTYPES[precision.activations].bytes
-    kv_b = DTYPES[precision.kv_cache].bytes
-    h = model.hidden_size
-    out: dict[str, Num] = {"gemm": 0.0, "attention": 0.0, "elementwise": 0.0, "comm": 0.0}
-    allreduce = collective_time(acc, prof, "all_reduce", batch * h * act_b, p.tp, 1, domain)
-    for k, (kind, n) in enumerate(zip(model.kinds, counts, strict=True)):
-        if not n:
-            continue
-        window = kind.attention.window
-        cached = context if window is None else minimum(context, window)
-        kv_bytes = batch * cached * _kv_elems(model, k, p.tp) * kv_b
-        moe = any(m.copies > 1 for m in kind.linears)
-        a2a = 0.0
-        if moe and p.ep > 1 and model.moe is not None:
-            routed = batch * model.moe.top_k * h * act_b
-            a2a = 2 * collective_time(acc, prof, "all_to_all", routed, p.ep, p.expert_tp, domain)
-        out["gemm"] = out["gemm"] + n * linear_gemm_time(
-            model, kind, acc, prof, p, precision, batch
-        )
-        out["attention"] = out["attention"] + n * attention_decode_time(acc, prof, kv_bytes)
-        out["elementwise"] = out["elementwise"] + n * memory_time(
-            acc, prof, batch * 8 * h * act_b, 3
-        )
-        out["comm"] = out["comm"] + n * (2 * allreduce + a2a)
-    if stage == p.pp - 1:
-        out["gemm"] = out["gemm"] + _head_time(model, acc, prof, p, precision, batch)
-    return out
 
 
 def _pipeline(stage_time: list[dict[str, Num]], pp: int) -> dict[str, Num]:
@@ -261,26 +270,18 @@ def estimate_inference(
     at = {b: i for i, b in enumerate(sizes)}
     batch = np.array(sizes, dtype=np.int64)
     prompt = setup.input_len
+    # Stages alike take the same time: each distinct one is timed once (a 126-stage
+    # Llama-3.1-405B has three), from one layer of each kind timed once.
+    stages = distinct_stages(model, pp)
+    args = (model, accelerator, prof, p, precision)
+    prefill_kinds = _prefill_kinds(*args, prompt, batch, domain)
     prefill = _per_size(
-        _pipeline(
-            [
-                _prefill_stage(model, accelerator, prof, p, precision, s, prompt, batch, domain)
-                for s in range(pp)
-            ],
-            1,
-        ),
-        len(sizes),
+        _pipeline(_stage_times(prefill_kinds, stages, _head_time(*args, batch)), 1), len(sizes)
     )
     per_mb = np.maximum(batch / pp, 1.0)
+    decode_kinds = _decode_kinds(*args, per_mb, context, domain)
     decode = _per_size(
-        _pipeline(
-            [
-                _decode_stage(model, accelerator, prof, p, precision, s, per_mb, context, domain)
-                for s in range(pp)
-            ],
-            pp,
-        ),
-        len(sizes),
+        _pipeline(_stage_times(decode_kinds, stages, _head_time(*args, per_mb)), pp), len(sizes)
     )
     prefill_s: list[float] = sum(prefill.values()).tolist()  # per batch size, Python floats
     decode_s: list[float] = sum(decode.values()).tolist()

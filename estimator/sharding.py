@@ -26,6 +26,8 @@ __all__ = [
     "LayerParams",
     "Placement",
     "StageParams",
+    "StageShape",
+    "distinct_stages",
     "embedding_extras",
     "layer_params",
     "padded_vocab",
@@ -184,6 +186,34 @@ def stage_kind_counts(model: ModelSpec, pp: Num, vp: Num, stage: Num) -> list[Nu
             total = total + take(prefix, last) - take(prefix, first)
         counts.append(total)
     return counts
+
+
+class StageShape(NamedTuple):
+    """Pipeline ranks alike (one virtual chunk each): the first of them, its layers of each
+    kind, and whether it holds the input embedding (the first) or the output head (the last)."""
+
+    stage: int
+    counts: tuple[int, ...]
+    first: bool
+    last: bool
+
+
+def distinct_stages(model: ModelSpec, pp: int) -> tuple[StageShape, ...]:
+    """The pipeline ranks of a ``pp``-stage serving replica that differ, in stage order. Ranks
+    alike hold the same parameters and cache and take the same time, so an estimate evaluates
+    each shape once; the most loaded rank is then the first of equals, as in a scan of every
+    rank. A uniform model has at most three shapes (first, middle, last) whatever ``pp``."""
+    key = ("sharding.distinct_stages", pp)
+    cached = model.memo.get(key)
+    if cached is None:
+        shapes: dict[tuple[tuple[int, ...], bool, bool], int] = {}
+        for stage in range(pp):
+            counts = tuple(int(n) for n in stage_kind_counts(model, pp, 1, stage))
+            shapes.setdefault((counts, stage == 0, stage == pp - 1), stage)
+        cached = model.memo[key] = tuple(
+            StageShape(stage, *shape) for shape, stage in shapes.items()
+        )
+    return cached
 
 
 class StageParams(NamedTuple):

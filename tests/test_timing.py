@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from estimator import (
@@ -18,7 +19,8 @@ from estimator import (
     timing,
 )
 from estimator.kernels import collective_time, gemm_time, kernel_profile
-from estimator.serving import estimate_inference
+from estimator.serving import _decode_kinds, _pipeline, _stage_times, estimate_inference
+from estimator.sharding import StageShape, distinct_stages, stage_kind_counts
 from estimator.timing import TimingOptions, estimate_training
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -257,6 +259,35 @@ def test_serving_cost_splits_prefill_and_decode() -> None:
     assert est.best_concurrency is not None
     best = next(p for p in est.curve if p.concurrency == est.best_concurrency)
     assert best.tpot_s <= 0.05
+
+
+@pytest.mark.parametrize("model_id", ["llama-3.1-405b", "deepseek-v3", "gemma-2-9b", "gpt2"])
+def test_pipeline_ranks_alike_are_timed_once(model_id: str) -> None:
+    """Each distinct rank shape stands for every rank like it (first of equals, stage order),
+    and timing the shapes gives the slowest stage that timing every rank gives."""
+    model = get_model(model_id)
+    layers = model.num_layers
+    for pp in sorted({2, 3, layers // 2, layers} - {0}):
+        shapes = distinct_stages(model, pp)
+        assert [s.stage for s in shapes] == sorted(s.stage for s in shapes)
+        every = []
+        for stage in range(pp):
+            counts = tuple(int(n) for n in stage_kind_counts(model, pp, 1, stage))
+            key = (counts, stage == 0, stage == pp - 1)
+            twin = next(s for s in shapes if (s.counts, s.first, s.last) == key)
+            assert twin.stage <= stage
+            every.append(StageShape(stage, *key))
+        if len(model.kinds) == 1:
+            assert len(shapes) <= 3  # first, middle, last
+        p = Parallelism(tp=8, pp=pp)
+        prec = get_precision("bf16")
+        batch = np.array([1, 8, 64])
+        kinds = _decode_kinds(model, H100, kernel_profile(H100.id), p, prec, batch, 2048.0, 8)
+        head = 1e-4 * batch  # any head time; the last rank carries it
+        fast = _pipeline(_stage_times(kinds, shapes, head), pp)
+        slow = _pipeline(_stage_times(kinds, tuple(every), head), pp)
+        for part in fast:
+            assert np.array_equal(fast[part], slow[part]), (pp, part)
 
 
 def test_attention_kernel_and_eager_attention_change_the_step() -> None:
