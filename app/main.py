@@ -88,8 +88,11 @@ def create_app() -> FastAPI:
     app.state.metrics = registry = Registry()
     app.add_middleware(AccessLog, registry=registry)
 
-    # Service routes first (routes are matched in order; a health check should not walk the
-    # API and page routes), then the API, the pages and the static files.
+    # The single estimates first, then the service routes (routes are matched in order; a
+    # health check should not walk the API and page routes), then the API, the pages and the
+    # static files.
+    api.add_estimate_routes(app)
+
     @app.get("/healthz", response_model=Health, tags=["service"])
     async def healthz() -> Health:
         """Liveness: the service answers and its catalogs load."""

@@ -3,19 +3,40 @@ ids from the app's store."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, FastAPI
 
+from ..schemas.common import ERROR_RESPONSES
+from ..schemas.inference import InferenceEstimateOut
+from ..schemas.training import TrainingEstimateOut
 from . import catalog, inference, plans, team, training
 
-__all__ = ["router"]
+__all__ = ["PREFIX", "add_estimate_routes", "router"]
 
-router = APIRouter(prefix="/api/v1", dependencies=[Depends(plans.bind_team)])
-# The two single estimates first: routes are matched in order, one by one (about 10k
-# instructions each), and these are the most called. Then each area's other routes.
-router.include_router(training.estimate_router)
-router.include_router(inference.estimate_router)
+PREFIX = "/api/v1"
+_TEAM = [Depends(plans.bind_team)]
+
+router = APIRouter(prefix=PREFIX, dependencies=_TEAM)
 router.include_router(training.router)
 router.include_router(inference.router)
 router.include_router(catalog.router)
 router.include_router(plans.router)
 router.include_router(team.router)
+
+
+def add_estimate_routes(app: FastAPI) -> None:
+    """The two single estimates, the most called operations, as routes of the app itself,
+    matched before all others. FastAPI 0.165 matches an included router's routes through a
+    matcher of its own that walks the whole route tree again; a constant answer on the serving
+    estimate cost ~870k instructions two inclusions down, ~570k as the app's own route (a health
+    check ~400k)."""
+    for area, endpoint, out in (
+        ("training", training.estimate, TrainingEstimateOut),
+        ("inference", inference.estimate, InferenceEstimateOut),
+    ):
+        app.post(
+            f"{PREFIX}/{area}/estimate",
+            response_model=out,
+            tags=[area],
+            responses=ERROR_RESPONSES,
+            dependencies=_TEAM,
+        )(endpoint)

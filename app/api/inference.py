@@ -6,10 +6,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
-from ..lanes import ESTIMATES
+from ..lanes import estimate_lane
 from ..plans import run_inference, run_inference_timeline, run_serving_sweep
 from ..schemas.common import ERROR_RESPONSES
-from ..schemas.inference import InferenceEstimateOut, InferenceRequest
+from ..schemas.inference import InferenceRequest
 from ..schemas.sweep import ServingSweepOut, ServingSweepRequest, ServingSweepRow
 from ..schemas.training import TimelineOut
 from ..views import (
@@ -22,18 +22,16 @@ from ..views import (
 )
 from .training import CSV_RESPONSE, Format
 
-__all__ = ["estimate_router", "router"]
+__all__ = ["estimate", "router"]
 
 router = APIRouter(prefix="/inference", tags=["inference"], responses=ERROR_RESPONSES)
-# The single estimate has a router of its own, which the API matches before all others.
-estimate_router = APIRouter(prefix="/inference", tags=["inference"], responses=ERROR_RESPONSES)
 
 
-@estimate_router.post("/estimate", response_model=InferenceEstimateOut)
+# POST /inference/estimate: a route of the app itself (``api.add_estimate_routes``).
 async def estimate(req: InferenceRequest) -> Response:
     """Memory with the KV cache, TTFT/TPOT with breakdowns, throughput, the concurrency curve
     and cost per 1k/1M tokens of one serving replica."""
-    return await ESTIMATES.run(_estimate, req)
+    return await estimate_lane(req.model).run(_estimate, req)
 
 
 def _estimate(req: InferenceRequest) -> Response:

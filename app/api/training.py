@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Response
 
 from estimator.errors import SpecError
 
-from ..lanes import ESTIMATES
+from ..lanes import estimate_lane
 from ..plans import (
     run_comms,
     run_layers,
@@ -24,7 +24,6 @@ from ..schemas.training import (
     LayerTableOut,
     RankLayoutOut,
     TimelineOut,
-    TrainingEstimateOut,
     TrainingRequest,
 )
 from ..views import (
@@ -40,11 +39,9 @@ from ..views import (
     training_sweep_rows,
 )
 
-__all__ = ["CSV_RESPONSE", "MAX_CSV_ROWS", "Format", "check_csv_rows", "estimate_router", "router"]
+__all__ = ["CSV_RESPONSE", "MAX_CSV_ROWS", "Format", "check_csv_rows", "estimate", "router"]
 
 router = APIRouter(prefix="/training", tags=["training"], responses=ERROR_RESPONSES)
-# The single estimate has a router of its own, which the API matches before all others.
-estimate_router = APIRouter(prefix="/training", tags=["training"], responses=ERROR_RESPONSES)
 
 CSV_RESPONSE: dict[int | str, dict[str, Any]] = {
     200: {"content": {"text/csv": {"schema": {"type": "string"}}}}
@@ -65,11 +62,11 @@ def check_csv_rows(count: int) -> None:
         )
 
 
-@estimate_router.post("/estimate", response_model=TrainingEstimateOut)
+# POST /training/estimate: a route of the app itself (``api.add_estimate_routes``).
 async def estimate(req: TrainingRequest) -> Response:
     """Per-GPU memory with its breakdown, step time with its breakdown, throughput, MFU/HFU and
     cost of one training plan."""
-    return await ESTIMATES.run(_estimate, req)
+    return await estimate_lane(req.model).run(_estimate, req)
 
 
 def _estimate(req: TrainingRequest) -> Response:
