@@ -64,6 +64,7 @@ class Settings:
     keep_alive_s: int = 5
     graceful_shutdown_s: int = 10
     log_level: str = "info"
+    otel: bool = False
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -82,6 +83,7 @@ class Settings:
             keep_alive_s=_int("PLANNER_KEEP_ALIVE_S", 5, 1, 3600),
             graceful_shutdown_s=_int("PLANNER_GRACEFUL_SHUTDOWN_S", 10, 0, 3600),
             log_level=_choice("PLANNER_LOG_LEVEL", "info", LOG_LEVELS),
+            otel=os.environ.get("PLANNER_OTEL", "") in ("1", "true", "yes"),
         )
 
 

@@ -171,6 +171,7 @@ def test_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     s = Settings.from_env()
     assert (s.port, s.workers, s.graceful_shutdown_s, s.log_level) == (9001, 4, 0, "warning")
     assert s.cors_origins == ("https://a.example",)
+    assert not s.otel
     for name, value, rule in [
         ("PLANNER_PORT", "70000", "PLANNER_PORT='70000': must be an integer from 1 to 65535"),
         ("PLANNER_KEEP_ALIVE_S", "-1", "PLANNER_KEEP_ALIVE_S='-1': must be an integer"),
@@ -180,3 +181,12 @@ def test_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
             mp.setenv(name, value)
             with pytest.raises(ValueError, match=re.escape(rule)):
                 Settings.from_env()
+
+
+def test_fastapi_telemetry_only_when_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """FastAPI's native OpenTelemetry is off unless PLANNER_OTEL turns it on (then FastAPI's
+    defaults: spans, metrics and logs to whatever providers are configured)."""
+    assert create_app()._telemetry["tracing"] is False  # FastAPI's own config of the app
+    monkeypatch.setenv("PLANNER_OTEL", "1")
+    config = create_app()._telemetry
+    assert config["tracing"] and config["metrics"] and config["logs"]

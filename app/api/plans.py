@@ -177,12 +177,18 @@ def open_store(app: Any) -> PlanStore:
     return opened
 
 
-async def bind_team(request: Request) -> None:
-    """Resolve team catalog ids from this app's store for the rest of the request (a router
-    dependency of the API and the pages). Async, so the binding is made in the request's own
-    context, which the threads of its sync route and dependencies copy."""
+def bind_team_of(request: Request) -> None:
+    """Resolve team catalog ids from this app's store for the rest of the request, in the
+    context it runs in (the request's own, for an async route or dependency; the lanes and the
+    threads of sync routes copy it)."""
     open_store(request.app)
     team.bind(request.app.state.team)
+
+
+async def bind_team(request: Request) -> None:
+    """``bind_team_of`` as a router dependency of the API and the pages. Async, so the binding
+    is made in the request's own context."""
+    bind_team_of(request)
 
 
 def _store(request: Request) -> PlanStore:
