@@ -496,3 +496,29 @@ def test_json_responses_refuse_non_finite_numbers_but_not_the_words() -> None:
         json_response([1.0, float("inf")])
     words = {"name": "NaN-free Infinity", "x": [1.5e-7, 1e22, 0.1 + 0.2, -0.0, 2**70]}
     assert json.loads(json_response(words).body) == words
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/api/v1/training/estimate", {"model": "llama-3-8b", "num_gpus": 8, "layout": {"tp": 8}}),
+        ("/api/v1/inference/estimate", {"model": "llama-3-8b", "concurrency": 16}),
+        ("/api/v1/inference/estimate", {"model": "llama-3-8b", "layout": {"tp": 3}}),
+        ("/api/v1/inference/estimate", {"model": "llama-3-8b", "concurrency": "many"}),
+        ("/api/v1/training/estimate", {"model": "no-such-model"}),
+        ("/api/v1/training/estimate", {"model": "llama-3-8b", "layout": {"tp": 8}, "extra": 1}),
+        ("/api/v1/training/estimate", "[1, 2"),  # not JSON
+        ("/api/v1/inference/estimate", ""),  # no body
+    ],
+)
+def test_estimates_answer_alike_on_the_lean_route_and_fastapis(path: str, body: Any) -> None:
+    """A plain JSON body is served by the lean route; the same body under another JSON content
+    type goes through FastAPI's own route. Answers and refusals are the same bytes."""
+    data = body if isinstance(body, str) else json.dumps(body)
+    lean = client.post(path, content=data, headers={"content-type": "application/json"})
+    fastapi = client.post(
+        path, content=data, headers={"content-type": "application/json; charset=utf-8"}
+    )
+    assert lean.status_code == fastapi.status_code
+    assert lean.content == fastapi.content
+    assert lean.headers["content-type"] == fastapi.headers["content-type"]
