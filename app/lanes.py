@@ -11,9 +11,9 @@ end in one go. Two kinds:
   layer by layer, a team model may have thousands of layers): the event loop keeps answering
   other requests while it runs, in the GIL's 5 ms turns.
 - ``LoopLane``: the event loop itself, one call per turn of the loop. For calls known to be
-  short: a single estimate of a public catalog model takes at most ~1.6 ms (the slowest
-  measured over every catalog model and every pipeline depth its layers allow; ~0.4 ms for a
-  typical one), while a hop to a lane thread and back made a serving estimate cost ~1.4x the
+  short: a single estimate of a public catalog model takes at most ~1.5 ms (the slowest over
+  every catalog model at tp 1 and 8 and every pipeline depth its layers allow, which
+  ``benchmarks/bench_api.py`` times first; ~0.4 ms for a typical one), while a hop to a lane thread and back made a serving estimate cost ~1.4x the
   CPU time under load (threads trading the GIL across cores; bench_api with 32 clients:
   ~780 req/s in a thread lane, ~1,030 on the loop, measured in alternation). A thread holding
   the GIL holds up the loop for up to the 5 ms switch interval anyway; on the loop an estimate

@@ -18,6 +18,10 @@ sweep p99 <= 1.5 s):
   request with a different token count so no request hits the sweep cache.
 - ``training sweep, pages``: the same sweep request paged (the cache serves the evaluation).
 
+Before the load, the slowest single estimate of a public catalog model is timed in-process (every
+catalog model at every pipeline depth its layers allow, training and serving): these run on the
+event loop (``app.lanes.LoopLane``), so this is the longest the loop is held by one.
+
 Run: ``make bench`` or ``.venv/bin/python benchmarks/bench_api.py [--duration 30]
 [--clients 32]``. The server runs one uvicorn worker (one process): on a machine with more cores,
 ``--workers`` multiplies what CPU-bound sweeps can do at once.
@@ -191,6 +195,56 @@ def _start_server(workers: int) -> tuple[subprocess.Popen[bytes], str]:
     raise RuntimeError("the server did not start")
 
 
+def slowest_catalog_estimate(repeat: int = 5) -> tuple[float, str]:
+    """The longest a single estimate of a public catalog model takes (best of ``repeat`` runs
+    each, so the machine's own pauses do not count), over every model and every pipeline depth
+    that divides its layers (tp 1 and 8); with the case that took it."""
+    sys.path.insert(0, str(ROOT))
+    import estimator
+    from app.api import inference, training
+    from app.schemas.inference import InferenceRequest
+    from app.schemas.training import TrainingRequest
+
+    def best(fn: Callable[[Any], Any], req: Any) -> float:
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            fn(req)
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    worst = (0.0, "")
+    for model_id in estimator.model_ids():
+        layers = estimator.get_model(model_id).num_layers
+        depths = (d for d in range(1, layers + 1) if layers % d == 0)
+        for pp, tp in itertools.product(depths, (1, 8)):
+            layout = {"tp": tp, "pp": pp}
+            cases = [
+                (
+                    "serving",
+                    inference._estimate,
+                    InferenceRequest,
+                    {"model": model_id, "num_gpus": tp * pp, "layout": layout},
+                ),
+                (
+                    "training",
+                    training._estimate,
+                    TrainingRequest,
+                    {"model": model_id, "num_gpus": 2 * tp * pp, "layout": layout},
+                ),
+            ]
+            for kind, fn, model, body in cases:
+                try:
+                    req = model.model_validate(body)
+                    fn(req)
+                except ValueError:  # a layout the model refuses (heads, lengths)
+                    continue
+                seconds = best(fn, req)
+                if seconds > worst[0]:
+                    worst = (seconds, f"{kind} {model_id} tp={tp} pp={pp}")
+    return worst
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=float, default=30.0, help="seconds per scenario")
@@ -219,6 +273,10 @@ def main(argv: list[str] | None = None) -> int:
         ("training sweep, cached pages", lambda: _sweep_bodies(False), args.clients, None),
     ]
     scenarios = [s for s in scenarios if s[0].startswith("health") or args.only in s[0]]
+    seconds, case = slowest_catalog_estimate()
+    print(
+        f"slowest catalog single estimate (in-process, best of 5): {seconds * 1e3:.2f} ms ({case})"
+    )
     proc, url = _start_server(args.workers)
     print(
         f"LLM Planner API load: uvicorn x{args.workers} worker(s) on {url}, {args.duration:.0f} s "
