@@ -13,9 +13,10 @@ end in one go. Two kinds:
 - ``LoopLane``: the event loop itself, one call per turn of the loop. For calls known to be
   short: a single estimate of a public catalog model takes at most ~1.5 ms (the slowest over
   every catalog model at tp 1 and 8 and every pipeline depth its layers allow, which
-  ``benchmarks/bench_api.py`` times first; ~0.4 ms for a typical one), while a hop to a lane thread and back made a serving estimate cost ~1.4x the
-  CPU time under load (threads trading the GIL across cores; bench_api with 32 clients:
-  ~780 req/s in a thread lane, ~1,030 on the loop, measured in alternation). A thread holding
+  ``benchmarks/bench_api.py`` times first; ~0.4 ms for a typical one), while a hop to a lane
+  thread and back made a serving estimate cost ~1.4x the CPU time under load (threads trading
+  the GIL across cores; bench_api with 32 clients: ~780 req/s in a thread lane, ~1,030 on the
+  loop, measured in alternation). A thread holding
   the GIL holds up the loop for up to the 5 ms switch interval anyway; on the loop an estimate
   holds it for its own run time, then the loop reads and answers whatever arrived meanwhile
   before the next call.
