@@ -16,10 +16,9 @@ end in one go. Two kinds:
   ``benchmarks/bench_api.py`` times first; ~0.4 ms for a typical one), while a hop to a lane
   thread and back made a serving estimate cost ~1.4x the CPU time under load (threads trading
   the GIL across cores; bench_api with 32 clients: ~780 req/s in a thread lane, ~1,030 on the
-  loop, measured in alternation). A thread holding
-  the GIL holds up the loop for up to the 5 ms switch interval anyway; on the loop an estimate
-  holds it for its own run time, then the loop reads and answers whatever arrived meanwhile
-  before the next call.
+  loop, measured in alternation). A thread holding the GIL holds up the loop for up to the
+  5 ms switch interval anyway; on the loop an estimate holds it for its own run time, then the
+  loop reads and answers whatever arrived meanwhile before the next call.
 """
 
 from __future__ import annotations
@@ -37,6 +36,7 @@ import estimator
 __all__ = ["ESTIMATES", "SHORT_ESTIMATES", "Lane", "LoopLane", "estimate_lane"]
 
 T = TypeVar("T")
+_Call = tuple[asyncio.Future[Any], Context, Callable[..., Any], tuple[Any, ...]]  # a queued call
 
 
 class Lane:
@@ -64,8 +64,7 @@ class LoopLane:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._queue: deque[tuple[asyncio.Future[Any], Context, Callable[..., Any], tuple[Any, ...]]]
-        self._queue = deque()
+        self._queue: deque[_Call] = deque()
         self._scheduled = False
 
     async def run(self, fn: Callable[..., T], *args: object) -> T:

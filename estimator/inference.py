@@ -13,7 +13,7 @@ output and the MLP's intermediate (gate and up), plus fp32 logits for one token 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,8 +126,12 @@ def kv_cache_bytes_per_sequence(
     tp: Num = 1,
     pp: Num = 1,
     stage: Num = 0,
+    counts: Sequence[Num] | None = None,
 ) -> Num:
-    counts = stage_kind_counts(model, pp, 1, stage)
+    """KV-cache bytes of one sequence on pipeline rank ``stage`` (``counts``, its layers of
+    each kind, may be passed in when the caller already has them)."""
+    if counts is None:
+        counts = stage_kind_counts(model, pp, 1, stage)
     total: Num = 0
     for k, (kind, n) in enumerate(zip(model.kinds, counts, strict=True)):
         window = kind.attention.window
@@ -203,7 +207,7 @@ def inference_memory(
         weights = (p.linear_weights + p.expert_weights) * DTYPES[precision.weights].bytes + (
             p.other + p.expert_other
         ) * act_b
-        per_seq = kv_cache_bytes_per_sequence(model, precision, context, tp=tp, pp=pp, stage=stage)
+        per_seq = kv_cache_bytes_per_sequence(model, precision, context, tp=tp, counts=shape.counts)
         last = shape.last
         prefill = chunk * live + last * logits
         decode = setup.concurrency * (live + last * logits)

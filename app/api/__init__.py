@@ -4,6 +4,7 @@ ids from the app's store."""
 from __future__ import annotations
 
 import json
+from contextlib import suppress
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.routing import APIRoute
@@ -51,10 +52,9 @@ class _LeanEstimate:
         body = await request.body()
         req = None
         if request.headers.get("content-type") == "application/json":
-            try:
+            # Invalid JSON or a refused field leaves req None: FastAPI words the refusal.
+            with suppress(ValueError):
                 req = self.model.model_validate(json.loads(body))  # as FastAPI parses a body
-            except ValueError:  # invalid JSON or a refused field: FastAPI words the refusal
-                req = None
         if req is None:
             await self.documented.handle(scope, _replay(body), send)
             return
