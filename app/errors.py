@@ -7,6 +7,7 @@ from __future__ import annotations
 import difflib
 import logging
 import math
+import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -17,13 +18,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from estimator.errors import SpecError, UnknownIdError
 
-from .plans import SweepTimeout
+__all__ = ["BodyTimeout", "ShapeError", "TooLarge", "field_path", "install", "invalid"]
 
-__all__ = ["MAX_BODY_BYTES", "BodyLimit", "TooLarge", "field_path", "install"]
-
-MAX_BODY_BYTES = 1_000_000
 _ECHO_CHARS = 200
 _TYPE_TAGS = {"str", "int", "float", "bool", "none", "list", "dict"}
+# The tags of the API's one tagged union (a saved plan's kind picks its request's shape):
+# pydantic puts the tag in an error's location, which a field path leaves out.
+_UNION_TAGS = {"training", "inference", "training_sweep", "inference_sweep"}
 log = logging.getLogger("llm_planner")
 
 
@@ -31,6 +32,14 @@ class TooLarge(Exception):
     def __init__(self, limit: int) -> None:
         self.limit = limit
         super().__init__(f"request body over {limit:,} bytes")
+
+
+class BodyTimeout(Exception):
+    """The client did not send its whole request body in time."""
+
+    def __init__(self, limit_s: float) -> None:
+        self.limit_s = limit_s
+        super().__init__(f"the request body did not arrive within {limit_s:g} s")
 
 
 def _echo(value: Any) -> Any:
@@ -54,6 +63,8 @@ def field_path(loc: tuple[Any, ...]) -> str:
     for i, part in enumerate(loc):
         if i == 0 and part in ("body", "query", "path", "header"):
             continue
+        if i == 1 and loc[0] == "body" and part in _UNION_TAGS:
+            continue
         if isinstance(part, int):
             parts.append(str(part))
         elif part in _TYPE_TAGS or "[" in part or "-" in part or part[:1].isupper():
@@ -63,17 +74,65 @@ def field_path(loc: tuple[Any, ...]) -> str:
     return ".".join(parts) or "body"
 
 
-def invalid(field: str, rule: str, value: Any = None) -> JSONResponse:
+class ShapeError(SpecError):
+    """Input that breaks the documented request schema itself (not JSON, nested too deep, not
+    an object): ``invalid_request``, like pydantic's refusals. A ``SpecError`` of the core is a
+    request that fits the schema and breaks a rule of the model, layout or framework:
+    ``invalid_plan``."""
+
+
+def invalid(
+    field: str, rule: str, value: Any = None, kind: str = "invalid_request"
+) -> JSONResponse:
     item = {"field": field, "rule": rule, "value": _echo(value)}
-    return _body(422, "invalid_request", f"{field}: {rule}", detail=[item])
+    return _body(422, kind, f"{field}: {rule}", detail=[item])
+
+
+def allowed_methods(request: Request, fallback: str) -> str:
+    """The methods the API documents for this path (a literal path before a template that also
+    matches it: ``/models/import`` before ``/models/{model_id}``). Starlette's own 405 names
+    the methods of the first route whose path matches, where several routes (``GET /plans``
+    and ``POST /plans``) share one; paths the schema does not document keep its answer."""
+    index = getattr(request.app.state, "allow_index", None)
+    if index is None:
+        by_path: dict[str, set[str]] = {}
+        for template, operations in request.app.openapi().get("paths", {}).items():
+            by_path[template] = {m.upper() for m in operations if m in _HTTP_METHODS}
+        for router in getattr(request.app.state, "page_routers", ()):  # not in the schema
+            for route in router.routes:
+                by_path.setdefault(route.path, set()).update(route.methods)
+        index = sorted(
+            (
+                (
+                    "{" in template,
+                    re.compile("^" + re.sub(r"\{[^/}]+\}", "[^/]+", template) + "$"),
+                    methods,
+                )
+                for template, methods in by_path.items()
+            ),
+            key=lambda item: item[0],  # literal paths first
+        )
+        request.app.state.allow_index = index
+    path = request.url.path
+    for _, pattern, methods in index:
+        if pattern.match(path):
+            return ", ".join(sorted(methods))
+    return fallback
+
+
+_HTTP_METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
 
 
 def install(app: FastAPI) -> None:
     """Register the handlers on ``app``."""
+    # The modules that raise these import this one (for ShapeError): imported here, not above.
+    from .isolated import Busy, ClientGone, IsolatedTimeout
+    from .plans import SweepTimeout
 
     @app.exception_handler(SpecError)
     def spec_error(_: Request, exc: SpecError) -> JSONResponse:
-        return invalid(exc.field, exc.rule, exc.value)
+        kind = "invalid_request" if isinstance(exc, ShapeError) else "invalid_plan"
+        return invalid(exc.field, exc.rule, exc.value, kind)
 
     @app.exception_handler(RequestValidationError)
     def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -106,26 +165,53 @@ def install(app: FastAPI) -> None:
         )
 
     @app.exception_handler(StarletteHTTPException)
-    def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 400:  # an unreadable body (bad UTF-8, broken multipart)
             return invalid("body", f"must be readable JSON: {exc.detail}")
         kinds = {
             401: "unauthorized",
             403: "forbidden",
             404: "not_found",
+            405: "method_not_allowed",
             409: "conflict",
             413: "too_large",
+            429: "rate_limited",
+            503: "unavailable",
         }
         kind = kinds.get(exc.status_code, "invalid_request")
-        return _body(exc.status_code, kind, str(exc.detail))
+        detail = exc.detail if isinstance(exc.detail, dict) else {"message": str(exc.detail)}
+        response = _body(exc.status_code, kind, **detail)
+        for name, value in (exc.headers or {}).items():  # Retry-After (429, 503)
+            response.headers[name] = value
+        if exc.status_code == 405:
+            fallback = (exc.headers or {}).get("Allow", "")
+            response.headers["Allow"] = allowed_methods(request, fallback)
+        return response
 
     @app.exception_handler(TooLarge)
     def too_large(_: Request, exc: TooLarge) -> JSONResponse:
         return _body(413, "too_large", str(exc))
 
+    @app.exception_handler(BodyTimeout)
+    def body_timeout(_: Request, exc: BodyTimeout) -> JSONResponse:
+        response = _body(408, "timeout", str(exc))
+        response.headers["Connection"] = "close"
+        return response
+
     @app.exception_handler(SweepTimeout)
-    def timeout(_: Request, exc: SweepTimeout) -> JSONResponse:
+    @app.exception_handler(IsolatedTimeout)
+    def timeout(_: Request, exc: Exception) -> JSONResponse:
         return _body(503, "timeout", str(exc))
+
+    @app.exception_handler(Busy)
+    def busy(_: Request, exc: Busy) -> JSONResponse:
+        response = _body(503, "unavailable", str(exc))
+        response.headers["Retry-After"] = str(exc.retry_after_s)
+        return response
+
+    @app.exception_handler(ClientGone)
+    def gone(_: Request, exc: ClientGone) -> JSONResponse:
+        return _body(499, "timeout", "the client closed the connection; the work was stopped")
 
     @app.exception_handler(Exception)
     def internal(_: Request, exc: Exception) -> JSONResponse:
@@ -138,33 +224,3 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-
-class BodyLimit:
-    """Refuse request bodies over ``limit`` bytes with a 413, by their Content-Length or, for
-    chunked uploads, as soon as the bytes read pass it."""
-
-    def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES) -> None:
-        self.app = app
-        self.limit = limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = dict(scope.get("headers") or [])
-        length = headers.get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > self.limit:
-            await _body(413, "too_large", str(TooLarge(self.limit)))(scope, receive, send)
-            return
-        seen = 0
-
-        async def counted() -> Message:
-            nonlocal seen
-            message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > self.limit:
-                raise TooLarge(self.limit)
-            return message
-
-        await self.app(scope, counted, send)

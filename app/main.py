@@ -21,6 +21,7 @@ import estimator
 
 from . import api, errors, pages, saved_pages
 from .api.plans import open_store
+from .guards import RequestGuard, WriteRate
 from .operations import AccessLog, Registry, SecurityHeaders
 from .settings import Settings
 
@@ -56,6 +57,9 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     gc.collect()
     gc.freeze()
     yield
+    worker = getattr(app.state, "tree_worker", None)
+    if worker is not None:
+        worker.stop()
     app.state.store.engine.dispose()
 
 
@@ -81,14 +85,16 @@ def create_app() -> FastAPI:
         redoc_url=None,
     )
     errors.install(app)
-    app.add_middleware(errors.BodyLimit)
+    app.state.settings = settings
+    app.state.write_rate = WriteRate(settings.writes_per_minute)
+    app.add_middleware(RequestGuard, limits=settings)
     app.add_middleware(SecurityHeaders)
     origins = settings.cors_origins
     if origins:  # no CORS headers at all unless origins are configured
         app.add_middleware(
             CORSMiddleware,
             allow_origins=list(origins),
-            allow_methods=["GET", "POST", "PATCH", "DELETE"],
+            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
             allow_headers=["Authorization", "Content-Type", "X-Request-ID"],
             expose_headers=["X-Request-ID"],
             max_age=600,
@@ -136,6 +142,7 @@ def create_app() -> FastAPI:
     app.include_router(api.router)
     app.include_router(pages.router)
     app.include_router(saved_pages.router)
+    app.state.page_routers = (pages.router, saved_pages.router)  # for 405's Allow (errors.py)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     return app
 

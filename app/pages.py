@@ -27,6 +27,7 @@ from . import charts, team
 from .api.plans import bind_team, open_store
 from .api.training import check_csv_rows
 from .errors import field_path
+from .guards import parse_json
 from .plans import (
     resolve_model,
     run_inference,
@@ -44,6 +45,7 @@ from .schemas.sweep import (
     TrainingSweepRow,
 )
 from .schemas.training import TrainingRequest
+from .settings import current
 from .views import (
     catalog_accelerators,
     catalog_models,
@@ -198,10 +200,7 @@ def request_body(inputs: Sequence[Input], query: Mapping[str, str]) -> dict[str,
         node[leaf] = _read(spec, raw)
     pasted = query.get("config", "").strip()
     if pasted:
-        try:
-            config = json.loads(pasted)
-        except json.JSONDecodeError as exc:
-            raise SpecError("config", f"is not valid JSON: {exc}") from None
+        config = parse_json(pasted, "config", current().max_json_depth)
         if not isinstance(config, dict):
             raise SpecError("config", "must be a JSON object (a config.json)")
         body["model"] = config
@@ -879,12 +878,10 @@ def catalog_page(request: Request) -> Response:
     error = ""
     if pasted:
         try:
-            config = json.loads(pasted)
+            config = parse_json(pasted, "config", current().max_json_depth)
             if not isinstance(config, dict):
                 raise SpecError("config", "must be a JSON object (a config.json)")
             imported = model_out(resolve_model(config, "config"), {"config": config}).model_dump()
-        except json.JSONDecodeError as exc:
-            error = f"config: not valid JSON ({exc})"
         except SpecError as exc:
             error = f"{exc.field}: {exc.rule}"
     context = {

@@ -49,16 +49,17 @@ from estimator.timing import TimingOptions, TrainingEstimate, estimate_training
 from estimator.tree import ModuleNode, module_tree
 
 from . import team
+from .errors import ShapeError
 from .schemas.catalog import TreeRequest
 from .schemas.common import PrecisionRoles
 from .schemas.inference import InferenceRequest
 from .schemas.sweep import ServingSweepRequest, TrainingSweepRequest
 from .schemas.training import TrainingRequest
+from .settings import current
 
 __all__ = [
     "MAX_SERVING_LAYOUTS",
     "MAX_TRAINING_LAYOUTS",
-    "SWEEP_TIME_LIMIT_S",
     "InferencePlan",
     "SweepTimeout",
     "TrainingPlan",
@@ -78,6 +79,7 @@ __all__ = [
     "run_training_timeline",
     "run_training_views",
     "run_tree",
+    "sweep_limit_s",
     "training_plan",
 ]
 
@@ -85,13 +87,19 @@ __all__ = [
 MAX_TRAINING_LAYOUTS = 1_000_000
 # Serving sweeps loop over single estimates (~10 ms each).
 MAX_SERVING_LAYOUTS = 1_000
-SWEEP_TIME_LIMIT_S = 30.0
+
+
+def sweep_limit_s() -> float:
+    """How long one sweep may compute, or wait for its turn (``PLANNER_SWEEP_TIMEOUT_S``)."""
+    return float(current().sweep_timeout_s)
+
+
 SWEEP_CACHE_SIZE = 8
 SWEEP_CONCURRENCY = 1  # per process
 
 
 class SweepTimeout(Exception):
-    """A sweep ran past ``SWEEP_TIME_LIMIT_S``, or waited that long for its turn; the API
+    """A sweep ran past ``sweep_limit_s()``, or waited that long for its turn; the API
     answers 503."""
 
     def __init__(self, done: int, total: int, limit_s: float) -> None:
@@ -114,7 +122,10 @@ def resolve_model(ref: str | dict[str, Any], field: str = "model") -> ModelSpec:
     try:
         return model_from_config(ref)
     except SpecError as exc:
-        raise SpecError(field + exc.field.removeprefix("config"), exc.rule, exc.value) from None
+        path = field + exc.field.removeprefix("config")
+        # model_type is the one key the schema requires of a pasted config (PastedConfig)
+        kind = ShapeError if exc.field == "config.model_type" else SpecError
+        raise kind(path, exc.rule, exc.value) from None
 
 
 def resolve_precision(ref: str | PrecisionRoles) -> Precision:
@@ -431,8 +442,9 @@ _EVALUATING = BoundedSemaphore(SWEEP_CONCURRENCY)
 
 
 def _one_at_a_time(compute: Callable[[], R]) -> R:
-    if not _EVALUATING.acquire(timeout=SWEEP_TIME_LIMIT_S):
-        raise SweepTimeout(0, 1, SWEEP_TIME_LIMIT_S)
+    limit_s = sweep_limit_s()
+    if not _EVALUATING.acquire(timeout=limit_s):
+        raise SweepTimeout(0, 1, limit_s)
     try:
         return compute()
     finally:
@@ -518,7 +530,7 @@ def _training_sweep(req: TrainingSweepRequest) -> TrainingSweep:
             max_layouts=MAX_TRAINING_LAYOUTS,
             top_k=req.top_k,
             objective=req.objective,
-            progress=_deadline(SWEEP_TIME_LIMIT_S),
+            progress=_deadline(sweep_limit_s()),
         )
     except SpecError as exc:
         exc.field = _request_field(exc.field)
@@ -577,7 +589,7 @@ def _serving_sweep(req: ServingSweepRequest) -> list[dict[str, Any]]:
             workload,
             space,
             max_layouts=MAX_SERVING_LAYOUTS,
-            progress=_deadline(SWEEP_TIME_LIMIT_S),
+            progress=_deadline(sweep_limit_s()),
         )
     except SpecError as exc:
         exc.field = _request_field(exc.field)

@@ -26,16 +26,17 @@ from estimator.errors import SpecError, UnknownIdError
 
 from . import charts
 from .api.plans import (
-    PlanCreate,
+    PLAN_CREATE,
     PlanUpdate,
     bind_team,
     duplicate,
-    open_saved,
     open_store,
+    refusal_text,
+    reopened,
     save_plan,
+    update_plan,
     write_refusal,
 )
-from .errors import field_path
 from .pages import (
     SERVING_INPUTS,
     SERVING_SWEEP_INPUTS,
@@ -124,19 +125,6 @@ def _message(request: Request, title: str, message: str, status: int) -> Respons
     return templates.TemplateResponse(request, "message.html", context, status_code=status)
 
 
-def _in_words(exc: Exception) -> str:
-    """A refusal of the core or of validation as one line a reader can act on."""
-    if isinstance(exc, RequestValidationError | ValidationError):
-        return "; ".join(
-            f"{field_path(tuple(e['loc']))}: {e['msg']}" for e in list(exc.errors())[:5]
-        )
-    if isinstance(exc, HTTPException):
-        return str(exc.detail)
-    if isinstance(exc, UnknownIdError):
-        return f"unknown {exc.kind} id {exc.ident!r} (not in the public or the team catalog)"
-    return str(exc)
-
-
 REFUSED = (RequestValidationError, ValidationError, SpecError, UnknownIdError, HTTPException)
 
 
@@ -144,7 +132,7 @@ def _refused(request: Request, title: str, exc: Exception) -> Response:
     status = exc.status_code if isinstance(exc, HTTPException) else 422
     if isinstance(exc, UnknownIdError):
         status = 404
-    return _message(request, title, _in_words(exc), status)
+    return _message(request, title, refusal_text(exc), status)
 
 
 def _write_access(request: Request) -> dict[str, bool]:
@@ -187,12 +175,11 @@ def planner_url(kind: str, body: Mapping[str, Any]) -> str:
 
 
 def _reopened(plan: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
-    """The plan re-evaluated now, or why it cannot be (a team entry deleted since, a rule
-    the current estimator adds)."""
-    try:
-        return open_saved(plan), ""
-    except REFUSED as exc:
-        return None, f"It cannot be re-evaluated now: {_in_words(exc)}"
+    """The plan re-evaluated now, or why it cannot be (a rule the current estimator adds)."""
+    opened = reopened(plan)
+    if opened["current_error"] is not None:
+        return None, f"It cannot be re-evaluated now: {opened['current_error']}"
+    return opened, ""
 
 
 def _rows(plan: Mapping[str, Any], opened: Mapping[str, Any] | None) -> list[dict[str, Any]]:
@@ -253,15 +240,23 @@ def _save(request: Request, form: FormData) -> Response:
     try:
         _checked(request, form)
         query = page_query(QueryParams(str(form.get("query", ""))), inputs)
-        body = PlanCreate(
-            name=str(form.get("name", "")).strip(),
-            description=str(form.get("description", "")),
-            tags=_tags(str(form.get("tags", ""))),
-            kind=kind,  # type: ignore[arg-type]
-            request=request_body(inputs, query),
+        body = PLAN_CREATE.validate_python(
+            {
+                "name": str(form.get("name", "")).strip(),
+                "description": str(form.get("description", "")),
+                "tags": _tags(str(form.get("tags", ""))),
+                "kind": kind,
+                "request": request_body(inputs, query),
+            }
         )
         plan = save_plan(
-            _store(request), body.name, body.description, body.tags, kind, body.request
+            _store(request),
+            body.name,
+            body.description,
+            body.tags,
+            kind,
+            body.request_body(),
+            request.app.state.settings.max_plan_bytes,
         )
     except REFUSED as exc:
         return _refused(request, "Plan not saved", exc)
@@ -363,26 +358,26 @@ def plan_page(request: Request, plan_id: str) -> Response:
     return templates.TemplateResponse(request, "plan.html", context)
 
 
-# A write form posted to one plan: what it does to the plan (its form and the stored plan in,
-# the address to go to out), and the title of its refusal.
-PlanAction = Callable[[PlanStore, FormData, dict[str, Any]], str]
+# A write form posted to one plan: what it does to the plan (its form, the stored plan and the
+# size cap in, the address to go to out), and the title of its refusal.
+PlanAction = Callable[[PlanStore, FormData, dict[str, Any], int], str]
 
 
-def _edit(store: PlanStore, form: FormData, plan: dict[str, Any]) -> str:
+def _edit(store: PlanStore, form: FormData, plan: dict[str, Any], max_bytes: int) -> str:
     edit = PlanUpdate(
         name=str(form.get("name", "")).strip(),
         description=str(form.get("description", "")),
         tags=_tags(str(form.get("tags", ""))),
     )
-    store.update(plan["id"], **edit.model_dump(exclude_none=True))
+    update_plan(store, plan, edit.changes(), max_bytes)
     return f"/plans/{plan['id']}"
 
 
-def _duplicate(store: PlanStore, _: FormData, plan: dict[str, Any]) -> str:
-    return f"/plans/{duplicate(store, plan)['id']}"
+def _duplicate(store: PlanStore, _: FormData, plan: dict[str, Any], max_bytes: int) -> str:
+    return f"/plans/{duplicate(store, plan, max_bytes)['id']}"
 
 
-def _delete(store: PlanStore, _: FormData, plan: dict[str, Any]) -> str:
+def _delete(store: PlanStore, _: FormData, plan: dict[str, Any], __: int) -> str:
     store.delete(plan["id"])
     return "/plans"
 
@@ -411,6 +406,7 @@ def _act(request: Request, plan_id: str, action: str, form: FormData) -> Respons
         plan = store.get(plan_id)
         if plan is None:
             raise HTTPException(404, f"no saved plan {plan_id!r}")
-        return RedirectResponse(act(store, form, plan), status_code=303)
+        cap = request.app.state.settings.max_plan_bytes
+        return RedirectResponse(act(store, form, plan, cap), status_code=303)
     except REFUSED as exc:
         return _refused(request, title, exc)

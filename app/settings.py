@@ -21,6 +21,24 @@ The server (``llm-planner serve`` and the image's start step):
 - ``PLANNER_LOG_LEVEL``: ``debug``, ``info`` (default: one access line per request),
   ``warning``, ``error``.
 
+Limits (every one bounds what a single request can cost; README, "Limits"):
+
+- ``PLANNER_MAX_BODY_BYTES``: largest request body (default 1,000,000; 413 past it).
+- ``PLANNER_MAX_JSON_DEPTH``: deepest nesting of a JSON body or a JSON query parameter
+  (default 32; 422 past it, before anything parses it).
+- ``PLANNER_BODY_TIMEOUT_S``: time a client has to send a whole request body (default 10;
+  408 and the connection closed past it).
+- ``PLANNER_SWEEP_TIMEOUT_S``: time one sweep may compute (default 30; 503 past it).
+- ``PLANNER_EXACT_TIMEOUT_S``: time the exact module tree may take, queueing included
+  (default 60; 503 past it, its worker process killed).
+- ``PLANNER_EXACT_MAX_LAYERS``: deepest model the exact tree builds (default 512; 422 past it).
+- ``PLANNER_EXACT_QUEUE``: exact-tree requests waiting at once beyond the one running
+  (default 2; 503 with Retry-After past it).
+- ``PLANNER_MAX_PLAN_BYTES``: largest stored plan or team entry, as JSON (default 65,536; a
+  pasted config over it is kept as the keys the reader uses; 413 if still over).
+- ``PLANNER_WRITES_PER_MINUTE``: saved-plan and team-catalog writes per client address and
+  minute (default 60, ``0`` for no limit; 429 with Retry-After past it).
+
 A value that cannot be read is refused at start-up with the variable's name and the rule.
 """
 
@@ -28,9 +46,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
-__all__ = ["LOG_LEVELS", "Settings", "settings"]
+__all__ = ["LOG_LEVELS", "Settings", "current", "settings"]
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
@@ -65,6 +84,15 @@ class Settings:
     graceful_shutdown_s: int = 10
     log_level: str = "info"
     otel: bool = False
+    max_body_bytes: int = 1_000_000
+    max_json_depth: int = 32
+    body_timeout_s: int = 10
+    sweep_timeout_s: int = 30
+    exact_timeout_s: int = 60
+    exact_max_layers: int = 512
+    exact_queue: int = 2
+    max_plan_bytes: int = 65_536
+    writes_per_minute: int = 60
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -84,8 +112,24 @@ class Settings:
             graceful_shutdown_s=_int("PLANNER_GRACEFUL_SHUTDOWN_S", 10, 0, 3600),
             log_level=_choice("PLANNER_LOG_LEVEL", "info", LOG_LEVELS),
             otel=os.environ.get("PLANNER_OTEL", "") in ("1", "true", "yes"),
+            max_body_bytes=_int("PLANNER_MAX_BODY_BYTES", 1_000_000, 1_024, 2**30),
+            max_json_depth=_int("PLANNER_MAX_JSON_DEPTH", 32, 4, 256),
+            body_timeout_s=_int("PLANNER_BODY_TIMEOUT_S", 10, 1, 3600),
+            sweep_timeout_s=_int("PLANNER_SWEEP_TIMEOUT_S", 30, 1, 3600),
+            exact_timeout_s=_int("PLANNER_EXACT_TIMEOUT_S", 60, 1, 3600),
+            exact_max_layers=_int("PLANNER_EXACT_MAX_LAYERS", 512, 1, 16_384),
+            exact_queue=_int("PLANNER_EXACT_QUEUE", 2, 0, 64),
+            max_plan_bytes=_int("PLANNER_MAX_PLAN_BYTES", 65_536, 4_096, 2**24),
+            writes_per_minute=_int("PLANNER_WRITES_PER_MINUTE", 60, 0, 10**6),
         )
 
 
 def settings() -> Settings:
+    return Settings.from_env()
+
+
+@cache
+def current() -> Settings:
+    """The process's settings, read once: the environment does not change under a running
+    service (tests that change it clear this cache)."""
     return Settings.from_env()

@@ -10,7 +10,7 @@ does not validate is refused before the database is touched.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,20 +18,36 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    Column,
     DateTime,
     Engine,
+    ForeignKey,
     Integer,
     String,
+    Table,
     Text,
+    column,
     create_engine,
+    delete,
     event,
+    insert,
     or_,
     select,
+    table,
 )
 from sqlalchemy import update as sql_update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
-__all__ = ["Base", "Plan", "PlanStore", "migrate"]
+__all__ = [
+    "PLAN_USES",
+    "Base",
+    "MissingTeamEntry",
+    "Plan",
+    "PlanStore",
+    "like_pattern",
+    "migrate",
+]
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -54,6 +70,31 @@ class Plan(Base):
     revision: Mapped[int] = mapped_column(Integer, default=1)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+plan_tags = Table(
+    "plan_tags",
+    Base.metadata,
+    Column("plan_id", String(36), ForeignKey("plans.id", ondelete="CASCADE"), primary_key=True),
+    Column("tag", String(50), primary_key=True),
+)
+# The team entries each plan uses, by kind. Their foreign keys to the team tables (ON DELETE
+# RESTRICT) live in the database (migration 0004); these light tables only read and write rows.
+PLAN_USES = {
+    "models": table("plan_team_models", column("plan_id"), column("model_id")),
+    "accelerators": table("plan_team_accelerators", column("plan_id"), column("accelerator_id")),
+}
+
+
+class MissingTeamEntry(Exception):
+    """A plan names a team entry that was deleted while it was being saved."""
+
+
+def like_pattern(text: str) -> str:
+    """``text`` as a LIKE pattern matching it anywhere, its own ``%``, ``_`` and ``\\`` taken
+    literally (escaped with a backslash: pass ``escape="\\"``)."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
 
 
 def _sqlite_pragmas(engine: Engine) -> None:
@@ -130,7 +171,10 @@ class PlanStore:
         request: dict[str, Any],
         saved_result: dict[str, Any],
         estimator_version: str,
+        uses: Mapping[str, Sequence[str]] | None = None,
     ) -> dict[str, Any]:
+        """Store a new plan with its tags and the team entries it uses, in one transaction;
+        MissingTeamEntry if one of those was deleted meanwhile."""
         now = _now()
         plan = Plan(
             id=str(uuid.uuid4()),
@@ -145,8 +189,13 @@ class PlanStore:
             created_at=now,
             updated_at=now,
         )
-        with self._session() as s:
-            s.add(plan)
+        try:
+            with self._session() as s:
+                s.add(plan)
+                s.flush()
+                _index(s, plan.id, tags, uses)
+        except IntegrityError:
+            raise MissingTeamEntry(str(uses)) from None
         return _as_dict(plan)
 
     def get(self, plan_id: str) -> dict[str, Any] | None:
@@ -157,30 +206,42 @@ class PlanStore:
     def list(
         self, query: str = "", tag: str = "", limit: int = 100, offset: int = 0
     ) -> list[dict[str, Any]]:
-        stmt = select(Plan).order_by(Plan.updated_at.desc(), Plan.id).limit(limit).offset(offset)
+        """Plans newest first: those whose name or description contains ``query`` (taken
+        literally, case-insensitive) and that carry ``tag``, filtered before paging."""
+        stmt = select(Plan)
         if query:
-            like = f"%{query}%"
-            stmt = stmt.where(or_(Plan.name.ilike(like), Plan.description.ilike(like)))
+            like = like_pattern(query)
+            stmt = stmt.where(
+                or_(Plan.name.ilike(like, escape="\\"), Plan.description.ilike(like, escape="\\"))
+            )
+        if tag:
+            tagged = select(plan_tags.c.plan_id).where(plan_tags.c.tag == tag)
+            stmt = stmt.where(Plan.id.in_(tagged))
+        stmt = stmt.order_by(Plan.updated_at.desc(), Plan.id).limit(limit).offset(offset)
         with self._session() as s:
-            plans = [_as_dict(p) for p in s.scalars(stmt)]
-        if tag:  # tags are a JSON list: filtered here, the same on SQLite and PostgreSQL
-            plans = [p for p in plans if tag in p["tags"]]
-        return plans
+            return [_as_dict(p) for p in s.scalars(stmt)]
 
-    def update(self, plan_id: str, **changes: Any) -> dict[str, Any] | None:
+    def update(
+        self, plan_id: str, uses: Mapping[str, Sequence[str]] | None = None, **changes: Any
+    ) -> dict[str, Any] | None:
         """Apply ``changes`` and bump the revision in one UPDATE statement, so concurrent
-        edits serialize in the database and none is lost (SQLite and PostgreSQL alike)."""
+        edits serialize in the database and none is lost (SQLite and PostgreSQL alike); new
+        tags or a new request (``uses``) re-index the plan in the same transaction."""
         values = {k: v for k, v in changes.items() if v is not None}
         stmt = (
             sql_update(Plan)
             .where(Plan.id == plan_id)
             .values(**values, revision=Plan.revision + 1, updated_at=_now())
         )
-        with self._session() as s:
-            if s.execute(stmt).rowcount == 0:  # type: ignore[attr-defined]
-                return None
-            plan = s.get(Plan, plan_id, populate_existing=True)
-            return None if plan is None else _as_dict(plan)
+        try:
+            with self._session() as s:
+                if s.execute(stmt).rowcount == 0:  # type: ignore[attr-defined]
+                    return None
+                _index(s, plan_id, values.get("tags"), uses, replace=True)
+                plan = s.get(Plan, plan_id, populate_existing=True)
+                return None if plan is None else _as_dict(plan)
+        except IntegrityError:
+            raise MissingTeamEntry(str(uses)) from None
 
     def delete(self, plan_id: str) -> bool:
         with self._session() as s:
@@ -189,3 +250,27 @@ class PlanStore:
                 return False
             s.delete(plan)
             return True
+
+
+def _index(
+    s: Session,
+    plan_id: str,
+    tags: list[str] | None,
+    uses: Mapping[str, Sequence[str]] | None,
+    replace: bool = False,
+) -> None:
+    """Write a plan's tag rows and team-entry rows (``None``: leave them as they are)."""
+    if tags is not None:
+        if replace:
+            s.execute(delete(plan_tags).where(plan_tags.c.plan_id == plan_id))
+        rows = [{"plan_id": plan_id, "tag": t} for t in dict.fromkeys(tags)]
+        if rows:
+            s.execute(insert(plan_tags), rows)
+    if uses is not None:
+        for kind, link in PLAN_USES.items():
+            key = "model_id" if kind == "models" else "accelerator_id"
+            if replace:
+                s.execute(delete(link).where(link.c.plan_id == plan_id))
+            rows = [{"plan_id": plan_id, key: i} for i in dict.fromkeys(uses.get(kind, []))]
+            if rows:
+                s.execute(insert(link), rows)

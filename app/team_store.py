@@ -37,12 +37,13 @@ from estimator import Accelerator, ModelSpec, model_from_config
 from estimator.accelerator import accelerator_from_entry
 from estimator.errors import SpecError
 
-from .store import Base
+from .store import PLAN_USES, Base, Plan
 
 __all__ = [
     "TeamAcceleratorRow",
     "TeamCatalog",
     "TeamConflict",
+    "TeamInUse",
     "TeamModelRow",
     "TeamStore",
     "accelerator_spec_of",
@@ -51,6 +52,19 @@ __all__ = [
 
 class TeamConflict(Exception):
     """An id that is already taken."""
+
+
+class TeamInUse(Exception):
+    """Saved plans use the entry that was to be deleted."""
+
+    def __init__(self, kind: str, entry_id: str, plans: list[dict[str, str]]) -> None:
+        self.kind = kind
+        self.entry_id = entry_id
+        self.plans = plans
+        super().__init__(
+            f"team {kind[:-1]} {entry_id!r} is used by {len(plans)} saved plan(s); delete or "
+            "change those plans first"
+        )
 
 
 class TeamRevision(Base):
@@ -236,13 +250,30 @@ class TeamStore:
             return _as_dict(row)
 
     def delete(self, kind: str, entry_id: str) -> bool:
-        with self._session() as s:
-            row = s.get(KINDS[kind], entry_id)
-            if row is None:
-                return False
-            s.delete(row)
-            self._bump(s)
-            return True
+        """Delete an entry (False where it does not exist); TeamInUse, naming the plans, where
+        saved plans use it. The database's foreign key refuses it too, should a plan that uses
+        it be saved between the check and the delete."""
+        link = PLAN_USES[kind]
+        key = link.c.model_id if kind == "models" else link.c.accelerator_id
+        try:
+            with self._session() as s:
+                row = s.get(KINDS[kind], entry_id)
+                if row is None:
+                    return False
+                users = s.execute(
+                    select(Plan.id, Plan.name)
+                    .join(link, link.c.plan_id == Plan.id)
+                    .where(key == entry_id)
+                    .order_by(Plan.name, Plan.id)
+                ).all()
+                if users:
+                    raise TeamInUse(kind, entry_id, [{"id": i, "name": n} for i, n in users])
+                s.delete(row)
+                s.flush()
+                self._bump(s)
+                return True
+        except IntegrityError:
+            raise TeamInUse(kind, entry_id, []) from None
 
 
 KINDS: dict[str, type[Row]] = {"accelerators": TeamAcceleratorRow, "models": TeamModelRow}

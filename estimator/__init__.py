@@ -20,7 +20,7 @@ from .errors import SpecError, UnknownIdError
 from .flops import ForwardFlops, TrainingFlops, forward_flops, training_flops
 from .inference import InferenceMemory, InferenceSetup, inference_memory, kv_cache_bytes_per_token
 from .memory import TrainingMemory, TrainingSetup, training_memory
-from .model import ModelSpec, model_from_config, supported_model_types
+from .model import ModelSpec, model_from_config, supported_model_types, used_config
 from .parallel import Parallelism
 from .params import ParamCounts, count_params
 from .precision import PRESETS, Precision, get_precision
@@ -59,4 +59,5 @@ __all__ = [
     "supported_model_types",
     "training_flops",
     "training_memory",
+    "used_config",
 ]

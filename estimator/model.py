@@ -13,7 +13,7 @@ note saying so; a field that such a reading needs and the config lacks is refuse
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
@@ -21,7 +21,7 @@ from typing import Any
 from .architecture import AttentionCore, LayerKind, Linear, Norm
 from .errors import SpecError
 
-__all__ = ["MoESpec", "ModelSpec", "model_from_config", "supported_model_types"]
+__all__ = ["MoESpec", "ModelSpec", "model_from_config", "supported_model_types", "used_config"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +147,11 @@ class _Config:
     def __init__(self, raw: Mapping[str, Any], model_type: str) -> None:
         self.raw = raw
         self.model_type = model_type
+
+    @property
+    def plain(self) -> Mapping[str, Any]:
+        """The config itself (not the recorder ``used_config`` reads it through)."""
+        return self.raw.data if isinstance(self.raw, _Recorder) else self.raw
 
     def _get(self, names: tuple[str, ...]) -> Any:
         for name in names:
@@ -379,6 +384,10 @@ def _llama_like(c: _Config, ident: str) -> ModelSpec:
         raise SpecError(
             "config.model_type", f"mixture-of-experts model_type {mt!r} is not supported yet", mt
         )
+    if top_k > experts:
+        raise SpecError(
+            "config.num_experts_per_tok", f"must be <= the number of experts ({experts})", top_k
+        )
     inter = c.integer("intermediate_size", default=d.get("intermediate_size"))
 
     mla = mt == "deepseek_v3"
@@ -458,7 +467,7 @@ def _llama_like(c: _Config, ident: str) -> ModelSpec:
         attention_dropout=c.number("attention_dropout", default=0.0),
         hidden_dropout=c.number("resid_pdrop", "hidden_dropout", default=0.0),
         moe=MoESpec(experts, top_k, moe_inter, shared_inter, moe_layers) if moe_layers else None,
-        config=dict(c.raw),
+        config=dict(c.plain),
         notes=tuple(notes),
     )
 
@@ -813,6 +822,8 @@ def _plain(
     """The classic (non-gated, LayerNorm) families share one uniform stack of layers."""
     if h % heads:
         raise SpecError("config.num_attention_heads", f"must divide hidden_size={h}", heads)
+    if kv_heads is not None and heads % kv_heads:
+        raise SpecError("config.num_kv_heads", f"must divide num_attention_heads={heads}", kv_heads)
     core = _standard_core(heads, kv_heads or heads, hd, None)
     kind = LayerKind("dense", linears, tuple(n for n in norms if n.size), core, parallel)
     return ModelSpec(
@@ -836,7 +847,7 @@ def _plain(
         attention_dropout=attn_drop,
         hidden_dropout=hidden_drop,
         moe=None,
-        config=dict(c.raw),
+        config=dict(c.plain),
     )
 
 
@@ -950,7 +961,56 @@ def model_from_config(config: Mapping[str, Any], model_id: str = "custom") -> Mo
             "config", "must be a JSON object (a config.json dict)", type(config).__name__
         )
     text_config = config.get("text_config")
-    raw: Mapping[str, Any] = text_config if isinstance(text_config, Mapping) else config
+    inner = text_config if isinstance(text_config, Mapping) else None
+    return _read(config, inner, model_id)
+
+
+class _Recorder(Mapping[str, Any]):
+    """A config that remembers which of its keys the reader asked for (listing or copying it
+    does not count)."""
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self.data = data
+        self.asked: set[str] = set()
+
+    def __getitem__(self, key: str) -> Any:
+        self.asked.add(key)
+        return self.data[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.asked.add(key)
+        return self.data.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        self.asked.add(str(key))
+        return key in self.data
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.data)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+
+def used_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of ``config`` the reader uses: the keys it asks for (and, for a wrapped text
+    model, those of ``text_config``), which read into the same spec. What is left out changes
+    no number the planner gives. Raises SpecError as ``model_from_config`` does."""
+    model_from_config(config)  # refused configs are refused here, by the same rules
+    outer = _Recorder(config)
+    text_config = config.get("text_config")
+    inner = _Recorder(text_config) if isinstance(text_config, Mapping) else None
+    _read(outer, inner)
+    used = {k: config[k] for k in sorted(outer.asked) if k in config}
+    if inner is not None:
+        used["text_config"] = {k: inner.data[k] for k in sorted(inner.asked) if k in inner.data}
+    return used
+
+
+def _read(
+    config: Mapping[str, Any], inner: Mapping[str, Any] | None, model_id: str = "custom"
+) -> ModelSpec:
+    raw: Mapping[str, Any] = inner if inner is not None else config
     mt = raw.get("model_type") or config.get("model_type")
     if not isinstance(mt, str) or not mt:
         raise SpecError("config.model_type", "is required (e.g. 'llama', 'qwen2', 'gpt2')")

@@ -24,6 +24,8 @@ DATA = Path(__file__).parent / "data"
 
 # Saved plans go to a fresh SQLite file per test session, never into the checkout.
 os.environ.setdefault("PLANNER_DATA_DIR", tempfile.mkdtemp(prefix="llm-planner-test-"))
+# Tests write hundreds of plans a minute from one address; the write-rate test sets its own.
+os.environ.setdefault("PLANNER_WRITES_PER_MINUTE", "0")
 
 
 def load_data(name: str) -> Any:

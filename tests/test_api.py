@@ -435,7 +435,7 @@ BAD: list[tuple[str, Any, int, str]] = [
         "layout.ep",
     ),
     ("/inference/sweep", {"model": "llama-3-70b", "page_size": 5000}, 422, "page_size"),
-    ("/models/import", {"hidden_size": 4096}, 422, "config.model_type"),
+    ("/models/import", {"hidden_size": 4096}, 422, "model_type"),
     ("/models/import", [1], 422, "body"),
 ]
 
@@ -447,7 +447,9 @@ def test_bad_input_names_the_field(path: str, body: Any, status: int, field: str
     r = post(path, body)
     assert r.status_code == status, r.text
     err = r.json()
-    assert err["error"] == ("not_found" if status == 404 else "invalid_request")
+    # invalid_request: the body breaks the schema; invalid_plan: it fits, a rule refuses it
+    kinds = ("not_found",) if status == 404 else ("invalid_request", "invalid_plan")
+    assert err["error"] in kinds
     assert field in [d["field"] for d in err["detail"]], err
     assert err["message"]
     if status == 404:

@@ -15,9 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -185,8 +183,31 @@ def _stop(proc: subprocess.Popen[bytes]) -> tuple[int, float]:
     return proc.wait(timeout=60), time.monotonic() - start
 
 
+def _half_sent(url: str, path: str, body: bytes) -> tuple[socket.socket, bytes]:
+    """A POST whose headers and first half of the body are sent: a request in flight for as
+    long as the caller holds the rest."""
+    host, port = url.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)), timeout=30)
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    sock.sendall(head + body[: len(body) // 2])
+    return sock, body[len(body) // 2 :]
+
+
+def _status_of(sock: socket.socket) -> int:
+    reply = b""
+    while b"\r\n" not in reply:
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        reply += chunk
+    return int(reply.split(b" ", 2)[1])
+
+
 def test_built_started_saved_stopped_gracefully_restarted(
-    image: tuple[Path, dict[str, str]], tmp_path: Path, slow_sweep: dict[str, Any]
+    image: tuple[Path, dict[str, str]], tmp_path: Path
 ) -> None:
     srv, env = image
     data, log = tmp_path / "data", tmp_path / "server.log"
@@ -198,15 +219,17 @@ def test_built_started_saved_stopped_gracefully_restarted(
         assert saved.status_code == 201 and saved.headers["x-request-id"] == "img-1"
         plan_id = saved.json()["id"]
         assert httpx.get(f"{url}/api/v1/plans/{plan_id}").json()["name"] == plan["name"]
-        # SIGTERM while a serving sweep (a few seconds) runs: it still gets its answer
-        with ThreadPoolExecutor(1) as pool:
-            sweep = pool.submit(
-                httpx.post, f"{url}/api/v1/inference/sweep", json=slow_sweep, timeout=60
-            )
-            time.sleep(0.5)
-            assert not sweep.done(), "the sweep finished before SIGTERM: nothing was in flight"
-            code, _ = _stop(proc)
-            assert sweep.result().status_code == 200
+        # SIGTERM while a save is in flight (half its body sent): it still completes
+        late = {**plan, "name": "saved during shutdown"}
+        sock, rest = _half_sent(url, "/api/v1/plans", json.dumps(late).encode())
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        assert proc.poll() is None, "the server exited with a request in flight"
+        sock.sendall(rest)
+        assert _status_of(sock) == 201
+        sock.close()
+        code = proc.wait(timeout=60)
         assert code == 0
     finally:
         proc.kill()
@@ -216,6 +239,8 @@ def test_built_started_saved_stopped_gracefully_restarted(
     try:
         again = httpx.get(f"{url}/api/v1/plans/{plan_id}")
         assert again.status_code == 200 and again.json()["name"] == plan["name"]
+        names = {p["name"] for p in httpx.get(f"{url}/api/v1/plans").json()}
+        assert "saved during shutdown" in names
         code, seconds = _stop(proc)
         assert code == 0 and seconds < 5
     finally:
@@ -223,7 +248,7 @@ def test_built_started_saved_stopped_gracefully_restarted(
 
     lines = [json.loads(line) for line in log.read_text().splitlines()]  # every line is JSON
     access = [x for x in lines if x["logger"] == "llm_planner.access"]
-    assert {"/healthz", "/api/v1/plans", "/api/v1/inference/sweep"} <= {x["path"] for x in access}
+    assert {"/healthz", "/api/v1/plans"} <= {x["path"] for x in access}
     first_save = next(x for x in access if x["path"] == "/api/v1/plans")
     assert first_save["request_id"] == "img-1" and first_save["status"] == 201
     assert first_save["route"] == "/api/v1/plans" and first_save["method"] == "POST"

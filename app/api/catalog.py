@@ -3,7 +3,6 @@ precisions, and the import of a pasted or uploaded config.json."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -15,8 +14,9 @@ from estimator import supported_model_types
 from estimator.errors import SpecError
 
 from .. import team
-from ..errors import TooLarge
-from ..exact import exact_modules
+from ..errors import ShapeError, TooLarge
+from ..guards import parse_json
+from ..isolated import TreeWorker
 from ..plans import resolve_model, run_tree
 from ..schemas.catalog import (
     AcceleratorOut,
@@ -26,7 +26,8 @@ from ..schemas.catalog import (
     TreeOut,
     TreeRequest,
 )
-from ..schemas.common import ERROR_RESPONSES
+from ..schemas.common import ERROR_RESPONSES, has_model_type
+from ..settings import current
 from ..views import (
     accelerator_out,
     catalog_accelerators,
@@ -54,7 +55,12 @@ _IMPORT_BODY = {
     ),
     "content": {
         "application/json": {
-            "schema": {"type": "object", "additionalProperties": True},
+            "schema": {
+                "type": "object",
+                "properties": {"model_type": {"type": "string", "minLength": 1}},
+                "required": ["model_type"],
+                "additionalProperties": True,
+            },
             "example": {
                 "model_type": "llama",
                 "hidden_size": 4096,
@@ -69,6 +75,7 @@ _IMPORT_BODY = {
                 "type": "object",
                 "properties": {"file": {"type": "string", "format": "binary"}},
                 "required": ["file"],
+                "additionalProperties": False,
             }
         },
     },
@@ -83,13 +90,6 @@ def list_models() -> list[dict[str, Any]]:
     return catalog_models()
 
 
-@router.get("/models/{model_id}", response_model=ModelSpecOut)
-def show_model(model_id: str) -> ModelSpecOut:
-    """One catalog model (public or the team's): its normalized spec, counts, config and
-    sources."""
-    return model_out(team.get_model(model_id), team.model_entry(model_id))
-
-
 @router.post(
     "/models/import", response_model=ModelSpecOut, openapi_extra={"requestBody": _IMPORT_BODY}
 )
@@ -101,45 +101,85 @@ async def import_model(request: Request) -> ModelSpecOut:
         try:
             form = await request.form(max_files=1, max_fields=1)
         except HTTPException as exc:  # starlette's refusal of a malformed multipart body
-            raise SpecError("file", f"malformed multipart upload: {exc.detail}") from None
+            raise ShapeError("file", f"malformed multipart upload: {exc.detail}") from None
         upload = form.get("file")
         if not isinstance(upload, UploadFile):
-            raise SpecError("file", "a multipart upload needs its config.json under 'file'")
+            raise ShapeError("file", "a multipart upload needs its config.json under 'file'")
         raw = await upload.read(MAX_CONFIG_BYTES + 1)
+        field = "file"
     else:
         raw = await request.body()
+        field = "body"
     if len(raw) > MAX_CONFIG_BYTES:
         raise TooLarge(MAX_CONFIG_BYTES)
-    return await run_in_threadpool(_import, raw)
+    return await run_in_threadpool(_import, raw, field)
 
 
-def _import(raw: bytes) -> ModelSpecOut:
+def _import(raw: bytes, field: str) -> ModelSpecOut:
+    """Read ``raw`` as a config.json. A JSON body that is not a config breaks the documented
+    body schema (``invalid_request``); an uploaded file's content is not described by the
+    schema (a binary), so what it lacks is the plan's problem (``invalid_plan``)."""
+    refusal = ShapeError if field == "body" else SpecError
     try:
-        config = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise SpecError("body", f"must be a JSON object (config.json): {exc}") from None
+        config = parse_json(raw, field, current().max_json_depth)
+    except ShapeError as exc:
+        raise refusal(exc.field, exc.rule) from None
     if not isinstance(config, dict):
-        raise SpecError("body", "must be a JSON object (config.json)", type(config).__name__)
+        raise refusal(field, "must be a JSON object (config.json)", type(config).__name__)
+    try:
+        has_model_type(config)
+    except ValueError as exc:
+        raise refusal("model_type", str(exc)) from None
     return model_out(resolve_model(config, "config"), {"config": config})
 
 
 @router.post("/models/tree", response_model=TreeOut)
-def model_tree(req: TreeRequest) -> Response:
+async def model_tree(req: TreeRequest, request: Request) -> Response:
     """The model's modules as a tree (layers of one kind summed): parameters, MACs, FLOPs and
     estimated time of one forward of ``batch_size x seq_len`` tokens on one GPU, each as a
-    share of the total, and the largest modules at every depth."""
-    model, tree = run_tree(req)
+    share of the total, and the largest modules at every depth. With ``source=exact``, also
+    transformers' own modules, built in a separate process under the exact tree's limits
+    (layers, time, queue: README, "Limits")."""
+    model, tree = await run_in_threadpool(run_tree, req)
     out = tree_out(tree, model.id or "custom", req.seq_len, req.batch_size, req.top_k)
     if req.source == "exact":
+        limits = request.app.state.settings
         if req.seq_len * req.batch_size > EXACT_MAX_TOKENS:
             raise SpecError(
                 "seq_len",
                 f"the exact tree counts at most {EXACT_MAX_TOKENS:,} tokens (seq_len x batch_size)",
                 req.seq_len * req.batch_size,
             )
+        if model.num_layers > limits.exact_max_layers:
+            raise SpecError(
+                "model",
+                f"the exact tree builds models of at most {limits.exact_max_layers} layers "
+                "(PLANNER_EXACT_MAX_LAYERS); use source=analytical",
+                model.num_layers,
+            )
         config = req.model if isinstance(req.model, dict) else team.model_entry(req.model)["config"]
-        out["exact"] = exact_modules(config, req.seq_len, req.batch_size)
+        out["exact"] = await tree_worker(request.app).run(
+            config, req.seq_len, req.batch_size, request.is_disconnected
+        )
     return json_response(out)
+
+
+def tree_worker(app: Any) -> TreeWorker:
+    """The app's exact-tree worker, made on first use."""
+    worker: TreeWorker | None = getattr(app.state, "tree_worker", None)
+    if worker is None:
+        limits = app.state.settings
+        worker = app.state.tree_worker = TreeWorker(limits.exact_timeout_s, limits.exact_queue)
+    return worker
+
+
+# After /models/import and /models/tree: a method refused on those paths is answered from
+# their own routes (Allow: POST), not from this pattern, which their paths also match.
+@router.get("/models/{model_id}", response_model=ModelSpecOut)
+def show_model(model_id: str) -> ModelSpecOut:
+    """One catalog model (public or the team's): its normalized spec, counts, config and
+    sources."""
+    return model_out(team.get_model(model_id), team.model_entry(model_id))
 
 
 @router.get("/accelerators", response_model=list[AcceleratorOut])

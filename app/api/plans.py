@@ -5,6 +5,7 @@ refused in read-only mode."""
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Callable
 from threading import Lock
@@ -12,11 +13,14 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 import estimator
+from estimator.errors import SpecError, UnknownIdError
 
 from .. import team
+from ..errors import field_path
+from ..guards import WriteRate
 from ..plans import run_inference, run_serving_sweep, run_training, run_training_sweep
 from ..schemas.common import ERROR_RESPONSES, ErrorResponse
 from ..schemas.common import Request as StrictRequest
@@ -24,50 +28,106 @@ from ..schemas.inference import InferenceRequest
 from ..schemas.sweep import ServingSweepRequest, TrainingSweepRequest
 from ..schemas.training import TrainingRequest
 from ..settings import Settings
-from ..store import PlanStore
+from ..store import MissingTeamEntry, PlanStore
 from ..team_store import TeamStore
 from ..views import json_response, serving_sweep_out, training_sweep_out
 
 __all__ = [
     "KINDS",
+    "PLAN_CREATE",
     "WRITE_RESPONSES",
     "bind_team",
     "duplicate",
+    "fitted",
     "headline",
     "open_saved",
     "open_store",
+    "refusal_text",
+    "reopened",
     "router",
     "save_plan",
+    "team_uses",
+    "update_plan",
     "write_refusal",
     "writer",
 ]
 
 WRITE_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorResponse, "description": "A token is configured and was not sent"},
-    403: {"model": ErrorResponse, "description": "The service is read-only"},
+    403: {
+        "model": ErrorResponse,
+        "description": "The service is read-only, or a browser sent the write from another site",
+    },
+    409: {"model": ErrorResponse, "description": "A team entry the plan uses was deleted"},
+    429: {
+        "model": ErrorResponse,
+        "description": "Too many writes from this client (PLANNER_WRITES_PER_MINUTE)",
+        "headers": {"Retry-After": {"schema": {"type": "integer"}}},
+    },
 }
 router = APIRouter(
     prefix="/plans", tags=["plans"], responses={**ERROR_RESPONSES, **WRITE_RESPONSES}
 )
 
-Kind = Literal["training", "inference", "training_sweep", "inference_sweep"]
 Name = Annotated[str, Field(min_length=1, max_length=200)]
 Tag = Annotated[str, Field(min_length=1, max_length=50)]
 
 
-class PlanCreate(StrictRequest):
+class _PlanFields(StrictRequest):
     name: Name
     description: str = Field("", max_length=10_000)
     tags: list[Tag] = Field(default_factory=list, max_length=20)
-    kind: Kind
-    request: dict[str, Any] = Field(description="The request body of the kind's endpoint")
+
+    def request_body(self) -> dict[str, Any]:
+        """The request as it was sent (fields left out stay left out)."""
+        request: BaseModel = getattr(self, "request")  # noqa: B009 (each kind declares it)
+        return request.model_dump(mode="json", exclude_unset=True)
+
+
+class TrainingPlanIn(_PlanFields):
+    kind: Literal["training"]
+    request: TrainingRequest = Field(description="A POST /training/estimate body")
+
+
+class ServingPlanIn(_PlanFields):
+    kind: Literal["inference"]
+    request: InferenceRequest = Field(description="A POST /inference/estimate body")
+
+
+class TrainingSweepPlanIn(_PlanFields):
+    kind: Literal["training_sweep"]
+    request: TrainingSweepRequest = Field(description="A POST /training/sweep body")
+
+
+class ServingSweepPlanIn(_PlanFields):
+    kind: Literal["inference_sweep"]
+    request: ServingSweepRequest = Field(description="A POST /inference/sweep body")
+
+
+# A plan to save: its kind decides the shape of its request (a tagged union, so the schema says
+# which request goes with which kind).
+PlanCreate = Annotated[
+    TrainingPlanIn | ServingPlanIn | TrainingSweepPlanIn | ServingSweepPlanIn,
+    Field(discriminator="kind"),
+]
+PLAN_CREATE: TypeAdapter[Any] = TypeAdapter(PlanCreate)
+AnyPlanRequest = TrainingRequest | InferenceRequest | TrainingSweepRequest | ServingSweepRequest
 
 
 class PlanUpdate(StrictRequest):
     name: Name | None = None
     description: str | None = Field(None, max_length=10_000)
     tags: list[Tag] | None = Field(None, max_length=20)
-    request: dict[str, Any] | None = None
+    request: AnyPlanRequest | None = Field(
+        None, description="A request of the plan's own kind (its endpoint's body)"
+    )
+
+    def changes(self) -> dict[str, Any]:
+        """The fields given, the request as it was sent."""
+        out: dict[str, Any] = self.model_dump(exclude_none=True, exclude={"request"})
+        if self.request is not None:
+            out["request"] = self.request.model_dump(mode="json", exclude_unset=True)
+        return out
 
 
 class PlanOut(BaseModel):
@@ -85,10 +145,15 @@ class PlanOut(BaseModel):
 
 
 class PlanOpened(PlanOut):
-    current_result: dict[str, Any] = Field(description="Headline numbers now")
+    current_result: dict[str, Any] | None = Field(
+        description="Headline numbers now (null where it cannot be re-evaluated now)"
+    )
     current_version: str
     changed: dict[str, dict[str, Any]] = Field(
         description="Numbers that differ from the saved ones: {name: {saved, now}}"
+    )
+    current_error: str | None = Field(
+        None, description="Why the plan cannot be re-evaluated now (a rule added since)"
     )
 
 
@@ -197,8 +262,8 @@ def _store(request: Request) -> PlanStore:
 
 def write_refusal(request: Request, token: str | None) -> HTTPException | None:
     """Why a write with ``token`` is refused (a read-only service, a token configured and not
-    given), or None where it may go ahead. The API reads the token from the Authorization
-    header, the pages from their forms."""
+    given, too many writes from this client), or None where it may go ahead. The API reads the
+    token from the Authorization header, the pages from their forms."""
     open_store(request.app)
     cfg: Settings = request.app.state.settings
     if cfg.read_only:
@@ -207,6 +272,16 @@ def write_refusal(request: Request, token: str | None) -> HTTPException | None:
         (token or "").encode(), cfg.api_token.encode()
     ):
         return HTTPException(401, "writes need 'Authorization: Bearer <PLANNER_API_TOKEN>'")
+    rate: WriteRate | None = getattr(request.app.state, "write_rate", None)
+    client = request.client.host if request.client else "unknown"
+    wait = rate.wait_s(client) if rate is not None else 0.0
+    if wait > 0:
+        return HTTPException(
+            429,
+            f"more than {cfg.writes_per_minute} writes a minute from {client} "
+            "(PLANNER_WRITES_PER_MINUTE); retry later",
+            headers={"Retry-After": WriteRate.retry_after(wait)},
+        )
     return None
 
 
@@ -220,6 +295,67 @@ def writer(request: Request) -> PlanStore:
     return _store(request)
 
 
+def team_uses(request: dict[str, Any]) -> dict[str, list[str]]:
+    """The team catalog entries a request names: its model, its accelerator (or a sweep's
+    list of accelerators), where those are team ids."""
+    found = team.current()
+
+    def named(key: str, ids: Any) -> list[str]:
+        value = request.get(key)
+        names = value if isinstance(value, list) else [value]
+        return [n for n in dict.fromkeys(names) if isinstance(n, str) and n in ids]
+
+    return {
+        "models": named("model", found.models),
+        "accelerators": named("accelerator", found.accelerators),
+    }
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":")))
+
+
+def fitted(plan: dict[str, Any], max_bytes: int) -> dict[str, Any]:
+    """``plan`` (its stored fields) within ``max_bytes`` of JSON. A pasted config that takes it
+    over is kept as the keys the reader uses (``estimator.used_config``: the same spec, so the
+    same numbers), the keys left out named in the plan's ``dropped_config_keys``; a plan still
+    over is refused (413)."""
+    if _size(plan) <= max_bytes:
+        return plan
+    request = plan["request"]
+    model = request.get("model")
+    if isinstance(model, dict):
+        used = estimator.used_config(model)
+        dropped = sorted(set(model) - set(used))
+        plan = {**plan, "request": {**request, "model": used}}
+        plan["saved_result"] = {**plan["saved_result"], "dropped_config_keys": dropped[:50]}
+        if _size(plan) <= max_bytes:
+            return plan
+    raise HTTPException(
+        413,
+        detail={
+            "message": f"a saved plan is at most {max_bytes:,} bytes of JSON "
+            f"(PLANNER_MAX_PLAN_BYTES); this one is {_size(plan):,}",
+            "detail": [
+                {
+                    "field": "request",
+                    "rule": f"at most {max_bytes:,} bytes of JSON",
+                    "value": _size(plan),
+                }
+            ],
+        },
+    )
+
+
+def _stored(store: PlanStore, max_bytes: int, **plan: Any) -> dict[str, Any]:
+    """Create ``plan`` within the size cap, indexed by the team entries it uses."""
+    plan = fitted(plan, max_bytes)
+    try:
+        return store.create(**plan, uses=team_uses(plan["request"]))
+    except MissingTeamEntry:
+        raise HTTPException(409, "a team entry this plan uses was deleted meanwhile") from None
+
+
 def save_plan(
     store: PlanStore,
     name: str,
@@ -227,10 +363,13 @@ def save_plan(
     tags: list[str],
     kind: str,
     request: dict[str, Any],
+    max_bytes: int,
 ) -> dict[str, Any]:
     """Validate and evaluate ``request`` as a plan of ``kind``, then store it with its headline
     numbers and the estimator version; nothing is stored if it cannot be evaluated."""
-    return store.create(
+    return _stored(
+        store,
+        max_bytes,
         name=name,
         description=description,
         tags=tags,
@@ -241,21 +380,74 @@ def save_plan(
     )
 
 
+def update_plan(
+    store: PlanStore, plan: dict[str, Any], changes: dict[str, Any], max_bytes: int
+) -> dict[str, Any]:
+    """Apply ``changes`` (name, description, tags, request) to a stored ``plan``, a new request
+    evaluated first, the result within the size cap."""
+    changes = {k: v for k, v in changes.items() if v is not None}
+    if "request" in changes:
+        try:
+            changes["saved_result"] = headline(plan["kind"], changes["request"])
+        except RequestValidationError as exc:  # a request, but one of another kind's shape
+            first = refusal_text(exc)
+            raise SpecError(
+                "request", f"this is a {plan['kind']} plan and its request must fit: {first}"
+            ) from None
+        changes["estimator_version"] = estimator.__version__
+    stored = {k: plan[k] for k in ("name", "description", "tags", "request", "saved_result")}
+    merged = fitted({**stored, **changes}, max_bytes)
+    changes = {k: merged[k] for k in changes}
+    uses = team_uses(changes["request"]) if "request" in changes else None
+    try:
+        return _found(store.update(plan["id"], uses=uses, **changes), plan["id"])
+    except MissingTeamEntry:
+        raise HTTPException(409, "a team entry this plan uses was deleted meanwhile") from None
+
+
 def open_saved(plan: dict[str, Any]) -> dict[str, Any]:
     """A saved plan re-evaluated with the current estimator: the numbers now and those that
-    differ from the saved ones."""
+    differ from the saved ones. Raises (422/404) where it cannot be re-evaluated."""
     now = headline(plan["kind"], plan["request"])
-    changed = {
-        k: {"saved": plan["saved_result"].get(k), "now": v}
-        for k, v in now.items()
-        if plan["saved_result"].get(k) != v
-    }
+    saved = plan["saved_result"]
+    changed = {k: {"saved": saved.get(k), "now": v} for k, v in now.items() if saved.get(k) != v}
     return {
         **plan,
         "current_result": now,
         "current_version": estimator.__version__,
         "changed": changed,
+        "current_error": None,
     }
+
+
+def reopened(plan: dict[str, Any]) -> dict[str, Any]:
+    """``open_saved``, or the plan as saved with why it cannot be re-evaluated now (a rule the
+    current estimator adds): a saved plan is never lost to a refusal."""
+    try:
+        return open_saved(plan)
+    except (RequestValidationError, ValidationError, SpecError, UnknownIdError) as exc:
+        return {
+            **plan,
+            "current_result": None,
+            "current_version": estimator.__version__,
+            "changed": {},
+            "current_error": refusal_text(exc),
+        }
+
+
+def refusal_text(exc: Exception) -> str:
+    """A refusal of the core, of validation or of the store as one line a reader can act on."""
+    if isinstance(exc, RequestValidationError | ValidationError):
+        parts = [f"{field_path(tuple(e['loc']))}: {e['msg']}" for e in list(exc.errors())[:5]]
+        return "; ".join(parts)
+    if isinstance(exc, HTTPException):
+        detail = exc.detail
+        return str(detail.get("message", detail)) if isinstance(detail, dict) else str(detail)
+    if isinstance(exc, UnknownIdError):
+        return f"unknown {exc.kind} id {exc.ident!r} (not in the public or the team catalog)"
+    if isinstance(exc, SpecError):
+        return f"{exc.field}: {exc.rule}"
+    return str(exc)
 
 
 def _found(plan: dict[str, Any] | None, plan_id: str) -> dict[str, Any]:
@@ -264,11 +456,26 @@ def _found(plan: dict[str, Any] | None, plan_id: str) -> dict[str, Any]:
     return plan
 
 
+def _max_bytes(request: Request) -> int:
+    cap: int = request.app.state.settings.max_plan_bytes
+    return cap
+
+
 @router.post("", response_model=PlanOut, status_code=201)
-def create_plan(body: PlanCreate, store: Annotated[PlanStore, Depends(writer)]) -> Response:
+def create_plan(
+    body: PlanCreate, request: Request, store: Annotated[PlanStore, Depends(writer)]
+) -> Response:
     """Save a plan: its request is validated and evaluated first; nothing is stored if it
     cannot be."""
-    plan = save_plan(store, body.name, body.description, body.tags, body.kind, body.request)
+    plan = save_plan(
+        store,
+        body.name,
+        body.description,
+        body.tags,
+        body.kind,
+        body.request_body(),
+        _max_bytes(request),
+    )
     response = json_response(plan)
     response.status_code = 201
     return response
@@ -287,25 +494,27 @@ def list_plans(
 
 @router.get("/{plan_id}", response_model=PlanOpened)
 def open_plan(plan_id: str, store: Annotated[PlanStore, Depends(_store)]) -> Response:
-    """The saved plan, re-evaluated with the current estimator, and what changed."""
-    return json_response(open_saved(_found(store.get(plan_id), plan_id)))
+    """The saved plan, re-evaluated with the current estimator, and what changed; where it
+    cannot be re-evaluated now, the plan as saved and why (``current_error``)."""
+    return json_response(reopened(_found(store.get(plan_id), plan_id)))
 
 
 @router.patch("/{plan_id}", response_model=PlanOut)
 def edit_plan(
-    plan_id: str, body: PlanUpdate, store: Annotated[PlanStore, Depends(writer)]
+    plan_id: str,
+    body: PlanUpdate,
+    request: Request,
+    store: Annotated[PlanStore, Depends(writer)],
 ) -> Response:
     plan = _found(store.get(plan_id), plan_id)
-    changes: dict[str, Any] = body.model_dump(exclude_none=True)
-    if body.request is not None:
-        changes["saved_result"] = headline(plan["kind"], body.request)
-        changes["estimator_version"] = estimator.__version__
-    return json_response(_found(store.update(plan_id, **changes), plan_id))
+    return json_response(update_plan(store, plan, body.changes(), _max_bytes(request)))
 
 
-def duplicate(store: PlanStore, plan: dict[str, Any]) -> dict[str, Any]:
+def duplicate(store: PlanStore, plan: dict[str, Any], max_bytes: int) -> dict[str, Any]:
     """A copy of ``plan`` under "<name> (copy)", with the numbers and version it was saved with."""
-    return store.create(
+    return _stored(
+        store,
+        max_bytes,
         name=f"{plan['name']} (copy)"[:200],
         description=plan["description"],
         tags=plan["tags"],
@@ -317,8 +526,11 @@ def duplicate(store: PlanStore, plan: dict[str, Any]) -> dict[str, Any]:
 
 
 @router.post("/{plan_id}/duplicate", response_model=PlanOut, status_code=201)
-def duplicate_plan(plan_id: str, store: Annotated[PlanStore, Depends(writer)]) -> Response:
-    response = json_response(duplicate(store, _found(store.get(plan_id), plan_id)))
+def duplicate_plan(
+    plan_id: str, request: Request, store: Annotated[PlanStore, Depends(writer)]
+) -> Response:
+    plan = _found(store.get(plan_id), plan_id)
+    response = json_response(duplicate(store, plan, _max_bytes(request)))
     response.status_code = 201
     return response
 

@@ -22,14 +22,17 @@ from ..schemas.team import (
     TeamModelOut,
     TeamModelSpec,
 )
-from ..team_store import TeamConflict, TeamStore, accelerator_spec_of
+from ..team_store import TeamConflict, TeamInUse, TeamStore, accelerator_spec_of
 from ..views import json_response
 from .plans import WRITE_RESPONSES, open_store, writer
 
 __all__ = ["router"]
 
 CONFLICT: dict[int | str, dict[str, Any]] = {
-    409: {"model": ErrorResponse, "description": "The id is a public catalog id or taken"}
+    409: {
+        "model": ErrorResponse,
+        "description": "The id is a public catalog id or taken; or saved plans use the entry",
+    }
 }
 router = APIRouter(
     prefix="/team",
@@ -91,7 +94,24 @@ def _replace(store: TeamStore, kind: str, entry_id: str, entry: dict[str, Any]) 
 
 
 def _delete(store: TeamStore, kind: str, entry_id: str) -> Response:
-    if not store.delete(kind, entry_id):
+    """Delete a team entry; 409 naming the saved plans that use it (those plans re-evaluate
+    with it, so they are changed or deleted first)."""
+    try:
+        deleted = store.delete(kind, entry_id)
+    except TeamInUse as exc:
+        users = [
+            {"field": "id", "rule": f"used by plan {p['id']} ({p['name']!r})", "value": p["id"]}
+            for p in exc.plans
+        ]
+        raise HTTPException(
+            409,
+            detail={
+                "message": str(exc),
+                "detail": users,
+                "suggestions": [p["id"] for p in exc.plans],
+            },
+        ) from None
+    if not deleted:
         raise HTTPException(404, f"no team entry {entry_id!r}")
     return Response(status_code=204)
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
+
+from .common import ModelRef, Request
 
 __all__ = [
     "AcceleratorOut",
@@ -89,10 +91,8 @@ class PrecisionsOut(BaseModel):
     dtypes: dict[str, float] = Field(description="Bytes per element, scale factors included")
 
 
-class TreeRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
-
-    model: str | dict[str, Any] = Field(description="A catalog id or a pasted config.json")
+class TreeRequest(Request):
+    model: ModelRef
     accelerator: str = Field("h100-sxm-80gb", max_length=128)
     precision: str = Field("bf16", max_length=64)
     seq_len: int = Field(2048, ge=1, le=2**20)

@@ -7,9 +7,17 @@ integers: every request then answers in bounded time.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from functools import cache
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    model_validator,
+)
 
 __all__ = [
     "ERROR_RESPONSES",
@@ -19,10 +27,12 @@ __all__ = [
     "GpuCount",
     "LayoutSize",
     "ModelRef",
+    "PastedConfig",
     "PrecisionRef",
     "Price",
     "Request",
     "TokenCount",
+    "has_model_type",
 ]
 
 MAX_LAYOUT = 1024  # tp, pp, cp, ep, etp, vp
@@ -36,8 +46,35 @@ TokenCount = Annotated[int, Field(ge=1, le=MAX_TOKENS_PER_SEQUENCE)]
 Price = Annotated[float, Field(ge=0, le=1e4, description="USD per GPU-hour")]
 AttentionKernel = Literal["fused", "flash2"]
 
+
+def has_model_type(config: dict[str, Any]) -> dict[str, Any]:
+    model_type = config.get("model_type")
+    text = config.get("text_config")
+    if isinstance(text, dict) and not model_type:
+        model_type = text.get("model_type")
+    if not isinstance(model_type, str) or not model_type:
+        raise ValueError("a pasted config.json needs its model_type (e.g. 'llama', 'qwen3')")
+    return config
+
+
+# A pasted config.json: any object with its ``model_type`` (the reader names any other field it
+# needs and lacks, since which ones depends on the family). A missing model_type is refused by
+# the reader (``plans.resolve_model``), as a schema refusal.
+PastedConfig = Annotated[
+    dict[str, Any],
+    WithJsonSchema(
+        {
+            "type": "object",
+            "description": "A Hugging Face config.json object",
+            "properties": {"model_type": {"type": "string", "minLength": 1}},
+            "required": ["model_type"],
+            "additionalProperties": True,
+        }
+    ),
+]
+
 ModelRef = Annotated[
-    str | dict[str, Any],
+    str | PastedConfig,
     Field(
         description=(
             "A catalog model id (GET /api/v1/models) or a Hugging Face config.json object "
@@ -73,12 +110,53 @@ PrecisionRef = Annotated[
 ]
 
 
+def _takes_int_not_float(annotation: Any) -> bool:
+    """Whether a field's type accepts an integer and not a float (or a list of such)."""
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _takes_int_not_float(get_args(annotation)[0])
+    if origin in (Union, UnionType):
+        args = get_args(annotation)
+        return float not in args and any(_takes_int_not_float(a) for a in args)
+    if origin is list:
+        return _takes_int_not_float(get_args(annotation)[0])
+    return annotation is int
+
+
 class Request(BaseModel):
-    """Base of every request body: unknown fields are refused, not ignored."""
+    """Base of every request body: unknown fields are refused, not ignored; types are strict
+    (no string is read as a number), except that a whole-number float such as ``27.0`` is an
+    integer where an integer is asked for, as JSON Schema counts it."""
 
     model_config = ConfigDict(
         extra="forbid", strict=True, allow_inf_nan=False, protected_namespaces=()
     )
+
+    @classmethod
+    @cache
+    def _integer_fields(cls) -> frozenset[str]:
+        return frozenset(
+            name
+            for name, f in cls.model_fields.items()
+            if _takes_int_not_float(f.rebuild_annotation())
+        )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _whole_floats(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        fields = cls._integer_fields()
+        fixed = None
+        for name in fields.intersection(data):
+            value = data[name]
+            if type(value) is float and value.is_integer():
+                fixed = fixed or dict(data)
+                fixed[name] = int(value)
+            elif type(value) is list and any(type(v) is float for v in value):
+                fixed = fixed or dict(data)
+                fixed[name] = [int(v) if type(v) is float and v.is_integer() else v for v in value]
+        return data if fixed is None else fixed
 
 
 class ErrorItem(BaseModel):
@@ -90,6 +168,7 @@ class ErrorItem(BaseModel):
 class ErrorResponse(BaseModel):
     error: Literal[
         "invalid_request",
+        "invalid_plan",
         "not_found",
         "too_large",
         "timeout",
@@ -97,6 +176,9 @@ class ErrorResponse(BaseModel):
         "unauthorized",
         "forbidden",
         "conflict",
+        "method_not_allowed",
+        "rate_limited",
+        "unavailable",
     ]
     message: str
     detail: list[ErrorItem] = Field(default_factory=list)
@@ -107,7 +189,11 @@ class ErrorResponse(BaseModel):
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorResponse, "description": "Unknown model or accelerator id"},
-    413: {"model": ErrorResponse, "description": "Request body over 1 MB"},
+    408: {"model": ErrorResponse, "description": "The body did not arrive in time"},
+    413: {"model": ErrorResponse, "description": "Request body over the size limit"},
     422: {"model": ErrorResponse, "description": "Invalid request: the field and the rule"},
-    503: {"model": ErrorResponse, "description": "The request ran past its time limit"},
+    503: {
+        "model": ErrorResponse,
+        "description": "The request ran past its time limit, or the service is busy",
+    },
 }

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from .common import Price, Request
+from .common import PastedConfig, Price, Request
 
 __all__ = [
     "TeamAcceleratorIn",
@@ -68,7 +68,7 @@ class TeamAcceleratorIn(TeamAcceleratorSpec):
 
 class TeamModelSpec(Request):
     name: Text200
-    config: dict[str, Any] = Field(description="The model's Hugging Face config.json")
+    config: PastedConfig = Field(description="The model's Hugging Face config.json")
     source: str = Field("", max_length=2000)
     notes: str = Field("", max_length=10_000)
 
