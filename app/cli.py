@@ -622,52 +622,55 @@ def _timeline(args: argparse.Namespace) -> int:
 
 
 def _plans(args: argparse.Namespace) -> int:
-    """Saved plans, straight from the store the service uses (same DATABASE_URL)."""
+    """Saved plans, straight from the store the service uses (same DATABASE_URL), under the
+    API's rules (``api.plans``: evaluated first, the size cap, the team entries it uses)."""
 
+    from fastapi import HTTPException
     from fastapi.exceptions import RequestValidationError
 
-    import estimator
-
-    from .api.plans import headline
+    from . import team
+    from .api.plans import refusal_text, reopened, save_plan
     from .settings import Settings
     from .store import PlanStore
+    from .team_store import TeamStore
 
-    store = PlanStore(Settings.from_env().database_url)
+    settings = Settings.from_env()
+    store = PlanStore(settings.database_url)
     try:
-        if args.action == "list":
-            plans = store.list(args.search, args.tag)
-            if args.json:
-                print(json.dumps(plans, indent=1))
+        with team.using(TeamStore(store.engine)):
+            if args.action == "list":
+                plans = store.list(args.search, args.tag)
+                if args.json:
+                    print(json.dumps(plans, indent=1))
+                    return 0
+                for p in plans:
+                    print(f"{p['id']}  {p['kind']:<15} {p['updated_at'][:19]}  {p['name']}")
                 return 0
-            for p in plans:
-                print(f"{p['id']}  {p['kind']:<15} {p['updated_at'][:19]}  {p['name']}")
-            return 0
-        if args.action == "show":
-            plan = store.get(args.id)
-            if plan is None:
+            if args.action == "show":
+                plan = store.get(args.id)
+                if plan is None:
+                    raise LookupError(f"no saved plan {args.id!r}")
+                print(json.dumps(reopened(plan), indent=1))
+                return 0
+            if args.action == "save":
+                plan = save_plan(
+                    store,
+                    args.name,
+                    args.description,
+                    args.tag,
+                    args.kind,
+                    _read_json(args.plan),
+                    settings.max_plan_bytes,
+                )
+                print(plan["id"])
+                return 0
+            if not store.delete(args.id):
                 raise LookupError(f"no saved plan {args.id!r}")
-            now = headline(plan["kind"], plan["request"])
-            print(json.dumps({**plan, "current_result": now}, indent=1))
             return 0
-        if args.action == "save":
-            request = _read_json(args.plan)
-            result = headline(args.kind, request)
-            plan = store.create(
-                name=args.name,
-                description=args.description,
-                tags=args.tag,
-                kind=args.kind,
-                request=request,
-                saved_result=result,
-                estimator_version=estimator.__version__,
-            )
-            print(plan["id"])
-            return 0
-        if not store.delete(args.id):
-            raise LookupError(f"no saved plan {args.id!r}")
-        return 0
-    except RequestValidationError as exc:  # headline() reports a bad request like the API
+    except RequestValidationError as exc:  # save_plan reports a bad request like the API
         raise ValueError(_errors_line(exc.errors())) from None
+    except HTTPException as exc:  # the size cap, a team entry deleted meanwhile
+        raise ValueError(refusal_text(exc)) from None
     finally:
         store.engine.dispose()
 

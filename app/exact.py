@@ -19,7 +19,7 @@ from typing import Any
 
 from estimator.errors import SpecError
 
-__all__ = ["exact_modules", "profile_modules"]
+__all__ = ["exact_modules", "load_harness", "profile_modules"]
 
 _LAYER_INDEX = re.compile(r"\.(\d+)(?=\.|$)")
 _MISSING = "needs the optional torch and transformers: pip install 'llm-planner[groundtruth]'"
@@ -30,6 +30,11 @@ def _harness(field: str) -> Any:
         return importlib.import_module("validation.groundtruth")
     except ImportError:
         raise SpecError(field, _MISSING) from None
+
+
+def load_harness() -> None:
+    """Import the ground-truth harness (torch, transformers) now; SpecError without them."""
+    _harness("source")
 
 
 def exact_modules(config: dict[str, Any], seq_len: int, batch: int) -> list[dict[str, Any]]:

@@ -6,8 +6,10 @@ stop (a pasted config of thousands of layers ran for minutes and kept a gigabyte
 One child process per service worker, started on first use (importing torch takes seconds, so it
 is kept warm for ``IDLE_S`` and reused), serves one tree at a time. The service waits for the
 answer without holding the event loop or a thread; when the request's deadline passes or its
-client goes away, the child is killed and the next request starts a fresh one. At most
-``queue`` requests wait behind the one running; more are answered 503 with ``Retry-After``.
+client goes away, the child is killed and the next request starts a fresh one. The deadline
+counts from the request's arrival (its wait in the queue included), not counting the child's
+own start-up (importing torch: a few seconds, bounded by ``STARTUP_S``). At most ``queue``
+requests wait behind the one running; more are answered 503 with ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ __all__ = ["Busy", "ClientGone", "IsolatedTimeout", "TreeWorker"]
 IDLE_S = 300.0  # a warm child with no work for this long exits
 RECYCLE_RSS_BYTES = 1_536 * 2**20  # a child whose peak memory passed this is replaced after a job
 POLL_S = 0.05  # how often a waiting request looks at its deadline and its client
+STARTUP_S = 120.0  # a child that has not imported its model code by then is killed
 
 
 class Busy(Exception):
@@ -49,11 +52,11 @@ class ClientGone(Exception):
 class IsolatedTimeout(Exception):
     """The work ran past its deadline (queueing included) and was stopped."""
 
-    def __init__(self, limit_s: float) -> None:
+    def __init__(self, limit_s: float, what: str = "") -> None:
         self.limit_s = limit_s
         super().__init__(
-            f"the exact module tree did not finish within {limit_s:g} s and was stopped; "
-            "use source=analytical, or a smaller seq_len x batch_size"
+            f"{what or 'the exact module tree did not finish'} within {limit_s:g} s and was "
+            "stopped; use source=analytical, or a smaller model or seq_len x batch_size"
         )
 
 
@@ -63,8 +66,12 @@ def _serve() -> None:
     stdin closes or it is killed."""
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
     sys.stdout = sys.stderr
-    from .exact import exact_modules
+    from .exact import exact_modules, load_harness
 
+    with contextlib.suppress(SpecError):  # without torch every job is refused by name
+        load_harness()
+    replies.write(json.dumps({"ready": True}) + "\n")
+    replies.flush()
     for line in sys.stdin:
         job = json.loads(line)
         try:
@@ -132,30 +139,17 @@ class TreeWorker:
         deadline: float,
         disconnected: Callable[[], Awaitable[bool]],
     ) -> list[dict[str, Any]]:
+        started = time.monotonic()
+        await self._ready(disconnected)
+        deadline += time.monotonic() - started  # the child's start-up is not the job's time
         line = json.dumps(job).encode() + b"\n"
         try:
             stdout = self._send(line)
         except OSError:  # the child died since its last job: once more, with a new one
             self.stop()
+            await self._ready(disconnected)
             stdout = self._send(line)
-        # A thread blocked on the pipe holds no lock; killing the child ends its read.
-        reading = asyncio.get_running_loop().run_in_executor(None, stdout.readline)
-        try:
-            while not reading.done():
-                if time.monotonic() > deadline:
-                    raise IsolatedTimeout(self.timeout_s)
-                if await disconnected():
-                    raise ClientGone()
-                await asyncio.wait({reading}, timeout=POLL_S)
-        except BaseException:
-            reading.cancel()
-            self.stop()
-            raise
-        line = reading.result()
-        if not line:  # the child died (out of memory, killed from outside)
-            self.stop()
-            raise SpecError("source", "the exact tree's worker process died; try again")
-        reply = json.loads(line)
+        reply = await self._reply(stdout, deadline, disconnected, IsolatedTimeout(self.timeout_s))
         self._last_used = time.monotonic()
         if reply["peak_rss_bytes"] > RECYCLE_RSS_BYTES:
             self.stop()
@@ -170,24 +164,57 @@ class TreeWorker:
             "model", f"transformers could not build or run this config: {reply['failed']}"
         )
 
-    def _send(self, line: bytes) -> IO[bytes]:
-        """Write a job to the child (started if need be); its stdout, to read the reply."""
-        proc = self._started()
-        assert proc.stdin is not None and proc.stdout is not None  # opened with pipes
-        proc.stdin.write(line)
-        proc.stdin.flush()
-        return proc.stdout
-
-    def _started(self) -> subprocess.Popen[bytes]:
+    async def _ready(self, disconnected: Callable[[], Awaitable[bool]]) -> None:
+        """A child that has imported its model code (a few seconds the first time)."""
         if self._proc is not None and self._proc.poll() is None:
-            return self._proc
+            return
         self.stop()
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "app.isolated"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )
-        return self._proc
+        assert self._proc.stdout is not None  # opened with a pipe
+        limit = time.monotonic() + STARTUP_S
+        slow = IsolatedTimeout(STARTUP_S, "the exact tree's worker process did not start")
+        await self._reply(self._proc.stdout, limit, disconnected, slow)
+
+    async def _reply(
+        self,
+        stdout: IO[bytes],
+        deadline: float,
+        disconnected: Callable[[], Awaitable[bool]],
+        late: Exception,
+    ) -> dict[str, Any]:
+        """The child's next line, read by a thread blocked on the pipe (it holds no lock, and
+        killing the child ends its read); the child is killed at ``deadline`` (``late`` is
+        raised) or when the client goes."""
+        reading = asyncio.get_running_loop().run_in_executor(None, stdout.readline)
+        try:
+            while not reading.done():
+                if time.monotonic() > deadline:
+                    raise late
+                if await disconnected():
+                    raise ClientGone()
+                await asyncio.wait({reading}, timeout=POLL_S)
+        except BaseException:
+            reading.cancel()
+            self.stop()
+            raise
+        line = reading.result()
+        if not line:  # the child died (out of memory, killed from outside)
+            self.stop()
+            raise SpecError("source", "the exact tree's worker process died; try again")
+        reply: dict[str, Any] = json.loads(line)
+        return reply
+
+    def _send(self, line: bytes) -> IO[bytes]:
+        """Write a job to the (ready) child; its stdout, to read the reply."""
+        proc = self._proc
+        assert proc is not None and proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(line)
+        proc.stdin.flush()
+        return proc.stdout
 
     def _idle_check(self) -> None:
         if self._lock is None or self._lock.locked() or self._proc is None:

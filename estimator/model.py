@@ -272,8 +272,9 @@ def _standard_core(heads: int, kv_heads: int, head_dim: int, window: int | None)
     return AttentionCore(heads, kv_heads, head_dim, head_dim, window, 2 * kv_heads * head_dim)
 
 
-def _kv_heads(c: _Config, heads: int) -> int:
-    kv = c.integer("num_key_value_heads", default=heads)
+def _kv_heads(c: _Config, heads: int, default: int) -> int:
+    """KV heads (grouped-query attention): each KV head serves a whole group of query heads."""
+    kv = c.integer("num_key_value_heads", default=default)
     if heads % kv:
         raise SpecError(
             "config.num_key_value_heads", f"must divide num_attention_heads={heads}", kv
@@ -332,9 +333,7 @@ def _llama_like(c: _Config, ident: str) -> ModelSpec:
     layers = c.integer("num_hidden_layers", default=d.get("num_hidden_layers"))
     heads = c.integer("num_attention_heads", default=d.get("num_attention_heads"))
     vocab = c.integer("vocab_size", default=d.get("vocab_size"))
-    kv_heads = _kv_heads(
-        c, c.integer("num_key_value_heads", default=d.get("num_key_value_heads", heads))
-    )
+    kv_heads = _kv_heads(c, heads, d.get("num_key_value_heads", heads))
     head_dim = c.integer("head_dim", default=d.get("head_dim", h // heads))
     tie = c.flag("tie_word_embeddings", bool(d.get("tie_word_embeddings", False)))
     notes: list[str] = []

@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +50,12 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
-def server() -> Iterator[str]:
-    """The service on a free loopback port (uvicorn, one worker), for real HTTP and browsers."""
+@contextmanager
+def running_server(
+    env: dict[str, str] | None = None,
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """The service on a free loopback port (uvicorn, one worker) with ``env`` over the test
+    session's environment: its URL and process."""
     port = _free_port()
     proc = subprocess.Popen(
         [
@@ -65,11 +69,12 @@ def server() -> Iterator[str]:
             str(port),
         ],
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(200):
+        for _ in range(400):
             try:
                 if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
                     break
@@ -77,10 +82,21 @@ def server() -> Iterator[str]:
                 time.sleep(0.05)
         else:
             raise RuntimeError("server did not start")
-        yield url
+        yield url, proc
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[str]:
+    """The service on a free loopback port (uvicorn, one worker), for real HTTP and browsers."""
+    with running_server() as (url, _):
+        yield url
 
 
 # --- plan store databases (saved plans, team catalog) ----------------------------------------
@@ -160,3 +176,26 @@ def slow_sweep() -> dict[str, Any]:
         "input_len": 2048,
         "output_len": 300,
     }
+
+
+# --- a real browser ------------------------------------------------------------------------------
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Debian's chromium driven by Playwright, headless (never Playwright's own download).
+    One per test module: Playwright's sync API holds an event loop while it is open, which
+    other modules' asyncio tests must not find.
+    ``make test`` installs it; outside CI the browser tests skip where it is missing, in CI
+    (``CI`` set) they fail instead."""
+    if not CHROMIUM.exists():
+        if os.environ.get("CI"):
+            raise RuntimeError("CI needs /usr/bin/chromium for the browser tests (make test)")
+        pytest.skip("chromium is not installed (make test installs it)")
+    playwright = pytest.importorskip("playwright.sync_api")
+    with playwright.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=["--no-sandbox"])
+        yield b
+        b.close()

@@ -11,7 +11,6 @@ to its field, and a pasted config is read. Screenshots of each page are saved un
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,25 +20,8 @@ import pytest
 
 from estimator import model_entry
 
-CHROMIUM = Path("/usr/bin/chromium")
 SHOTS = Path(__file__).resolve().parents[1] / "artifacts" / "screenshots"
 GIB = 2**30
-
-if not CHROMIUM.exists():
-    if os.environ.get("CI"):
-        raise RuntimeError(
-            "CI needs /usr/bin/chromium for the browser tests (make test installs it)"
-        )
-    pytest.skip("chromium is not installed (make test installs it)", allow_module_level=True)
-playwright = pytest.importorskip("playwright.sync_api")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with playwright.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=["--no-sandbox"])
-        yield b
-        b.close()
 
 
 class Tab:

@@ -303,7 +303,7 @@ def team_uses(request: dict[str, Any]) -> dict[str, list[str]]:
     def named(key: str, ids: Any) -> list[str]:
         value = request.get(key)
         names = value if isinstance(value, list) else [value]
-        return [n for n in dict.fromkeys(names) if isinstance(n, str) and n in ids]
+        return list(dict.fromkeys(n for n in names if isinstance(n, str) and n in ids))
 
     return {
         "models": named("model", found.models),
