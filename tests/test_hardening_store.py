@@ -159,6 +159,11 @@ def test_plans_stay_within_the_size_cap(api: TestClient) -> None:
     refused = api.post(f"{API}/plans", json=big)
     assert refused.status_code == 413, refused.text[:300]
     assert refused.json()["detail"][0]["field"] == "request"
+    team = api.post(f"{API}/team/models", json={"id": "junk-8b", "name": "8B", "config": config})
+    assert team.status_code == 201 and len(json.dumps(team.json())) < 65_536
+    assert "junk" not in team.json()["config"] and "junk" in team.json()["notes"]
+    on_team = api.post(f"{API}/training/estimate", json={**request, "model": "junk-8b"}).json()
+    assert on_team["time"]["step_s"] == estimate["time"]["step_s"]
     for i in range(30):
         api.post(f"{API}/plans", json={"name": f"j{i}", "kind": "training", "request": request})
     listing = api.get(f"{API}/plans", params={"limit": 500})

@@ -40,13 +40,16 @@ __all__ = [
     "duplicate",
     "fitted",
     "headline",
+    "json_size",
     "open_saved",
     "open_store",
+    "reduced",
     "refusal_text",
     "reopened",
     "router",
     "save_plan",
     "team_uses",
+    "too_big",
     "update_plan",
     "write_refusal",
     "writer",
@@ -311,40 +314,46 @@ def team_uses(request: dict[str, Any]) -> dict[str, list[str]]:
     }
 
 
-def _size(value: Any) -> int:
+def json_size(value: Any) -> int:
     return len(json.dumps(value, separators=(",", ":")))
+
+
+def too_big(what: str, field: str, size: int, max_bytes: int) -> HTTPException:
+    """The 413 of a stored record over the size cap."""
+    return HTTPException(
+        413,
+        detail={
+            "message": f"{what} is at most {max_bytes:,} bytes of JSON (PLANNER_MAX_PLAN_BYTES); "
+            f"this one is {size:,}",
+            "detail": [
+                {"field": field, "rule": f"at most {max_bytes:,} bytes of JSON", "value": size}
+            ],
+        },
+    )
+
+
+def reduced(config: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """A pasted config as the keys the reader uses (``estimator.used_config``: the same spec,
+    so the same numbers) and the keys left out."""
+    used = estimator.used_config(config)
+    return used, sorted(set(config) - set(used))
 
 
 def fitted(plan: dict[str, Any], max_bytes: int) -> dict[str, Any]:
     """``plan`` (its stored fields) within ``max_bytes`` of JSON. A pasted config that takes it
-    over is kept as the keys the reader uses (``estimator.used_config``: the same spec, so the
-    same numbers), the keys left out named in the plan's ``dropped_config_keys``; a plan still
-    over is refused (413)."""
-    if _size(plan) <= max_bytes:
+    over is kept as the keys the reader uses, those left out named in the plan's
+    ``saved_result.dropped_config_keys``; a plan still over is refused (413)."""
+    if json_size(plan) <= max_bytes:
         return plan
     request = plan["request"]
     model = request.get("model")
     if isinstance(model, dict):
-        used = estimator.used_config(model)
-        dropped = sorted(set(model) - set(used))
+        used, dropped = reduced(model)
         plan = {**plan, "request": {**request, "model": used}}
         plan["saved_result"] = {**plan["saved_result"], "dropped_config_keys": dropped[:50]}
-        if _size(plan) <= max_bytes:
+        if json_size(plan) <= max_bytes:
             return plan
-    raise HTTPException(
-        413,
-        detail={
-            "message": f"a saved plan is at most {max_bytes:,} bytes of JSON "
-            f"(PLANNER_MAX_PLAN_BYTES); this one is {_size(plan):,}",
-            "detail": [
-                {
-                    "field": "request",
-                    "rule": f"at most {max_bytes:,} bytes of JSON",
-                    "value": _size(plan),
-                }
-            ],
-        },
-    )
+    raise too_big("a saved plan", "request", json_size(plan), max_bytes)
 
 
 def _stored(store: PlanStore, max_bytes: int, **plan: Any) -> dict[str, Any]:

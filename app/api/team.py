@@ -22,9 +22,10 @@ from ..schemas.team import (
     TeamModelOut,
     TeamModelSpec,
 )
+from ..settings import current
 from ..team_store import TeamConflict, TeamInUse, TeamStore, accelerator_spec_of
 from ..views import json_response
-from .plans import WRITE_RESPONSES, open_store, writer
+from .plans import WRITE_RESPONSES, json_size, open_store, reduced, too_big, writer
 
 __all__ = ["router"]
 
@@ -63,8 +64,17 @@ def _accelerator(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def _model(entry: dict[str, Any]) -> dict[str, Any]:
-    """The entry, once the core has read its config (errors under ``config.<key>``)."""
+    """The entry, once the core has read its config (errors under ``config.<key>``), within
+    the size cap: a config that takes it over is kept as the keys the reader uses, those left
+    out named in its notes (413 if still over)."""
     resolve_model(entry["config"], "config")
+    cap = current().max_plan_bytes
+    if json_size(entry) > cap:
+        used, dropped = reduced(entry["config"])
+        note = f"config.json keys left out (over the size cap): {', '.join(dropped[:50])}"
+        entry = {**entry, "config": used, "notes": (entry["notes"] + "\n" + note).strip()}
+        if json_size(entry) > cap:
+            raise too_big("a team model", "config", json_size(entry), cap)
     return entry
 
 
