@@ -492,7 +492,7 @@ def _import_model(args: argparse.Namespace) -> int:
 def _ranks(args: argparse.Namespace) -> int:
 
     from estimator import Parallelism
-    from estimator.ranks import rank_layout
+    from estimator.layout.ranks import rank_layout
 
     from .views import rank_layout_out
 

@@ -27,14 +27,15 @@ from estimator import (
     get_precision,
     model_from_config,
 )
-from estimator.comms import CommPlan, communication_plan
+from estimator.counts.layers import LayerTable, layer_table
+from estimator.counts.tree import ModuleNode, module_tree
 from estimator.errors import SpecError
-from estimator.layers import LayerTable, layer_table
-from estimator.memory import TrainingMemory
-from estimator.parallel import validate_layout
-from estimator.ranks import RankLayout, rank_layout
-from estimator.serving import InferenceEstimate, estimate_inference
-from estimator.sweep import (
+from estimator.layout.parallel import validate_layout
+from estimator.layout.ranks import RankLayout, rank_layout
+from estimator.memory.timeline import Timeline, inference_timeline, training_timeline
+from estimator.memory.training import TrainingMemory
+from estimator.serving.estimate import InferenceEstimate, estimate_inference
+from estimator.sweep.training import (
     DEFAULT_ACCELERATORS,
     ServingSearch,
     ServingWorkload,
@@ -44,9 +45,8 @@ from estimator.sweep import (
     sweep_serving,
     sweep_training,
 )
-from estimator.timeline import Timeline, inference_timeline, training_timeline
-from estimator.timing import TimingOptions, TrainingEstimate, estimate_training
-from estimator.tree import ModuleNode, module_tree
+from estimator.timing.comms import CommPlan, communication_plan
+from estimator.timing.training import TimingOptions, TrainingEstimate, estimate_training
 
 from . import team
 from .errors import ShapeError

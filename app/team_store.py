@@ -34,8 +34,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, Session, mapped_column, sessionmaker
 
 from estimator import Accelerator, ModelSpec, model_from_config
-from estimator.accelerator import accelerator_from_entry
 from estimator.errors import SpecError
+from estimator.spec.accelerator import accelerator_from_entry
 
 from .store import PLAN_USES, Base, Plan
 

@@ -18,15 +18,15 @@ from fastapi import Response
 from pydantic_core import to_json
 
 from estimator import PRESETS, ModelSpec, count_params
-from estimator.comms import CommPlan
-from estimator.layers import LayerTable, ModuleRow
-from estimator.precision import DTYPES
-from estimator.ranks import RankLayout, gpu_name
-from estimator.serving import InferenceEstimate
-from estimator.sweep import TrainingSweep
-from estimator.timeline import Timeline
-from estimator.timing import BREAKDOWN, TrainingEstimate
-from estimator.tree import ModuleNode, top_modules
+from estimator.counts.layers import LayerTable, ModuleRow
+from estimator.counts.tree import ModuleNode, top_modules
+from estimator.layout.ranks import RankLayout, gpu_name
+from estimator.memory.timeline import Timeline
+from estimator.serving.estimate import InferenceEstimate
+from estimator.spec.precision import DTYPES
+from estimator.sweep.training import TrainingSweep
+from estimator.timing.comms import CommPlan
+from estimator.timing.training import BREAKDOWN, TrainingEstimate
 
 from . import team
 from .plans import InferencePlan, TrainingPlan, price_for, resolve_accelerator

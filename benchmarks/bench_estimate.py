@@ -57,7 +57,7 @@ from estimator import (  # noqa: E402
     training_flops,
     training_memory,
 )
-from estimator.flops import Recompute  # noqa: E402
+from estimator.counts.flops import Recompute  # noqa: E402
 
 IMPORT_RUNS = 15
 CALLS = 2000

@@ -38,8 +38,8 @@ from benchmarks.bench_estimate import (  # noqa: E402
     time_interleaved,
 )
 from estimator import Parallelism, TrainingSetup, get_accelerator, get_model, get_precision  # noqa: E402
-from estimator.sweep import TrainingWorkload, sweep_training  # noqa: E402
-from estimator.timing import estimate_training  # noqa: E402
+from estimator.sweep.training import TrainingWorkload, sweep_training  # noqa: E402
+from estimator.timing.training import estimate_training  # noqa: E402
 
 RUNS = 5
 SAMPLE = 40

@@ -7,8 +7,7 @@ array, so a single estimate and a sweep run the same formulas.
 
 from __future__ import annotations
 
-from .accelerator import GIB, Accelerator
-from .catalog import (
+from estimator.catalog import (
     accelerator_entry,
     accelerator_ids,
     get_accelerator,
@@ -16,14 +15,20 @@ from .catalog import (
     model_entry,
     model_ids,
 )
-from .errors import SpecError, UnknownIdError
-from .flops import ForwardFlops, TrainingFlops, forward_flops, training_flops
-from .inference import InferenceMemory, InferenceSetup, inference_memory, kv_cache_bytes_per_token
-from .memory import TrainingMemory, TrainingSetup, training_memory
-from .model import ModelSpec, model_from_config, supported_model_types, used_config
-from .parallel import Parallelism
-from .params import ParamCounts, count_params
-from .precision import PRESETS, Precision, get_precision
+from estimator.counts.flops import ForwardFlops, TrainingFlops, forward_flops, training_flops
+from estimator.counts.params import ParamCounts, count_params
+from estimator.errors import SpecError, UnknownIdError
+from estimator.layout.parallel import Parallelism
+from estimator.memory.inference import (
+    InferenceMemory,
+    InferenceSetup,
+    inference_memory,
+    kv_cache_bytes_per_token,
+)
+from estimator.memory.training import TrainingMemory, TrainingSetup, training_memory
+from estimator.spec.accelerator import GIB, Accelerator
+from estimator.spec.model import ModelSpec, model_from_config, supported_model_types, used_config
+from estimator.spec.precision import PRESETS, Precision, get_precision
 
 __version__ = "0.1.0"
 

@@ -22,7 +22,7 @@ from estimator import (
     model_from_config,
     training_memory,
 )
-from estimator.activations import layer_activation_bytes
+from estimator.memory.activations import layer_activation_bytes
 
 LLAMA_TINY = {
     "model_type": "llama",

@@ -29,8 +29,8 @@ from estimator import (
     model_ids,
 )
 from estimator.catalog import price
-from estimator.serving import estimate_inference
-from estimator.sweep import (
+from estimator.serving.estimate import estimate_inference
+from estimator.sweep.training import (
     ServingSearch,
     ServingWorkload,
     TrainingSearch,
@@ -38,7 +38,7 @@ from estimator.sweep import (
     sweep_serving,
     sweep_training,
 )
-from estimator.timing import BREAKDOWN, TimingOptions, estimate_training
+from estimator.timing.training import BREAKDOWN, TimingOptions, estimate_training
 
 API = "/api/v1"
 client = TestClient(app)

@@ -12,8 +12,8 @@ from fastapi.testclient import TestClient
 from app.cli import main
 from app.main import app
 from estimator import Parallelism, TrainingSetup, get_accelerator, get_model, get_precision
-from estimator.comms import communication_plan, wire_factor
-from estimator.timing import estimate_training
+from estimator.timing.comms import communication_plan, wire_factor
+from estimator.timing.training import estimate_training
 
 H100 = get_accelerator("h100-sxm-80gb")
 BF16 = get_precision("bf16")

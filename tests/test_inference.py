@@ -17,7 +17,7 @@ from estimator import (
     model_entry,
     model_from_config,
 )
-from estimator.inference import kv_cache_bytes_per_sequence
+from estimator.memory.inference import kv_cache_bytes_per_sequence
 
 FP32_KV = get_precision({"kv_cache": "fp32"})
 H100 = get_accelerator("h100-sxm-80gb")

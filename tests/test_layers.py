@@ -20,9 +20,9 @@ from estimator import (
     get_model,
     get_precision,
 )
-from estimator.activations import layer_activation_bytes
-from estimator.layers import layer_table
-from estimator.sharding import layer_params
+from estimator.counts.layers import layer_table
+from estimator.layout.sharding import layer_params
+from estimator.memory.activations import layer_activation_bytes
 
 H100 = get_accelerator("h100-sxm-80gb")
 

@@ -19,8 +19,8 @@ from estimator import (
     model_from_config,
     training_memory,
 )
-from estimator.activations import embedding_activation_bytes, layer_activation_bytes
-from estimator.memory import TERMS, training_memory_terms
+from estimator.memory.activations import embedding_activation_bytes, layer_activation_bytes
+from estimator.memory.training import TERMS, training_memory_terms
 
 H100 = get_accelerator("h100-sxm-80gb")
 BF16 = get_precision("bf16")

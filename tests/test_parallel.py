@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from estimator import Parallelism, SpecError, get_model, model_ids
-from estimator.parallel import layout_passes, layout_violations, validate_layout
+from estimator.layout.parallel import layout_passes, layout_violations, validate_layout
 
 SIZES = dict(
     tp=(1, 2, 3, 4, 8, 16),

@@ -6,7 +6,7 @@ import pytest
 
 from estimator import Parallelism
 from estimator.errors import SpecError
-from estimator.ranks import DIMENSIONS, gpu_name, rank_layout
+from estimator.layout.ranks import DIMENSIONS, gpu_name, rank_layout
 
 
 def test_megatron_docstring_example() -> None:

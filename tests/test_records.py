@@ -19,7 +19,7 @@ from estimator import (
     training_flops,
     training_memory,
 )
-from estimator.memory import (
+from estimator.memory.training import (
     CUDA_CONTEXT_BYTES,
     FRAGMENTATION_FRACTION,
     NCCL_BUFFER_BYTES_PER_GROUP,

@@ -17,7 +17,7 @@ from estimator import (
     get_precision,
 )
 from estimator.catalog import price
-from estimator.sweep import (
+from estimator.sweep.training import (
     SweepTooLarge,
     TrainingSearch,
     TrainingSweep,
@@ -25,7 +25,7 @@ from estimator.sweep import (
     sweep_size,
     sweep_training,
 )
-from estimator.timing import BREAKDOWN, estimate_training
+from estimator.timing.training import BREAKDOWN, estimate_training
 
 WORKLOAD = TrainingWorkload(seq_len=4096, global_batch_size=512, tokens=1e11)
 
@@ -219,7 +219,7 @@ def test_bad_spaces_name_the_field() -> None:
 
 
 def test_serving_sweep_ranks_replicas_by_cost_under_the_targets() -> None:
-    from estimator.sweep import ServingSearch, ServingWorkload, sweep_serving
+    from estimator.sweep.training import ServingSearch, ServingWorkload, sweep_serving
 
     workload = ServingWorkload(
         1000, 1000, ttft_target_s=2.0, tpot_target_s=0.05, output_tokens_per_s=1e5
@@ -242,7 +242,7 @@ def test_serving_sweep_ranks_replicas_by_cost_under_the_targets() -> None:
 
 
 def test_one_entry_point_dispatches_on_the_workload() -> None:
-    from estimator.sweep import ServingSearch, ServingWorkload, sweep
+    from estimator.sweep.training import ServingSearch, ServingWorkload, sweep
 
     model = get_model("llama-3-8b")
     small = TrainingSearch(accelerators=("h100-sxm-80gb",), num_gpus=(8,))

@@ -17,7 +17,7 @@ from estimator import (
     inference_memory,
     training_memory,
 )
-from estimator.timeline import inference_timeline, training_timeline
+from estimator.memory.timeline import inference_timeline, training_timeline
 
 H100 = get_accelerator("h100-sxm-80gb")
 BF16 = get_precision("bf16")

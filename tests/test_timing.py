@@ -16,12 +16,12 @@ from estimator import (
     get_accelerator,
     get_model,
     get_precision,
-    timing,
 )
-from estimator.kernels import collective_time, gemm_time, kernel_profile
-from estimator.serving import _decode_kinds, _pipeline, _stage_times, estimate_inference
-from estimator.sharding import StageShape, distinct_stages, stage_kind_counts
-from estimator.timing import TimingOptions, estimate_training
+from estimator.layout.sharding import StageShape, distinct_stages, stage_kind_counts
+from estimator.serving.estimate import _decode_kinds, _pipeline, _stage_times, estimate_inference
+from estimator.timing import training as timing
+from estimator.timing.kernels import collective_time, gemm_time, kernel_profile
+from estimator.timing.training import TimingOptions, estimate_training
 
 ROOT = Path(__file__).resolve().parents[1]
 H100 = get_accelerator("h100-sxm-80gb")
@@ -155,7 +155,7 @@ def test_calibration_reproduces_the_shipped_table() -> None:
 def test_elementwise_kernels_stream_slower_than_copies() -> None:
     """Vidur's measured PyTorch norm/activation/rotary kernels reach under half of HBM bandwidth;
     casts and token copies stream like a weight-bound GEMM (84% on H100)."""
-    from estimator.kernels import copy_time, memory_time
+    from estimator.timing.kernels import copy_time, memory_time
 
     prof = kernel_profile(H100.id)
     assert 0.35 < prof.elementwise_memory_efficiency < 0.55 < prof.memory_efficiency
@@ -324,7 +324,7 @@ def test_moe_dispatcher_copies_are_timed() -> None:
     ep1 = estimate_training(model, H100, Parallelism(tp=1, pp=1, dp=8), setup, BF16)
     ep8 = estimate_training(model, H100, Parallelism(tp=1, pp=1, dp=8, ep=8), setup, BF16)
     assert ep1.time.forward_s > 0 and ep8.time.breakdown["ep_comm"] > 0
-    from estimator.timing import _layer_time
+    from estimator.timing.training import _layer_time
 
     kind = model.kinds[0]
     prof = kernel_profile(H100.id)

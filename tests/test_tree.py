@@ -11,8 +11,8 @@ from fastapi.testclient import TestClient
 from app.cli import main
 from app.main import app
 from estimator import count_params, get_accelerator, get_model, get_precision, model_entry
-from estimator.flops import forward_flops
-from estimator.tree import module_tree
+from estimator.counts.flops import forward_flops
+from estimator.counts.tree import module_tree
 
 H100, BF16 = get_accelerator("h100-sxm-80gb"), get_precision("bf16")
 

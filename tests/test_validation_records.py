@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from estimator import count_params, get_accelerator, get_precision, inference_memory
-from estimator.inference import InferenceSetup
-from estimator.parallel import Parallelism
+from estimator.layout.parallel import Parallelism
+from estimator.memory.inference import InferenceSetup
 from validation.records import (
     DATA,
     InferenceCase,

@@ -50,8 +50,8 @@ from estimator import (
     model_from_config,
     training_memory,
 )
-from estimator.flops import Recompute
-from estimator.kernels import AttentionKernel
+from estimator.counts.flops import Recompute
+from estimator.timing.kernels import AttentionKernel
 
 __all__ = [
     "DATA",

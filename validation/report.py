@@ -5,8 +5,8 @@ usable record of ``validation/data`` and prints, per group, accelerator and mode
 median and p90 absolute percentage error; ``--write`` also stores ``validation/report.md`` and
 ``validation/report.json``. Error = ``predicted / measured - 1``. Nothing here is fitted on
 these records: the kernel constants come from ``calibrate.py`` (kernel tables only) and the
-framework options are the documented defaults of ``estimator.timing.TimingOptions``, except the
-attention kernel, which each record's framework determines (``records.py``).
+framework options are the documented defaults of ``estimator.timing.training.TimingOptions``,
+except the attention kernel, which each record's framework determines (``records.py``).
 """
 
 from __future__ import annotations
@@ -32,15 +32,15 @@ from estimator import (  # noqa: E402
     get_accelerator,
     get_precision,
 )
-from estimator.kernels import (  # noqa: E402
+from estimator.serving.estimate import DEFAULT_MAX_BATCH, estimate_inference  # noqa: E402
+from estimator.timing.kernels import (  # noqa: E402
     attention_decode_time,
     attention_prefill_time,
     collective_time,
     gemm_time,
     kernel_profile,
 )
-from estimator.serving import DEFAULT_MAX_BATCH, estimate_inference  # noqa: E402
-from estimator.timing import TimingOptions, estimate_training  # noqa: E402
+from estimator.timing.training import TimingOptions, estimate_training  # noqa: E402
 
 DATA = ROOT / "validation" / "data"
 SYSTEMS = {"h100_sxm": "h100-sxm-80gb", "a100_sxm": "a100-sxm-80gb"}

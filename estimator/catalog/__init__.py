@@ -5,14 +5,13 @@ Files are read once, lazily, and never written. Nothing here touches the network
 
 from __future__ import annotations
 
-import json
 from functools import cache
-from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..accelerator import Accelerator, accelerator_from_entry
-from ..errors import UnknownIdError
-from ..model import ModelSpec, model_from_config
+from estimator.catalog.files import load
+from estimator.errors import UnknownIdError
+from estimator.spec.accelerator import Accelerator, accelerator_from_entry
+from estimator.spec.model import ModelSpec, model_from_config
 
 __all__ = [
     "Price",
@@ -27,20 +26,13 @@ __all__ = [
 
 
 @cache
-def _load(name: str) -> dict[str, Any]:
-    text = (Path(__file__).parent / name).read_text(encoding="utf-8")
-    data: dict[str, Any] = json.loads(text)
-    return data
-
-
-@cache
 def _models() -> dict[str, dict[str, Any]]:
-    return {m["id"]: m for m in _load("models.json")["models"]}
+    return {m["id"]: m for m in load("models.json")["models"]}
 
 
 @cache
 def _accelerators() -> dict[str, dict[str, Any]]:
-    return {a["id"]: a for a in _load("accelerators.json")["accelerators"]}
+    return {a["id"]: a for a in load("accelerators.json")["accelerators"]}
 
 
 def model_ids() -> tuple[str, ...]:
@@ -88,7 +80,7 @@ class Price(NamedTuple):
 def _prices() -> dict[str, Price]:
     return {
         p["accelerator"]: Price(p["usd_per_gpu_hour"], p["date"], p["source"])
-        for p in _load("prices.json")["prices"]
+        for p in load("prices.json")["prices"]
     }
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .model import ModelSpec
+from estimator.spec.model import ModelSpec
 
 __all__ = ["ParamCounts", "count_params"]
 

@@ -17,13 +17,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .accelerator import GIB, Accelerator
-from .errors import SpecError
-from .model import ModelSpec
-from .parallel import Parallelism, validate_layout
-from .precision import DTYPES, Precision
-from .sharding import distinct_stages, padded_vocab, stage_kind_counts, stage_params
-from .xp import Num, maximum, minimum
+from estimator.errors import SpecError
+from estimator.layout.parallel import Parallelism, validate_layout
+from estimator.layout.sharding import distinct_stages, padded_vocab, stage_kind_counts, stage_params
+from estimator.spec.accelerator import GIB, Accelerator
+from estimator.spec.model import ModelSpec
+from estimator.spec.precision import DTYPES, Precision
+from estimator.xp import Num, maximum, minimum
 
 __all__ = [
     "RUNTIME_OVERHEAD_BYTES",

@@ -27,16 +27,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .accelerator import Accelerator
-from .architecture import LayerKind
-from .kernels import Collective, collective_time, kernel_profile
-from .memory import TrainingMemory, TrainingSetup, training_memory
-from .model import ModelSpec
-from .parallel import Parallelism
-from .precision import DTYPES, Precision
-from .ranks import group_shapes, nodes_spanned
-from .sharding import stage_kind_counts
-from .xp import Num, maximum, where
+from estimator.layout.parallel import Parallelism
+from estimator.layout.ranks import group_shapes, nodes_spanned
+from estimator.layout.sharding import stage_kind_counts
+from estimator.memory.training import TrainingMemory, TrainingSetup, training_memory
+from estimator.spec.accelerator import Accelerator
+from estimator.spec.architecture import LayerKind
+from estimator.spec.model import ModelSpec
+from estimator.spec.precision import DTYPES, Precision
+from estimator.timing.kernels import Collective, collective_time, kernel_profile
+from estimator.xp import Num, maximum, where
 
 __all__ = [
     "CommEvent",

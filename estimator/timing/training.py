@@ -48,12 +48,28 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .accelerator import Accelerator
-from .architecture import AttentionCore, LayerKind
-from .comms import cp_message_bytes, ep_message_bytes, pp_message_bytes, tp_message_bytes
-from .errors import SpecError
-from .flops import _attention_terms, _causal_pairs, training_flops
-from .kernels import (
+from estimator.counts.flops import _attention_terms, _causal_pairs, training_flops
+from estimator.errors import SpecError
+from estimator.layout.parallel import Parallelism
+from estimator.layout.ranks import group_shapes
+from estimator.layout.sharding import padded_vocab, stage_kind_counts
+from estimator.memory.training import (
+    TrainingMemory,
+    TrainingSetup,
+    candidate_stages,
+    training_memory,
+)
+from estimator.spec.accelerator import Accelerator
+from estimator.spec.architecture import AttentionCore, LayerKind
+from estimator.spec.model import ModelSpec
+from estimator.spec.precision import DTYPES, Precision
+from estimator.timing.comms import (
+    cp_message_bytes,
+    ep_message_bytes,
+    pp_message_bytes,
+    tp_message_bytes,
+)
+from estimator.timing.kernels import (
     AttentionKernel,
     Collective,
     KernelProfile,
@@ -64,13 +80,7 @@ from .kernels import (
     kernel_profile,
     memory_time,
 )
-from .memory import TrainingMemory, TrainingSetup, candidate_stages, training_memory
-from .model import ModelSpec
-from .parallel import Parallelism
-from .precision import DTYPES, Precision
-from .ranks import group_shapes
-from .sharding import padded_vocab, stage_kind_counts
-from .xp import Num, _numpy, is_array, logical_and, maximum, minimum, where
+from estimator.xp import Num, _numpy, is_array, logical_and, maximum, minimum, where
 
 __all__ = [
     "FLASH_BACKWARD_FACTOR",

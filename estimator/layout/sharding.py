@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from .architecture import LayerKind
-from .model import ModelSpec
-from .xp import Num, ceil_div, maximum, take, where
+from estimator.spec.architecture import LayerKind
+from estimator.spec.model import ModelSpec
+from estimator.xp import Num, ceil_div, maximum, take, where
 
 __all__ = [
     "VOCAB_PAD_MULTIPLE",

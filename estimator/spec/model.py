@@ -18,8 +18,8 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from .architecture import AttentionCore, LayerKind, Linear, Norm
-from .errors import SpecError
+from estimator.errors import SpecError
+from estimator.spec.architecture import AttentionCore, LayerKind, Linear, Norm
 
 __all__ = ["MoESpec", "ModelSpec", "model_from_config", "supported_model_types", "used_config"]
 

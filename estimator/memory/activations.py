@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Literal
 
-from .architecture import LayerKind
-from .model import ModelSpec
-from .precision import DTYPES, Precision
-from .xp import Num, where
+from estimator.spec.architecture import LayerKind
+from estimator.spec.model import ModelSpec
+from estimator.spec.precision import DTYPES, Precision
+from estimator.xp import Num, where
 
 __all__ = [
     "HF_CONVENTION_FAMILIES",

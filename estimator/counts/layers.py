@@ -13,21 +13,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .accelerator import Accelerator
-from .activations import hf_layer_items, item_bytes, layer_items
-from .architecture import Linear
-from .comms import tp_message_bytes
-from .memory import (
+from estimator.counts.params import count_params
+from estimator.layout.parallel import Parallelism
+from estimator.layout.sharding import padded_vocab, rank_share, stage_kind_counts
+from estimator.memory.activations import hf_layer_items, item_bytes, layer_items
+from estimator.memory.training import (
     TrainingMemory,
     TrainingSetup,
     optimizer_state_bytes_per_param,
     training_memory,
 )
-from .model import ModelSpec
-from .parallel import Parallelism
-from .params import count_params
-from .precision import DTYPES, Precision
-from .sharding import padded_vocab, rank_share, stage_kind_counts
+from estimator.spec.accelerator import Accelerator
+from estimator.spec.architecture import Linear
+from estimator.spec.model import ModelSpec
+from estimator.spec.precision import DTYPES, Precision
+from estimator.timing.comms import tp_message_bytes
 
 __all__ = ["LayerTable", "ModuleRow", "layer_table"]
 

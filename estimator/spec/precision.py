@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from .errors import SpecError
+from estimator.errors import SpecError
 
 __all__ = ["DTYPES", "PRESETS", "DType", "Precision", "get_precision"]
 

@@ -22,8 +22,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Literal, NamedTuple
 
-from .accelerator import GIB, Accelerator
-from .activations import (
+from estimator.counts.flops import Recompute
+from estimator.errors import SpecError
+from estimator.layout.parallel import Parallelism, validate_layout
+from estimator.layout.sharding import (
+    Placement,
+    embedding_extras,
+    padded_vocab,
+    place_layer,
+    placements,
+    stage_kind_counts,
+)
+from estimator.memory.activations import (
     HF_CONVENTION_FAMILIES,
     ActivationConvention,
     Region,
@@ -35,21 +45,11 @@ from .activations import (
     region_scales,
     saved_bytes,
 )
-from .errors import SpecError
-from .flops import Recompute
-from .model import ModelSpec
-from .parallel import Parallelism, validate_layout
-from .precision import DTYPES, Precision
-from .records import from_fields
-from .sharding import (
-    Placement,
-    embedding_extras,
-    padded_vocab,
-    place_layer,
-    placements,
-    stage_kind_counts,
-)
-from .xp import Num, ceil_div, maximum, minimum, where
+from estimator.records import from_fields
+from estimator.spec.accelerator import GIB, Accelerator
+from estimator.spec.model import ModelSpec
+from estimator.spec.precision import DTYPES, Precision
+from estimator.xp import Num, ceil_div, maximum, minimum, where
 
 __all__ = [
     "CUDA_CONTEXT_BYTES",

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import SpecError
+from estimator.errors import SpecError
 
 __all__ = ["GIB", "Accelerator", "accelerator_from_entry"]
 

@@ -31,15 +31,14 @@ Every function takes plain numbers or numpy arrays.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from typing import Any, Literal
 
-from .accelerator import Accelerator
-from .xp import Num, maximum, minimum, where
+from estimator.catalog.files import load
+from estimator.spec.accelerator import Accelerator
+from estimator.xp import Num, maximum, minimum, where
 
 __all__ = [
     "AttentionKernel",
@@ -122,11 +121,8 @@ class KernelProfile:
         return self.gemm_efficiency_max
 
 
-@cache
 def _table() -> dict[str, Any]:
-    path = Path(__file__).parent / "catalog" / "efficiency.json"
-    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return data
+    return load("efficiency.json")
 
 
 def _link(entry: dict[str, Any]) -> LinkProfile:

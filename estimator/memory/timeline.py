@@ -20,18 +20,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .accelerator import Accelerator
-from .inference import InferenceSetup, inference_memory
-from .memory import (
+from estimator.layout.parallel import Parallelism
+from estimator.memory.inference import InferenceSetup, inference_memory
+from estimator.memory.training import (
     CUDA_CONTEXT_BYTES,
     FRAGMENTATION_FRACTION,
     TrainingSetup,
     most_loaded_terms,
     validate_training,
 )
-from .model import ModelSpec
-from .parallel import Parallelism
-from .precision import Precision
+from estimator.spec.accelerator import Accelerator
+from estimator.spec.model import ModelSpec
+from estimator.spec.precision import Precision
 
 __all__ = ["MemoryPoint", "Timeline", "inference_timeline", "training_timeline"]
 

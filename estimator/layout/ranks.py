@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import SpecError
-from .parallel import Parallelism
-from .xp import Num
+from estimator.errors import SpecError
+from estimator.layout.parallel import Parallelism
+from estimator.xp import Num
 
 __all__ = [
     "DIMENSIONS",

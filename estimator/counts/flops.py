@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from .model import ModelSpec
-from .records import from_fields
-from .xp import Num, minimum
+from estimator.records import from_fields
+from estimator.spec.model import ModelSpec
+from estimator.xp import Num, minimum
 
 __all__ = ["ForwardFlops", "Recompute", "TrainingFlops", "forward_flops", "training_flops"]
 

@@ -26,10 +26,14 @@ from typing import Any
 
 import numpy as np
 
-from .accelerator import Accelerator
-from .errors import SpecError
-from .inference import InferenceMemory, InferenceSetup, _kv_elems, inference_memory
-from .kernels import (
+from estimator.errors import SpecError
+from estimator.layout.parallel import Parallelism
+from estimator.layout.sharding import StageShape, distinct_stages, padded_vocab
+from estimator.memory.inference import InferenceMemory, InferenceSetup, _kv_elems, inference_memory
+from estimator.spec.accelerator import Accelerator
+from estimator.spec.model import ModelSpec
+from estimator.spec.precision import DTYPES, Precision
+from estimator.timing.kernels import (
     KernelProfile,
     attention_decode_time,
     collective_time,
@@ -37,12 +41,13 @@ from .kernels import (
     kernel_profile,
     memory_time,
 )
-from .model import ModelSpec
-from .parallel import Parallelism
-from .precision import DTYPES, Precision
-from .sharding import StageShape, distinct_stages, padded_vocab
-from .timing import _gemm_coefficients, _layer_time, linear_gemm_time, weight_read_bytes
-from .xp import Num, minimum, where
+from estimator.timing.training import (
+    _gemm_coefficients,
+    _layer_time,
+    linear_gemm_time,
+    weight_read_bytes,
+)
+from estimator.xp import Num, minimum, where
 
 __all__ = ["DEFAULT_MAX_BATCH", "ConcurrencyPoint", "InferenceEstimate", "estimate_inference"]
 

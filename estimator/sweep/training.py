@@ -24,21 +24,26 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .accelerator import GIB, Accelerator
-from .catalog import accelerator_ids, get_accelerator, price
-from .errors import SpecError
-from .flops import Recompute, training_flops
-from .memory import (
+from estimator.catalog import accelerator_ids, get_accelerator, price
+from estimator.counts.flops import Recompute, training_flops
+from estimator.errors import SpecError
+from estimator.layout.parallel import Parallelism, Violation, layout_violations
+from estimator.memory.training import (
     OPTIMIZERS,
     TrainingSetup,
     candidate_stages,
     check_seq_len,
     most_loaded_terms,
 )
-from .model import ModelSpec
-from .parallel import Parallelism, Violation, layout_violations
-from .precision import Precision, get_precision
-from .timing import BREAKDOWN, SECONDS_PER_HOUR, TimingOptions, training_time_terms
+from estimator.spec.accelerator import GIB, Accelerator
+from estimator.spec.model import ModelSpec
+from estimator.spec.precision import Precision, get_precision
+from estimator.timing.training import (
+    BREAKDOWN,
+    SECONDS_PER_HOUR,
+    TimingOptions,
+    training_time_terms,
+)
 
 __all__ = [
     "DEFAULT_ACCELERATORS",
@@ -790,8 +795,8 @@ def _serving_row(
     workload: ServingWorkload,
 ) -> dict[str, Any]:
     """One replica layout at its best concurrency under the targets, or why it has none."""
-    from .inference import InferenceSetup
-    from .serving import estimate_inference
+    from estimator.memory.inference import InferenceSetup
+    from estimator.serving.estimate import estimate_inference
 
     row: dict[str, Any] = {
         "accelerator": acc.id,

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .accelerator import Accelerator
-from .architecture import LayerKind
-from .flops import _causal_pairs
-from .kernels import attention_prefill_time, gemm_time, kernel_profile, memory_time
-from .model import ModelSpec
-from .precision import DTYPES, Precision
+from estimator.counts.flops import _causal_pairs
+from estimator.spec.accelerator import Accelerator
+from estimator.spec.architecture import LayerKind
+from estimator.spec.model import ModelSpec
+from estimator.spec.precision import DTYPES, Precision
+from estimator.timing.kernels import attention_prefill_time, gemm_time, kernel_profile, memory_time
 
 __all__ = ["ModuleNode", "module_tree", "top_modules"]
 

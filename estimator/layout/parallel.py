@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from math import gcd
 from typing import Literal
 
-from .errors import SpecError
-from .model import ModelSpec
-from .xp import Num, logical_and, maximum
+from estimator.errors import SpecError
+from estimator.spec.model import ModelSpec
+from estimator.xp import Num, logical_and, maximum
 
 __all__ = ["Parallelism", "Violation", "layout_passes", "layout_violations", "validate_layout"]
 

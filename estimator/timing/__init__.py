@@ -1,0 +1,2 @@
+"""Time: kernel times on an accelerator (``kernels``), collectives and the communication plan
+(``comms``), and the training step (``training``)."""
