@@ -27,7 +27,8 @@ from estimator.memory.inference import (
 )
 from estimator.memory.training import TrainingMemory, TrainingSetup, training_memory
 from estimator.spec.accelerator import GIB, Accelerator
-from estimator.spec.model import ModelSpec, model_from_config, supported_model_types, used_config
+from estimator.spec.config import model_from_config, supported_model_types, used_config
+from estimator.spec.model import ModelSpec
 from estimator.spec.precision import PRESETS, Precision, get_precision
 
 __version__ = "0.1.0"

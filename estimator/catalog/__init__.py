@@ -11,7 +11,8 @@ from typing import Any, NamedTuple
 from estimator.catalog.files import load
 from estimator.errors import UnknownIdError
 from estimator.spec.accelerator import Accelerator, accelerator_from_entry
-from estimator.spec.model import ModelSpec, model_from_config
+from estimator.spec.config import model_from_config
+from estimator.spec.model import ModelSpec
 
 __all__ = [
     "Price",

@@ -5,7 +5,8 @@ A model is an embedding, a stack of decoder layers and an output head. Layers co
 (linear maps and norms, named as in the Hugging Face implementation) plus one attention core.
 Parameter
 counts, FLOPs, tensor-parallel shards and activation sizes are all read off this inventory, so a
-family's quirks are written once, in ``model.py``, and never again in the math.
+family's quirks are written once, in its module under ``spec/families/``, and never again in the
+math.
 
 Tensor-parallel placement follows Megatron-LM: a ``column`` linear splits its output features over
 TP ranks (and its bias with them), a ``row`` linear splits its input features (its bias is

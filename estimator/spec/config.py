@@ -1,0 +1,72 @@
+"""A Hugging Face ``config.json`` read into a ``ModelSpec`` by its family's reader
+(``spec.families``), and the part of a config that reading uses (``used_config``).
+
+The reader never executes anything from a config and ignores fields it does not use. A family it
+does not know is read as a Llama-style decoder (RMSNorm, gated MLP, rotary positions), with a
+note saying so; a field that such a reading needs and the config lacks is refused by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from estimator.errors import SpecError
+from estimator.spec.families import EXACT, reader_of
+from estimator.spec.model import ModelSpec
+from estimator.spec.reader import MAX_TOTAL_PARAMS, ConfigReader, Recorder
+
+__all__ = ["model_from_config", "supported_model_types", "used_config"]
+
+
+def supported_model_types() -> tuple[str, ...]:
+    """Families read exactly (checked against transformers); others are read as Llama-style."""
+    return tuple(sorted(EXACT))
+
+
+def model_from_config(config: Mapping[str, Any], model_id: str = "custom") -> ModelSpec:
+    """Read a Hugging Face ``config.json`` dict into a ModelSpec.
+
+    Raises SpecError naming the field when a required field is missing or invalid. Unknown fields
+    are ignored. Nothing in the config is executed and nothing is fetched.
+    """
+    if not isinstance(config, Mapping):
+        raise SpecError(
+            "config", "must be a JSON object (a config.json dict)", type(config).__name__
+        )
+    text_config = config.get("text_config")
+    inner = text_config if isinstance(text_config, Mapping) else None
+    return _read(config, inner, model_id)
+
+
+def used_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of ``config`` the reader uses: the keys it asks for (and, for a wrapped text
+    model, those of ``text_config``), which read into the same spec. What is left out changes
+    no number the planner gives. Raises SpecError as ``model_from_config`` does."""
+    model_from_config(config)  # refused configs are refused here, by the same rules
+    outer = Recorder(config)
+    text_config = config.get("text_config")
+    inner = Recorder(text_config) if isinstance(text_config, Mapping) else None
+    _read(outer, inner)
+    used = {k: config[k] for k in sorted(outer.asked) if k in config}
+    if inner is not None:
+        used["text_config"] = {k: inner.data[k] for k in sorted(inner.asked) if k in inner.data}
+    return used
+
+
+def _read(
+    config: Mapping[str, Any], inner: Mapping[str, Any] | None, model_id: str = "custom"
+) -> ModelSpec:
+    raw: Mapping[str, Any] = inner if inner is not None else config
+    mt = raw.get("model_type") or config.get("model_type")
+    if not isinstance(mt, str) or not mt:
+        raise SpecError("config.model_type", "is required (e.g. 'llama', 'qwen2', 'gpt2')")
+    model = reader_of(mt)(ConfigReader(raw, mt), model_id)
+    total = sum(n * kind.params for kind, n in zip(model.kinds, model.kind_counts, strict=True))
+    if total > MAX_TOTAL_PARAMS:
+        raise SpecError(
+            "config",
+            f"describes {total:.3g} layer parameters, beyond the {MAX_TOTAL_PARAMS:.0e} "
+            "this planner models",
+        )
+    return model

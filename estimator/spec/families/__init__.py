@@ -1,0 +1,61 @@
+"""One module per model family, each mirroring the module list of its ``transformers``
+implementation (5.x): same module names, same shapes, same biases, same norms, the same
+defaults for fields a config leaves out. Each declares the ``MODEL_TYPES`` it reads and a
+``read(config, id)``; the tests build every catalog model with ``transformers`` on the meta
+device and require the parameter count and the forward FLOPs to match exactly, so a quirk
+written here is a quirk checked there.
+
+A new family is a new module here, listed below, plus its tests (CONTRIBUTING.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from estimator.spec.families import (
+    bloom,
+    deepseek,
+    falcon,
+    gemma,
+    gpt2,
+    gpt_neox,
+    llama,
+    mixtral,
+    mpt,
+    opt,
+    phi3,
+    qwen,
+)
+from estimator.spec.model import ModelSpec
+from estimator.spec.reader import ConfigReader
+
+__all__ = ["APPROXIMATE", "EXACT", "Reader", "reader_of"]
+
+Reader = Callable[[ConfigReader, str], ModelSpec]
+
+# model_type -> its family's reader: read exactly (checked against transformers)
+EXACT: dict[str, Reader] = {
+    model_type: family.read
+    for family in (
+        llama,
+        mixtral,
+        qwen,
+        phi3,
+        gemma,
+        deepseek,
+        gpt2,
+        opt,
+        falcon,
+        gpt_neox,
+        bloom,
+        mpt,
+    )
+    for model_type in family.MODEL_TYPES
+}
+# model_type -> a reader that reads it approximately, and says so in the spec's notes
+APPROXIMATE: dict[str, Reader] = {"qwen2_moe": qwen.read_qwen2_moe}
+
+
+def reader_of(model_type: str) -> Reader:
+    """The reader of ``model_type``: its family's, else Llama-style with a note."""
+    return EXACT.get(model_type) or APPROXIMATE.get(model_type) or llama.read_unknown

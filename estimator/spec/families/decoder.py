@@ -1,0 +1,196 @@
+"""The two shapes every family here is read into.
+
+- ``decoder``: Llama and its descendants (pre-norm RMSNorm, rotary positions, gated MLP, an
+  untied or tied head, no position table). A family reads its dimensions with ``read_dims``,
+  describes each layer (``Layer``: attention, MLP or experts, norms) and hands them here.
+- ``uniform_stack``: the classic LayerNorm families (GPT-2, OPT, Falcon, GPT-NeoX, BLOOM, MPT):
+  one layer kind repeated, described by a ``Stack``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from estimator.errors import SpecError
+from estimator.spec.architecture import LayerKind, Linear, Norm
+from estimator.spec.families.blocks import (
+    Layer,
+    kinds_from_layers,
+    kv_heads,
+    rms,
+    sliding_windows,
+    standard_core,
+)
+from estimator.spec.model import ModelSpec, MoESpec
+from estimator.spec.reader import ConfigReader
+
+__all__ = [
+    "Dims",
+    "Prelude",
+    "Stack",
+    "decoder",
+    "layer_name",
+    "prelude",
+    "read_dims",
+    "standard_layer_norms",
+    "uniform_stack",
+]
+
+
+@dataclass(frozen=True)
+class Dims:
+    """What every Llama-style config gives first (in this order, so a config missing several
+    is refused for the first)."""
+
+    hidden: int
+    layers: int
+    heads: int
+    vocab: int
+    kv_heads: int
+    head_dim: int
+    tie: bool
+
+
+def read_dims(c: ConfigReader, defaults: Mapping[str, Any]) -> Dims:
+    """The dimensions, defaulting as the family's ``transformers`` config class does."""
+    h = c.integer("hidden_size", default=defaults.get("hidden_size"))
+    layers = c.integer("num_hidden_layers", default=defaults.get("num_hidden_layers"))
+    heads = c.integer("num_attention_heads", default=defaults.get("num_attention_heads"))
+    vocab = c.integer("vocab_size", default=defaults.get("vocab_size"))
+    kv = kv_heads(c, heads, defaults.get("num_key_value_heads", heads))
+    head_dim = c.integer("head_dim", default=defaults.get("head_dim", h // heads))
+    tie = c.flag("tie_word_embeddings", bool(defaults.get("tie_word_embeddings", False)))
+    return Dims(h, layers, heads, vocab, kv, head_dim, tie)
+
+
+@dataclass(frozen=True)
+class Prelude:
+    """What every Llama-style reading starts with: the dimensions, the attention and MLP bias
+    flags, and each layer's sliding window."""
+
+    dims: Dims
+    attention_bias: bool
+    mlp_bias: bool
+    windows: tuple[int | None, ...]
+
+
+def prelude(c: ConfigReader, defaults: Mapping[str, Any], default_sliding: bool) -> Prelude:
+    """``read_dims``, then ``attention_bias``, ``mlp_bias`` and the sliding windows."""
+    dims = read_dims(c, defaults)
+    attention_bias = c.flag("attention_bias", False)
+    mlp_bias = c.flag("mlp_bias", False)
+    windows = sliding_windows(c, dims.layers, default_sliding)
+    return Prelude(dims, attention_bias, mlp_bias, windows)
+
+
+def layer_name(moe: bool, window: int | None) -> str:
+    """A layer kind's name: ``dense`` or ``moe``, ``-local`` where it attends in a window."""
+    return ("moe" if moe else "dense") + ("-local" if window else "")
+
+
+def standard_layer_norms(h: int) -> list[Norm]:
+    return [rms("input_layernorm", h), rms("post_attention_layernorm", h)]
+
+
+def decoder(
+    c: ConfigReader,
+    ident: str,
+    dims: Dims,
+    layers: Sequence[Layer],
+    *,
+    moe: MoESpec | None,
+    activation: str,
+    notes: Sequence[str] = (),
+) -> ModelSpec:
+    """A Llama-style decoder: an embedding of ``vocab x hidden``, ``layers``, a final RMSNorm
+    and the head (tied or not); max positions and dropouts from the config."""
+    kinds, index = kinds_from_layers(layers)
+    return ModelSpec(
+        id=ident,
+        model_type=c.model_type,
+        hidden_size=dims.hidden,
+        num_layers=dims.layers,
+        vocab_size=dims.vocab,
+        max_seq_len=c.opt_integer("max_position_embeddings"),
+        embed_dim=dims.hidden,
+        position_embeddings=0,
+        tie_embeddings=dims.tie,
+        kinds=kinds,
+        layer_kinds=index,
+        embedding_norm=None,
+        final_norm=rms("norm", dims.hidden),
+        embedding_projections=(),
+        mlp_activation=activation,
+        gated_mlp=True,
+        norm_type="rmsnorm",
+        attention_dropout=c.number("attention_dropout", default=0.0),
+        hidden_dropout=c.number("resid_pdrop", "hidden_dropout", default=0.0),
+        moe=moe,
+        config=dict(c.plain),
+        notes=tuple(notes),
+    )
+
+
+@dataclass(frozen=True)
+class Stack:
+    """One classic (LayerNorm, non-gated) layer repeated ``layers`` times, and what surrounds
+    it: a position table of ``positions`` rows (0 for rotary or ALiBi), an optional final norm,
+    embedding norm and in/out projections around a narrower word embedding."""
+
+    hidden: int
+    layers: int
+    heads: int
+    head_dim: int
+    linears: tuple[Linear, ...]
+    norms: tuple[Norm, ...]
+    positions: int
+    max_len: int | None
+    final: Norm | None
+    activation: str
+    tie: bool
+    attention_dropout: float
+    hidden_dropout: float
+    default_vocab: int
+    kv_heads: int | None = None
+    parallel: bool = False
+    embed_dim: int | None = None
+    projections: tuple[Linear, ...] = ()
+    embedding_norm: Norm | None = None
+
+
+def uniform_stack(c: ConfigReader, ident: str, s: Stack) -> ModelSpec:
+    """The classic families' spec: one uniform stack of layers."""
+    h, heads = s.hidden, s.heads
+    if h % heads:
+        raise SpecError("config.num_attention_heads", f"must divide hidden_size={h}", heads)
+    if s.kv_heads is not None and heads % s.kv_heads:
+        raise SpecError(
+            "config.num_kv_heads", f"must divide num_attention_heads={heads}", s.kv_heads
+        )
+    core = standard_core(heads, s.kv_heads or heads, s.head_dim, None)
+    kind = LayerKind("dense", s.linears, tuple(n for n in s.norms if n.size), core, s.parallel)
+    return ModelSpec(
+        id=ident,
+        model_type=c.model_type,
+        hidden_size=h,
+        num_layers=s.layers,
+        vocab_size=c.integer("vocab_size", default=s.default_vocab),
+        max_seq_len=s.max_len,
+        embed_dim=s.embed_dim or h,
+        position_embeddings=s.positions,
+        tie_embeddings=s.tie,
+        kinds=(kind,),
+        layer_kinds=(0,) * s.layers,
+        embedding_norm=s.embedding_norm,
+        final_norm=s.final if s.final and s.final.size else None,
+        embedding_projections=s.projections,
+        mlp_activation=s.activation,
+        gated_mlp=False,
+        norm_type="layernorm",
+        attention_dropout=s.attention_dropout,
+        hidden_dropout=s.hidden_dropout,
+        moe=None,
+        config=dict(c.plain),
+    )
