@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from estimator import terms
+
 __all__ = [
     "COLORS",
     "compare_memory_figure",
@@ -67,35 +69,7 @@ COLORS = {
     "comm": "#E69F00",
 }
 
-LABELS = {
-    "weights": "Weights",
-    "weight_cache": "FP8 weight cache",
-    "gradients": "Gradients",
-    "master_weights": "Master weights (fp32)",
-    "optimizer_states": "Optimizer states",
-    "activations": "Activations",
-    "logits": "Logits",
-    "zero3_gather": "ZeRO-3 gather buffers",
-    "cuda_context": "CUDA context",
-    "comm_buffers": "NCCL buffers",
-    "fragmentation": "Allocator fragmentation",
-    "kv_cache": "KV cache",
-    "activation_peak": "Activations (peak)",
-    "runtime_overhead": "Runtime overhead",
-    "compute": "Compute",
-    "bubble": "Pipeline bubble",
-    "tp_comm": "TP comm (exposed)",
-    "ep_comm": "EP all-to-all (exposed)",
-    "cp_comm": "CP comm (exposed)",
-    "pp_comm": "PP send/recv (exposed)",
-    "dp_comm": "DP grad sync (exposed)",
-    "zero3_comm": "ZeRO-3 gathers (exposed)",
-    "optimizer": "Optimizer step",
-    "gemm": "GEMMs",
-    "attention": "Attention",
-    "elementwise": "Elementwise",
-    "comm": "Communication",
-}
+LABELS = terms.labels()  # every term's label, from the core's registry
 
 _LAYOUT = {
     "margin": {"l": 60, "r": 60, "t": 40, "b": 20},

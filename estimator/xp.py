@@ -12,7 +12,17 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TypeAlias
 
-__all__ = ["Num", "ceil_div", "is_array", "logical_and", "maximum", "minimum", "take", "where"]
+__all__ = [
+    "Num",
+    "ceil_div",
+    "is_array",
+    "logical_and",
+    "maximum",
+    "minimum",
+    "numpy",
+    "take",
+    "where",
+]
 
 # A Python int/float or a numpy array of them. Typed as Any: numpy's stubs and Python's numeric
 # tower do not compose under mypy, and these values only ever meet + - * / // and the helpers here.
@@ -24,14 +34,14 @@ Num: TypeAlias = Any
 _PLAIN = frozenset({int, float, bool})
 
 
-def _numpy() -> Any:
+def numpy() -> Any:
     """numpy if it has been imported, else None: no value can be an array before it is, so a
     single estimate never pays numpy's import time."""
     return sys.modules.get("numpy")
 
 
 def is_array(*values: Num) -> bool:
-    np = _numpy()
+    np = numpy()
     if np is None:
         return False
     ndarray = np.ndarray
@@ -44,27 +54,27 @@ def is_array(*values: Num) -> bool:
 def minimum(a: Num, b: Num) -> Num:
     if type(a) in _PLAIN and type(b) in _PLAIN:
         return a if a <= b else b
-    return _numpy().minimum(a, b) if is_array(a, b) else min(a, b)
+    return numpy().minimum(a, b) if is_array(a, b) else min(a, b)
 
 
 def maximum(a: Num, b: Num) -> Num:
     if type(a) in _PLAIN and type(b) in _PLAIN:
         return a if a >= b else b
-    return _numpy().maximum(a, b) if is_array(a, b) else max(a, b)
+    return numpy().maximum(a, b) if is_array(a, b) else max(a, b)
 
 
 def where(cond: Num, a: Num, b: Num) -> Num:
     if type(cond) is bool:  # one choice for every layout: pick the operand whole
         return a if cond else b
     if is_array(cond, a, b):
-        return _numpy().where(cond, a, b)
+        return numpy().where(cond, a, b)
     return a if cond else b
 
 
 def logical_and(a: Num, b: Num) -> Num:
     if type(a) in _PLAIN and type(b) in _PLAIN:
         return bool(a) and bool(b)
-    return _numpy().logical_and(a, b) if is_array(a, b) else bool(a) and bool(b)
+    return numpy().logical_and(a, b) if is_array(a, b) else bool(a) and bool(b)
 
 
 def ceil_div(a: Num, b: Num) -> Num:
@@ -75,6 +85,6 @@ def ceil_div(a: Num, b: Num) -> Num:
 def take(table: Sequence[int] | Any, index: Num) -> Num:
     """``table[index]`` for an int index or an integer index array."""
     if type(index) is not int and is_array(index):
-        np = _numpy()
+        np = numpy()
         return np.take(np.asarray(table), index)
     return table[index]

@@ -200,7 +200,7 @@ def test_fp8_training_runs_attention_at_the_bf16_rate() -> None:
     times = {}
     for name in ("bf16", "fp8"):
         prec = get_precision(name)
-        lt = timing._layer_time(
+        lt = timing.layer_time(
             model,
             kind,
             0,
@@ -324,13 +324,13 @@ def test_moe_dispatcher_copies_are_timed() -> None:
     ep1 = estimate_training(model, H100, Parallelism(tp=1, pp=1, dp=8), setup, BF16)
     ep8 = estimate_training(model, H100, Parallelism(tp=1, pp=1, dp=8, ep=8), setup, BF16)
     assert ep1.time.forward_s > 0 and ep8.time.breakdown["ep_comm"] > 0
-    from estimator.timing.training import _layer_time
+    from estimator.timing.training import layer_time
 
     kind = model.kinds[0]
     prof = kernel_profile(H100.id)
     args = (model, kind, 0, H100, prof)
-    base = _layer_time(*args, Parallelism(tp=1, pp=1, dp=8), BF16, 4096, 1, 8)
-    split = _layer_time(*args, Parallelism(tp=1, pp=1, dp=8, ep=8), BF16, 4096, 1, 8)
+    base = layer_time(*args, Parallelism(tp=1, pp=1, dp=8), BF16, 4096, 1, 8)
+    split = layer_time(*args, Parallelism(tp=1, pp=1, dp=8, ep=8), BF16, 4096, 1, 8)
     routed_bytes = 4096 * model.moe.top_k * model.hidden_size * 2  # type: ignore[union-attr]
     # Two more passes (read + write) of the routed tokens once experts are split over ranks.
     extra = split.elementwise - base.elementwise

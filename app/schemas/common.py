@@ -7,6 +7,7 @@ integers: every request then answers in bounded time.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -16,8 +17,11 @@ from pydantic import (
     ConfigDict,
     Field,
     WithJsonSchema,
+    create_model,
     model_validator,
 )
+
+from estimator.terms import Term
 
 __all__ = [
     "ERROR_RESPONSES",
@@ -33,6 +37,7 @@ __all__ = [
     "Request",
     "TokenCount",
     "has_model_type",
+    "terms_model",
 ]
 
 MAX_LAYOUT = 1024  # tp, pp, cp, ep, etp, vp
@@ -157,6 +162,15 @@ class Request(BaseModel):
                 fixed = fixed or dict(data)
                 fixed[name] = [int(v) if type(v) is float and v.is_integer() else v for v in value]
         return data if fixed is None else fixed
+
+
+def terms_model(name: str, terms: Sequence[Term]) -> type[BaseModel]:
+    """A response model with one float field per term of the core's registry
+    (``estimator.terms``), in its order, described by what the term counts."""
+    fields: dict[str, Any] = {
+        t.key: (float, Field(description=f"{t.label}: {t.includes} ({t.unit})")) for t in terms
+    }
+    return create_model(name, **fields)
 
 
 class ErrorItem(BaseModel):

@@ -6,8 +6,19 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field
 
+from estimator.terms import INFERENCE_MEMORY, LATENCY
+
 from .catalog import Params
-from .common import GpuCount, LayoutSize, ModelRef, PrecisionRef, Price, Request, TokenCount
+from .common import (
+    GpuCount,
+    LayoutSize,
+    ModelRef,
+    PrecisionRef,
+    Price,
+    Request,
+    TokenCount,
+    terms_model,
+)
 
 __all__ = [
     "InferenceEstimateOut",
@@ -66,13 +77,14 @@ class InferenceRequest(Request):
     }
 
 
-class InferenceMemoryOut(BaseModel):
+# The terms come from the core's registry (``estimator.terms``), in its order.
+_MemoryTerms = terms_model("InferenceMemoryTerms", INFERENCE_MEMORY)
+_LatencyTerms = terms_model("LatencyTerms", LATENCY)
+
+
+class InferenceMemoryOut(_MemoryTerms):  # type: ignore[misc, valid-type]
     """Per-GPU serving memory on the most-loaded pipeline stage (bytes)."""
 
-    weights_bytes: float
-    kv_cache_bytes: float
-    activation_peak_bytes: float
-    runtime_overhead_bytes: float
     total_bytes: float
     capacity_bytes: float
     headroom_bytes: float
@@ -82,11 +94,8 @@ class InferenceMemoryOut(BaseModel):
     stage: int
 
 
-class LatencyBreakdown(BaseModel):
-    gemm_s: float
-    attention_s: float
-    elementwise_s: float
-    comm_s: float
+class LatencyBreakdown(_LatencyTerms):  # type: ignore[misc, valid-type]
+    """What a step's time is spent on; sums to it."""
 
 
 class LatencyOut(BaseModel):

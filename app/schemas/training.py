@@ -6,6 +6,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
+from estimator.terms import STEP, TRAINING_MEMORY
+
 from .catalog import Params
 from .common import (
     AttentionKernel,
@@ -16,6 +18,7 @@ from .common import (
     Price,
     Request,
     TokenCount,
+    terms_model,
 )
 
 __all__ = [
@@ -111,20 +114,14 @@ class TrainingRequest(Request):
     }
 
 
-class TrainingMemoryOut(BaseModel):
+# The terms come from the core's registry (``estimator.terms``), in its order.
+_MemoryTerms = terms_model("TrainingMemoryTerms", TRAINING_MEMORY)
+_StepTerms = terms_model("StepTerms", STEP)
+
+
+class TrainingMemoryOut(_MemoryTerms):  # type: ignore[misc, valid-type]
     """Per-GPU memory on the most-loaded GPU, term by term (bytes)."""
 
-    weights_bytes: float
-    weight_cache_bytes: float
-    gradients_bytes: float
-    master_weights_bytes: float
-    optimizer_states_bytes: float
-    activations_bytes: float
-    logits_bytes: float
-    zero3_gather_bytes: float
-    cuda_context_bytes: float
-    comm_buffers_bytes: float
-    fragmentation_bytes: float
     total_bytes: float
     capacity_bytes: float
     headroom_bytes: float
@@ -134,18 +131,8 @@ class TrainingMemoryOut(BaseModel):
     in_flight_microbatches: int
 
 
-class StepBreakdown(BaseModel):
+class StepBreakdown(_StepTerms):  # type: ignore[misc, valid-type]
     """Sums to ``step_s``."""
-
-    compute_s: float
-    bubble_s: float
-    tp_comm_s: float
-    ep_comm_s: float
-    cp_comm_s: float
-    pp_comm_s: float
-    dp_comm_s: float
-    zero3_comm_s: float
-    optimizer_s: float
 
 
 class TrainingTimeOut(BaseModel):

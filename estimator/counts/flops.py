@@ -17,11 +17,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from estimator.memo import per_model
 from estimator.records import from_fields
 from estimator.spec.model import ModelSpec
 from estimator.xp import Num, minimum
 
-__all__ = ["ForwardFlops", "Recompute", "TrainingFlops", "forward_flops", "training_flops"]
+__all__ = [
+    "ForwardFlops",
+    "Recompute",
+    "TrainingFlops",
+    "attention_terms",
+    "causal_pairs",
+    "forward_flops",
+    "training_flops",
+]
 
 Recompute = Literal["none", "selective", "full"]
 
@@ -64,7 +73,7 @@ class ForwardFlops:
         )
 
 
-def _causal_pairs(seq: Num, window: int | None) -> Num:
+def causal_pairs(seq: Num, window: int | None) -> Num:
     """Unmasked (query, key) pairs of a causal, optionally windowed, sequence."""
     if window is None:
         return seq * (seq + 1) // 2
@@ -72,14 +81,14 @@ def _causal_pairs(seq: Num, window: int | None) -> Num:
     return m * (m + 1) // 2 + (seq - m) * window
 
 
-def _attention_terms(model: ModelSpec) -> tuple[tuple[int, int, int | None], ...]:
+def attention_terms(model: ModelSpec) -> tuple[tuple[int, int, int | None], ...]:
     """(layers, FLOPs per (query, key) pair, window) of each layer kind's attention core:
     ``Q K^T`` and ``P V`` cost ``2 heads (qk_head_dim + v_head_dim)`` per pair (computed once
     per model)."""
     return _tables(model)[1]
 
 
-def _build_attention_terms(model: ModelSpec) -> tuple[tuple[int, int, int | None], ...]:
+def _buildattention_terms(model: ModelSpec) -> tuple[tuple[int, int, int | None], ...]:
     return tuple(
         (
             n,
@@ -93,25 +102,20 @@ def _build_attention_terms(model: ModelSpec) -> tuple[tuple[int, int, int | None
 _COMPONENTS = ("embeddings", "attention", "mlp", "experts", "shared_experts", "router")
 
 
+@per_model
 def _tables(model: ModelSpec) -> tuple[dict[str, int], tuple[tuple[int, int, int | None], ...]]:
     """Matmul FLOPs per token by component, plus the output ``head``, the decoder ``layers`` (all
-    but embeddings and head) and the whole ``matmul``; and the ``_attention_terms``
+    but embeddings and head) and the whole ``matmul``; and the ``attention_terms``
     (layout- and length-independent, computed once per model)."""
-    key = "flops.tables"
-    cached = model.memo.get(key)
-    if cached is None:
-        per_token = dict.fromkeys(_COMPONENTS, 0)
-        for kind, n in zip(model.kinds, model.kind_counts, strict=True):
-            for m in kind.linears:
-                per_token[m.component] += n * m.forward_flops_per_token()
-        per_token["embeddings"] += sum(
-            m.forward_flops_per_token() for m in model.embedding_projections
-        )
-        per_token["layers"] = sum(per_token[c] for c in _COMPONENTS if c != "embeddings")
-        per_token["head"] = 2 * model.vocab_size * model.embed_dim
-        per_token["matmul"] = per_token["layers"] + per_token["embeddings"] + per_token["head"]
-        cached = model.memo[key] = (per_token, _build_attention_terms(model))
-    return cached
+    per_token = dict.fromkeys(_COMPONENTS, 0)
+    for kind, n in zip(model.kinds, model.kind_counts, strict=True):
+        for m in kind.linears:
+            per_token[m.component] += n * m.forward_flops_per_token()
+    per_token["embeddings"] += sum(m.forward_flops_per_token() for m in model.embedding_projections)
+    per_token["layers"] = sum(per_token[c] for c in _COMPONENTS if c != "embeddings")
+    per_token["head"] = 2 * model.vocab_size * model.embed_dim
+    per_token["matmul"] = per_token["layers"] + per_token["embeddings"] + per_token["head"]
+    return per_token, _buildattention_terms(model)
 
 
 def forward_flops(model: ModelSpec, seq_len: Num, batch: Num = 1) -> ForwardFlops:
@@ -120,7 +124,7 @@ def forward_flops(model: ModelSpec, seq_len: Num, batch: Num = 1) -> ForwardFlop
     core = core_causal = 0
     for n, per_pair, window in attention:
         core = core + n * per_pair * (seq_len * seq_len)
-        core_causal = core_causal + n * per_pair * _causal_pairs(seq_len, window)
+        core_causal = core_causal + n * per_pair * causal_pairs(seq_len, window)
     return ForwardFlops(
         embeddings=tokens * per_token["embeddings"],
         attention_proj=tokens * per_token["attention"],
@@ -167,7 +171,7 @@ def training_flops(
     per_token, attention = _tables(model)
     core_causal = 0
     for n, per_pair, window in attention:
-        core_causal = core_causal + n * per_pair * _causal_pairs(seq_len, window)
+        core_causal = core_causal + n * per_pair * causal_pairs(seq_len, window)
     core_causal = batch * core_causal
     tokens = seq_len * batch
     forward = tokens * per_token["matmul"] + core_causal

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from estimator.memo import per_model
 from estimator.spec.model import ModelSpec
 
 __all__ = ["ParamCounts", "count_params"]
@@ -46,16 +47,10 @@ class ParamCounts:
         return {name: getattr(self, name) for name in _COMPONENTS}
 
 
+@per_model
 def count_params(model: ModelSpec) -> ParamCounts:
     """Exact total and active parameters by component (computed once per model: a frozen
     result of the frozen spec)."""
-    cached: ParamCounts | None = model.memo.get("params.counts")
-    if cached is None:
-        cached = model.memo["params.counts"] = _count_params(model)
-    return cached
-
-
-def _count_params(model: ModelSpec) -> ParamCounts:
     parts = dict.fromkeys(_COMPONENTS, 0)
     active_experts = 0
     for kind, n in zip(model.kinds, model.kind_counts, strict=True):

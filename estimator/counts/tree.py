@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from estimator.counts.flops import _causal_pairs
+from estimator.counts.flops import causal_pairs
 from estimator.spec.accelerator import Accelerator
 from estimator.spec.architecture import LayerKind
 from estimator.spec.model import ModelSpec
@@ -96,7 +96,7 @@ def _layer_node(
         (parent or node).add(leaf)
     a = kind.attention
     attn = groups.get("self_attn") or groups.get("attn") or groups.get("self_attention")
-    pairs = batch * (seq_len * seq_len if not causal else _causal_pairs(seq_len, a.window))
+    pairs = batch * (seq_len * seq_len if not causal else causal_pairs(seq_len, a.window))
     core_flops = pairs * 2 * a.num_heads * (a.qk_head_dim + a.v_head_dim)
     core_bytes = tokens * (a.num_heads + 2 * a.num_kv_heads) * a.qk_head_dim * a_b * 2
     keys = seq_len if a.window is None else min(seq_len, a.window)

@@ -13,6 +13,7 @@ from math import gcd
 from typing import Literal
 
 from estimator.errors import SpecError
+from estimator.memo import per_model
 from estimator.spec.model import ModelSpec
 from estimator.xp import Num, logical_and, maximum
 
@@ -149,13 +150,10 @@ def layout_violations(
 _Rule = tuple[str, str, int, str]
 
 
+@per_model
 def _static_rules(model: ModelSpec, training: bool) -> tuple[_Rule, ...]:
     """The divisibility rules a model sets, with their messages: layout-independent, so built
     once per model (a single estimate then only does the modulo arithmetic)."""
-    key = ("parallel.rules", training)
-    cached: tuple[_Rule, ...] | None = model.memo.get(key)
-    if cached is not None:
-        return cached
     rules: dict[tuple[str, int], _Rule] = {}
 
     def divides(field: str, operand: str, name: str, value: int) -> None:
@@ -183,8 +181,16 @@ def _static_rules(model: ModelSpec, training: bool) -> tuple[_Rule, ...]:
     if model.moe is not None:  # last, whatever the other rules are
         num = model.moe.num_experts
         out += (("layout.ep", "ep", num, f"ep={{v}} must divide num_experts={num}"),)
-    model.memo[key] = out
     return out
+
+
+@per_model
+def _training_gcds(model: ModelSpec) -> dict[str, int]:
+    """The greatest common divisor of each operand's static training rules."""
+    gcds = {"tp": 0, "etp": 0, "ep": 0}
+    for _, operand, value, _ in _static_rules(model, True):
+        gcds[operand] = gcd(gcds[operand], value)
+    return gcds
 
 
 def _refuse_size(p: Parallelism) -> None:
@@ -229,13 +235,7 @@ def layout_passes(
     greatest common divisor (the rules' values and their gcd come from ``_static_rules``); the
     layout rules follow ``layout_violations`` one for one (a test checks the two agree on every
     catalog model over a grid of layouts)."""
-    key = "parallel.training_gcds"
-    gcds: dict[str, int] | None = model.memo.get(key)
-    if gcds is None:
-        gcds = {"tp": 0, "etp": 0, "ep": 0}
-        for _, operand, value, _ in _static_rules(model, True):
-            gcds[operand] = gcd(gcds[operand], value)
-        model.memo[key] = gcds
+    gcds = _training_gcds(model)
     if gcds["tp"] % tp or model.num_layers % (pp * vp) or (vp > 1 and pp == 1):
         return False
     if model.moe is None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from estimator.memo import per_model
 from estimator.spec.architecture import LayerKind
 from estimator.spec.model import ModelSpec
 from estimator.xp import Num, ceil_div, maximum, take, where
@@ -72,12 +73,10 @@ class Placement(NamedTuple):
     experts: tuple[int, int, int, int] | None
 
 
+@per_model
 def placements(model: ModelSpec) -> tuple[Placement, ...]:
     """Each layer kind's ``Placement``, in ``model.kinds`` order (computed once per model)."""
-    cached: tuple[Placement, ...] | None = model.memo.get("sharding.placements")
-    if cached is None:
-        cached = model.memo["sharding.placements"] = tuple(_placement(k) for k in model.kinds)
-    return cached
+    return tuple(_placement(k) for k in model.kinds)
 
 
 def _linear_placement(split: str, units: int, copies: int, w: int, b: int) -> Placement:
@@ -198,22 +197,17 @@ class StageShape(NamedTuple):
     last: bool
 
 
+@per_model
 def distinct_stages(model: ModelSpec, pp: int) -> tuple[StageShape, ...]:
     """The pipeline ranks of a ``pp``-stage serving replica that differ, in stage order. Ranks
     alike hold the same parameters and cache and take the same time, so an estimate evaluates
     each shape once; the most loaded rank is then the first of equals, as in a scan of every
     rank. A uniform model has at most three shapes (first, middle, last) whatever ``pp``."""
-    key = ("sharding.distinct_stages", pp)
-    cached = model.memo.get(key)
-    if cached is None:
-        shapes: dict[tuple[tuple[int, ...], bool, bool], int] = {}
-        for stage in range(pp):
-            counts = tuple(int(n) for n in stage_kind_counts(model, pp, 1, stage))
-            shapes.setdefault((counts, stage == 0, stage == pp - 1), stage)
-        cached = model.memo[key] = tuple(
-            StageShape(stage, *shape) for shape, stage in shapes.items()
-        )
-    return cached
+    shapes: dict[tuple[tuple[int, ...], bool, bool], int] = {}
+    for stage in range(pp):
+        counts = tuple(int(n) for n in stage_kind_counts(model, pp, 1, stage))
+        shapes.setdefault((counts, stage == 0, stage == pp - 1), stage)
+    return tuple(StageShape(stage, *shape) for shape, stage in shapes.items())
 
 
 class StageParams(NamedTuple):
@@ -284,17 +278,14 @@ def stage_params(
     return StageParams(lw, other + embedding, ew, eo, embedding, largest)
 
 
+@per_model
 def embedding_extras(model: ModelSpec) -> tuple[int, int]:
     """Parameters beside the vocabulary rows: on the first stage position embeddings, embedding
     projections and norm; on the last the final norm."""
-    key = "sharding.embedding_extras"
-    cached = model.memo.get(key)
-    if cached is None:
-        first = (
-            model.position_embedding_params
-            + sum(m.params for m in model.embedding_projections)
-            + (model.embedding_norm.params if model.embedding_norm else 0)
-        )
-        last = model.final_norm.params if model.final_norm else 0
-        cached = model.memo[key] = (first, last)
-    return cached
+    first = (
+        model.position_embedding_params
+        + sum(m.params for m in model.embedding_projections)
+        + (model.embedding_norm.params if model.embedding_norm else 0)
+    )
+    last = model.final_norm.params if model.final_norm else 0
+    return first, last

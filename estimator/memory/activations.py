@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Literal
 
+from estimator.memo import per_model
 from estimator.spec.architecture import LayerKind
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
@@ -288,20 +289,18 @@ def item_bytes(
     return tokens * item.elems * fmt_bytes[item.fmt] * scales[item.region]
 
 
+@per_model
 def _coefficients(
-    model: ModelSpec, kind: LayerKind, flash: bool, convention: str
+    model: ModelSpec, kind_index: int, flash: bool, convention: str
 ) -> tuple[tuple[Region, str, int], ...]:
-    """The kind's saved items summed by (region, format): what ``layer_activation_bytes`` needs,
-    computed once per model (the item lists do not depend on the layout)."""
-    key = ("activations.coefficients", id(kind), flash, convention)
-    cached = model.memo.get(key)
-    if cached is None:
-        items = hf_layer_items if convention == "hf" else layer_items
-        acc: dict[tuple[Region, str], int] = {}
-        for it in items(model, kind, flash):
-            acc[it.region, it.fmt] = acc.get((it.region, it.fmt), 0) + it.elems
-        cached = model.memo[key] = tuple((r, f, n) for (r, f), n in acc.items())
-    return cached
+    """The kind's saved items summed by (region, format): what ``layer_activation_bytes`` needs
+    (the item lists do not depend on the layout)."""
+    kind = model.kinds[kind_index]
+    items = hf_layer_items if convention == "hf" else layer_items
+    acc: dict[tuple[Region, str], int] = {}
+    for it in items(model, kind, flash):
+        acc[it.region, it.fmt] = acc.get((it.region, it.fmt), 0) + it.elems
+    return tuple((r, f, n) for (r, f), n in acc.items())
 
 
 def _region_bytes(
@@ -309,33 +308,26 @@ def _region_bytes(
 ) -> tuple[tuple[Region, float], ...]:
     """The kind's saved bytes per token before any split, summed by region (at most six, so
     ``saved_bytes`` scales each region once), computed once per model and dtypes."""
-    every_kind = layer_regions(model, precision, flash, convention)
-    for known, regions in zip(model.kinds, every_kind, strict=True):
-        if known is kind:
-            return regions
-    return _sum_by_region(model, kind, flash, convention, precision)
+    return layer_regions(model, precision, flash, convention)[model.kinds.index(kind)]
 
 
+@per_model
 def layer_regions(
     model: ModelSpec, precision: Precision, flash: bool, convention: str
 ) -> tuple[tuple[tuple[Region, float], ...], ...]:
     """``_region_bytes`` of every layer kind, in ``model.kinds`` order (one look-up per
-    estimate, computed once per model, attention kernel, convention and dtypes)."""
-    key = ("activations.regions", flash, convention, precision.activations, precision.gemm_inputs)
-    cached = model.memo.get(key)
-    if cached is None:
-        cached = model.memo[key] = tuple(
-            _sum_by_region(model, kind, flash, convention, precision) for kind in model.kinds
-        )
-    return cached
+    estimate, computed once per model, attention kernel, convention and precision)."""
+    return tuple(
+        _sum_by_region(model, i, flash, convention, precision) for i in range(len(model.kinds))
+    )
 
 
 def _sum_by_region(
-    model: ModelSpec, kind: LayerKind, flash: bool, convention: str, precision: Precision
+    model: ModelSpec, kind_index: int, flash: bool, convention: str, precision: Precision
 ) -> tuple[tuple[Region, float], ...]:
     fmt_bytes = _fmt_table(precision.activations, precision.gemm_inputs)
     acc: dict[Region, float] = {}
-    for region, fmt, elems in _coefficients(model, kind, flash, convention):
+    for region, fmt, elems in _coefficients(model, kind_index, flash, convention):
         acc[region] = acc.get(region, 0) + elems * fmt_bytes[fmt]
     return tuple(acc.items())
 

@@ -23,6 +23,7 @@ from estimator.layout.sharding import distinct_stages, padded_vocab, stage_kind_
 from estimator.spec.accelerator import GIB, Accelerator
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
+from estimator.terms import INFERENCE_MEMORY
 from estimator.xp import Num, maximum, minimum
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "InferenceSetup",
     "inference_memory",
     "kv_cache_bytes_per_token",
+    "kv_elems",
 ]
 
 # CUDA context, kernels, CUDA-graph pools and NCCL buffers of a serving engine (vLLM reserves its
@@ -81,12 +83,7 @@ class InferenceMemory:
         return {name: getattr(self, name) for name in INFERENCE_TERMS}
 
 
-INFERENCE_TERMS = (
-    "weights_bytes",
-    "kv_cache_bytes",
-    "activation_peak_bytes",
-    "runtime_overhead_bytes",
-)
+INFERENCE_TERMS = tuple(t.key for t in INFERENCE_MEMORY)  # the registry's (``estimator.terms``)
 
 
 def _total_bytes(terms: Mapping[str, Any]) -> float:
@@ -94,7 +91,7 @@ def _total_bytes(terms: Mapping[str, Any]) -> float:
     return float(sum(terms[name] for name in INFERENCE_TERMS))
 
 
-def _kv_elems(model: ModelSpec, kind_index: int, tp: Num) -> Num:
+def kv_elems(model: ModelSpec, kind_index: int, tp: Num) -> Num:
     a = model.kinds[kind_index].attention
     if not a.cache_shards_with_tp:
         return a.cache_elems_per_token
@@ -136,7 +133,7 @@ def kv_cache_bytes_per_sequence(
     for k, (kind, n) in enumerate(zip(model.kinds, counts, strict=True)):
         window = kind.attention.window
         tokens = context if window is None else minimum(context, window)
-        total = total + n * tokens * _kv_elems(model, k, tp)
+        total = total + n * tokens * kv_elems(model, k, tp)
     return total * DTYPES[precision.kv_cache].bytes
 
 

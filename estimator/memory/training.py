@@ -19,7 +19,8 @@ with the defaults below and say so in ``notes``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
+from functools import partial
 from typing import Literal, NamedTuple
 
 from estimator.counts.flops import Recompute
@@ -33,6 +34,7 @@ from estimator.layout.sharding import (
     placements,
     stage_kind_counts,
 )
+from estimator.memo import per_model
 from estimator.memory.activations import (
     HF_CONVENTION_FAMILIES,
     ActivationConvention,
@@ -49,6 +51,7 @@ from estimator.records import from_fields
 from estimator.spec.accelerator import GIB, Accelerator
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
+from estimator.terms import TRAINING_MEMORY
 from estimator.xp import Num, ceil_div, maximum, minimum, where
 
 __all__ = [
@@ -176,11 +179,7 @@ class TrainingMemory:
         return {name: getattr(self, name) for name in TERMS}
 
 
-TERMS = tuple(
-    f.name
-    for f in fields(TrainingMemory)
-    if f.name.endswith("_bytes") and f.name != "capacity_bytes"
-)
+TERMS = tuple(t.key for t in TRAINING_MEMORY)  # the registry's order (``estimator.terms``)
 
 
 def optimizer_state_bytes_per_param(model: ModelSpec, optimizer: str) -> float:
@@ -233,59 +232,56 @@ class _MemoryTables(NamedTuple):
     embedding_extras: tuple[int, int]
 
 
-def _memory_tables(model: ModelSpec, precision: Precision, setup: TrainingSetup) -> _MemoryTables:
-    """``_MemoryTables`` of a model, built once per dtype set and kept in its memo (the key
-    holds the dtype names, not the precision object, so the memo stays bounded)."""
-    optimizer, flash, convention = (
-        setup.optimizer,
-        setup.flash_attention,
-        setup.activation_convention,
+@per_model
+def _memory_tables(
+    model: ModelSpec, precision: Precision, optimizer: str, flash: bool, convention: str
+) -> _MemoryTables:
+    """``_MemoryTables`` of a model for one precision, optimizer, attention kernel and
+    activation convention."""
+    return _MemoryTables(
+        (
+            DTYPES[precision.weights].bytes,
+            DTYPES[precision.activations].bytes,
+            precision.bytes("weight_cache"),
+            precision.bytes("gradients"),
+            precision.bytes("master_weights"),
+            float(_optimizer_state_bytes(model, optimizer, 1)),
+        ),
+        placements(model),
+        layer_regions(model, precision, flash, convention),
+        embedding_extras(model),
     )
-    key = (
-        "memory.tables",
-        precision.weights,
-        precision.activations,
-        precision.gemm_inputs,
-        precision.weight_cache,
-        precision.gradients,
-        precision.master_weights,
-        optimizer,
-        flash,
-        convention,
-    )
-    cached: _MemoryTables | None = model.memo.get(key)
-    if cached is None:
-        cached = model.memo[key] = _MemoryTables(
-            (
-                DTYPES[precision.weights].bytes,
-                DTYPES[precision.activations].bytes,
-                precision.bytes("weight_cache"),
-                precision.bytes("gradients"),
-                precision.bytes("master_weights"),
-                float(_optimizer_state_bytes(model, optimizer, 1)),
-            ),
-            placements(model),
-            layer_regions(model, precision, flash, convention),
-            embedding_extras(model),
-        )
-    return cached
 
 
-# What ``training_memory_terms`` gives for each stage, in this order: the ``TERMS``, their total,
-# the parameters on the GPU, the micro-batches in flight, and the parts of activations_bytes the
-# timeline needs (one micro-batch's saved tensors, with the embedding's on stage 0, and the layer
-# being recomputed).
-STAGE_KEYS = (
-    *TERMS,
-    "total_bytes",
-    "params_on_gpu",
-    "in_flight",
-    "microbatch_activations_bytes",
-    "working_layer_bytes",
-)
-_TOTAL, _PARAMS, _IN_FLIGHT = (
-    STAGE_KEYS.index(k) for k in ("total_bytes", "params_on_gpu", "in_flight")
-)
+class StageTerms(NamedTuple):
+    """Every memory term of one pipeline stage (or of arrays of layouts, in a sweep): the
+    ``TERMS`` in the registry's order (a test checks the names), their total, the parameters on
+    the GPU, the micro-batches in flight, and the parts of ``activations_bytes`` the timeline
+    needs (one micro-batch's saved tensors, with the embedding's on stage 0, and the layer being
+    recomputed). Built by ``_stage`` in one step, as a plain tuple is."""
+
+    weights_bytes: Num
+    weight_cache_bytes: Num
+    gradients_bytes: Num
+    master_weights_bytes: Num
+    optimizer_states_bytes: Num
+    activations_bytes: Num
+    logits_bytes: Num
+    zero3_gather_bytes: Num
+    cuda_context_bytes: Num
+    comm_buffers_bytes: Num
+    fragmentation_bytes: Num
+    total_bytes: Num
+    params_on_gpu: Num
+    in_flight: Num
+    microbatch_activations_bytes: Num
+    working_layer_bytes: Num
+
+
+STAGE_KEYS = StageTerms._fields
+# A named tuple's generated constructor costs ~4x a plain tuple's; this fills the same record
+# from one tuple of values in STAGE_KEYS order (``records``' trick, for a tuple subclass).
+_stage = partial(tuple.__new__, StageTerms)
 
 
 def training_memory_terms(
@@ -302,7 +298,7 @@ def training_memory_terms(
     arrays of layouts: ``parallel``'s sizes and ``setup.micro_batch_size`` may be numpy arrays
     (the sweep). This is the single formula the single estimate and the sweep both call."""
     per_stage = _stage_values(model, precision, parallel, setup, stages, microbatches)
-    return [dict(zip(STAGE_KEYS, values, strict=True)) for values in per_stage]
+    return [values._asdict() for values in per_stage]
 
 
 def _stage_values(
@@ -312,9 +308,9 @@ def _stage_values(
     setup: TrainingSetup,
     stages: Sequence[Num],
     microbatches: Num,
-) -> list[tuple[Num, ...]]:
-    """``training_memory_terms`` as tuples in ``STAGE_KEYS`` order (a dict per stage costs as
-    much as a stage's arithmetic; the single estimate reads the most-loaded stage's tuple).
+) -> list[StageTerms]:
+    """``training_memory_terms`` as records (a dict per stage costs as much as a stage's
+    arithmetic; the single estimate reads the most-loaded stage's record).
     What does not depend on the stage (per-layer parameters and activations, and with one layer
     kind the whole layer stack, which every stage holds alike) is computed once."""
     tp, pp, dp, cp = parallel.tp, parallel.pp, parallel.dp, parallel.cp
@@ -325,7 +321,7 @@ def _stage_values(
     sp_on = parallel.sequence_parallel & (tp > 1)  # bools, or arrays of them
     dense_shards = dp * cp
     expert_shards = tp * cp * dp // (ep * etp)
-    tables = _memory_tables(model, precision, setup)
+    tables = _memory_tables(model, precision, setup.optimizer, flash, convention)
     w_lin, w_other, cache_b, grad_b, master_b, state_b = tables.bytes_per_param
     # ZeRO stage z divides a term by the data-parallel ranks (dense parameters over dp * cp,
     # experts over the expert data-parallel ranks) and by 1 below z: 1 + on * (ranks - 1) works
@@ -413,23 +409,25 @@ def _stage_values(
         allocated = weights + cache + grads + master + states + acts + logits + gather
         fragmentation = allocated * FRAGMENTATION_FRACTION
         out.append(
-            (  # STAGE_KEYS order
-                weights,
-                cache,
-                grads,
-                master,
-                states,
-                acts,
-                logits,
-                gather,
-                CUDA_CONTEXT_BYTES,
-                comm,
-                fragmentation,
-                allocated + fragmentation + CUDA_CONTEXT_BYTES + comm,
-                total,
-                flight,
-                microbatch_acts,
-                peak_layer,
+            _stage(
+                (
+                    weights,
+                    cache,
+                    grads,
+                    master,
+                    states,
+                    acts,
+                    logits,
+                    gather,
+                    CUDA_CONTEXT_BYTES,
+                    comm,
+                    fragmentation,
+                    allocated + fragmentation + CUDA_CONTEXT_BYTES + comm,
+                    total,
+                    flight,
+                    microbatch_acts,
+                    peak_layer,
+                )
             )
         )
     return out
@@ -538,14 +536,14 @@ def most_loaded_terms(
     (the first of equals), whose index is under ``stage``. ``parallel`` and
     ``setup.micro_batch_size`` may hold arrays of layouts (the sweep)."""
     values, stage = _most_loaded(model, parallel, setup, precision)
-    terms = dict(zip(STAGE_KEYS, values, strict=True))
+    terms = values._asdict()
     terms["stage"] = stage
     return terms
 
 
 def _most_loaded(
     model: ModelSpec, parallel: Parallelism, setup: TrainingSetup, precision: Precision
-) -> tuple[tuple[Num, ...], Num]:
+) -> tuple[StageTerms, Num]:
     """The most-loaded stage's ``_stage_values`` and its index."""
     gbs = setup.global_batch_size or setup.micro_batch_size * parallel.dp
     stages = candidate_stages(model, parallel.pp)
@@ -553,12 +551,12 @@ def _most_loaded(
     per_stage = _stage_values(model, precision, parallel, setup, stages, microbatches)
     best, best_stage = per_stage[0], stages[0]
     for stage, values in zip(stages[1:], per_stage[1:], strict=True):
-        more = values[_TOTAL] > best[_TOTAL]
+        more = values.total_bytes > best.total_bytes
         if type(more) is bool:  # one layout: take the whole stage or keep the best
             if more:
                 best, best_stage = values, stage
             continue
-        best = tuple(where(more, v, b) for v, b in zip(values, best, strict=True))
+        best = _stage(tuple(where(more, v, b) for v, b in zip(values, best, strict=True)))
         best_stage = where(more, stage, best_stage)
     return best, best_stage
 
@@ -573,23 +571,22 @@ def training_memory(
     """Per-GPU memory of a training step on the most-loaded GPU, with its breakdown."""
     validate_training(model, parallel, setup)
     best, stage = _most_loaded(model, parallel, setup, precision)
-    weights, cache, grads, master, states, acts, logits, gather, context, comm, frag = best[:11]
-    values = {  # the TrainingMemory fields, from the STAGE_KEYS tuple
-        "weights_bytes": float(weights),
-        "weight_cache_bytes": float(cache),
-        "gradients_bytes": float(grads),
-        "master_weights_bytes": float(master),
-        "optimizer_states_bytes": float(states),
-        "activations_bytes": float(acts),
-        "logits_bytes": float(logits),
-        "zero3_gather_bytes": float(gather),
-        "cuda_context_bytes": float(context),
-        "comm_buffers_bytes": float(comm),
-        "fragmentation_bytes": float(frag),
+    values = {  # the TrainingMemory fields (a literal: a third of a comprehension's cost)
+        "weights_bytes": float(best.weights_bytes),
+        "weight_cache_bytes": float(best.weight_cache_bytes),
+        "gradients_bytes": float(best.gradients_bytes),
+        "master_weights_bytes": float(best.master_weights_bytes),
+        "optimizer_states_bytes": float(best.optimizer_states_bytes),
+        "activations_bytes": float(best.activations_bytes),
+        "logits_bytes": float(best.logits_bytes),
+        "zero3_gather_bytes": float(best.zero3_gather_bytes),
+        "cuda_context_bytes": float(best.cuda_context_bytes),
+        "comm_buffers_bytes": float(best.comm_buffers_bytes),
+        "fragmentation_bytes": float(best.fragmentation_bytes),
         "capacity_bytes": float(accelerator.memory_bytes),
         "stage": stage,
-        "params_on_gpu": float(best[_PARAMS]),
-        "in_flight_microbatches": int(ceil_div(best[_IN_FLIGHT] * 1000, 1000)),
+        "params_on_gpu": float(best.params_on_gpu),
+        "in_flight_microbatches": int(ceil_div(best.in_flight * 1000, 1000)),
         "notes": _training_notes(model, parallel, setup, stage),
     }
     return from_fields(TrainingMemory, values)

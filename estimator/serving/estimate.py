@@ -29,7 +29,7 @@ import numpy as np
 from estimator.errors import SpecError
 from estimator.layout.parallel import Parallelism
 from estimator.layout.sharding import StageShape, distinct_stages, padded_vocab
-from estimator.memory.inference import InferenceMemory, InferenceSetup, _kv_elems, inference_memory
+from estimator.memory.inference import InferenceMemory, InferenceSetup, inference_memory, kv_elems
 from estimator.spec.accelerator import Accelerator
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
@@ -42,8 +42,8 @@ from estimator.timing.kernels import (
     memory_time,
 )
 from estimator.timing.training import (
-    _gemm_coefficients,
-    _layer_time,
+    gemm_coefficients,
+    layer_time,
     linear_gemm_time,
     weight_read_bytes,
 )
@@ -136,7 +136,7 @@ def _prefill_kinds(
     out = []
     for k, kind in enumerate(model.kinds):
         shape = (model, kind, k, acc, prof, p, precision, prompt, batch, domain)
-        lt = _layer_time(*shape, attention_format=att)
+        lt = layer_time(*shape, attention_format=att)
         out.append((lt.gemm, lt.attention, lt.elementwise, lt.tp_comm + lt.ep_comm))
     return out
 
@@ -160,7 +160,7 @@ def _decode_kinds(
     for k, kind in enumerate(model.kinds):
         window = kind.attention.window
         cached = context if window is None else minimum(context, window)
-        kv_bytes = batch * cached * _kv_elems(model, k, p.tp) * kv_b
+        kv_bytes = batch * cached * kv_elems(model, k, p.tp) * kv_b
         moe = any(m.copies > 1 for m in kind.linears)
         a2a = 0.0
         if moe and p.ep > 1 and model.moe is not None:
@@ -205,7 +205,7 @@ def _head_time(
     vocab = padded_vocab(model, p.tp) / p.tp
     gemm_b = DTYPES[precision.gemm_inputs].bytes
     # fp32 logits out: 4 bytes per output element.
-    per_row, row_bytes, fixed = _gemm_coefficients(
+    per_row, row_bytes, fixed = gemm_coefficients(
         model.embed_dim, vocab, gemm_b, 4, weight_read_bytes(precision)
     )
     return gemm_time(acc, prof, per_row * rows, row_bytes * rows + fixed, precision.compute)

@@ -38,6 +38,7 @@ from estimator.memory.training import (
 from estimator.spec.accelerator import GIB, Accelerator
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import Precision, get_precision
+from estimator.terms import TRAINING_MEMORY
 from estimator.timing.training import (
     BREAKDOWN,
     SECONDS_PER_HOUR,
@@ -394,9 +395,7 @@ def _evaluate(
         "memory_bytes": mem["total_bytes"],
         "capacity_bytes": np.full(tp.shape, float(acc.memory_bytes)),
         "memory_stage": np.broadcast_to(mem["stage"], tp.shape),
-        **{k: mem[k] for k in ("weights_bytes", "gradients_bytes", "optimizer_states_bytes")},
-        "master_weights_bytes": mem["master_weights_bytes"],
-        "activations_bytes": mem["activations_bytes"],
+        **{k: mem[k] for k in ROW_MEMORY},
         "step_s": step,
         **{k: np.broadcast_to(t[k], tp.shape).astype(float) for k in BREAKDOWN},
         "microbatches": t["microbatches"],
@@ -558,17 +557,27 @@ def sweep_training(
     return sweep
 
 
+# The memory terms a sweep row keeps (the largest; the row's memory_bytes sums them all), in
+# the registry's order.
+ROW_MEMORY = tuple(
+    t.key
+    for t in TRAINING_MEMORY
+    if t.key
+    in {
+        "weights_bytes",
+        "gradients_bytes",
+        "master_weights_bytes",
+        "optimizer_states_bytes",
+        "activations_bytes",
+    }
+)
 # The columns of a sweep, in ``_evaluate``'s order, and those only a token count adds.
 COLUMNS = (
     "dp",
     "memory_bytes",
     "capacity_bytes",
     "memory_stage",
-    "weights_bytes",
-    "gradients_bytes",
-    "optimizer_states_bytes",
-    "master_weights_bytes",
-    "activations_bytes",
+    *ROW_MEMORY,
     "step_s",
     *BREAKDOWN,
     "microbatches",
@@ -652,13 +661,7 @@ def _recommend(sweep: TrainingSweep, candidates: np.ndarray, k: int) -> list[Rec
 
 
 _SIMPLER = {"pp": 1, "tp": 1, "zero": 0, "recompute": 0, "micro_batch": 1}
-_TERM_NAMES = {
-    "weights_bytes": "weights",
-    "gradients_bytes": "gradients",
-    "optimizer_states_bytes": "optimizer state",
-    "master_weights_bytes": "master weights",
-    "activations_bytes": "activations",
-}
+_TERM_NAMES = {t.key: t.label.lower() for t in TRAINING_MEMORY if t.key in ROW_MEMORY}
 
 
 def _why(sweep: TrainingSweep, i: int, fastest: int, rank: int) -> list[str]:

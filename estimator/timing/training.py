@@ -48,11 +48,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from estimator.counts.flops import _attention_terms, _causal_pairs, training_flops
+from estimator.counts.flops import attention_terms, causal_pairs, training_flops
 from estimator.errors import SpecError
 from estimator.layout.parallel import Parallelism
 from estimator.layout.ranks import group_shapes
 from estimator.layout.sharding import padded_vocab, stage_kind_counts
+from estimator.memo import per_model
 from estimator.memory.training import (
     TrainingMemory,
     TrainingSetup,
@@ -63,6 +64,7 @@ from estimator.spec.accelerator import Accelerator
 from estimator.spec.architecture import AttentionCore, LayerKind
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
+from estimator.terms import STEP
 from estimator.timing.comms import (
     cp_message_bytes,
     ep_message_bytes,
@@ -80,7 +82,7 @@ from estimator.timing.kernels import (
     kernel_profile,
     memory_time,
 )
-from estimator.xp import Num, _numpy, is_array, logical_and, maximum, minimum, where
+from estimator.xp import Num, is_array, logical_and, maximum, minimum, numpy, where
 
 __all__ = [
     "FLASH_BACKWARD_FACTOR",
@@ -88,7 +90,12 @@ __all__ = [
     "TrainingEstimate",
     "TrainingTime",
     "estimate_training",
+    "gemm_coefficients",
+    "layer_time",
+    "linear_gemm_time",
+    "training_attention_format",
     "training_time",
+    "weight_read_bytes",
 ]
 
 FLASH_BACKWARD_FACTOR = 2.5
@@ -155,11 +162,10 @@ class TrainingEstimate:
 
 
 def _linear_gemms(
-    model: ModelSpec, kind: LayerKind, p: Parallelism, tokens: Num
+    kind: LayerKind, tp: Num, ep: Num, etp: Num, tokens: Num
 ) -> list[tuple[Num, Num, Num, Num, str]]:
     """(M, K, N, count, component) of each GEMM one rank runs for one layer's forward."""
     out: list[tuple[Num, Num, Num, Num, str]] = []
-    tp, ep, etp = p.tp, p.ep, p.expert_tp
     for m in kind.linears:
         if m.copies > 1:
             # Experts that receive at least one of the tokens' top-k choices (all of them for a
@@ -198,7 +204,7 @@ def weight_read_bytes(precision: Precision) -> float:
     return DTYPES[precision.weight_cache or precision.weights].bytes
 
 
-def _gemm_coefficients(k: Num, n: Num, gemm_b: float, act_b: float, w_b: float) -> tuple[Num, ...]:
+def gemm_coefficients(k: Num, n: Num, gemm_b: float, act_b: float, w_b: float) -> tuple[Num, ...]:
     """A (rows x k) @ (k x n) GEMM's FLOPs per row, bytes moved per row (its input and output
     rows) and bytes moved whatever the rows (the weight): FLOPs and bytes are these times the
     rows, combined first so that an array of rows costs one operation each."""
@@ -227,39 +233,45 @@ def linear_gemm_time(
     stacked = type(p.tp) is int and is_array(tokens)
     total: Num = 0.0
     if stacked:
-        per_row, row_bytes, fixed = _stacked_coefficients(model, kind, p, gemm_b, act_b, w_b)
+        per_row, row_bytes, fixed = _stacked_coefficients(
+            model, model.kinds.index(kind), p.tp, p.ep, p.expert_tp, gemm_b, act_b, w_b
+        )
         t = gemm_time(acc, prof, per_row * tokens, row_bytes * tokens + fixed, precision.compute)
         total = t.sum(axis=0)  # zeros for a layer of experts only
     for linear, (m_rows, k, n, count, _) in zip(
-        kind.linears, _linear_gemms(model, kind, p, tokens), strict=True
+        kind.linears, _linear_gemms(kind, p.tp, p.ep, p.expert_tp, tokens), strict=True
     ):
         if stacked and linear.copies == 1:
             continue
-        per_row, row_bytes, fixed = _gemm_coefficients(k, n, gemm_b, act_b, w_b)
+        per_row, row_bytes, fixed = gemm_coefficients(k, n, gemm_b, act_b, w_b)
         t = gemm_time(acc, prof, per_row * m_rows, row_bytes * m_rows + fixed, precision.compute)
         total = total + (t if type(count) is int and count == 1 else count * t)
     return total
 
 
+@per_model
 def _stacked_coefficients(
-    model: ModelSpec, kind: LayerKind, p: Parallelism, gemm_b: float, act_b: float, w_b: float
+    model: ModelSpec,
+    kind_index: int,
+    tp: int,
+    ep: int,
+    etp: int,
+    gemm_b: float,
+    act_b: float,
+    w_b: float,
 ) -> tuple[Num, ...]:
-    """``_gemm_coefficients`` of a layer's non-expert linears on one layout, as column arrays
-    (one row per linear), kept in the model's memo."""
-    key = ("gemm.stack", id(kind), p.tp, p.ep, p.expert_tp, gemm_b, act_b, w_b)
-    stack = model.memo.get(key)
-    if stack is None:
-        np = _numpy()
-        shapes = [
-            (k, n)
-            for linear, (_, k, n, _, _) in zip(
-                kind.linears, _linear_gemms(model, kind, p, 1), strict=True
-            )
-            if linear.copies == 1
-        ]
-        k, n = np.array(shapes, dtype=float).reshape(-1, 2).T[:, :, None]
-        stack = model.memo[key] = _gemm_coefficients(k, n, gemm_b, act_b, w_b)
-    return stack
+    """``gemm_coefficients`` of a layer kind's non-expert linears on one layout, as column
+    arrays (one row per linear)."""
+    kind = model.kinds[kind_index]
+    shapes = [
+        (k, n)
+        for linear, (_, k, n, _, _) in zip(
+            kind.linears, _linear_gemms(kind, tp, ep, etp, 1), strict=True
+        )
+        if linear.copies == 1
+    ]
+    k, n = numpy().array(shapes, dtype=float).reshape(-1, 2).T[:, :, None]
+    return gemm_coefficients(k, n, gemm_b, act_b, w_b)
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,7 +285,7 @@ class _LayerTime:
     cp_comm: Num
 
 
-def _layer_time(
+def layer_time(
     model: ModelSpec,
     kind: LayerKind,
     kind_index: int,
@@ -299,11 +311,11 @@ def _layer_time(
     tokens = seq_len * micro_batch / p.cp
     gemm = linear_gemm_time(model, kind, acc, prof, p, precision, tokens)
 
-    _, per_pair, window = _attention_terms(model)[kind_index]
+    _, per_pair, window = attention_terms(model)[kind_index]
     a = kind.attention
     heads_local = a.num_heads / p.tp
     kv_local = maximum(a.num_kv_heads // p.tp, 1)
-    pairs = micro_batch * _causal_pairs(seq_len, window) / p.cp
+    pairs = micro_batch * causal_pairs(seq_len, window) / p.cp
     att_flops = pairs * per_pair / p.tp
     att_bytes = (
         tokens * (heads_local * (a.qk_head_dim + a.v_head_dim) * 2) * act_b
@@ -340,7 +352,8 @@ def _layer_time(
         # Transformer Engine casts every GEMM input to the low-precision format (read the
         # activation, write the cast copy); the backward pass casts the output gradients too.
         cast_elems = sum(
-            count * m_rows * k for m_rows, k, _, count, _ in _linear_gemms(model, kind, p, tokens)
+            count * m_rows * k
+            for m_rows, k, _, count, _ in _linear_gemms(kind, p.tp, p.ep, p.expert_tp, tokens)
         )
         copy_bytes = cast_elems * (act_b + gemm_b)
     if model.moe is not None and any(m.copies > 1 for m in kind.linears):
@@ -505,7 +518,7 @@ def training_time_terms(
     m = gbs // (setup.micro_batch_size * p.dp)
     # A layer's time does not depend on its stage: each kind's is computed once.
     layer_times = [
-        _layer_time(
+        layer_time(
             model,
             kind,
             k,
@@ -608,17 +621,7 @@ def training_time_terms(
     return out
 
 
-BREAKDOWN = (
-    "compute",
-    "bubble",
-    "tp_comm",
-    "ep_comm",
-    "cp_comm",
-    "pp_comm",
-    "dp_comm",
-    "zero3_comm",
-    "optimizer",
-)
+BREAKDOWN = tuple(t.name for t in STEP)  # the registry's order (``estimator.terms``)
 
 
 def _dense_collective(
