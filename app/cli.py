@@ -451,12 +451,12 @@ def _sweep(args: argparse.Namespace) -> int:
         serving = _request(
             args.plan, ServingSweepRequest, _flags(args, SERVING_SWEEP_FLAGS, TRAINING_SWEEP_FLAGS)
         )
-        rows = run_serving_sweep(serving)
+        served = run_serving_sweep(serving)
         if args.csv:
-            listed = serving_sweep_rows(rows, serving)
+            listed = serving_sweep_rows(served, serving)
             sys.stdout.write(rows_csv(listed, list(ServingSweepRow.model_fields)))
             return 0
-        out = serving_sweep_out(rows, serving).model_dump(mode="json")
+        out = serving_sweep_out(served, serving).model_dump(mode="json")
         return _print(args, out, serving_sweep_text)
     req = _request(
         args.plan, TrainingSweepRequest, _flags(args, TRAINING_SWEEP_FLAGS, SERVING_SWEEP_FLAGS)

@@ -681,8 +681,8 @@ def _run_sweep(req: TrainingSweepRequest) -> dict[str, Any]:
 
 
 def _run_serving_sweep(req: ServingSweepRequest) -> dict[str, Any]:
-    rows = run_serving_sweep(req)
-    return {"rows": rows, "out": serving_sweep_out(rows, req).model_dump(), "req": req}
+    sweep = run_serving_sweep(req)
+    return {"sweep": sweep, "out": serving_sweep_out(sweep, req).model_dump(), "req": req}
 
 
 def _serving_planner_url(row: Mapping[str, Any], query: Mapping[str, str]) -> str:
@@ -711,22 +711,22 @@ def serving_sweep_page(request: Request) -> Response:
             return sub.refusal()
         if sub.fmt == "json":
             return _json(result["out"])
-        return _csv(serving_sweep_rows(result["rows"], result["req"]), ServingSweepRow)
+        return _csv(serving_sweep_rows(result["sweep"], result["req"]), ServingSweepRow)
     figures: dict[str, Any] = {}
     rows: list[dict[str, Any]] = []
     refused: list[dict[str, Any]] = []
     if result is not None:
-        accelerators = list(dict.fromkeys(r["accelerator"] for r in result["rows"]))
+        accelerators = list(dict.fromkeys(r["accelerator"] for r in result["sweep"].rows))
         figures = {
-            "scatter": charts.serving_sweep_scatter_figure(result["rows"], accelerators),
-            "bars": charts.serving_sweep_bars_figure(result["rows"], accelerators),
+            "scatter": charts.serving_sweep_scatter_figure(result["sweep"].rows, accelerators),
+            "bars": charts.serving_sweep_bars_figure(result["sweep"].rows, accelerators),
         }
         rows = [
             {**r, "planner_url": _serving_planner_url(r, query)}
             for r in result["out"]["rows"]
             if r["ok"]
         ]
-        refused = [r for r in result["rows"] if not r["ok"]]
+        refused = [r for r in result["sweep"].rows if not r["ok"]]
     base = {k: v for k, v in query.items() if k != "page" and v}
     context = {
         "inputs": pickers(SERVING_SWEEP_INPUTS),

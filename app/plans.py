@@ -35,14 +35,12 @@ from estimator.layout.ranks import RankLayout, rank_layout
 from estimator.memory.timeline import Timeline, inference_timeline, training_timeline
 from estimator.memory.training import TrainingMemory
 from estimator.serving.estimate import InferenceEstimate, estimate_inference
+from estimator.sweep.serving import ServingSearch, ServingSweep, ServingWorkload, sweep_serving
 from estimator.sweep.training import (
     DEFAULT_ACCELERATORS,
-    ServingSearch,
-    ServingWorkload,
     TrainingSearch,
     TrainingSweep,
     TrainingWorkload,
-    sweep_serving,
     sweep_training,
 )
 from estimator.timing.comms import CommPlan, communication_plan
@@ -561,11 +559,11 @@ def _request_field(engine_field: str) -> str:
     return engine_field
 
 
-def run_serving_sweep(req: ServingSweepRequest) -> list[dict[str, Any]]:
+def run_serving_sweep(req: ServingSweepRequest) -> ServingSweep:
     return _CACHE.get(_cache_key("serving", req), lambda: _serving_sweep(req))
 
 
-def _serving_sweep(req: ServingSweepRequest) -> list[dict[str, Any]]:
+def _serving_sweep(req: ServingSweepRequest) -> ServingSweep:
     d = ServingSearch()
     accelerators = _axis(req.accelerator, DEFAULT_ACCELERATORS)
     space = ServingSearch(

@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
@@ -24,6 +23,7 @@ from estimator.layout.ranks import RankLayout, gpu_name
 from estimator.memory.timeline import Timeline
 from estimator.serving.estimate import InferenceEstimate
 from estimator.spec.precision import DTYPES
+from estimator.sweep.serving import ServingSweep
 from estimator.sweep.training import TrainingSweep
 from estimator.timing.comms import CommPlan
 from estimator.timing.training import BREAKDOWN, TrainingEstimate
@@ -448,46 +448,23 @@ def training_sweep_out(s: TrainingSweep, req: TrainingSweepRequest) -> TrainingS
 # --- serving sweep ----------------------------------------------------------------------------
 
 
-def serving_sweep_rows(
-    rows: list[dict[str, Any]], req: ServingSweepRequest
-) -> list[dict[str, Any]]:
-    return [r for r in rows if r["ok"]] if req.rows == "ok" else rows
+def serving_sweep_rows(sweep: ServingSweep, req: ServingSweepRequest) -> list[dict[str, Any]]:
+    return [r for r in sweep.rows if r["ok"]] if req.rows == "ok" else list(sweep.rows)
 
 
-def _serving_front(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Priced, served layouts that no other beats on both output tokens/s per GPU and USD per
-    1M output tokens, cheapest first."""
-    priced = [r for r in rows if r["ok"] and r.get("usd_per_1m_output_tokens") is not None]
-    priced.sort(key=lambda r: (r["usd_per_1m_output_tokens"], -r["output_tokens_per_s_per_gpu"]))
-    front, best = [], -math.inf
-    for r in priced:
-        if r["output_tokens_per_s_per_gpu"] > best:
-            front.append(r)
-            best = r["output_tokens_per_s_per_gpu"]
-    return front
-
-
-def serving_sweep_out(rows: list[dict[str, Any]], req: ServingSweepRequest) -> ServingSweepOut:
-    listed = serving_sweep_rows(rows, req)
+def serving_sweep_out(sweep: ServingSweep, req: ServingSweepRequest) -> ServingSweepOut:
+    listed = serving_sweep_rows(sweep, req)
     start = (req.page - 1) * req.page_size
-    counts = {"evaluated": len(rows), "ok": sum(r["ok"] for r in rows)}
-    for r in rows:
-        if not r["ok"]:
-            key = f"refused_{r['field']}"
-            counts[key] = counts.get(key, 0) + 1
-    notes = []
-    if any(r["ok"] and r.get("usd_per_1m_output_tokens") is None for r in rows):
-        notes.append("Accelerators without a catalog price have no cost until one is given.")
     return ServingSweepOut(
         model=req.model if isinstance(req.model, str) else "custom",
-        counts=counts,
+        counts=sweep.counts,
         rows_kind=req.rows,
         total_rows=len(listed),
         page=req.page,
         page_size=req.page_size,
         rows=[ServingSweepRow(**r) for r in listed[start : start + req.page_size]],
-        pareto_cost=[ServingSweepRow(**r) for r in _serving_front(rows)],
-        notes=notes,
+        pareto_cost=[ServingSweepRow(**r) for r in sweep.pareto_cost],
+        notes=list(sweep.notes),
     )
 
 

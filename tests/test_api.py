@@ -30,12 +30,10 @@ from estimator import (
 )
 from estimator.catalog import price
 from estimator.serving.estimate import estimate_inference
+from estimator.sweep.serving import ServingSearch, ServingWorkload, sweep_serving
 from estimator.sweep.training import (
-    ServingSearch,
-    ServingWorkload,
     TrainingSearch,
     TrainingWorkload,
-    sweep_serving,
     sweep_training,
 )
 from estimator.timing.training import BREAKDOWN, TimingOptions, estimate_training
@@ -239,10 +237,10 @@ def test_serving_sweep_equals_core() -> None:
             accelerators=("h100-sxm-80gb", "a100-sxm-80gb"), tp=(1, 2), pp=(1,), precision=("bf16",)
         ),
     )
-    assert body["total_rows"] == len(core) == 4
-    for got, want in zip(body["rows"], core, strict=True):
+    assert body["total_rows"] == len(core.rows) == 4
+    for got, want in zip(body["rows"], core.rows, strict=True):
         assert {k: got[k] for k in want} == want
-    assert body["counts"]["ok"] == sum(r["ok"] for r in core)
+    assert body["counts"] == core.counts
     text = client.post(f"{API}/inference/sweep?format=csv", json=req).text
     assert len(text.strip().splitlines()) == 1 + body["counts"]["ok"]
 

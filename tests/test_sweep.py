@@ -219,14 +219,23 @@ def test_bad_spaces_name_the_field() -> None:
 
 
 def test_serving_sweep_ranks_replicas_by_cost_under_the_targets() -> None:
-    from estimator.sweep.training import ServingSearch, ServingWorkload, sweep_serving
+    from estimator.sweep.serving import ServingSearch, ServingWorkload, sweep_serving
 
     workload = ServingWorkload(
         1000, 1000, ttft_target_s=2.0, tpot_target_s=0.05, output_tokens_per_s=1e5
     )
     space = ServingSearch(accelerators=("h100-sxm-80gb", "a100-sxm-40gb"), tp=(1, 2, 4, 8))
-    rows = sweep_serving(get_model("llama-3-70b"), workload, space)
+    result = sweep_serving(get_model("llama-3-70b"), workload, space)
+    rows = list(result.rows)
     assert len(rows) == 2 * 4 * 3 * 2
+    assert result.counts["evaluated"] == len(rows)
+    assert result.counts["ok"] == sum(r["ok"] for r in rows)
+    front = result.pareto_cost  # cheapest first, each faster per GPU than the cheaper ones
+    assert front and [r["usd_per_1m_output_tokens"] for r in front] == sorted(
+        r["usd_per_1m_output_tokens"] for r in front
+    )
+    speeds = [r["output_tokens_per_s_per_gpu"] for r in front]
+    assert speeds == sorted(speeds) and len(set(speeds)) == len(speeds)
     ok = [r for r in rows if r["ok"]]
     assert ok and rows[: len(ok)] == ok  # feasible first
     costs = [r["usd_per_1m_output_tokens"] for r in ok]
@@ -239,15 +248,3 @@ def test_serving_sweep_ranks_replicas_by_cost_under_the_targets() -> None:
     assert bad[("a100-sxm-40gb", "bf16", 1, 1)]["reason"].startswith("out of memory: weights")
     with pytest.raises(SweepTooLarge):
         sweep_serving(get_model("llama-3-70b"), workload, space, max_layouts=10)
-
-
-def test_one_entry_point_dispatches_on_the_workload() -> None:
-    from estimator.sweep.training import ServingSearch, ServingWorkload, sweep
-
-    model = get_model("llama-3-8b")
-    small = TrainingSearch(accelerators=("h100-sxm-80gb",), num_gpus=(8,))
-    assert isinstance(sweep(model, WORKLOAD, small), TrainingSweep)
-    rows = sweep(model, ServingWorkload(512, 128), ServingSearch(accelerators=("h100-sxm-80gb",)))
-    assert isinstance(rows, list) and rows[0]["ok"]
-    with pytest.raises(SpecError, match="ServingSearch"):
-        sweep(model, ServingWorkload(512, 128), small)

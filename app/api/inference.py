@@ -55,8 +55,8 @@ def sweep(
 ) -> Any:
     """Every replica layout at its best concurrency under the targets, cheapest first, with
     refusal reasons and the cost/throughput Pareto front."""
-    rows = run_serving_sweep(req)
+    served = run_serving_sweep(req)
     if format == "csv":
-        text = rows_csv(serving_sweep_rows(rows, req), list(ServingSweepRow.model_fields))
+        text = rows_csv(serving_sweep_rows(served, req), list(ServingSweepRow.model_fields))
         return Response(text, media_type="text/csv")
-    return serving_sweep_out(rows, req)
+    return serving_sweep_out(served, req)

@@ -41,6 +41,7 @@ from estimator.timing.kernels import (
     kernel_profile,
     memory_time,
 )
+from estimator.timing.rates import SECONDS_PER_HOUR
 from estimator.timing.training import (
     gemm_coefficients,
     layer_time,
@@ -52,7 +53,6 @@ from estimator.xp import Num, minimum, where
 __all__ = ["DEFAULT_MAX_BATCH", "ConcurrencyPoint", "InferenceEstimate", "estimate_inference"]
 
 DEFAULT_MAX_BATCH = 2048
-SECONDS_PER_HOUR = 3600.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,6 @@ memory are counted, and kept with their reason when asked.
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -38,10 +37,11 @@ from estimator.memory.training import (
 from estimator.spec.accelerator import GIB, Accelerator
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import Precision, get_precision
+from estimator.sweep.pareto import front
 from estimator.terms import TRAINING_MEMORY
+from estimator.timing.rates import derive_rates
 from estimator.timing.training import (
     BREAKDOWN,
-    SECONDS_PER_HOUR,
     TimingOptions,
     training_time_terms,
 )
@@ -50,15 +50,12 @@ __all__ = [
     "DEFAULT_ACCELERATORS",
     "DEFAULT_MAX_LAYOUTS",
     "Recommendation",
-    "ServingSearch",
-    "ServingWorkload",
     "SweepTooLarge",
     "TrainingSearch",
     "TrainingSweep",
     "TrainingWorkload",
     "accelerator_spec",
-    "sweep",
-    "sweep_serving",
+    "price_of",
     "sweep_size",
     "sweep_training",
 ]
@@ -280,7 +277,7 @@ def accelerator_spec(acc: str | Accelerator) -> Accelerator:
     return acc if isinstance(acc, Accelerator) else get_accelerator(acc)
 
 
-def _price(acc: str, prices: Mapping[str, float]) -> float | None:
+def price_of(acc: str, prices: Mapping[str, float]) -> float | None:
     """The user's price for an accelerator, else the catalog's default, else None (always
     None for a spec outside the catalog that the prices leave out)."""
     if acc in prices:
@@ -387,9 +384,17 @@ def _evaluate(
         options=options,
     )
     flops = training_flops(model, workload.seq_len, gbs, recompute)
-    peak = acc.peak(precision.compute)
     step = t["step_s"]
-    tokens_per_s = gbs * workload.seq_len / step
+    rates = derive_rates(
+        step_s=step,
+        tokens_per_step=gbs * workload.seq_len,
+        gpus=n,
+        model_flops=flops.model,
+        hardware_flops=flops.hardware,
+        peak_flop_per_s=acc.peak(precision.compute),
+        usd_per_gpu_hour=usd_per_gpu_hour,
+        tokens=workload.tokens,
+    )
     out = {
         "dp": dp,
         "memory_bytes": mem["total_bytes"],
@@ -399,20 +404,18 @@ def _evaluate(
         "step_s": step,
         **{k: np.broadcast_to(t[k], tp.shape).astype(float) for k in BREAKDOWN},
         "microbatches": t["microbatches"],
-        "tokens_per_s": tokens_per_s,
-        "tokens_per_s_per_gpu": tokens_per_s / n,
-        "mfu": flops.model / (step * n * peak),
-        "hfu": flops.hardware / (step * n * peak),
+        "tokens_per_s": rates.tokens_per_s,
+        "tokens_per_s_per_gpu": rates.tokens_per_s_per_gpu,
+        "mfu": rates.mfu,
+        "hfu": rates.hfu,
         "usd_per_gpu_hour": np.full(tp.shape, usd_per_gpu_hour),
-        "usd_per_1m_tokens": usd_per_gpu_hour * n * 1e6 / (tokens_per_s * SECONDS_PER_HOUR),
+        "usd_per_1m_tokens": rates.usd_per_1m_tokens,
     }
     if workload.tokens is not None:
-        ttt = workload.tokens / tokens_per_s
-        gpu_hours = ttt * n / SECONDS_PER_HOUR
         out |= {
-            "time_to_train_s": ttt,
-            "gpu_hours": gpu_hours,
-            "cost_usd": gpu_hours * usd_per_gpu_hour,
+            "time_to_train_s": rates.time_to_train_s,
+            "gpu_hours": rates.gpu_hours,
+            "cost_usd": rates.cost_usd,
         }
     out["headroom_bytes"] = out["capacity_bytes"] - out["memory_bytes"]
     out["fits"] = out["memory_bytes"] <= out["capacity_bytes"]
@@ -488,7 +491,7 @@ def sweep_training(
                 rejected.append(_refusal(label, grid, int(j), fld, rule.format(v=int(value[j]))))
         g = {k: v[ok] for k, v in grid.items()}
         if g["tp"].size:
-            usd = _price(acc_id, workload.prices)
+            usd = price_of(acc_id, workload.prices)
             cols = _evaluate(
                 model,
                 acc,
@@ -527,7 +530,7 @@ def sweep_training(
     counts["feasible"] = int(idx.size)
     priced = idx[np.isfinite(columns["usd_per_1m_tokens"][idx])]
     notes = []
-    unpriced = sorted({a for a in ids if _price(a, workload.prices) is None})
+    unpriced = sorted({a for a in ids if price_of(a, workload.prices) is None})
     if unpriced:
         notes.append(
             f"No default price for {', '.join(unpriced)}: their costs are empty until a price "
@@ -545,10 +548,10 @@ def sweep_training(
         counts=counts,
         rejected=rejected,
         feasible=idx,
-        pareto_cost=_front(
+        pareto_cost=front(
             columns["tokens_per_s"][priced], -columns["usd_per_1m_tokens"][priced], priced
         ),
-        pareto_memory=_front(columns["tokens_per_s"][idx], columns["headroom_bytes"][idx], idx),
+        pareto_memory=front(columns["tokens_per_s"][idx], columns["headroom_bytes"][idx], idx),
         recommendations=[],
         objective=objective,
         notes=tuple(notes),
@@ -600,23 +603,6 @@ def _empty(workload: TrainingWorkload) -> dict[str, np.ndarray]:
     for k in (*AXES, "accelerator", "precision", "recompute"):
         out[k] = np.zeros(0, dtype=np.int64)
     return out
-
-
-def _front(speed: np.ndarray, other: np.ndarray, index: np.ndarray) -> np.ndarray:
-    """Indices (into the sweep) of the layouts no other beats on both ``speed`` and ``other``
-    (both maximized; exact ties all stay), fastest first."""
-    if not index.size:
-        return index
-    order = np.lexsort((-other, -speed))
-    s, o = speed[order], other[order]
-    best = np.maximum.accumulate(o)
-    before = np.concatenate(([-np.inf], best[:-1]))  # best `other` among the faster layouts
-    # The speed of the (fastest) layout that set that best, to tell a tie from a domination.
-    setter = np.maximum.accumulate(np.where(o > before, np.arange(o.size), 0))
-    setter_speed = np.concatenate(([np.inf], s[setter[:-1]]))
-    dominated = (before > o) | ((before == o) & (setter_speed > s))
-    front: np.ndarray = index[order[~dominated]]
-    return front
 
 
 _SHAPE = (
@@ -717,163 +703,3 @@ def _why(sweep: TrainingSweep, i: int, fastest: int, rank: int) -> list[str]:
         if len(lines) >= 4:
             break
     return lines
-
-
-# --- serving ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ServingWorkload:
-    """What to serve: prompt and output lengths, latency targets, and the traffic to carry
-    (``output_tokens_per_s`` over the whole fleet; None sizes one replica)."""
-
-    input_len: int
-    output_len: int
-    ttft_target_s: float | None = None
-    tpot_target_s: float | None = None
-    output_tokens_per_s: float | None = None
-    prices: Mapping[str, float] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class ServingSearch:
-    """Axes of a serving sweep: one replica is ``tp x pp`` GPUs of one accelerator (catalog ids
-    or specs given as they are)."""
-
-    accelerators: tuple[str | Accelerator, ...] = DEFAULT_ACCELERATORS
-    tp: tuple[int, ...] = (1, 2, 4, 8)
-    pp: tuple[int, ...] = (1, 2, 4)
-    precision: tuple[str, ...] = ("bf16", "fp8-serving")
-
-
-def sweep_serving(
-    model: ModelSpec,
-    workload: ServingWorkload,
-    space: ServingSearch | None = None,
-    *,
-    max_layouts: int = 20_000,
-    progress: Callable[[int, int], None] | None = None,
-) -> list[dict[str, Any]]:
-    """Every replica layout of ``space``: at its best concurrency under the targets (the
-    ``estimate_inference`` curve), its throughput, latencies, cost per 1M output tokens and the
-    replicas the traffic needs; refused layouts carry their reason. Sorted by cost per 1M output
-    tokens (unpriced last). A serving space is small (accelerators x tp x pp x precision), so
-    this loops over ``estimate_inference`` rather than evaluating arrays. ``progress(done,
-    total)`` is called after each layout."""
-    space = space or ServingSearch()
-    size = len(space.accelerators) * len(space.tp) * len(space.pp) * len(space.precision)
-    if size > max_layouts:
-        widths = {
-            "accelerators": len(space.accelerators),
-            "tp": len(space.tp),
-            "pp": len(space.pp),
-            "precision": len(space.precision),
-        }
-        raise SweepTooLarge(size, max_layouts, widths)
-    rows = []
-    specs = tuple(map(accelerator_spec, space.accelerators))
-    layouts = itertools.product(specs, space.precision, space.tp, space.pp)
-    for done, (acc, prec, tp, pp) in enumerate(layouts, 1):
-        rows.append(_serving_row(model, acc, prec, tp, pp, workload))
-        if progress is not None:
-            progress(done, size)
-
-    def key(r: dict[str, Any]) -> tuple[int, float, float]:
-        cost = r.get("usd_per_1m_output_tokens")
-        return (
-            0 if r["ok"] else 1,
-            math.inf if cost is None else cost,
-            -r.get("output_tokens_per_s", 0.0),
-        )
-
-    return sorted(rows, key=key)
-
-
-def _serving_row(
-    model: ModelSpec,
-    acc: Accelerator,
-    prec_name: str,
-    tp: int,
-    pp: int,
-    workload: ServingWorkload,
-) -> dict[str, Any]:
-    """One replica layout at its best concurrency under the targets, or why it has none."""
-    from estimator.memory.inference import InferenceSetup
-    from estimator.serving.estimate import estimate_inference
-
-    row: dict[str, Any] = {
-        "accelerator": acc.id,
-        "precision": prec_name,
-        "tp": tp,
-        "pp": pp,
-        "num_gpus": tp * pp,
-    }
-    precision = get_precision(prec_name)
-    usd = _price(acc.id, workload.prices)
-    layout = Parallelism(tp=tp, pp=pp, ep=tp if model.moe is not None else 1)
-    lengths = (workload.input_len, workload.output_len)
-    try:
-        probe = estimate_inference(
-            model,
-            acc,
-            layout,
-            InferenceSetup(*lengths),
-            precision,
-            ttft_target_s=workload.ttft_target_s,
-            tpot_target_s=workload.tpot_target_s,
-        )
-        if probe.best_concurrency is None:
-            mem = probe.memory
-            if mem.max_concurrency < 1:
-                reason = (
-                    f"out of memory: weights need {mem.weights_bytes / GIB:.1f} GiB of "
-                    f"{mem.capacity_bytes / GIB:.1f} GiB per GPU, no room for a KV cache"
-                )
-                return row | {"ok": False, "field": "memory", "reason": reason}
-            reason = "no concurrency meets the TTFT/TPOT targets"
-            return row | {"ok": False, "field": "targets", "reason": reason}
-        best = estimate_inference(
-            model,
-            acc,
-            layout,
-            InferenceSetup(*lengths, probe.best_concurrency),
-            precision,
-            price_usd_per_gpu_hour=usd,
-        )
-    except SpecError as exc:
-        return row | {"ok": False, "field": exc.field, "reason": str(exc)}
-    replicas = 1
-    if workload.output_tokens_per_s is not None:
-        replicas = math.ceil(workload.output_tokens_per_s / best.output_tokens_per_s)
-    return row | {
-        "ok": True,
-        "concurrency": best.concurrency,
-        "ttft_s": best.ttft_s,
-        "tpot_s": best.tpot_s,
-        "output_tokens_per_s": best.output_tokens_per_s,
-        "output_tokens_per_s_per_gpu": best.output_tokens_per_s_per_gpu,
-        "usd_per_gpu_hour": usd,
-        "usd_per_1m_output_tokens": best.usd_per_1m_output_tokens,
-        "usd_per_1m_input_tokens": best.usd_per_1m_input_tokens,
-        "replicas": replicas,
-        "fleet_gpus": replicas * tp * pp,
-    }
-
-
-def sweep(
-    model: ModelSpec,
-    workload: TrainingWorkload | ServingWorkload,
-    space: TrainingSearch | ServingSearch | None = None,
-    **kwargs: Any,
-) -> TrainingSweep | list[dict[str, Any]]:
-    """The one entry point later layers call: a training workload runs ``sweep_training``, a
-    serving workload ``sweep_serving`` (keyword arguments pass through)."""
-    if isinstance(workload, ServingWorkload):
-        if space is not None and not isinstance(space, ServingSearch):
-            raise SpecError(
-                "space", "a serving workload needs a ServingSearch", type(space).__name__
-            )
-        return sweep_serving(model, workload, space, **kwargs)
-    if space is not None and not isinstance(space, TrainingSearch):
-        raise SpecError("space", "a training workload needs a TrainingSearch", type(space).__name__)
-    return sweep_training(model, workload, space, **kwargs)

@@ -82,6 +82,7 @@ from estimator.timing.kernels import (
     kernel_profile,
     memory_time,
 )
+from estimator.timing.rates import derive_rates
 from estimator.xp import Num, is_array, logical_and, maximum, minimum, numpy, where
 
 __all__ = [
@@ -100,7 +101,6 @@ __all__ = [
 
 FLASH_BACKWARD_FACTOR = 2.5
 ELEMENTWISE_KERNELS_FORWARD = 3
-SECONDS_PER_HOUR = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -704,8 +704,20 @@ def estimate_training(
     peak_format = precision.compute
     peak = accelerator.peak(peak_format)
     step = time.step_s
-    mfu = flops.model / (step * gpus * peak)
-    hfu = flops.hardware / (step * gpus * peak)
+    if price_usd_per_gpu_hour is not None and price_usd_per_gpu_hour < 0:
+        raise SpecError("price_usd_per_gpu_hour", "must be >= 0", price_usd_per_gpu_hour)
+    if tokens is not None and tokens <= 0:
+        raise SpecError("tokens", "must be > 0", tokens)
+    rates = derive_rates(
+        step_s=step,
+        tokens_per_step=tokens_per_step,
+        gpus=gpus,
+        model_flops=flops.model,
+        hardware_flops=flops.hardware,
+        peak_flop_per_s=peak,
+        usd_per_gpu_hour=price_usd_per_gpu_hour,
+        tokens=tokens,
+    )
     notes = list(memory.notes) + list(kernel_profile(accelerator.id).notes)
     hfu_note = "" if setup.recompute == "none" else "; HFU adds the recomputation"
     notes.append(
@@ -728,38 +740,25 @@ def estimate_training(
             "mfu": flops.model / (cal_step * gpus * peak),
             "scale": cal_step / step,
         }
-    tokens_per_s = tokens_per_step / step
-    ttt = gpu_hours = cost = per_1m = None
-    if price_usd_per_gpu_hour is not None:
-        if price_usd_per_gpu_hour < 0:
-            raise SpecError("price_usd_per_gpu_hour", "must be >= 0", price_usd_per_gpu_hour)
-        per_1m = price_usd_per_gpu_hour * gpus * 1e6 / (tokens_per_s * SECONDS_PER_HOUR)
-    if tokens is not None:
-        if tokens <= 0:
-            raise SpecError("tokens", "must be > 0", tokens)
-        ttt = tokens / tokens_per_s
-        gpu_hours = ttt * gpus / SECONDS_PER_HOUR
-        if price_usd_per_gpu_hour is not None:
-            cost = gpu_hours * price_usd_per_gpu_hour
     return TrainingEstimate(
         memory=memory,
         time=time,
         tokens_per_step=tokens_per_step,
-        tokens_per_s=tokens_per_s,
-        tokens_per_s_per_gpu=tokens_per_s / gpus,
+        tokens_per_s=rates.tokens_per_s,
+        tokens_per_s_per_gpu=rates.tokens_per_s_per_gpu,
         model_flops_per_step=float(flops.model),
         hardware_flops_per_step=float(flops.hardware),
         model_tflops_per_gpu=float(flops.model) / step / gpus / 1e12,
-        mfu=mfu,
-        hfu=hfu,
+        mfu=rates.mfu,
+        hfu=rates.hfu,
         peak_format=peak_format,
         num_gpus=gpus,
         tokens=tokens,
-        time_to_train_s=ttt,
-        gpu_hours=gpu_hours,
+        time_to_train_s=rates.time_to_train_s,
+        gpu_hours=rates.gpu_hours,
         price_usd_per_gpu_hour=price_usd_per_gpu_hour,
-        cost_usd=cost,
-        usd_per_1m_tokens=per_1m,
+        cost_usd=rates.cost_usd,
+        usd_per_1m_tokens=rates.usd_per_1m_tokens,
         calibrated=calibrated,
         notes=tuple(notes),
     )

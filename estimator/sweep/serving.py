@@ -1,0 +1,188 @@
+"""Serving layout sweep: every replica layout of a space (accelerator x precision x TP x PP) at
+its best concurrency under the latency targets (``serving.estimate_inference``'s curve), its
+throughput, latencies, cost per 1M tokens and the replicas the traffic needs; layouts refused
+carry their reason. A serving space is small, so this loops over single estimates rather than
+evaluating arrays.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from estimator.errors import SpecError
+from estimator.layout.parallel import Parallelism
+from estimator.memory.inference import InferenceSetup
+from estimator.serving.estimate import estimate_inference
+from estimator.spec.accelerator import GIB, Accelerator
+from estimator.spec.model import ModelSpec
+from estimator.spec.precision import get_precision
+from estimator.sweep.pareto import cheapest_front
+from estimator.sweep.training import (
+    DEFAULT_ACCELERATORS,
+    SweepTooLarge,
+    accelerator_spec,
+    price_of,
+)
+
+__all__ = ["ServingSearch", "ServingSweep", "ServingWorkload", "sweep_serving"]
+
+
+@dataclass(frozen=True)
+class ServingWorkload:
+    """What to serve: prompt and output lengths, latency targets, and the traffic to carry
+    (``output_tokens_per_s`` over the whole fleet; None sizes one replica)."""
+
+    input_len: int
+    output_len: int
+    ttft_target_s: float | None = None
+    tpot_target_s: float | None = None
+    output_tokens_per_s: float | None = None
+    prices: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ServingSearch:
+    """Axes of a serving sweep: one replica is ``tp x pp`` GPUs of one accelerator (catalog ids
+    or specs given as they are)."""
+
+    accelerators: tuple[str | Accelerator, ...] = DEFAULT_ACCELERATORS
+    tp: tuple[int, ...] = (1, 2, 4, 8)
+    pp: tuple[int, ...] = (1, 2, 4)
+    precision: tuple[str, ...] = ("bf16", "fp8-serving")
+
+
+@dataclass(frozen=True)
+class ServingSweep:
+    """A serving sweep's answer: every layout's row (``ok`` or its refusal's ``field`` and
+    ``reason``), cheapest served first; the counts by outcome; the served layouts on the front
+    of cost per 1M output tokens against output tokens/s per GPU; notes."""
+
+    rows: tuple[dict[str, Any], ...]
+    counts: dict[str, int]
+    pareto_cost: tuple[dict[str, Any], ...]
+    notes: tuple[str, ...] = ()
+
+
+def sweep_serving(
+    model: ModelSpec,
+    workload: ServingWorkload,
+    space: ServingSearch | None = None,
+    *,
+    max_layouts: int = 20_000,
+    progress: Callable[[int, int], None] | None = None,
+) -> ServingSweep:
+    """Every replica layout of ``space``: at its best concurrency under the targets (the
+    ``estimate_inference`` curve), its throughput, latencies, cost per 1M output tokens and the
+    replicas the traffic needs; refused layouts carry their reason. Sorted by cost per 1M output
+    tokens (unpriced last). A serving space is small (accelerators x tp x pp x precision), so
+    this loops over ``estimate_inference`` rather than evaluating arrays. ``progress(done,
+    total)`` is called after each layout."""
+    space = space or ServingSearch()
+    size = len(space.accelerators) * len(space.tp) * len(space.pp) * len(space.precision)
+    if size > max_layouts:
+        widths = {
+            "accelerators": len(space.accelerators),
+            "tp": len(space.tp),
+            "pp": len(space.pp),
+            "precision": len(space.precision),
+        }
+        raise SweepTooLarge(size, max_layouts, widths)
+    rows = []
+    specs = tuple(map(accelerator_spec, space.accelerators))
+    layouts = itertools.product(specs, space.precision, space.tp, space.pp)
+    for done, (acc, prec, tp, pp) in enumerate(layouts, 1):
+        rows.append(_serving_row(model, acc, prec, tp, pp, workload))
+        if progress is not None:
+            progress(done, size)
+
+    def key(r: dict[str, Any]) -> tuple[int, float, float]:
+        cost = r.get("usd_per_1m_output_tokens")
+        return (
+            0 if r["ok"] else 1,
+            math.inf if cost is None else cost,
+            -r.get("output_tokens_per_s", 0.0),
+        )
+
+    rows.sort(key=key)
+    counts = {"evaluated": len(rows), "ok": sum(r["ok"] for r in rows)}
+    for r in rows:
+        if not r["ok"]:
+            counts[f"refused_{r['field']}"] = counts.get(f"refused_{r['field']}", 0) + 1
+    served = [r for r in rows if r["ok"]]
+    pareto = cheapest_front(served, "usd_per_1m_output_tokens", "output_tokens_per_s_per_gpu")
+    notes = []
+    if any(r.get("usd_per_1m_output_tokens") is None for r in served):
+        notes.append("Accelerators without a catalog price have no cost until one is given.")
+    return ServingSweep(tuple(rows), counts, tuple(pareto), tuple(notes))
+
+
+def _serving_row(
+    model: ModelSpec,
+    acc: Accelerator,
+    prec_name: str,
+    tp: int,
+    pp: int,
+    workload: ServingWorkload,
+) -> dict[str, Any]:
+    """One replica layout at its best concurrency under the targets, or why it has none."""
+    row: dict[str, Any] = {
+        "accelerator": acc.id,
+        "precision": prec_name,
+        "tp": tp,
+        "pp": pp,
+        "num_gpus": tp * pp,
+    }
+    precision = get_precision(prec_name)
+    usd = price_of(acc.id, workload.prices)
+    layout = Parallelism(tp=tp, pp=pp, ep=tp if model.moe is not None else 1)
+    lengths = (workload.input_len, workload.output_len)
+    try:
+        probe = estimate_inference(
+            model,
+            acc,
+            layout,
+            InferenceSetup(*lengths),
+            precision,
+            ttft_target_s=workload.ttft_target_s,
+            tpot_target_s=workload.tpot_target_s,
+        )
+        if probe.best_concurrency is None:
+            mem = probe.memory
+            if mem.max_concurrency < 1:
+                reason = (
+                    f"out of memory: weights need {mem.weights_bytes / GIB:.1f} GiB of "
+                    f"{mem.capacity_bytes / GIB:.1f} GiB per GPU, no room for a KV cache"
+                )
+                return row | {"ok": False, "field": "memory", "reason": reason}
+            reason = "no concurrency meets the TTFT/TPOT targets"
+            return row | {"ok": False, "field": "targets", "reason": reason}
+        best = estimate_inference(
+            model,
+            acc,
+            layout,
+            InferenceSetup(*lengths, probe.best_concurrency),
+            precision,
+            price_usd_per_gpu_hour=usd,
+        )
+    except SpecError as exc:
+        return row | {"ok": False, "field": exc.field, "reason": str(exc)}
+    replicas = 1
+    if workload.output_tokens_per_s is not None:
+        replicas = math.ceil(workload.output_tokens_per_s / best.output_tokens_per_s)
+    return row | {
+        "ok": True,
+        "concurrency": best.concurrency,
+        "ttft_s": best.ttft_s,
+        "tpot_s": best.tpot_s,
+        "output_tokens_per_s": best.output_tokens_per_s,
+        "output_tokens_per_s_per_gpu": best.output_tokens_per_s_per_gpu,
+        "usd_per_gpu_hour": usd,
+        "usd_per_1m_output_tokens": best.usd_per_1m_output_tokens,
+        "usd_per_1m_input_tokens": best.usd_per_1m_input_tokens,
+        "replicas": replicas,
+        "fleet_gpus": replicas * tp * pp,
+    }
