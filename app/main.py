@@ -18,12 +18,14 @@ from fastapi.telemetry import TelemetryConfig
 from pydantic import BaseModel
 
 import estimator
-
-from . import api, errors, pages, saved_pages
-from .api.plans import open_store
-from .guards import RequestGuard, WriteRate
-from .operations import AccessLog, Registry, SecurityHeaders
-from .settings import Settings
+from app import api
+from app.api.plans import open_store
+from app.service import errors
+from app.service.guards import RequestGuard, WriteRate
+from app.service.operations import AccessLog, Registry, SecurityHeaders
+from app.settings import Settings
+from app.web import planners as pages
+from app.web import saved as saved_pages
 
 __all__ = ["app", "create_app"]
 

@@ -20,7 +20,7 @@ sweep p99 <= 1.5 s):
 
 Before the load, the slowest single estimate of a public catalog model is timed in-process (every
 catalog model at every pipeline depth its layers allow, training and serving): these run on the
-event loop (``app.lanes.LoopLane``), so this is the longest the loop is held by one.
+event loop (``app.service.lanes.LoopLane``), so this is the longest the loop is held by one.
 
 Run: ``make bench`` or ``.venv/bin/python benchmarks/bench_api.py [--duration 30]
 [--clients 32]``. The server runs one uvicorn worker (one process): on a machine with more cores,

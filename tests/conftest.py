@@ -149,7 +149,7 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'plans.db'}"
         return
-    from app.store import make_engine
+    from app.store.plans import make_engine
 
     base: str = request.getfixturevalue("postgres")
     # A fresh database per test: create it from the server's default one.

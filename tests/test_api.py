@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from app.answers import json_response
 from app.main import app
 from app.schemas.inference import InferenceRequest
 from app.schemas.training import TrainingRequest
-from app.views import json_response
 from estimator import (
     PRESETS,
     InferenceSetup,

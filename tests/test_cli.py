@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from app.cli import main
+from app.cli.commands import main
 from app.main import create_app
 
 TRAINING = {

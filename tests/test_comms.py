@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.cli import main
+from app.cli.commands import main
 from app.main import app
 from estimator import Parallelism, TrainingSetup, get_accelerator, get_model, get_precision
 from estimator.timing.comms import communication_plan, wire_factor

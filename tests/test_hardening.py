@@ -50,7 +50,7 @@ def _children(pid: int) -> list[int]:
         except OSError:
             continue
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == pid and b"app.isolated" in cmdline:
+        if ppid == pid and b"app.service.isolated" in cmdline:
             found.append(int(entry.name))
     return found
 

@@ -18,8 +18,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from app.main import create_app
-from app.store import make_engine, migrate
-from app.team_store import TeamInUse, TeamStore
+from app.store.plans import make_engine, migrate
+from app.store.team import TeamInUse, TeamStore
 from estimator import model_entry
 
 from .conftest import running_server
@@ -128,7 +128,7 @@ def test_migration_indexes_plans_saved_before_it(url: str) -> None:
             },
         )
     migrate(engine)
-    from app.store import PlanStore
+    from app.store.plans import PlanStore
 
     store = PlanStore(url)
     assert [p["id"] for p in store.list(tag="legacy")] == ["p1"]

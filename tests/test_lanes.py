@@ -7,7 +7,7 @@ import asyncio
 import threading
 from contextvars import ContextVar
 
-from app.lanes import ESTIMATES, SHORT_ESTIMATES, Lane, LoopLane, estimate_lane
+from app.service.lanes import ESTIMATES, SHORT_ESTIMATES, Lane, LoopLane, estimate_lane
 
 CALLER: ContextVar[str] = ContextVar("caller", default="none")
 

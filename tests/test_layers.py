@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.cli import main
+from app.cli.commands import main
 from app.main import app
 from estimator import (
     Parallelism,

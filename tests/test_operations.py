@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from app.operations import JsonFormatter
+from app.service.operations import JsonFormatter
 from app.settings import Settings
 
 HOSTILE = '<script>alert("x")</script>'
@@ -108,7 +108,7 @@ def test_log_config_routes_uvicorn_and_the_service_through_json() -> None:
     """Applied in a child process: dictConfig replaces the process's handlers, pytest's too."""
     script = (
         "import logging, logging.config\n"
-        "from app.operations import log_config\n"
+        "from app.service.operations import log_config\n"
         "logging.config.dictConfig(log_config('warning'))\n"
         "logging.getLogger('llm_planner.access').info('quiet at warning')\n"
         "logging.getLogger('llm_planner').error('shown', extra={'fields': {'k': 1}})\n"

@@ -7,8 +7,8 @@ import re
 
 from fastapi.testclient import TestClient
 
-from app import charts
 from app.main import app
+from app.web import charts
 
 client = TestClient(app)
 GIB = 2**30

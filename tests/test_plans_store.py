@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from app.main import create_app
-from app.store import PlanStore, make_engine, migrate
+from app.store.plans import PlanStore, make_engine, migrate
 
 REQUEST = {"model": "llama-3-8b", "num_gpus": 8, "layout": {"tp": 2}}
 
@@ -131,7 +131,7 @@ def test_api_refuses_bad_payloads_and_keeps_data(url: str, monkeypatch: pytest.M
 def test_cli(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from app.cli import main
+    from app.cli.commands import main
 
     monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'cli.db'}")
     plan = tmp_path / "plan.json"

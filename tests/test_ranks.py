@@ -66,7 +66,7 @@ def test_names_nodes_and_large_clusters() -> None:
 def test_api_page_and_cli_show_the_same_groups() -> None:
     from fastapi.testclient import TestClient
 
-    from app.cli import main
+    from app.cli.commands import main
     from app.main import app
 
     client = TestClient(app)

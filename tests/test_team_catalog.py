@@ -15,12 +15,12 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import inspect, text
 
-from app import team
 from app.main import create_app
-from app.plans import run_training
+from app.resolve import run_training
 from app.schemas.training import TrainingRequest
-from app.store import PlanStore, make_engine, migrate
-from app.team_store import TeamStore
+from app.store import catalog as team
+from app.store.plans import PlanStore, make_engine, migrate
+from app.store.team import TeamStore
 from estimator import accelerator_entry
 
 AUTH = {"Authorization": "Bearer s3cret"}

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from app.charts import LABELS
 from app.schemas.inference import InferenceMemoryOut, LatencyBreakdown
 from app.schemas.sweep import TrainingSweepRow
 from app.schemas.training import StepBreakdown, TrainingMemoryOut
+from app.web.charts import LABELS
 from estimator import terms
 from estimator.memory.inference import InferenceMemory
 from estimator.memory.training import STAGE_KEYS, TrainingMemory

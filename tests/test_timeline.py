@@ -84,7 +84,7 @@ def test_cli(tmp_path: object) -> None:
     import json
     from pathlib import Path
 
-    from app.cli import main
+    from app.cli.commands import main
 
     plan = Path(str(tmp_path)) / "plan.json"
     plan.write_text(json.dumps({"model": "llama-3-8b", "num_gpus": 8, "layout": {"pp": 2}}))

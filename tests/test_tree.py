@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from app.cli import main
+from app.cli.commands import main
 from app.main import app
 from estimator import count_params, get_accelerator, get_model, get_precision, model_entry
 from estimator.counts.flops import forward_flops
@@ -72,7 +72,7 @@ def test_exact_source_over_the_api(gt: Any) -> None:
 def test_module_profiler_times_every_module_on_cpu(gt: Any, tmp_path: Any) -> None:
     # The GPU command's machinery (hooks, per-module sums over layers) on a tiny CPU model; on
     # a GPU the same hooks record CUDA events.
-    from app.exact import profile_modules
+    from app.service.exact import profile_modules
 
     tiny = gt.tiny_config(model_entry("llama-3-8b")["config"])
     times = profile_modules(tiny, 16, 1, device="cpu", dtype="float32", repeats=2, warmup=1)

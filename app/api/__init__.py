@@ -12,10 +12,10 @@ from pydantic import BaseModel
 from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
-from ..schemas.common import ERROR_RESPONSES
-from ..schemas.inference import InferenceEstimateOut, InferenceRequest
-from ..schemas.training import TrainingEstimateOut, TrainingRequest
-from . import catalog, inference, plans, team, training
+from app.api import catalog, inference, plans, team, training
+from app.schemas.common import ERROR_RESPONSES
+from app.schemas.inference import InferenceEstimateOut, InferenceRequest
+from app.schemas.training import TrainingEstimateOut, TrainingRequest
 
 __all__ = ["PREFIX", "add_estimate_routes", "router"]
 

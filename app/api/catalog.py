@@ -10,25 +10,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
 
-from estimator import supported_model_types
-from estimator.errors import SpecError
-
-from .. import team
-from ..errors import ShapeError, TooLarge
-from ..guards import parse_json
-from ..isolated import TreeWorker
-from ..plans import resolve_model, run_tree
-from ..schemas.catalog import (
-    AcceleratorOut,
-    ModelSpecOut,
-    ModelSummary,
-    PrecisionsOut,
-    TreeOut,
-    TreeRequest,
-)
-from ..schemas.common import ERROR_RESPONSES, has_model_type
-from ..settings import current
-from ..views import (
+from app.answers import (
     accelerator_out,
     catalog_accelerators,
     catalog_models,
@@ -37,6 +19,23 @@ from ..views import (
     precisions_out,
     tree_out,
 )
+from app.resolve import resolve_model, run_tree
+from app.schemas.catalog import (
+    AcceleratorOut,
+    ModelSpecOut,
+    ModelSummary,
+    PrecisionsOut,
+    TreeOut,
+    TreeRequest,
+)
+from app.schemas.common import ERROR_RESPONSES, has_model_type
+from app.service.errors import ShapeError, TooLarge
+from app.service.guards import parse_json
+from app.service.isolated import TreeWorker
+from app.settings import current
+from app.store import catalog as team
+from estimator import supported_model_types
+from estimator.errors import SpecError
 
 __all__ = ["MAX_CONFIG_BYTES", "router"]
 

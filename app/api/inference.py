@@ -6,13 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
-from ..lanes import estimate_lane
-from ..plans import run_inference, run_inference_timeline, run_serving_sweep
-from ..schemas.common import ERROR_RESPONSES
-from ..schemas.inference import InferenceRequest
-from ..schemas.sweep import ServingSweepOut, ServingSweepRequest, ServingSweepRow
-from ..schemas.training import TimelineOut
-from ..views import (
+from app.answers import (
     inference_out,
     json_response,
     rows_csv,
@@ -20,8 +14,14 @@ from ..views import (
     serving_sweep_rows,
     timeline_out,
 )
-from .plans import bind_team_of
-from .training import CSV_RESPONSE, Format
+from app.api.plans import bind_team_of
+from app.api.training import CSV_RESPONSE, Format
+from app.resolve import run_inference, run_inference_timeline, run_serving_sweep
+from app.schemas.common import ERROR_RESPONSES
+from app.schemas.inference import InferenceRequest
+from app.schemas.sweep import ServingSweepOut, ServingSweepRequest, ServingSweepRow
+from app.schemas.training import TimelineOut
+from app.service.lanes import estimate_lane
 
 __all__ = ["estimate", "router"]
 

@@ -16,21 +16,20 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 import estimator
+from app.answers import json_response, serving_sweep_out, training_sweep_out
+from app.resolve import run_inference, run_serving_sweep, run_training, run_training_sweep
+from app.schemas.common import ERROR_RESPONSES, ErrorResponse
+from app.schemas.common import Request as StrictRequest
+from app.schemas.inference import InferenceRequest
+from app.schemas.sweep import ServingSweepRequest, TrainingSweepRequest
+from app.schemas.training import TrainingRequest
+from app.service.errors import field_path
+from app.service.guards import WriteRate
+from app.settings import Settings
+from app.store import catalog as team
+from app.store.plans import MissingTeamEntry, PlanStore
+from app.store.team import TeamStore
 from estimator.errors import SpecError, UnknownIdError
-
-from .. import team
-from ..errors import field_path
-from ..guards import WriteRate
-from ..plans import run_inference, run_serving_sweep, run_training, run_training_sweep
-from ..schemas.common import ERROR_RESPONSES, ErrorResponse
-from ..schemas.common import Request as StrictRequest
-from ..schemas.inference import InferenceRequest
-from ..schemas.sweep import ServingSweepRequest, TrainingSweepRequest
-from ..schemas.training import TrainingRequest
-from ..settings import Settings
-from ..store import MissingTeamEntry, PlanStore
-from ..team_store import TeamStore
-from ..views import json_response, serving_sweep_out, training_sweep_out
 
 __all__ = [
     "KINDS",

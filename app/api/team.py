@@ -11,10 +11,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, HTTPException, Request, Response
 
 import estimator
-
-from ..plans import resolve_model
-from ..schemas.common import ERROR_RESPONSES, ErrorResponse
-from ..schemas.team import (
+from app.answers import json_response
+from app.api.plans import WRITE_RESPONSES, json_size, open_store, reduced, too_big, writer
+from app.resolve import resolve_model
+from app.schemas.common import ERROR_RESPONSES, ErrorResponse
+from app.schemas.team import (
     TeamAcceleratorIn,
     TeamAcceleratorOut,
     TeamAcceleratorSpec,
@@ -22,10 +23,8 @@ from ..schemas.team import (
     TeamModelOut,
     TeamModelSpec,
 )
-from ..settings import current
-from ..team_store import TeamConflict, TeamInUse, TeamStore, accelerator_spec_of
-from ..views import json_response
-from .plans import WRITE_RESPONSES, json_size, open_store, reduced, too_big, writer
+from app.settings import current
+from app.store.team import TeamConflict, TeamInUse, TeamStore, accelerator_spec_of
 
 __all__ = ["router"]
 

@@ -6,27 +6,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request, Response
 
-from estimator.errors import SpecError
-
-from ..lanes import estimate_lane
-from ..plans import (
-    run_comms,
-    run_layers,
-    run_ranks,
-    run_training,
-    run_training_sweep,
-    run_training_timeline,
-)
-from ..schemas.common import ERROR_RESPONSES
-from ..schemas.sweep import TrainingSweepOut, TrainingSweepRequest, TrainingSweepRow
-from ..schemas.training import (
-    CommPlanOut,
-    LayerTableOut,
-    RankLayoutOut,
-    TimelineOut,
-    TrainingRequest,
-)
-from ..views import (
+from app.answers import (
     comm_plan_out,
     json_response,
     layer_table_out,
@@ -38,7 +18,26 @@ from ..views import (
     training_sweep_out,
     training_sweep_rows,
 )
-from .plans import bind_team_of
+from app.api.plans import bind_team_of
+from app.resolve import (
+    run_comms,
+    run_layers,
+    run_ranks,
+    run_training,
+    run_training_sweep,
+    run_training_timeline,
+)
+from app.schemas.common import ERROR_RESPONSES
+from app.schemas.sweep import TrainingSweepOut, TrainingSweepRequest, TrainingSweepRow
+from app.schemas.training import (
+    CommPlanOut,
+    LayerTableOut,
+    RankLayoutOut,
+    TimelineOut,
+    TrainingRequest,
+)
+from app.service.lanes import estimate_lane
+from estimator.errors import SpecError
 
 __all__ = ["CSV_RESPONSE", "MAX_CSV_ROWS", "Format", "check_csv_rows", "estimate", "router"]
 

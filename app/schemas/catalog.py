@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from .common import ModelRef, Request
+from app.schemas.common import ModelRef, Request
 
 __all__ = [
     "AcceleratorOut",

@@ -6,10 +6,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field
 
-from estimator.terms import INFERENCE_MEMORY, LATENCY
-
-from .catalog import Params
-from .common import (
+from app.schemas.catalog import Params
+from app.schemas.common import (
     GpuCount,
     LayoutSize,
     ModelRef,
@@ -19,6 +17,7 @@ from .common import (
     TokenCount,
     terms_model,
 )
+from estimator.terms import INFERENCE_MEMORY, LATENCY
 
 __all__ = [
     "InferenceEstimateOut",

@@ -11,8 +11,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from .common import GpuCount, LayoutSize, ModelRef, Price, Request, TokenCount
-from .training import GlobalBatch, MicroBatch, Optimizer, Recompute, Tokens, ZeroStage
+from app.schemas.common import GpuCount, LayoutSize, ModelRef, Price, Request, TokenCount
+from app.schemas.training import GlobalBatch, MicroBatch, Optimizer, Recompute, Tokens, ZeroStage
 
 __all__ = [
     "Recommendation",

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from .common import PastedConfig, Price, Request
+from app.schemas.common import PastedConfig, Price, Request
 
 __all__ = [
     "TeamAcceleratorIn",

@@ -6,10 +6,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from estimator.terms import STEP, TRAINING_MEMORY
-
-from .catalog import Params
-from .common import (
+from app.schemas.catalog import Params
+from app.schemas.common import (
     AttentionKernel,
     GpuCount,
     LayoutSize,
@@ -20,6 +18,7 @@ from .common import (
     TokenCount,
     terms_model,
 )
+from estimator.terms import STEP, TRAINING_MEMORY
 
 __all__ = [
     "CommPlanOut",

@@ -22,10 +22,8 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData, QueryParams
 
-from estimator.errors import SpecError, UnknownIdError
-
-from . import charts
-from .api.plans import (
+from app.answers import training_out
+from app.api.plans import (
     PLAN_CREATE,
     PlanUpdate,
     bind_team,
@@ -37,7 +35,11 @@ from .api.plans import (
     update_plan,
     write_refusal,
 )
-from .pages import (
+from app.resolve import run_training
+from app.schemas.training import TrainingRequest
+from app.store.plans import PlanStore
+from app.web import charts
+from app.web.planners import (
     SERVING_INPUTS,
     SERVING_SWEEP_INPUTS,
     SWEEP_INPUTS,
@@ -47,10 +49,7 @@ from .pages import (
     request_body,
     templates,
 )
-from .plans import run_training
-from .schemas.training import TrainingRequest
-from .store import PlanStore
-from .views import training_out
+from estimator.errors import SpecError, UnknownIdError
 
 __all__ = ["router"]
 

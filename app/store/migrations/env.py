@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from alembic import context
 
-from app.store import Base
+from app.store.plans import Base
 
 connection = context.config.attributes["connection"]
 context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True)

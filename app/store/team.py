@@ -33,11 +33,10 @@ from sqlalchemy import update as sql_update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, Session, mapped_column, sessionmaker
 
+from app.store.plans import PLAN_USES, Base, Plan
 from estimator import Accelerator, ModelSpec, model_from_config
 from estimator.errors import SpecError
 from estimator.spec.accelerator import accelerator_from_entry
-
-from .store import PLAN_USES, Base, Plan
 
 __all__ = [
     "TeamAcceleratorRow",

@@ -17,6 +17,14 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from app.schemas.catalog import TreeRequest
+from app.schemas.common import PrecisionRoles
+from app.schemas.inference import InferenceRequest
+from app.schemas.sweep import ServingSweepRequest, TrainingSweepRequest
+from app.schemas.training import TrainingRequest
+from app.service.errors import ShapeError
+from app.settings import current
+from app.store import catalog as team
 from estimator import (
     Accelerator,
     InferenceSetup,
@@ -45,15 +53,6 @@ from estimator.sweep.training import (
 )
 from estimator.timing.comms import CommPlan, communication_plan
 from estimator.timing.training import TimingOptions, TrainingEstimate, estimate_training
-
-from . import team
-from .errors import ShapeError
-from .schemas.catalog import TreeRequest
-from .schemas.common import PrecisionRoles
-from .schemas.inference import InferenceRequest
-from .schemas.sweep import ServingSweepRequest, TrainingSweepRequest
-from .schemas.training import TrainingRequest
-from .settings import current
 
 __all__ = [
     "MAX_SERVING_LAYOUTS",

@@ -126,8 +126,8 @@ _HTTP_METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "tr
 def install(app: FastAPI) -> None:
     """Register the handlers on ``app``."""
     # The modules that raise these import this one (for ShapeError): imported here, not above.
-    from .isolated import Busy, ClientGone, IsolatedTimeout
-    from .plans import SweepTimeout
+    from app.resolve import SweepTimeout
+    from app.service.isolated import Busy, ClientGone, IsolatedTimeout
 
     @app.exception_handler(SpecError)
     def spec_error(_: Request, exc: SpecError) -> JSONResponse:

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from threading import Lock
 from typing import Any
 
-from .errors import ASGIApp, Message, Receive, Scope, Send
+from app.service.errors import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = [
     "ESTIMATE_ROUTES",

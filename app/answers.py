@@ -16,6 +16,25 @@ import numpy as np
 from fastapi import Response
 from pydantic_core import to_json
 
+from app.resolve import InferencePlan, TrainingPlan, price_for, resolve_accelerator
+from app.schemas.catalog import (
+    AcceleratorOut,
+    ModelSpecOut,
+    Params,
+    PrecisionOut,
+    PrecisionsOut,
+)
+from app.schemas.inference import InferenceRequest
+from app.schemas.sweep import (
+    Recommendation,
+    ServingSweepOut,
+    ServingSweepRequest,
+    ServingSweepRow,
+    TrainingSweepOut,
+    TrainingSweepRequest,
+    TrainingSweepRow,
+)
+from app.store import catalog as team
 from estimator import PRESETS, ModelSpec, count_params
 from estimator.counts.layers import LayerTable, ModuleRow
 from estimator.counts.tree import ModuleNode, top_modules
@@ -27,26 +46,6 @@ from estimator.sweep.serving import ServingSweep
 from estimator.sweep.training import TrainingSweep
 from estimator.timing.comms import CommPlan
 from estimator.timing.training import BREAKDOWN, TrainingEstimate
-
-from . import team
-from .plans import InferencePlan, TrainingPlan, price_for, resolve_accelerator
-from .schemas.catalog import (
-    AcceleratorOut,
-    ModelSpecOut,
-    Params,
-    PrecisionOut,
-    PrecisionsOut,
-)
-from .schemas.inference import InferenceRequest
-from .schemas.sweep import (
-    Recommendation,
-    ServingSweepOut,
-    ServingSweepRequest,
-    ServingSweepRow,
-    TrainingSweepOut,
-    TrainingSweepRequest,
-    TrainingSweepRow,
-)
 
 __all__ = [
     "accelerator_out",

@@ -20,33 +20,7 @@ from fastapi.templating import Jinja2Templates
 from pydantic import BaseModel, ValidationError
 from starlette.datastructures import QueryParams
 
-from estimator import PRESETS, accelerator_ids, model_ids
-from estimator.errors import SpecError, UnknownIdError
-
-from . import charts, team
-from .api.plans import bind_team, open_store
-from .api.training import check_csv_rows
-from .errors import field_path
-from .guards import parse_json
-from .plans import (
-    resolve_model,
-    run_inference,
-    run_inference_timeline,
-    run_serving_sweep,
-    run_training,
-    run_training_sweep,
-    run_training_views,
-)
-from .schemas.inference import InferenceRequest
-from .schemas.sweep import (
-    ServingSweepRequest,
-    ServingSweepRow,
-    TrainingSweepRequest,
-    TrainingSweepRow,
-)
-from .schemas.training import TrainingRequest
-from .settings import current
-from .views import (
+from app.answers import (
     catalog_accelerators,
     catalog_models,
     comm_plan_out,
@@ -62,6 +36,32 @@ from .views import (
     training_sweep_rows,
     tree_out,
 )
+from app.api.plans import bind_team, open_store
+from app.api.training import check_csv_rows
+from app.resolve import (
+    resolve_model,
+    run_inference,
+    run_inference_timeline,
+    run_serving_sweep,
+    run_training,
+    run_training_sweep,
+    run_training_views,
+)
+from app.schemas.inference import InferenceRequest
+from app.schemas.sweep import (
+    ServingSweepRequest,
+    ServingSweepRow,
+    TrainingSweepRequest,
+    TrainingSweepRow,
+)
+from app.schemas.training import TrainingRequest
+from app.service.errors import field_path
+from app.service.guards import parse_json
+from app.settings import current
+from app.store import catalog as team
+from app.web import charts
+from estimator import PRESETS, accelerator_ids, model_ids
+from estimator.errors import SpecError, UnknownIdError
 
 __all__ = [
     "SERVING_INPUTS",
@@ -76,7 +76,7 @@ __all__ = [
     "templates",
 ]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 templates = Jinja2Templates(directory=ROOT / "templates")
 router = APIRouter(include_in_schema=False, dependencies=[Depends(bind_team)])
 

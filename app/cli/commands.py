@@ -246,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         return validate_main(rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
-    from .plans import SweepTimeout
+    from app.resolve import SweepTimeout
 
     try:
         return COMMANDS[args.command](args)
@@ -278,7 +278,7 @@ def _message(exc: Exception) -> str:
 
 def _errors_line(errors: Iterable[Mapping[str, Any]]) -> str:
     """pydantic's errors as ``field=value: rule; ...`` (the first five)."""
-    from .errors import field_path
+    from app.service.errors import field_path
 
     said = []
     for e in errors:
@@ -347,7 +347,7 @@ def _model(ref: str) -> str | dict[str, Any]:
 
 def _print(args: argparse.Namespace, out: Any, text: Callable[[Any], str]) -> int:
     """The answer as a table, the API's JSON (``--json``) or key,value rows (``--csv``)."""
-    from .tables import flat_csv
+    from app.cli.tables import flat_csv
 
     if args.json:
         print(json.dumps(out, indent=1, allow_nan=False))
@@ -366,8 +366,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     import uvicorn
 
-    from .operations import log_config
-    from .settings import Settings
+    from app.service.operations import log_config
+    from app.settings import Settings
 
     s = Settings.from_env()
     logging.config.dictConfig(log_config(s.log_level))
@@ -393,8 +393,8 @@ def _serve(args: argparse.Namespace) -> int:
 def _migrate(_: argparse.Namespace) -> int:
     """The plan store's schema at the latest revision (``serve`` applies it before the workers
     start; each worker's own check at start-up is then a no-op)."""
-    from .settings import Settings
-    from .store import make_engine, migrate
+    from app.settings import Settings
+    from app.store.plans import make_engine, migrate
 
     engine = make_engine(Settings.from_env().database_url)
     try:
@@ -407,10 +407,10 @@ def _migrate(_: argparse.Namespace) -> int:
 
 def _train(args: argparse.Namespace) -> int:
 
-    from .plans import run_training
-    from .schemas.training import TrainingRequest
-    from .tables import training_text
-    from .views import training_out
+    from app.answers import training_out
+    from app.cli.tables import training_text
+    from app.resolve import run_training
+    from app.schemas.training import TrainingRequest
 
     req = _request(args.plan, TrainingRequest, _flags(args, TRAINING_FLAGS))
     return _print(args, training_out(*run_training(req)), training_text)
@@ -418,10 +418,10 @@ def _train(args: argparse.Namespace) -> int:
 
 def _infer(args: argparse.Namespace) -> int:
 
-    from .plans import run_inference
-    from .schemas.inference import InferenceRequest
-    from .tables import serving_text
-    from .views import inference_out
+    from app.answers import inference_out
+    from app.cli.tables import serving_text
+    from app.resolve import run_inference
+    from app.schemas.inference import InferenceRequest
 
     req = _request(args.plan, InferenceRequest, _flags(args, INFERENCE_FLAGS))
     return _print(args, inference_out(req, *run_inference(req)), serving_text)
@@ -430,21 +430,21 @@ def _infer(args: argparse.Namespace) -> int:
 def _sweep(args: argparse.Namespace) -> int:
     """A training sweep, or with ``--serving`` a serving sweep; ``--csv`` lists every listed
     row as the API's ``?format=csv`` does."""
-    from .api.training import check_csv_rows
-    from .plans import run_serving_sweep, run_training_sweep
-    from .schemas.sweep import (
-        ServingSweepRequest,
-        ServingSweepRow,
-        TrainingSweepRequest,
-        TrainingSweepRow,
-    )
-    from .tables import serving_sweep_text, training_sweep_text
-    from .views import (
+    from app.answers import (
         rows_csv,
         serving_sweep_out,
         serving_sweep_rows,
         training_sweep_out,
         training_sweep_rows,
+    )
+    from app.api.training import check_csv_rows
+    from app.cli.tables import serving_sweep_text, training_sweep_text
+    from app.resolve import run_serving_sweep, run_training_sweep
+    from app.schemas.sweep import (
+        ServingSweepRequest,
+        ServingSweepRow,
+        TrainingSweepRequest,
+        TrainingSweepRow,
     )
 
     if args.serving:
@@ -475,11 +475,10 @@ def _sweep(args: argparse.Namespace) -> int:
 def _import_model(args: argparse.Namespace) -> int:
     """What ``POST /api/v1/models/import`` answers for a config.json, or ``GET
     /api/v1/models/{id}`` for a catalog id."""
+    from app.answers import model_out
+    from app.cli.tables import model_text
+    from app.resolve import resolve_model
     from estimator import get_model, model_entry
-
-    from .plans import resolve_model
-    from .tables import model_text
-    from .views import model_out
 
     ref = _model(args.config)
     if isinstance(ref, str):
@@ -491,10 +490,9 @@ def _import_model(args: argparse.Namespace) -> int:
 
 def _ranks(args: argparse.Namespace) -> int:
 
+    from app.answers import rank_layout_out
     from estimator import Parallelism
     from estimator.layout.ranks import rank_layout
-
-    from .views import rank_layout_out
 
     p = Parallelism(tp=args.tp, pp=args.pp, dp=args.dp, cp=args.cp, ep=args.ep, etp=args.etp)
     out = rank_layout_out(rank_layout(p, args.gpus_per_node))
@@ -513,9 +511,9 @@ def _ranks(args: argparse.Namespace) -> int:
 
 def _comms(args: argparse.Namespace) -> int:
 
-    from .plans import run_comms
-    from .schemas.training import TrainingRequest
-    from .views import comm_plan_out
+    from app.answers import comm_plan_out
+    from app.resolve import run_comms
+    from app.schemas.training import TrainingRequest
 
     out = comm_plan_out(run_comms(_request(args.plan, TrainingRequest)))
     if args.json:
@@ -535,8 +533,8 @@ def _comms(args: argparse.Namespace) -> int:
 
 def _layers(args: argparse.Namespace) -> int:
 
-    from .plans import run_layers
-    from .schemas.training import TrainingRequest
+    from app.resolve import run_layers
+    from app.schemas.training import TrainingRequest
 
     table = run_layers(_request(args.plan, TrainingRequest))
     for layer in table.layers:
@@ -558,8 +556,8 @@ def _layers(args: argparse.Namespace) -> int:
 
 def _tree(args: argparse.Namespace) -> int:
 
-    from .plans import run_tree
-    from .schemas.catalog import TreeRequest
+    from app.resolve import run_tree
+    from app.schemas.catalog import TreeRequest
 
     req = TreeRequest(
         model=_model(args.model),
@@ -583,9 +581,8 @@ def _tree(args: argparse.Namespace) -> int:
 
 def _profile(args: argparse.Namespace) -> int:
 
+    from app.service.exact import profile_modules
     from estimator import model_entry
-
-    from .exact import profile_modules
 
     model = _model(args.model)
     config = model_entry(model)["config"] if isinstance(model, str) else model
@@ -605,9 +602,9 @@ def _profile(args: argparse.Namespace) -> int:
 
 def _timeline(args: argparse.Namespace) -> int:
 
-    from .plans import run_inference_timeline, run_training_timeline
-    from .schemas.inference import InferenceRequest
-    from .schemas.training import TrainingRequest
+    from app.resolve import run_inference_timeline, run_training_timeline
+    from app.schemas.inference import InferenceRequest
+    from app.schemas.training import TrainingRequest
 
     if args.serving:
         timeline = run_inference_timeline(_request(args.plan, InferenceRequest))
@@ -628,11 +625,11 @@ def _plans(args: argparse.Namespace) -> int:
     from fastapi import HTTPException
     from fastapi.exceptions import RequestValidationError
 
-    from . import team
-    from .api.plans import refusal_text, reopened, save_plan
-    from .settings import Settings
-    from .store import PlanStore
-    from .team_store import TeamStore
+    from app.api.plans import refusal_text, reopened, save_plan
+    from app.settings import Settings
+    from app.store import catalog as team
+    from app.store.plans import PlanStore
+    from app.store.team import TeamStore
 
     settings = Settings.from_env()
     store = PlanStore(settings.database_url)

@@ -61,12 +61,12 @@ class IsolatedTimeout(Exception):
 
 
 def _serve() -> None:
-    """The child (``python -m app.isolated``): one JSON job a line on stdin, one JSON reply a
-    line on the stdout it started with (anything the model code prints goes to stderr), until
-    stdin closes or it is killed."""
+    """The child (``python -m app.service.isolated``): one JSON job a line on stdin, one JSON
+    reply a line on the stdout it started with (anything the model code prints goes to stderr),
+    until stdin closes or it is killed."""
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
     sys.stdout = sys.stderr
-    from .exact import exact_modules, load_harness
+    from app.service.exact import exact_modules, load_harness
 
     with contextlib.suppress(SpecError):  # without torch every job is refused by name
         load_harness()
@@ -170,7 +170,7 @@ class TreeWorker:
             return
         self.stop()
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "app.isolated"],
+            [sys.executable, "-m", "app.service.isolated"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )

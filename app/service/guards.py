@@ -31,7 +31,7 @@ from urllib.parse import parse_qsl, urlsplit
 import numpy as np
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from .errors import (
+from app.service.errors import (
     ASGIApp,
     BodyTimeout,
     Message,
@@ -42,7 +42,7 @@ from .errors import (
     TooLarge,
     invalid,
 )
-from .settings import Settings
+from app.settings import Settings
 
 __all__ = ["RequestGuard", "WriteRate", "json_depth", "parse_json"]
 

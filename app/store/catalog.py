@@ -17,13 +17,12 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import estimator
+from app.settings import Settings
+from app.store.plans import make_engine, migrate
+from app.store.team import TeamCatalog, TeamStore
 from estimator import Accelerator, ModelSpec
 from estimator.catalog import price
 from estimator.errors import UnknownIdError
-
-from .settings import Settings
-from .store import make_engine, migrate
-from .team_store import TeamCatalog, TeamStore
 
 __all__ = [
     "EMPTY",
