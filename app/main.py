@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 import estimator
 from app import api
-from app.api.plans import open_store
+from app.deps import open_store
 from app.service import errors
 from app.service.guards import RequestGuard, WriteRate
 from app.service.operations import AccessLog, Registry, SecurityHeaders

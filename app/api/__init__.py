@@ -13,6 +13,7 @@ from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
 from app.api import catalog, inference, plans, team, training
+from app.deps import bind_team
 from app.schemas.common import ERROR_RESPONSES
 from app.schemas.inference import InferenceEstimateOut, InferenceRequest
 from app.schemas.training import TrainingEstimateOut, TrainingRequest
@@ -20,7 +21,7 @@ from app.schemas.training import TrainingEstimateOut, TrainingRequest
 __all__ = ["PREFIX", "add_estimate_routes", "router"]
 
 PREFIX = "/api/v1"
-_TEAM = [Depends(plans.bind_team)]
+_TEAM = [Depends(bind_team)]
 
 router = APIRouter(prefix=PREFIX, dependencies=_TEAM)
 router.include_router(training.router)

@@ -19,6 +19,7 @@ from app.answers import (
     precisions_out,
     tree_out,
 )
+from app.deps import settings_of
 from app.resolve import resolve_model, run_tree
 from app.schemas.catalog import (
     AcceleratorOut,
@@ -142,7 +143,7 @@ async def model_tree(req: TreeRequest, request: Request) -> Response:
     model, tree = await run_in_threadpool(run_tree, req)
     out = tree_out(tree, model.id or "custom", req.seq_len, req.batch_size, req.top_k)
     if req.source == "exact":
-        limits = request.app.state.settings
+        limits = settings_of(request.app)
         if req.seq_len * req.batch_size > EXACT_MAX_TOKENS:
             raise SpecError(
                 "seq_len",
@@ -167,7 +168,7 @@ def tree_worker(app: Any) -> TreeWorker:
     """The app's exact-tree worker, made on first use."""
     worker: TreeWorker | None = getattr(app.state, "tree_worker", None)
     if worker is None:
-        limits = app.state.settings
+        limits = settings_of(app)
         worker = app.state.tree_worker = TreeWorker(limits.exact_timeout_s, limits.exact_queue)
     return worker
 

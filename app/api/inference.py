@@ -14,8 +14,8 @@ from app.answers import (
     serving_sweep_rows,
     timeline_out,
 )
-from app.api.plans import bind_team_of
 from app.api.training import CSV_RESPONSE, Format
+from app.deps import bind_team_of
 from app.resolve import run_inference, run_inference_timeline, run_serving_sweep
 from app.schemas.common import ERROR_RESPONSES
 from app.schemas.inference import InferenceRequest

@@ -12,7 +12,8 @@ from fastapi import APIRouter, Depends, HTTPException, Request, Response
 
 import estimator
 from app.answers import json_response
-from app.api.plans import WRITE_RESPONSES, json_size, open_store, reduced, too_big, writer
+from app.api.plans import WRITE_RESPONSES
+from app.deps import open_store, writer
 from app.resolve import resolve_model
 from app.schemas.common import ERROR_RESPONSES, ErrorResponse
 from app.schemas.team import (
@@ -24,6 +25,7 @@ from app.schemas.team import (
     TeamModelSpec,
 )
 from app.settings import current
+from app.store.saving import json_size, reduced, too_big
 from app.store.team import TeamConflict, TeamInUse, TeamStore, accelerator_spec_of
 
 __all__ = ["router"]

@@ -18,7 +18,7 @@ from app.answers import (
     training_sweep_out,
     training_sweep_rows,
 )
-from app.api.plans import bind_team_of
+from app.deps import bind_team_of
 from app.resolve import (
     run_comms,
     run_layers,

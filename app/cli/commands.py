@@ -625,10 +625,11 @@ def _plans(args: argparse.Namespace) -> int:
     from fastapi import HTTPException
     from fastapi.exceptions import RequestValidationError
 
-    from app.api.plans import refusal_text, reopened, save_plan
+    from app.service.errors import refusal_text
     from app.settings import Settings
     from app.store import catalog as team
     from app.store.plans import PlanStore
+    from app.store.saving import reopened, save_plan
     from app.store.team import TeamStore
 
     settings = Settings.from_env()

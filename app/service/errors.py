@@ -14,11 +14,20 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from estimator.errors import SpecError, UnknownIdError
 
-__all__ = ["BodyTimeout", "ShapeError", "TooLarge", "field_path", "install", "invalid"]
+__all__ = [
+    "BodyTimeout",
+    "ShapeError",
+    "TooLarge",
+    "field_path",
+    "install",
+    "invalid",
+    "refusal_text",
+]
 
 _ECHO_CHARS = 200
 _TYPE_TAGS = {"str", "int", "float", "bool", "none", "list", "dict"}
@@ -224,3 +233,18 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def refusal_text(exc: Exception) -> str:
+    """A refusal of the core, of validation or of the store as one line a reader can act on."""
+    if isinstance(exc, RequestValidationError | ValidationError):
+        parts = [f"{field_path(tuple(e['loc']))}: {e['msg']}" for e in list(exc.errors())[:5]]
+        return "; ".join(parts)
+    if isinstance(exc, StarletteHTTPException):
+        detail = exc.detail
+        return str(detail.get("message", detail)) if isinstance(detail, dict) else str(detail)
+    if isinstance(exc, UnknownIdError):
+        return f"unknown {exc.kind} id {exc.ident!r} (not in the public or the team catalog)"
+    if isinstance(exc, SpecError):
+        return f"{exc.field}: {exc.rule}"
+    return str(exc)

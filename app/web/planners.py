@@ -36,8 +36,8 @@ from app.answers import (
     training_sweep_rows,
     tree_out,
 )
-from app.api.plans import bind_team, open_store
 from app.api.training import check_csv_rows
+from app.deps import bind_team, settings_of
 from app.resolve import (
     resolve_model,
     run_inference,
@@ -520,8 +520,7 @@ def save_form(request: Request, kind: str, result: Any) -> dict[str, Any] | None
     it asks for the token where one is configured and says so in read-only mode."""
     if result is None:
         return None
-    open_store(request.app)
-    cfg = request.app.state.settings
+    cfg = settings_of(request.app)
     query = [(k, v) for k, v in request.query_params.multi_items() if k != "format"]
     return {
         "kind": kind,

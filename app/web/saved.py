@@ -23,21 +23,13 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData, QueryParams
 
 from app.answers import training_out
-from app.api.plans import (
-    PLAN_CREATE,
-    PlanUpdate,
-    bind_team,
-    duplicate,
-    open_store,
-    refusal_text,
-    reopened,
-    save_plan,
-    update_plan,
-    write_refusal,
-)
+from app.deps import bind_team, open_store, settings_of, write_refusal
 from app.resolve import run_training
+from app.schemas.plans import PLAN_CREATE, PlanUpdate
 from app.schemas.training import TrainingRequest
+from app.service.errors import refusal_text
 from app.store.plans import PlanStore
+from app.store.saving import duplicate, reopened, save_plan, update_plan
 from app.web import charts
 from app.web.planners import (
     SERVING_INPUTS,
@@ -135,8 +127,7 @@ def _refused(request: Request, title: str, exc: Exception) -> Response:
 
 
 def _write_access(request: Request) -> dict[str, bool]:
-    open_store(request.app)
-    cfg = request.app.state.settings
+    cfg = settings_of(request.app)
     return {"read_only": cfg.read_only, "needs_token": cfg.api_token is not None}
 
 
@@ -255,7 +246,7 @@ def _save(request: Request, form: FormData) -> Response:
             body.tags,
             kind,
             body.request_body(),
-            request.app.state.settings.max_plan_bytes,
+            settings_of(request.app).max_plan_bytes,
         )
     except REFUSED as exc:
         return _refused(request, "Plan not saved", exc)
@@ -405,7 +396,7 @@ def _act(request: Request, plan_id: str, action: str, form: FormData) -> Respons
         plan = store.get(plan_id)
         if plan is None:
             raise HTTPException(404, f"no saved plan {plan_id!r}")
-        cap = request.app.state.settings.max_plan_bytes
+        cap = settings_of(request.app).max_plan_bytes
         return RedirectResponse(act(store, form, plan, cap), status_code=303)
     except REFUSED as exc:
         return _refused(request, title, exc)
