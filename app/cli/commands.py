@@ -15,10 +15,11 @@ import logging.config
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-if TYPE_CHECKING:
-    from pydantic import BaseModel
+from pydantic import BaseModel
+
+from app import format as fmt
 
 R = TypeVar("R", bound="BaseModel")
 
@@ -36,76 +37,43 @@ def _names(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
 
-# Flags that fill or override one field of the request body: (flag, field path, type, help).
+# Flags that fill or override one field of the request body: (flag, field path, type, help),
+# read off the request models (``schemas.fields``): every field the API takes has its flag.
 Flag = tuple[str, str, Callable[[str], Any], str]
-MODEL: Flag = ("--model", "model", str, "a catalog model id or a config.json path")
-PRICE: Flag = ("--price", "price_usd_per_gpu_hour", float, "USD per GPU-hour")
-TRAINING_FLAGS: tuple[Flag, ...] = (
-    MODEL,
-    ("--accelerator", "accelerator", str, "a catalog accelerator id"),
-    ("--gpus", "num_gpus", int, "GPUs in all (dp fills what tp*pp*cp leave)"),
-    *((f"--{d}", f"layout.{d}", int, "") for d in ("tp", "pp", "dp", "cp", "ep", "vp")),
-    ("--zero", "layout.zero_stage", int, "ZeRO stage, 0-3"),
-    ("--seq-len", "seq_len", int, ""),
-    ("--micro-batch-size", "micro_batch_size", int, ""),
-    ("--global-batch-size", "global_batch_size", int, ""),
-    ("--recompute", "recompute", str, "none, selective or full"),
-    ("--precision", "precision", str, "a preset (bf16, fp8, ...)"),
-    ("--tokens", "tokens", float, "tokens to train on (time and cost to train)"),
-    PRICE,
-)
-INFERENCE_FLAGS: tuple[Flag, ...] = (
-    MODEL,
-    ("--accelerator", "accelerator", str, "a catalog accelerator id"),
-    ("--gpus", "num_gpus", int, "GPUs of the replica (tp*pp)"),
-    *((f"--{d}", f"layout.{d}", int, "") for d in ("tp", "pp", "ep")),
-    ("--precision", "precision", str, "a preset (bf16, fp8-serving, int4-wo, ...)"),
-    ("--input-len", "input_len", int, ""),
-    ("--output-len", "output_len", int, ""),
-    ("--concurrency", "concurrency", int, "sequences decoded together"),
-    ("--ttft-target-s", "ttft_target_s", float, ""),
-    ("--tpot-target-s", "tpot_target_s", float, ""),
-    PRICE,
-)
-PAGING: tuple[Flag, ...] = (
-    ("--page", "page", int, ""),
-    ("--page-size", "page_size", int, "rows per page (default 50)"),
-)
-TRAINING_SWEEP_FLAGS: tuple[Flag, ...] = (
-    MODEL,
-    ("--accelerator", "accelerator", _names, "catalog ids, comma-separated"),
-    ("--gpus", "num_gpus", _ints, "GPU counts, comma-separated"),
-    *((f"--{d}", f"layout.{d}", _ints, "") for d in ("tp", "pp", "cp", "ep", "vp")),
-    ("--zero", "layout.zero_stage", _ints, ""),
-    ("--seq-len", "seq_len", int, ""),
-    ("--micro-batch-size", "micro_batch_size", _ints, ""),
-    ("--global-batch-size", "global_batch_size", int, ""),
-    ("--recompute", "recompute", _names, ""),
-    ("--precision", "precision", _names, "presets, comma-separated"),
-    ("--tokens", "tokens", float, ""),
-    ("--deadline-s", "deadline_s", float, ""),
-    ("--budget-usd", "budget_usd", float, ""),
-    PRICE,
-    ("--objective", "objective", str, "cost or time"),
-    ("--top-k", "top_k", int, "recommendations"),
-    ("--rows", "rows", str, "feasible or evaluated (training); ok or all (--serving)"),
-    ("--sort", "sort", str, ""),
-    *PAGING,
-)
-SERVING_SWEEP_FLAGS: tuple[Flag, ...] = (
-    MODEL,
-    ("--accelerator", "accelerator", _names, "catalog ids, comma-separated"),
-    *((f"--{d}", f"layout.{d}", _ints, "") for d in ("tp", "pp")),
-    ("--precision", "precision", _names, "presets, comma-separated"),
-    ("--input-len", "input_len", int, ""),
-    ("--output-len", "output_len", int, ""),
-    ("--ttft-target-s", "ttft_target_s", float, ""),
-    ("--tpot-target-s", "tpot_target_s", float, ""),
-    ("--output-tokens-per-s", "output_tokens_per_s", float, "fleet traffic to size replicas for"),
-    PRICE,
-    ("--rows", "rows", str, "feasible or evaluated (training); ok or all (--serving)"),
-    *PAGING,
-)
+
+
+def _bool(text: str) -> bool:
+    if text.lower() in ("1", "true", "yes", "on"):
+        return True
+    if text.lower() in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"{text!r}: true or false")
+
+
+def flags_of(model: type[BaseModel]) -> tuple[Flag, ...]:
+    """A flag for each field of ``model`` (nested mappings such as ``prices`` come in the
+    request file only)."""
+    from app.schemas.fields import leaves
+
+    parsers: dict[str, Callable[[str], Any]] = {
+        "int": int,
+        "intselect": int,
+        "float": float,
+        "ints": _ints,
+        "multi": _names,
+        "bool": _bool,
+    }
+    out = []
+    for leaf in leaves(model):
+        if leaf.kind == "object":
+            continue
+        parse = parsers.get(leaf.kind, str)
+        literal = {str(v): v for v in leaf.values}
+        if leaf.kind == "select" and any(not isinstance(v, str) for v in literal.values()):
+            parse = literal.__getitem__  # a choice of True, say: the value, not its name
+        text = "a catalog model id or a config.json path" if leaf.path == "model" else leaf.help
+        out.append((leaf.flag, leaf.path, parse, text))
+    return tuple(out)
 
 
 def _request_parser(
@@ -143,26 +111,30 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser(
         "migrate", help="bring the plan store (DATABASE_URL) to the latest schema revision"
     )
+    from app.schemas.inference import InferenceRequest
+    from app.schemas.sweep import ServingSweepRequest, TrainingSweepRequest
+    from app.schemas.training import TrainingRequest
+
     estimate_csv = "print the answer as key,value rows"
     _request_parser(
         sub,
         "train",
         "a training plan's memory, step time, throughput and cost",
-        TRAINING_FLAGS,
+        flags_of(TrainingRequest),
         estimate_csv,
     )
     _request_parser(
         sub,
         "infer",
         "a serving replica's memory, TTFT/TPOT, throughput and cost",
-        INFERENCE_FLAGS,
+        flags_of(InferenceRequest),
         estimate_csv,
     )
     sweep = _request_parser(
         sub,
         "sweep",
         "every training layout (or, with --serving, serving replica) of a space",
-        TRAINING_SWEEP_FLAGS + SERVING_SWEEP_FLAGS,
+        flags_of(TrainingSweepRequest) + flags_of(ServingSweepRequest),
         "print every listed row as CSV",
     )
     sweep.add_argument("--serving", action="store_true", help="a serving sweep")
@@ -412,7 +384,7 @@ def _train(args: argparse.Namespace) -> int:
     from app.resolve import run_training
     from app.schemas.training import TrainingRequest
 
-    req = _request(args.plan, TrainingRequest, _flags(args, TRAINING_FLAGS))
+    req = _request(args.plan, TrainingRequest, _flags(args, flags_of(TrainingRequest)))
     return _print(args, training_out(*run_training(req)), training_text)
 
 
@@ -423,7 +395,7 @@ def _infer(args: argparse.Namespace) -> int:
     from app.resolve import run_inference
     from app.schemas.inference import InferenceRequest
 
-    req = _request(args.plan, InferenceRequest, _flags(args, INFERENCE_FLAGS))
+    req = _request(args.plan, InferenceRequest, _flags(args, flags_of(InferenceRequest)))
     return _print(args, inference_out(req, *run_inference(req)), serving_text)
 
 
@@ -449,7 +421,9 @@ def _sweep(args: argparse.Namespace) -> int:
 
     if args.serving:
         serving = _request(
-            args.plan, ServingSweepRequest, _flags(args, SERVING_SWEEP_FLAGS, TRAINING_SWEEP_FLAGS)
+            args.plan,
+            ServingSweepRequest,
+            _flags(args, flags_of(ServingSweepRequest), flags_of(TrainingSweepRequest)),
         )
         served = run_serving_sweep(serving)
         if args.csv:
@@ -459,7 +433,9 @@ def _sweep(args: argparse.Namespace) -> int:
         out = serving_sweep_out(served, serving).model_dump(mode="json")
         return _print(args, out, serving_sweep_text)
     req = _request(
-        args.plan, TrainingSweepRequest, _flags(args, TRAINING_SWEEP_FLAGS, SERVING_SWEEP_FLAGS)
+        args.plan,
+        TrainingSweepRequest,
+        _flags(args, flags_of(TrainingSweepRequest), flags_of(ServingSweepRequest)),
     )
     result = run_training_sweep(req)
     if args.csv:
@@ -521,13 +497,14 @@ def _comms(args: argparse.Namespace) -> int:
         return 0
     print(f"{out['world']} GPUs, {out['microbatches']} micro-batches per step")
     for e in out["events"]:
+        sent = fmt.gib(e["sent_bytes_per_iteration"], 2, unit=False)
         print(
             f"{e['dimension']:>5} {e['collective']:<14} {e['message_bytes'] / 2**20:9.1f} MiB "
             f"x {e['calls_per_iteration']:>7,.0f} over {e['group_size']:>4} GPUs "
-            f"({e['nodes_per_group']} node(s)): {e['sent_bytes_per_iteration'] / 2**30:8.2f} GiB "
+            f"({e['nodes_per_group']} node(s)): {sent:>8} GiB "
             f"sent, {e['time_per_iteration_s']:.3f} s; {e['overlap']}"
         )
-    print(f"total sent per GPU per step: {out['sent_bytes_per_gpu'] / 2**30:.2f} GiB")
+    print(f"total sent per GPU per step: {fmt.gib(out['sent_bytes_per_gpu'], 2)}")
     return 0
 
 
@@ -550,7 +527,7 @@ def _layers(args: argparse.Namespace) -> int:
                 f"  {m.name:<34} {m.split:<10} {shape:>15} -> {shard:<15} "
                 f"{m.params_per_gpu:>14,.0f} params"
             )
-    print(f"most-loaded GPU total: {table.memory.total_bytes / 2**30:.2f} GiB")
+    print(f"most-loaded GPU total: {fmt.gib(table.memory.total_bytes, 2)}")
     return 0
 
 
@@ -613,8 +590,8 @@ def _timeline(args: argparse.Namespace) -> int:
     peak = timeline.peak
     for point in timeline.points:
         mark = "  <- peak" if point is peak else ""
-        print(f"{point.label:<48} {point.total_bytes / 2**30:9.2f} GiB{mark}")
-    print(f"capacity {timeline.capacity_bytes / 2**30:.2f} GiB; " + " ".join(timeline.notes))
+        print(f"{point.label:<48} {fmt.gib(point.total_bytes, 2, unit=False):>9} GiB{mark}")
+    print(f"capacity {fmt.gib(timeline.capacity_bytes, 2)}; " + " ".join(timeline.notes))
     return 0
 
 

@@ -12,6 +12,9 @@ import io
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from app import format as fmt
+from estimator.spec.accelerator import GIB
+
 __all__ = [
     "flat_csv",
     "model_text",
@@ -21,23 +24,21 @@ __all__ = [
     "training_text",
 ]
 
-GIB = 2**30
-
 
 def _gib(n: float | None) -> str:
-    return "-" if n is None else f"{n / GIB:,.2f}"
+    return fmt.gib(n, 2, unit=False, missing="-")
 
 
 def _ms(s: float | None) -> str:
-    return "-" if s is None else f"{s * 1e3:,.2f}"
+    return fmt.ms(s, missing="-")
 
 
 def _usd(x: float | None) -> str:
-    return "-" if x is None else f"${x:,.2f}"
+    return fmt.dollars(x, missing="-")
 
 
 def _num(x: float | None) -> str:
-    return "-" if x is None else f"{x:,.0f}"
+    return fmt.num(x, missing="-")
 
 
 def _price(cost: Mapping[str, Any]) -> str:

@@ -17,6 +17,14 @@ from app.schemas.common import (
     TokenCount,
     terms_model,
 )
+from app.schemas.fields import form
+from app.schemas.training import (
+    ACCELERATOR_FORM,
+    LAYOUT_EP,
+    LAYOUT_PP,
+    LAYOUT_TP,
+    MODEL_FORM,
+)
 from estimator.terms import INFERENCE_MEMORY, LATENCY
 
 __all__ = [
@@ -28,34 +36,55 @@ __all__ = [
 
 Concurrency = Annotated[int, Field(ge=1, le=2**20)]
 LatencyTarget = Annotated[float, Field(gt=0, le=1e4)]
+OutputLen = Annotated[int, Field(ge=0, le=2**24)]
+PROMPT = form("Prompt tokens", "Workload", "1024")
+OUTPUT = form("Output tokens", "Workload", "256")
 
 
 class InferenceLayout(Request):
     """One replica: ``tp x pp`` GPUs; MoE experts over ``ep`` of the TP ranks."""
 
-    tp: LayoutSize = 1
-    pp: LayoutSize = 1
-    ep: LayoutSize = 1
+    tp: LayoutSize = Field(1, description="Tensor parallel", json_schema_extra=LAYOUT_TP)
+    pp: LayoutSize = Field(1, description="Pipeline stages", json_schema_extra=LAYOUT_PP)
+    ep: LayoutSize = Field(1, description="Expert parallel", json_schema_extra=LAYOUT_EP)
 
 
 class InferenceRequest(Request):
     """A serving plan for one replica. Only ``model`` is required."""
 
-    model: ModelRef
-    accelerator: str = Field("h100-sxm-80gb", max_length=128)
-    num_gpus: GpuCount | None = Field(None, description="Must equal tp x pp when given")
+    model: ModelRef = Field(json_schema_extra=MODEL_FORM)
+    accelerator: str = Field("h100-sxm-80gb", max_length=128, json_schema_extra=ACCELERATOR_FORM)
+    num_gpus: GpuCount | None = Field(
+        None,
+        description="Must equal tp x pp when given",
+        json_schema_extra=form("GPUs", flag="--gpus"),
+    )
     gpus_per_node: Annotated[int, Field(ge=1, le=1024)] | None = None
     layout: InferenceLayout = Field(default_factory=lambda: InferenceLayout())
-    precision: PrecisionRef = "bf16"
-    input_len: TokenCount = 1024
-    output_len: Annotated[int, Field(ge=0, le=2**24)] = 256
-    concurrency: Concurrency = Field(1, description="Sequences decoded together")
+    precision: PrecisionRef = Field(
+        "bf16",
+        description="A preset or data types by role",
+        json_schema_extra=form("Precision", "Layout", choices="presets"),
+    )
+    input_len: TokenCount = Field(1024, description="Prompt tokens", json_schema_extra=PROMPT)
+    output_len: OutputLen = Field(256, description="Output tokens", json_schema_extra=OUTPUT)
+    concurrency: Concurrency = Field(
+        1,
+        description="Sequences decoded together",
+        json_schema_extra=form("Concurrency", "Workload", "1"),
+    )
     prefill_chunk: TokenCount | None = Field(None, description="Chunked prefill; default whole")
     max_batch_size: Concurrency = Field(2048, description="Largest concurrency the curve tries")
-    ttft_target_s: LatencyTarget | None = None
-    tpot_target_s: LatencyTarget | None = None
+    ttft_target_s: LatencyTarget | None = Field(
+        None, json_schema_extra=form("TTFT target (s)", "Targets", "none")
+    )
+    tpot_target_s: LatencyTarget | None = Field(
+        None, json_schema_extra=form("TPOT target (s)", "Targets", "none")
+    )
     price_usd_per_gpu_hour: Price | None = Field(
-        None, description="Default: the catalog's dated on-demand price, where it has one"
+        None,
+        description="Default: the catalog's dated on-demand price, where it has one",
+        json_schema_extra=form("Price $/GPU-hour", "Targets", "catalog", flag="--price"),
     )
 
     model_config = Request.model_config | {

@@ -12,7 +12,17 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field
 
 from app.schemas.common import GpuCount, LayoutSize, ModelRef, Price, Request, TokenCount
-from app.schemas.training import GlobalBatch, MicroBatch, Optimizer, Recompute, Tokens, ZeroStage
+from app.schemas.fields import form
+from app.schemas.inference import OUTPUT, PROMPT, OutputLen
+from app.schemas.training import (
+    MODEL_FORM,
+    GlobalBatch,
+    MicroBatch,
+    Optimizer,
+    Recompute,
+    Tokens,
+    ZeroStage,
+)
 
 __all__ = [
     "Recommendation",
@@ -36,6 +46,9 @@ MicroBatches = MicroBatch | Annotated[list[MicroBatch], Field(min_length=1, max_
 Recomputes = Recompute | Annotated[list[Recompute], Field(min_length=1, max_length=3)]
 Page = Annotated[int, Field(ge=1, le=1_000_000)]
 PageSize = Annotated[int, Field(ge=1, le=1000)]
+ACCELERATORS = form("Accelerators", "Space", choices="accelerators")
+PRICE_FORM = form("Price $/GPU-hour", "Workload", "catalog", flag="--price")
+PAGE_FORM = form("Page", "Workload", "1")
 
 
 class SweepLayout(Request):
@@ -43,52 +56,88 @@ class SweepLayout(Request):
     leaves; sequence parallelism is on whenever tp > 1; ZeRO-1 stands for Megatron's
     distributed optimizer too."""
 
-    tp: Sizes | None = None
-    pp: Sizes | None = None
-    dp: GpuCounts | None = None
+    tp: Sizes | None = Field(None, json_schema_extra=form("TP", "Space", "1,2,4,8"))
+    pp: Sizes | None = Field(None, json_schema_extra=form("PP", "Space", "1,2,4,8,16"))
+    dp: GpuCounts | None = Field(None, json_schema_extra=form("DP", "Space", "any"))
     cp: Sizes | None = None
-    ep: Sizes | None = Field(None, description="Default: 1, or powers of two for MoE models")
+    ep: Sizes | None = Field(
+        None,
+        description="Default: 1, or powers of two for MoE models",
+        json_schema_extra=form("EP", "Space", "auto"),
+    )
     vp: Sizes | None = None
     sequence_parallel: Literal[True] | None = None
-    zero_stage: Zeros | None = None
+    zero_stage: Zeros | None = Field(
+        None, json_schema_extra=form("ZeRO", "Space", "0,1,2,3", kind="ints", flag="--zero")
+    )
     distributed_optimizer: bool = False
 
 
 class TrainingSweepRequest(Request):
-    model: ModelRef
-    accelerator: NameList | None = Field(None, description="Default: ten data-centre GPUs")
-    num_gpus: GpuCounts | None = Field(None, description="Default: 8, 16, ... 1024")
+    model: ModelRef = Field(json_schema_extra=MODEL_FORM)
+    accelerator: NameList | None = Field(
+        None, description="Default: ten data-centre GPUs", json_schema_extra=ACCELERATORS
+    )
+    num_gpus: GpuCounts | None = Field(
+        None,
+        description="Default: 8, 16, ... 1024",
+        json_schema_extra=form("GPU counts", "Space", "8,16,…,1024", flag="--gpus"),
+    )
     gpus_per_node: Annotated[int, Field(ge=1, le=1024)] | None = Field(
         None, description="TP stays inside a node; default the accelerator's NVLink domain"
     )
     layout: SweepLayout = Field(default_factory=lambda: SweepLayout())
-    seq_len: TokenCount = 4096
-    micro_batch_size: MicroBatches | None = None
-    global_batch_size: GlobalBatch = 1024
-    recompute: Recomputes | None = None
-    precision: NameList | None = Field(None, description="Preset names; default bf16")
+    seq_len: TokenCount = Field(
+        4096,
+        description="Tokens a sequence",
+        json_schema_extra=form("Sequence length", "Workload", "4096"),
+    )
+    micro_batch_size: MicroBatches | None = Field(
+        None, json_schema_extra=form("Micro-batch", "Space", "1,2,4,8")
+    )
+    global_batch_size: GlobalBatch = Field(
+        1024, json_schema_extra=form("Global batch", "Workload", "1024")
+    )
+    recompute: Recomputes | None = Field(
+        None, description="Default: all three", json_schema_extra=form("Recompute", "Space")
+    )
+    precision: NameList | None = Field(
+        None,
+        description="Preset names; default bf16",
+        json_schema_extra=form("Precision", "Space", kind="select", choices="presets"),
+    )
     optimizer: Optimizer = "adamw"
     flash_attention: bool = True
-    tokens: Tokens | None = None
-    deadline_s: Annotated[float, Field(gt=0, le=1e10)] | None = Field(
-        None, description="Feasible only if training the tokens takes at most this long"
+    tokens: Tokens | None = Field(
+        None, json_schema_extra=form("Tokens to train", "Workload", "e.g. 2e12")
     )
-    budget_usd: Annotated[float, Field(gt=0, le=1e12)] | None = None
-    price_usd_per_gpu_hour: Price | None = Field(None, description="One price for every GPU")
+    deadline_s: Annotated[float, Field(gt=0, le=1e10)] | None = Field(
+        None,
+        description="Feasible only if training the tokens takes at most this long",
+        json_schema_extra=form("Deadline (s)", "Workload", "none"),
+    )
+    budget_usd: Annotated[float, Field(gt=0, le=1e12)] | None = Field(
+        None, json_schema_extra=form("Budget ($)", "Workload", "none")
+    )
+    price_usd_per_gpu_hour: Price | None = Field(
+        None, description="One price for every GPU", json_schema_extra=PRICE_FORM
+    )
     prices: dict[Names, Price] | None = Field(
         None, description="USD per GPU-hour by accelerator id, over the catalog's defaults"
     )
     objective: Literal["cost", "time"] | None = Field(
-        None, description="Ranks recommendations; default cost when a price is known"
+        None,
+        description="Ranks recommendations; default cost when a price is known",
+        json_schema_extra=form("Rank by", "Workload"),
     )
     top_k: Annotated[int, Field(ge=1, le=50)] = 5
     rows: Literal["feasible", "evaluated"] = Field(
         "feasible", description="Which layouts the page (and the CSV) lists"
     )
     sort: Literal["objective", "tokens_per_s", "usd_per_1m_tokens", "memory_bytes", "num_gpus"] = (
-        "objective"
+        Field("objective", json_schema_extra=form("Sort table by", "Workload"))
     )
-    page: Page = 1
+    page: Page = Field(1, json_schema_extra=PAGE_FORM)
     page_size: PageSize = 50
 
     model_config = Request.model_config | {
@@ -188,26 +237,42 @@ class TrainingSweepOut(BaseModel):
 
 
 class ServingSweepLayout(Request):
-    tp: Sizes | None = Field(None, description="Default 1, 2, 4, 8")
-    pp: Sizes | None = Field(None, description="Default 1, 2, 4")
+    tp: Sizes | None = Field(
+        None, description="Default 1, 2, 4, 8", json_schema_extra=form("TP", "Space", "1,2,4,8")
+    )
+    pp: Sizes | None = Field(
+        None, description="Default 1, 2, 4", json_schema_extra=form("PP", "Space", "1,2,4")
+    )
 
 
 class ServingSweepRequest(Request):
-    model: ModelRef
-    accelerator: NameList | None = Field(None, description="Default: ten data-centre GPUs")
-    layout: ServingSweepLayout = Field(default_factory=lambda: ServingSweepLayout())
-    precision: NameList | None = Field(None, description="Default: bf16 and fp8-serving")
-    input_len: TokenCount = 1024
-    output_len: Annotated[int, Field(ge=0, le=2**24)] = 256
-    ttft_target_s: Annotated[float, Field(gt=0, le=1e4)] | None = None
-    tpot_target_s: Annotated[float, Field(gt=0, le=1e4)] | None = None
-    output_tokens_per_s: Annotated[float, Field(gt=0, le=1e12)] | None = Field(
-        None, description="Fleet traffic to carry: sizes the replica count"
+    model: ModelRef = Field(json_schema_extra=MODEL_FORM)
+    accelerator: NameList | None = Field(
+        None, description="Default: ten data-centre GPUs", json_schema_extra=ACCELERATORS
     )
-    price_usd_per_gpu_hour: Price | None = None
+    layout: ServingSweepLayout = Field(default_factory=lambda: ServingSweepLayout())
+    precision: NameList | None = Field(
+        None,
+        description="Default: bf16 and fp8-serving",
+        json_schema_extra=form("Precisions", "Space", choices="presets"),
+    )
+    input_len: TokenCount = Field(1024, description="Prompt tokens", json_schema_extra=PROMPT)
+    output_len: OutputLen = Field(256, description="Output tokens", json_schema_extra=OUTPUT)
+    ttft_target_s: Annotated[float, Field(gt=0, le=1e4)] | None = Field(
+        None, json_schema_extra=form("TTFT target (s)", "Workload", "none")
+    )
+    tpot_target_s: Annotated[float, Field(gt=0, le=1e4)] | None = Field(
+        None, json_schema_extra=form("TPOT target (s)", "Workload", "none")
+    )
+    output_tokens_per_s: Annotated[float, Field(gt=0, le=1e12)] | None = Field(
+        None,
+        description="Fleet traffic to carry: sizes the replica count",
+        json_schema_extra=form("Fleet output tokens/s", "Workload", "one replica"),
+    )
+    price_usd_per_gpu_hour: Price | None = Field(None, json_schema_extra=PRICE_FORM)
     prices: dict[Names, Price] | None = None
     rows: Literal["ok", "all"] = "ok"
-    page: Page = 1
+    page: Page = Field(1, json_schema_extra=PAGE_FORM)
     page_size: PageSize = 50
 
 

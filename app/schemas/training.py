@@ -18,6 +18,7 @@ from app.schemas.common import (
     TokenCount,
     terms_model,
 )
+from app.schemas.fields import form
 from estimator.terms import STEP, TRAINING_MEMORY
 
 __all__ = [
@@ -41,23 +42,38 @@ ZeroStage = Literal[0, 1, 2, 3]
 MicroBatch = Annotated[int, Field(ge=1, le=65536)]
 GlobalBatch = Annotated[int, Field(ge=1, le=2**24)]
 Tokens = Annotated[float, Field(gt=0, le=1e17, description="Tokens to train on")]
+# Page and CLI hints shared by the training and serving requests (``schemas.fields``).
+MODEL_FORM = form("Model", choices="models")
+ACCELERATOR_FORM = form("Accelerator", choices="accelerators")
+LAYOUT_TP = form("TP", "Layout", "1")
+LAYOUT_PP = form("PP", "Layout", "1")
+LAYOUT_CP = form("CP", "Layout", "1")
+LAYOUT_EP = form("EP", "Layout", "1")
 
 
 class TrainingLayout(Request):
     """A Megatron-style layout: ``tp x pp x dp x cp`` GPUs, experts over ``ep x etp``."""
 
-    tp: LayoutSize = 1
-    pp: LayoutSize = 1
+    tp: LayoutSize = Field(1, description="Tensor parallel", json_schema_extra=LAYOUT_TP)
+    pp: LayoutSize = Field(1, description="Pipeline stages", json_schema_extra=LAYOUT_PP)
     dp: GpuCount | None = Field(
-        None, description="Default: num_gpus / (tp pp cp), or 1 without num_gpus"
+        None,
+        description="Default: num_gpus / (tp pp cp), or 1 without num_gpus",
+        json_schema_extra=form("DP", "Layout", "from GPUs"),
     )
-    cp: LayoutSize = 1
-    ep: LayoutSize = 1
+    cp: LayoutSize = Field(1, description="Context parallel", json_schema_extra=LAYOUT_CP)
+    ep: LayoutSize = Field(1, description="Expert parallel", json_schema_extra=LAYOUT_EP)
     etp: LayoutSize | None = Field(None, description="Expert TP; default tp")
-    vp: LayoutSize = Field(1, description="Virtual pipeline stages (interleaved 1F1B)")
+    vp: LayoutSize = Field(
+        1,
+        description="Virtual pipeline stages (interleaved 1F1B)",
+        json_schema_extra=form("Virtual stages", "Layout", "1"),
+    )
     sequence_parallel: bool | None = Field(None, description="Default: on when tp > 1")
     zero_stage: ZeroStage = Field(
-        1, description="ZeRO stage (1: optimizer states, 2: + gradients, 3: + weights = FSDP)"
+        1,
+        description="ZeRO stage (1: optimizer states, 2: + gradients, 3: + weights = FSDP)",
+        json_schema_extra=form("ZeRO stage", "Layout", flag="--zero"),
     )
     distributed_optimizer: bool = Field(False, description="Megatron's; shards like ZeRO-1")
 
@@ -65,20 +81,40 @@ class TrainingLayout(Request):
 class TrainingRequest(Request):
     """A training plan. Only ``model`` is required; every default is listed here."""
 
-    model: ModelRef
-    accelerator: str = Field("h100-sxm-80gb", max_length=128)
+    model: ModelRef = Field(json_schema_extra=MODEL_FORM)
+    accelerator: str = Field("h100-sxm-80gb", max_length=128, json_schema_extra=ACCELERATOR_FORM)
     num_gpus: GpuCount | None = Field(
-        None, description="Must equal tp pp dp cp when dp is given; else sets dp"
+        None,
+        description="Must equal tp pp dp cp when dp is given; else sets dp",
+        json_schema_extra=form("GPUs", placeholder="tp·pp·dp·cp", flag="--gpus"),
     )
     gpus_per_node: Annotated[int, Field(ge=1, le=1024)] | None = Field(
         None, description="GPUs per NVLink domain; default the accelerator's"
     )
     layout: TrainingLayout = Field(default_factory=lambda: TrainingLayout())
-    seq_len: TokenCount = 4096
-    micro_batch_size: MicroBatch = 1
-    global_batch_size: GlobalBatch | None = Field(None, description="Default micro_batch x dp")
-    recompute: Recompute = "none"
-    precision: PrecisionRef = "bf16"
+    seq_len: TokenCount = Field(
+        4096,
+        description="Tokens a sequence",
+        json_schema_extra=form("Sequence length", "Batch", "4096"),
+    )
+    micro_batch_size: MicroBatch = Field(
+        1,
+        description="Sequences a micro-batch",
+        json_schema_extra=form("Micro-batch", "Batch", "1"),
+    )
+    global_batch_size: GlobalBatch | None = Field(
+        None,
+        description="Default micro_batch x dp",
+        json_schema_extra=form("Global batch", "Batch", "micro × dp"),
+    )
+    recompute: Recompute = Field(
+        "none", description="Activation recomputation", json_schema_extra=form("Recompute", "Batch")
+    )
+    precision: PrecisionRef = Field(
+        "bf16",
+        description="A preset or data types by role",
+        json_schema_extra=form("Precision", "Batch", choices="presets"),
+    )
     optimizer: Optimizer = "adamw"
     flash_attention: bool = True
     attention_kernel: AttentionKernel = Field(
@@ -86,9 +122,13 @@ class TrainingRequest(Request):
     )
     activation_convention: Literal["megatron", "hf"] = "megatron"
     tp_comm_overlap: bool = False
-    tokens: Tokens | None = None
+    tokens: Tokens | None = Field(
+        None, json_schema_extra=form("Tokens to train", "Cost", "e.g. 2e12")
+    )
     price_usd_per_gpu_hour: Price | None = Field(
-        None, description="Default: the catalog's dated on-demand price, where it has one"
+        None,
+        description="Default: the catalog's dated on-demand price, where it has one",
+        json_schema_extra=form("Price $/GPU-hour", "Cost", "catalog", flag="--price"),
     )
     measured_step_s: Annotated[float, Field(ge=1e-6, le=1e6)] | None = Field(
         None, description="Your measured step time: calibrates the plan"

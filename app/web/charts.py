@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from estimator import terms
+from estimator.spec.accelerator import GIB
 
 __all__ = [
     "COLORS",
@@ -35,7 +36,6 @@ __all__ = [
     "training_time_figure",
 ]
 
-GIB = 2**30
 Figure = dict[str, Any]
 
 # One color per term across every chart (colour-blind-safe Okabe-Ito order, then greys).

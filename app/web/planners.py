@@ -20,6 +20,7 @@ from fastapi.templating import Jinja2Templates
 from pydantic import BaseModel, ValidationError
 from starlette.datastructures import QueryParams
 
+from app import format as fmt
 from app.answers import (
     catalog_accelerators,
     catalog_models,
@@ -60,368 +61,32 @@ from app.service.guards import parse_json
 from app.settings import current
 from app.store import catalog as team
 from app.web import charts
-from estimator import PRESETS, accelerator_ids, model_ids
+from app.web.forms import (
+    SERVING_INPUTS,
+    SERVING_SWEEP_INPUTS,
+    SWEEP_INPUTS,
+    TRAINING_INPUTS,
+    Input,
+    pickers,
+    request_body,
+)
+from estimator import model_ids
 from estimator.errors import SpecError, UnknownIdError
 
-__all__ = [
-    "SERVING_INPUTS",
-    "SERVING_SWEEP_INPUTS",
-    "SWEEP_INPUTS",
-    "TRAINING_INPUTS",
-    "Input",
-    "page_query",
-    "pickers",
-    "request_body",
-    "router",
-    "templates",
-]
+__all__ = ["page_query", "router", "templates"]
 
 ROOT = Path(__file__).resolve().parents[2]
 templates = Jinja2Templates(directory=ROOT / "templates")
 router = APIRouter(include_in_schema=False, dependencies=[Depends(bind_team)])
 
-GIB = 2**30
-
-
-# --- formatting filters (display only) -------------------------------------------------------
-
-
-def _gib(value: float | None) -> str:
-    return "—" if value is None else f"{value / GIB:,.1f} GiB"
-
-
-def _seconds(value: float | None) -> str:
-    if value is None:
-        return "—"
-    if value < 1:
-        return f"{value * 1e3:,.1f} ms"
-    if value < 3600 * 2:
-        return f"{value:,.2f} s"
-    if value < 86400 * 3:
-        return f"{value / 3600:,.1f} h"
-    return f"{value / 86400:,.1f} days"
-
-
-def _usd(value: float | None) -> str:
-    if value is None:
-        return "—"
-    return (
-        f"${value:,.4f}" if value < 1 else f"${value:,.0f}" if value >= 1000 else f"${value:,.2f}"
-    )
-
-
-def _pct(value: float | None) -> str:
-    return "—" if value is None else f"{value * 100:.1f}%"
-
-
-def _num(value: float | None, digits: int = 0) -> str:
-    return "—" if value is None else f"{value:,.{digits}f}"
-
-
-def _count(value: float | None) -> str:
-    """Large counts in words: 70.55 B parameters, 2.0 T tokens."""
-    if value is None:
-        return "—"
-    for scale, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= scale:
-            return f"{value / scale:,.2f} {unit}"
-    return f"{value:,.0f}"
-
-
 templates.env.filters.update(
-    gib=_gib,
-    seconds=_seconds,
-    usd=_usd,
-    pct=_pct,
-    num=_num,
-    count=_count,
+    gib=fmt.gib,
+    seconds=fmt.seconds,
+    usd=fmt.usd,
+    pct=fmt.pct,
+    num=fmt.num,
+    count=fmt.count,
     figure_json=charts.figure_json,
-)
-
-
-# --- forms ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Input:
-    """One form input: its query name, where it goes in the API request, how it is read."""
-
-    name: str
-    label: str
-    path: str  # dotted path in the request body
-    # int, float, text, select, intselect (a select of whole numbers), bool, textarea,
-    # ints (a comma-separated list), multi (checkboxes)
-    kind: str = "int"
-    choices: Sequence[str] = ()
-    placeholder: str = ""
-    help: str = ""
-    group: str = "Plan"
-    default: str = ""  # shown selected when the query leaves the input out
-    blank: str = "default"  # what an empty choice of a select says
-    team: frozenset[str] = frozenset()  # choices from the team catalog, marked as such
-
-
-def _read(spec: Input, raw: str) -> Any:
-    if spec.kind in ("int", "intselect"):
-        try:
-            return int(raw)
-        except ValueError:
-            raise SpecError(spec.path, "must be a whole number", raw) from None
-    if spec.kind == "float":
-        try:
-            return float(raw)
-        except ValueError:
-            raise SpecError(spec.path, "must be a number", raw) from None
-    if spec.kind == "bool":
-        return raw in ("1", "true", "on", "yes")
-    if spec.kind == "ints":  # "64, 128" -> [64, 128]; one value stays a value
-        try:
-            values = [int(v) for v in raw.replace(" ", "").split(",") if v]
-        except ValueError:
-            raise SpecError(spec.path, "must be whole numbers separated by commas", raw) from None
-        return values[0] if len(values) == 1 else values
-    if spec.kind == "multi":  # checkboxes, joined with commas by the page
-        return [v for v in raw.split(",") if v]
-    return raw
-
-
-def request_body(inputs: Sequence[Input], query: Mapping[str, str]) -> dict[str, Any]:
-    """The API request body the query describes: empty inputs take the API's defaults; a pasted
-    config replaces the model id."""
-    body: dict[str, Any] = {}
-    for spec in inputs:
-        raw = query.get(spec.name, "").strip()
-        if raw == "" or spec.kind == "textarea":
-            continue
-        node = body
-        *parents, leaf = spec.path.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = _read(spec, raw)
-    pasted = query.get("config", "").strip()
-    if pasted:
-        config = parse_json(pasted, "config", current().max_json_depth)
-        if not isinstance(config, dict):
-            raise SpecError("config", "must be a JSON object (a config.json)")
-        body["model"] = config
-    return body
-
-
-MODELS = tuple(model_ids())
-ACCELERATORS = tuple(accelerator_ids())
-
-
-def pickers(inputs: Sequence[Input]) -> tuple[Input, ...]:
-    """The inputs as a page shows them: the model and accelerator pickers (``model``,
-    ``a.model``, ...) list the team catalog's entries after the public ones."""
-    catalog = team.current()
-    added = {"model": tuple(catalog.models), "accelerator": tuple(catalog.accelerators)}
-    out = []
-    for spec in inputs:
-        extra = added.get(spec.name.rpartition(".")[2], ())
-        if extra and spec.kind in ("select", "multi"):
-            spec = replace(spec, choices=(*spec.choices, *extra), team=frozenset(extra))
-        out.append(spec)
-    return tuple(out)
-
-
-BOOL_CHOICES = ("", "true", "false")
-
-COMMON = (
-    Input("model", "Model", "model", "select", MODELS, default="llama-3-70b"),
-    Input(
-        "accelerator", "Accelerator", "accelerator", "select", ACCELERATORS, default="h100-sxm-80gb"
-    ),
-    Input("config", "…or paste a config.json", "model", "textarea", help="Overrides the model"),
-)
-TRAINING_INPUTS = (
-    *COMMON,
-    Input("num_gpus", "GPUs", "num_gpus", placeholder="tp·pp·dp·cp"),
-    Input("tp", "TP", "layout.tp", placeholder="1", group="Layout"),
-    Input("pp", "PP", "layout.pp", placeholder="1", group="Layout"),
-    Input("dp", "DP", "layout.dp", placeholder="from GPUs", group="Layout"),
-    Input("cp", "CP", "layout.cp", placeholder="1", group="Layout"),
-    Input("ep", "EP", "layout.ep", placeholder="1", group="Layout"),
-    Input("vp", "Virtual stages", "layout.vp", placeholder="1", group="Layout"),
-    Input(
-        "zero_stage",
-        "ZeRO stage",
-        "layout.zero_stage",
-        "intselect",
-        ("", "0", "1", "2", "3"),
-        group="Layout",
-    ),
-    Input("seq_len", "Sequence length", "seq_len", placeholder="4096", group="Batch"),
-    Input("micro_batch_size", "Micro-batch", "micro_batch_size", placeholder="1", group="Batch"),
-    Input(
-        "global_batch_size",
-        "Global batch",
-        "global_batch_size",
-        placeholder="micro × dp",
-        group="Batch",
-    ),
-    Input(
-        "recompute",
-        "Recompute",
-        "recompute",
-        "select",
-        ("", "none", "selective", "full"),
-        group="Batch",
-    ),
-    Input("precision", "Precision", "precision", "select", ("", *PRESETS), group="Batch"),
-    Input("tokens", "Tokens to train", "tokens", "float", placeholder="e.g. 2e12", group="Cost"),
-    Input(
-        "price_usd_per_gpu_hour",
-        "Price $/GPU-hour",
-        "price_usd_per_gpu_hour",
-        "float",
-        placeholder="catalog",
-        group="Cost",
-    ),
-)
-SERVING_INPUTS = (
-    *COMMON,
-    Input("tp", "TP", "layout.tp", placeholder="1", group="Layout"),
-    Input("pp", "PP", "layout.pp", placeholder="1", group="Layout"),
-    Input("ep", "EP", "layout.ep", placeholder="1", group="Layout"),
-    Input("precision", "Precision", "precision", "select", ("", *PRESETS), group="Layout"),
-    Input("input_len", "Prompt tokens", "input_len", placeholder="1024", group="Workload"),
-    Input("output_len", "Output tokens", "output_len", placeholder="256", group="Workload"),
-    Input("concurrency", "Concurrency", "concurrency", placeholder="1", group="Workload"),
-    Input(
-        "ttft_target_s",
-        "TTFT target (s)",
-        "ttft_target_s",
-        "float",
-        placeholder="none",
-        group="Targets",
-    ),
-    Input(
-        "tpot_target_s",
-        "TPOT target (s)",
-        "tpot_target_s",
-        "float",
-        placeholder="none",
-        group="Targets",
-    ),
-    Input(
-        "price_usd_per_gpu_hour",
-        "Price $/GPU-hour",
-        "price_usd_per_gpu_hour",
-        "float",
-        placeholder="catalog",
-        group="Targets",
-    ),
-)
-
-
-# Sweeps take the model and the pasted config, and a choice of several accelerators.
-SWEEP_COMMON = (
-    *COMMON[::2],
-    Input(
-        "accelerator",
-        "Accelerators",
-        "accelerator",
-        "multi",
-        ACCELERATORS,
-        help="None ticked: ten data-centre GPUs",
-        group="Space",
-    ),
-)
-SWEEP_INPUTS = (
-    *SWEEP_COMMON,
-    Input("num_gpus", "GPU counts", "num_gpus", "ints", placeholder="8,16,…,1024", group="Space"),
-    Input("tp", "TP", "layout.tp", "ints", placeholder="1,2,4,8", group="Space"),
-    Input("pp", "PP", "layout.pp", "ints", placeholder="1,2,4,8,16", group="Space"),
-    Input("dp", "DP", "layout.dp", "ints", placeholder="any", group="Space"),
-    Input("ep", "EP", "layout.ep", "ints", placeholder="auto", group="Space"),
-    Input("zero_stage", "ZeRO", "layout.zero_stage", "ints", placeholder="0,1,2,3", group="Space"),
-    Input(
-        "micro_batch_size",
-        "Micro-batch",
-        "micro_batch_size",
-        "ints",
-        placeholder="1,2,4,8",
-        group="Space",
-    ),
-    Input(
-        "recompute",
-        "Recompute",
-        "recompute",
-        "multi",
-        ("none", "selective", "full"),
-        help="None ticked: all three",
-        group="Space",
-    ),
-    Input("precision", "Precision", "precision", "select", ("", *PRESETS), group="Space"),
-    Input("seq_len", "Sequence length", "seq_len", placeholder="4096", group="Workload"),
-    Input(
-        "global_batch_size",
-        "Global batch",
-        "global_batch_size",
-        placeholder="1024",
-        group="Workload",
-    ),
-    Input(
-        "tokens", "Tokens to train", "tokens", "float", placeholder="e.g. 2e12", group="Workload"
-    ),
-    Input(
-        "deadline_s", "Deadline (s)", "deadline_s", "float", placeholder="none", group="Workload"
-    ),
-    Input("budget_usd", "Budget ($)", "budget_usd", "float", placeholder="none", group="Workload"),
-    Input("objective", "Rank by", "objective", "select", ("", "cost", "time"), group="Workload"),
-    Input(
-        "sort",
-        "Sort table by",
-        "sort",
-        "select",
-        ("", "tokens_per_s", "usd_per_1m_tokens", "memory_bytes", "num_gpus"),
-        group="Workload",
-    ),
-    Input("page", "Page", "page", placeholder="1", group="Workload"),
-)
-
-
-SERVING_SWEEP_INPUTS = (
-    *SWEEP_COMMON,
-    Input("tp", "TP", "layout.tp", "ints", placeholder="1,2,4,8", group="Space"),
-    Input("pp", "PP", "layout.pp", "ints", placeholder="1,2,4", group="Space"),
-    Input(
-        "precision",
-        "Precisions",
-        "precision",
-        "multi",
-        tuple(PRESETS),
-        help="None ticked: bf16 and fp8-serving",
-        group="Space",
-    ),
-    Input("input_len", "Prompt tokens", "input_len", placeholder="1024", group="Workload"),
-    Input("output_len", "Output tokens", "output_len", placeholder="256", group="Workload"),
-    Input(
-        "ttft_target_s",
-        "TTFT target (s)",
-        "ttft_target_s",
-        "float",
-        placeholder="none",
-        group="Workload",
-    ),
-    Input(
-        "tpot_target_s",
-        "TPOT target (s)",
-        "tpot_target_s",
-        "float",
-        placeholder="none",
-        group="Workload",
-    ),
-    Input(
-        "output_tokens_per_s",
-        "Fleet output tokens/s",
-        "output_tokens_per_s",
-        "float",
-        placeholder="one replica",
-        group="Workload",
-    ),
-    Input("page", "Page", "page", placeholder="1", group="Workload"),
 )
 
 
@@ -803,7 +468,7 @@ COMPARE_INPUTS = {
         replace(spec, name=f"{slot}.{spec.name}")
         if spec.name != "model"
         else replace(
-            spec, name=f"{slot}.model", choices=("", *MODELS), default="", blank="(no plan)"
+            spec, name=f"{slot}.model", choices=("", *model_ids()), default="", blank="(no plan)"
         )
         for spec in TRAINING_INPUTS
         if spec.kind != "textarea"

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData, QueryParams
 
+from app import format as fmt
 from app.answers import training_out
 from app.deps import bind_team, open_store, settings_of, write_refusal
 from app.resolve import run_training
@@ -31,16 +32,15 @@ from app.service.errors import refusal_text
 from app.store.plans import PlanStore
 from app.store.saving import duplicate, reopened, save_plan, update_plan
 from app.web import charts
-from app.web.planners import (
+from app.web.forms import (
     SERVING_INPUTS,
     SERVING_SWEEP_INPUTS,
     SWEEP_INPUTS,
     TRAINING_INPUTS,
     Input,
-    page_query,
     request_body,
-    templates,
 )
+from app.web.planners import page_query, templates
 from estimator.errors import SpecError, UnknownIdError
 
 __all__ = ["router"]
@@ -62,15 +62,11 @@ KIND_NAMES = {
 }
 
 
-def _yes_no(value: Any) -> str:
-    return "—" if value is None else "yes" if value else "no"
-
-
 _F = templates.env.filters  # the pages' display filters
 # Headline numbers (``api.plans.headline``) by key: their label and how they are shown.
 HEADLINES: dict[str, tuple[str, Callable[[Any], str]]] = {
     "memory_per_gpu_bytes": ("Memory per GPU", _F["gib"]),
-    "fits": ("Fits", _yes_no),
+    "fits": ("Fits", fmt.yes_no),
     "step_s": ("Step time", _F["seconds"]),
     "tokens_per_s": ("Tokens/s", _F["num"]),
     "mfu": ("MFU", _F["pct"]),

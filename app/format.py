@@ -1,0 +1,73 @@
+"""Numbers as people read them, for the pages (Jinja filters) and the command line's tables:
+one place for units and rounding. Display only: every number is computed by the core; a missing
+one shows as ``MISSING`` (the pages) or ``-`` (the CLI's plain-text tables)."""
+
+from __future__ import annotations
+
+from estimator.spec.accelerator import GIB
+
+__all__ = ["MISSING", "count", "dollars", "gib", "ms", "num", "pct", "seconds", "usd", "yes_no"]
+
+MISSING = "—"
+
+
+def gib(value: float | None, digits: int = 1, *, unit: bool = True, missing: str = MISSING) -> str:
+    """Bytes in GiB (2^30 bytes)."""
+    if value is None:
+        return missing
+    return f"{value / GIB:,.{digits}f}" + (" GiB" if unit else "")
+
+
+def seconds(value: float | None) -> str:
+    """A duration in the unit that reads best: ms, s, hours or days."""
+    if value is None:
+        return MISSING
+    if value < 1:
+        return f"{value * 1e3:,.1f} ms"
+    if value < 3600 * 2:
+        return f"{value:,.2f} s"
+    if value < 86400 * 3:
+        return f"{value / 3600:,.1f} h"
+    return f"{value / 86400:,.1f} days"
+
+
+def ms(value: float | None, digits: int = 2, *, missing: str = MISSING) -> str:
+    """Seconds as milliseconds, without the unit (a table's header says it)."""
+    return missing if value is None else f"{value * 1e3:,.{digits}f}"
+
+
+def usd(value: float | None) -> str:
+    """Dollars with the precision their size needs: $0.0123, $12.34, $1,234."""
+    if value is None:
+        return MISSING
+    if value < 1:
+        return f"${value:,.4f}"
+    return f"${value:,.0f}" if value >= 1000 else f"${value:,.2f}"
+
+
+def dollars(value: float | None, *, missing: str = MISSING) -> str:
+    """Dollars to the cent."""
+    return missing if value is None else f"${value:,.2f}"
+
+
+def pct(value: float | None) -> str:
+    """A fraction as a percentage."""
+    return MISSING if value is None else f"{value * 100:.1f}%"
+
+
+def num(value: float | None, digits: int = 0, *, missing: str = MISSING) -> str:
+    return missing if value is None else f"{value:,.{digits}f}"
+
+
+def count(value: float | None) -> str:
+    """Large counts in words: 70.55 B parameters, 2.0 T tokens."""
+    if value is None:
+        return MISSING
+    for scale, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:,.2f} {unit}"
+    return f"{value:,.0f}"
+
+
+def yes_no(value: object) -> str:
+    return MISSING if value is None else "yes" if value else "no"

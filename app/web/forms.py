@@ -1,0 +1,233 @@
+"""The planner pages' forms, read off the request models (``schemas.fields``): a page names the
+fields it shows, in order; each field's label, fieldset, placeholder, help and kind of input
+come from its declaration. A form's query turns back into the API's request body
+(``request_body``), so a page and the API always take the same fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pydantic import BaseModel
+
+from app.schemas.fields import Leaf, leaves
+from app.schemas.inference import InferenceRequest
+from app.schemas.sweep import ServingSweepRequest, TrainingSweepRequest
+from app.schemas.training import TrainingRequest
+from app.service.guards import parse_json
+from app.settings import current
+from app.store import catalog as team
+from estimator import PRESETS, accelerator_ids, model_ids
+from estimator.errors import SpecError
+
+__all__ = [
+    "SERVING_INPUTS",
+    "SERVING_SWEEP_INPUTS",
+    "SWEEP_INPUTS",
+    "TRAINING_INPUTS",
+    "Input",
+    "inputs_of",
+    "pickers",
+    "request_body",
+]
+
+
+@dataclass(frozen=True)
+class Input:
+    """One form input: its query name, where it goes in the API request, how it is read."""
+
+    name: str
+    label: str
+    path: str  # dotted path in the request body
+    # int, float, text, select, intselect (a select of whole numbers), bool, textarea,
+    # ints (a comma-separated list), multi (checkboxes)
+    kind: str = "int"
+    choices: Sequence[str] = ()
+    placeholder: str = ""
+    help: str = ""
+    group: str = "Plan"
+    default: str = ""  # shown selected when the query leaves the input out
+    blank: str = "default"  # what an empty choice of a select says
+    team: frozenset[str] = frozenset()  # choices from the team catalog, marked as such
+
+
+# The worked example a planner opens on: the model and accelerator its pickers start at.
+PAGE_DEFAULTS = {"model": "llama-3-70b", "accelerator": "h100-sxm-80gb"}
+CONFIG = Input("config", "…or paste a config.json", "model", "textarea", help="Overrides the model")
+
+
+def _choices(leaf: Leaf) -> tuple[str, ...]:
+    named = leaf.hints.get("choices")
+    if named == "models":
+        return tuple(model_ids())
+    if named == "accelerators":
+        return tuple(accelerator_ids())
+    if named == "presets":
+        return tuple(PRESETS)
+    if leaf.kind == "bool":
+        return ("true", "false")
+    return leaf.values
+
+
+def _input(leaf: Leaf) -> Input:
+    kind = {"bool": "select", "text": "text"}.get(leaf.kind, leaf.kind)
+    choices = _choices(leaf)
+    if kind in ("select", "intselect") and leaf.name not in PAGE_DEFAULTS:
+        choices = ("", *choices)  # empty: the API's default
+    return Input(
+        name=leaf.name,
+        label=leaf.label,
+        path=leaf.path,
+        kind=kind,
+        choices=choices,
+        placeholder=str(leaf.hints.get("placeholder", "")),
+        help=leaf.help if kind == "multi" else "",
+        group=str(leaf.hints.get("group", "Plan")),
+        default=PAGE_DEFAULTS.get(leaf.name, ""),
+    )
+
+
+def inputs_of(model: type[BaseModel], *paths: str) -> tuple[Input, ...]:
+    """The inputs of ``model``'s fields at ``paths``, in that order (``config``: the pasted
+    config.json box)."""
+    by_path = {leaf.path: leaf for leaf in leaves(model)}
+    return tuple(CONFIG if p == "config" else _input(by_path[p]) for p in paths)
+
+
+def pickers(inputs: Sequence[Input]) -> tuple[Input, ...]:
+    """The inputs as a page shows them: the model and accelerator pickers (``model``,
+    ``a.model``, ...) list the team catalog's entries after the public ones."""
+    catalog = team.current()
+    added = {"model": tuple(catalog.models), "accelerator": tuple(catalog.accelerators)}
+    out = []
+    for spec in inputs:
+        extra = added.get(spec.name.rpartition(".")[2], ())
+        if extra and spec.kind in ("select", "multi"):
+            spec = replace(spec, choices=(*spec.choices, *extra), team=frozenset(extra))
+        out.append(spec)
+    return tuple(out)
+
+
+def _read(spec: Input, raw: str) -> Any:
+    if spec.kind in ("int", "intselect"):
+        try:
+            return int(raw)
+        except ValueError:
+            raise SpecError(spec.path, "must be a whole number", raw) from None
+    if spec.kind == "float":
+        try:
+            return float(raw)
+        except ValueError:
+            raise SpecError(spec.path, "must be a number", raw) from None
+    if spec.kind == "bool" or spec.choices == ("", "true", "false"):
+        return raw in ("1", "true", "on", "yes")
+    if spec.kind == "ints":  # "64, 128" -> [64, 128]; one value stays a value
+        try:
+            values = [int(v) for v in raw.replace(" ", "").split(",") if v]
+        except ValueError:
+            raise SpecError(spec.path, "must be whole numbers separated by commas", raw) from None
+        return values[0] if len(values) == 1 else values
+    if spec.kind == "multi":  # checkboxes, joined with commas by the page
+        return [v for v in raw.split(",") if v]
+    return raw
+
+
+def request_body(inputs: Sequence[Input], query: Mapping[str, str]) -> dict[str, Any]:
+    """The API request body the query describes: empty inputs take the API's defaults; a pasted
+    config replaces the model id."""
+    body: dict[str, Any] = {}
+    for spec in inputs:
+        raw = query.get(spec.name, "").strip()
+        if raw == "" or spec.kind == "textarea":
+            continue
+        node = body
+        *parents, leaf = spec.path.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = _read(spec, raw)
+    pasted = query.get("config", "").strip()
+    if pasted:
+        config = parse_json(pasted, "config", current().max_json_depth)
+        if not isinstance(config, dict):
+            raise SpecError("config", "must be a JSON object (a config.json)")
+        body["model"] = config
+    return body
+
+
+TRAINING_INPUTS = inputs_of(
+    TrainingRequest,
+    "model",
+    "accelerator",
+    "config",
+    "num_gpus",
+    "layout.tp",
+    "layout.pp",
+    "layout.dp",
+    "layout.cp",
+    "layout.ep",
+    "layout.vp",
+    "layout.zero_stage",
+    "seq_len",
+    "micro_batch_size",
+    "global_batch_size",
+    "recompute",
+    "precision",
+    "tokens",
+    "price_usd_per_gpu_hour",
+)
+SERVING_INPUTS = inputs_of(
+    InferenceRequest,
+    "model",
+    "accelerator",
+    "config",
+    "layout.tp",
+    "layout.pp",
+    "layout.ep",
+    "precision",
+    "input_len",
+    "output_len",
+    "concurrency",
+    "ttft_target_s",
+    "tpot_target_s",
+    "price_usd_per_gpu_hour",
+)
+SWEEP_INPUTS = inputs_of(
+    TrainingSweepRequest,
+    "model",
+    "config",
+    "accelerator",
+    "num_gpus",
+    "layout.tp",
+    "layout.pp",
+    "layout.dp",
+    "layout.ep",
+    "layout.zero_stage",
+    "micro_batch_size",
+    "recompute",
+    "precision",
+    "seq_len",
+    "global_batch_size",
+    "tokens",
+    "deadline_s",
+    "budget_usd",
+    "objective",
+    "sort",
+    "page",
+)
+SERVING_SWEEP_INPUTS = inputs_of(
+    ServingSweepRequest,
+    "model",
+    "config",
+    "accelerator",
+    "layout.tp",
+    "layout.pp",
+    "precision",
+    "input_len",
+    "output_len",
+    "ttft_target_s",
+    "tpot_target_s",
+    "output_tokens_per_s",
+    "page",
+)
