@@ -108,7 +108,7 @@ def create_app() -> FastAPI:
     # The single estimates first, then the service routes (routes are matched in order; a
     # health check should not walk the API and page routes), then the API, the pages and the
     # static files.
-    api.add_estimate_routes(app)
+    api.add_estimate_routes(app, fast=settings.fast_estimates)
 
     @app.get("/healthz", response_model=Health, tags=["service"])
     async def healthz() -> Health:

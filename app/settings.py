@@ -20,6 +20,8 @@ The server (``llm-planner serve`` and the image's start step):
   they are cancelled (default 10).
 - ``PLANNER_LOG_LEVEL``: ``debug``, ``info`` (default: one access line per request),
   ``warning``, ``error``.
+- ``PLANNER_FAST_ESTIMATES``: ``0`` serves the two single estimates through FastAPI's routing
+  only (default on: a measured fast path, ``app.api.fast``).
 
 Limits (every one bounds what a single request can cost; README, "Limits"):
 
@@ -93,6 +95,7 @@ class Settings:
     exact_queue: int = 2
     max_plan_bytes: int = 65_536
     writes_per_minute: int = 60
+    fast_estimates: bool = True
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -121,6 +124,8 @@ class Settings:
             exact_queue=_int("PLANNER_EXACT_QUEUE", 2, 0, 64),
             max_plan_bytes=_int("PLANNER_MAX_PLAN_BYTES", 65_536, 4_096, 2**24),
             writes_per_minute=_int("PLANNER_WRITES_PER_MINUTE", 60, 0, 10**6),
+            fast_estimates=os.environ.get("PLANNER_FAST_ESTIMATES", "1")
+            not in ("0", "false", "no"),
         )
 
 

@@ -522,3 +522,25 @@ def test_estimates_answer_alike_on_the_lean_route_and_fastapis(path: str, body: 
     assert lean.status_code == fastapi.status_code
     assert lean.content == fastapi.content
     assert lean.headers["content-type"] == fastapi.headers["content-type"]
+
+
+def test_the_fast_path_is_in_place_and_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the fast path on, a plain route answers each single estimate ahead of FastAPI's;
+    with ``PLANNER_FAST_ESTIMATES=0`` only FastAPI's routes are there, and answer the same."""
+    from starlette.routing import Route
+
+    from app.main import create_app
+
+    def plain_estimate_routes(a: Any) -> list[str]:
+        return [r.path for r in a.router.routes if type(r) is Route and "estimate" in r.path]
+
+    assert plain_estimate_routes(app) == [
+        "/api/v1/training/estimate",
+        "/api/v1/inference/estimate",
+    ]
+    monkeypatch.setenv("PLANNER_FAST_ESTIMATES", "0")
+    plain = create_app()
+    assert plain_estimate_routes(plain) == []
+    body = {"model": "llama-3-8b", "num_gpus": 8, "layout": {"tp": 2}}
+    slow = TestClient(plain).post(f"{API}/training/estimate", json=body)
+    assert slow.status_code == 200 and slow.content == post("/training/estimate", body).content
