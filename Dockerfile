@@ -1,26 +1,31 @@
-# LLM Planner service image. Its build and start steps are scripts/image.sh, which
-# tests/test_image.py also runs in a clean virtualenv on the files copied here, so what the
-# image does is tested without a container engine.
+# LLM Planner service image: a build stage makes the wheel (the pages' templates and static files
+# inside it), a slim runtime stage installs it; no source tree in the image. The steps are
+# scripts/image.sh, which tests/test_image.py also runs in clean virtualenvs on the files copied
+# here, so what the image does is tested without a container engine.
 #
 #   docker build -t llm-planner .
 #   docker run -p 8000:8000 -v planner-data:/data llm-planner
-FROM python:3.11-slim
-
-ENV PYTHONDONTWRITEBYTECODE=1 \
-    PYTHONUNBUFFERED=1 \
-    PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
-
-RUN useradd --create-home --uid 10001 planner
-WORKDIR /srv/llm-planner
-COPY pyproject.toml README.md ./
+FROM python:3.11-slim AS build
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /src
+COPY pyproject.toml setup.py MANIFEST.in README.md ./
 COPY scripts ./scripts
 COPY estimator ./estimator
 COPY app ./app
 COPY validation ./validation
 COPY static ./static
 COPY templates ./templates
-RUN scripts/image.sh build
+RUN scripts/image.sh wheel
+
+FROM python:3.11-slim
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN useradd --create-home --uid 10001 planner
+COPY --from=build /src/scripts/image.sh /usr/local/bin/planner-image
+COPY --from=build /src/dist /tmp/dist
+RUN planner-image install /tmp/dist/llm_planner-*.whl && rm -rf /tmp/dist
 
 # Saved plans live in a SQLite file on the data volume unless DATABASE_URL names a database.
 ENV PLANNER_HOST=0.0.0.0 \
@@ -28,6 +33,7 @@ ENV PLANNER_HOST=0.0.0.0 \
     PLANNER_DATA_DIR=/data
 RUN mkdir -p /data && chown planner:planner /data
 VOLUME ["/data"]
+WORKDIR /data
 USER planner
 EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
@@ -35,4 +41,4 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
 # SIGTERM: requests in flight get PLANNER_GRACEFUL_SHUTDOWN_S (default 10) to finish, so stop
 # with a longer grace period than that (docker stop -t 30; compose.yaml sets it).
 STOPSIGNAL SIGTERM
-CMD ["scripts/image.sh", "start"]
+CMD ["planner-image", "start"]

@@ -7,7 +7,6 @@ import gc
 import platform
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
@@ -26,10 +25,10 @@ from app.service.operations import AccessLog, Registry, SecurityHeaders
 from app.settings import Settings
 from app.web import planners as pages
 from app.web import saved as saved_pages
+from app.web.assets import STATIC
 
 __all__ = ["app", "create_app"]
 
-STATIC = Path(__file__).resolve().parents[1] / "static"
 SWAGGER = "/static/vendor/swagger-ui"
 
 

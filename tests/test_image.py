@@ -1,7 +1,9 @@
-"""The service image, tested without a container engine: the Dockerfile's build and start steps
-(``scripts/image.sh``) run on exactly the files the Dockerfile copies, in a clean virtualenv;
-the service starts on loopback, saves and reads a plan over HTTP, finishes a request in flight
-when SIGTERM arrives and exits 0, and finds its data again after a restart."""
+"""The service image, tested without a container engine: the Dockerfile's steps
+(``scripts/image.sh``) run on exactly the files its build stage copies: the wheel is built in one
+clean virtualenv and installed in another (the runtime stage), and the service is started from a
+directory with no source tree. It serves every page, chart script and the API docs offline,
+saves and reads a plan over HTTP, finishes a request in flight when SIGTERM arrives and exits 0,
+and finds its data again after a restart."""
 
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-WORKDIR = "/srv/llm-planner"
+BUILD_WORKDIR = "/src"
+RUNTIME_WORKDIR = "/data"
 
 
 def instructions() -> list[tuple[str, str]]:
@@ -36,10 +39,20 @@ def instructions() -> list[tuple[str, str]]:
     ]
 
 
-def copied() -> list[tuple[list[str], str]]:
-    """The Dockerfile's COPY instructions: (sources, destination under the work dir)."""
-    out = []
+def stages() -> list[list[tuple[str, str]]]:
+    """The Dockerfile's instructions, stage by stage (a FROM starts one)."""
+    out: list[list[tuple[str, str]]] = []
     for key, args in instructions():
+        if key == "FROM":
+            out.append([])
+        out[-1].append((key, args))
+    return out
+
+
+def copied() -> list[tuple[list[str], str]]:
+    """The build stage's COPY instructions: (sources, destination under its work dir)."""
+    out = []
+    for key, args in stages()[0]:
         if key == "COPY":
             *sources, dest = args.split()
             out.append((sources, dest))
@@ -47,27 +60,30 @@ def copied() -> list[tuple[list[str], str]]:
 
 
 def test_the_dockerfile_runs_the_script_steps() -> None:
-    steps = instructions()
-    keys = [k for k, _ in steps]
-    args = dict(steps[::-1])  # the first of each keyword
-    assert args["FROM"] == "python:3.11-slim"
-    assert args["WORKDIR"] == WORKDIR
-    runs = [a for k, a in steps if k == "RUN"]
-    assert "scripts/image.sh build" in runs
-    assert json.loads(args["CMD"]) == ["scripts/image.sh", "start"]
-    # non-root from the start step on
+    build, runtime = stages()
+    assert build[0] == ("FROM", "python:3.11-slim AS build")
+    assert ("WORKDIR", BUILD_WORKDIR) in build and ("RUN", "scripts/image.sh wheel") in build
+    sources = {s for sources, _ in copied() for s in sources}
+    assert {"scripts", "app", "estimator", "static", "templates", "setup.py"} <= sources
+    assert all((ROOT / s).exists() for s in sources)
+    # the runtime stage: the wheel only, installed by the script, run as a non-root user
+    assert runtime[0] == ("FROM", "python:3.11-slim")
+    args = dict(runtime[::-1])  # the first of each keyword
+    copies = [a for k, a in runtime if k == "COPY"]
+    assert all(a.startswith("--from=build ") for a in copies)
+    assert not any(" ./app" in a or " ./estimator" in a for a in copies)  # no source tree
+    runs = [a for k, a in runtime if k == "RUN"]
     assert "useradd" in runs[0] and "planner" in runs[0]
-    assert args["USER"] == "planner"
-    assert steps.index(("USER", "planner")) > steps.index(("RUN", "scripts/image.sh build"))
-    assert keys[-1] == "CMD"
+    assert any(r.startswith("planner-image install /tmp/dist/") for r in runs)
+    assert args["WORKDIR"] == RUNTIME_WORKDIR and args["USER"] == "planner"
+    keys = [k for k, _ in runtime]
+    assert keys[-1] == "CMD" and json.loads(args["CMD"]) == ["planner-image", "start"]
+    assert keys.index("USER") > max(i for i, k in enumerate(keys) if k == "RUN")
     assert "/healthz" in args["HEALTHCHECK"]
-    env = " ".join(a for k, a in steps if k == "ENV")
+    env = " ".join(a for k, a in runtime if k == "ENV")
     assert "PLANNER_DATA_DIR=/data" in env and "PLANNER_HOST=0.0.0.0" in env
     assert json.loads(args["VOLUME"]) == ["/data"]
     assert args["STOPSIGNAL"] == "SIGTERM"
-    sources = {s for sources, _ in copied() for s in sources}
-    assert {"scripts", "app", "estimator", "static", "templates", "pyproject.toml"} <= sources
-    assert all((ROOT / s).exists() for s in sources)
 
 
 def test_compose_runs_the_planner_on_postgresql() -> None:
@@ -107,43 +123,55 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, str]]]:
-    """The Dockerfile's build context laid out as its COPY lines say, built by the image's
-    build step into a fresh virtualenv (no system site-packages, not this test's venv)."""
-    tmp = tmp_path_factory.mktemp("image")
-    srv = tmp / "srv"
-    srv.mkdir()
-    for sources, dest in copied():
-        for source in sources:
-            target = srv / (Path(source).name if dest.endswith("/") else dest)
-            if (ROOT / source).is_dir():
-                ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
-                shutil.copytree(ROOT / source, target, ignore=ignore)
-            else:
-                shutil.copy2(ROOT / source, target)
-    venv = tmp / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+def _venv(path: Path) -> dict[str, str]:
+    """A clean virtualenv (no system site-packages, not this test's venv) and an environment
+    that runs it first and knows no planner setting."""
+    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, timeout=120)
     env = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith("PLANNER_") and k not in ("DATABASE_URL", "VIRTUAL_ENV", "PYTHONPATH")
     }
-    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    build = subprocess.run(
-        [str(srv / "scripts/image.sh"), "build"],
-        env=env,
-        cwd=tmp,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
-    yield srv, env
+    env["PATH"] = f"{path / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def _run(cmd: list[str], env: dict[str, str], cwd: Path) -> None:
+    done = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, str]]]:
+    """The build stage's context laid out as its COPY lines say, its wheel built by the image's
+    ``wheel`` step in one clean virtualenv, then installed by the ``install`` step into another
+    (the runtime stage), which has only the script and the wheel."""
+    tmp = tmp_path_factory.mktemp("image")
+    src = tmp / "src"
+    src.mkdir()
+    for sources, dest in copied():
+        for source in sources:
+            target = src / (Path(source).name if dest.endswith("/") else dest)
+            if (ROOT / source).is_dir():
+                ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
+                shutil.copytree(ROOT / source, target, ignore=ignore)
+            else:
+                shutil.copy2(ROOT / source, target)
+    _run([str(src / "scripts/image.sh"), "wheel"], _venv(tmp / "build-venv"), tmp)
+    (wheel,) = (src / "dist").glob("llm_planner-*.whl")
+    runtime = tmp / "runtime"
+    runtime.mkdir()
+    script = runtime / "planner-image"
+    shutil.copy2(src / "scripts/image.sh", script)
+    shutil.copy2(wheel, runtime / wheel.name)
+    shutil.rmtree(src)  # nothing of the source tree is left to run from
+    env = _venv(tmp / "venv")
+    _run([str(script), "install", str(runtime / wheel.name)], env, runtime)
+    yield script, env
 
 
 def _start(
-    srv: Path, env: dict[str, str], data: Path, log: Path, workers: int = 1
+    script: Path, env: dict[str, str], data: Path, log: Path, workers: int = 1
 ) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     settings = {
@@ -154,9 +182,9 @@ def _start(
     }
     with log.open("ab") as stderr:
         proc = subprocess.Popen(
-            [str(srv / "scripts/image.sh"), "start"],
+            [str(script), "start"],
             env={**env, **settings},
-            cwd=data.parent,
+            cwd=data,
             stdout=subprocess.DEVNULL,
             stderr=stderr,
         )
@@ -168,6 +196,32 @@ def _start(
         time.sleep(0.1)
     proc.kill()
     raise AssertionError(f"the service did not start:\n{log.read_text()[-3000:]}")
+
+
+def _serves_every_page_offline(url: str) -> None:
+    """Every page (with a worked plan where it takes one) and every script and style it links
+    to are served by the installed wheel: nothing comes from the source tree or a CDN."""
+    pages = [
+        "/",
+        "/training?model=llama-3-8b&num_gpus=8",
+        "/serving?model=llama-3-8b",
+        "/sweep?model=llama-3-8b&num_gpus=8",
+        "/sweep?mode=serving&model=llama-3-8b",
+        "/compare",
+        "/catalog",
+        "/plans",
+        "/docs",
+    ]
+    assets: set[str] = set()
+    for page in pages:
+        r = httpx.get(url + page, timeout=60)
+        assert r.status_code == 200, (page, r.text[:300])
+        assert "http://" not in re.sub(r"http://127\.0\.0\.1:\d+", "", r.text.split("<body")[0])
+        assets |= set(re.findall(r'(?:src|href)="(/static/[^"]+)"', r.text))
+    assert {"/static/charts.js", "/static/vendor/plotly/plotly.min.js"} <= assets
+    for asset in assets:
+        r = httpx.get(url + asset, timeout=60)
+        assert r.status_code == 200 and len(r.content) > 100, asset
 
 
 def _healthy(url: str) -> bool:
@@ -209,12 +263,13 @@ def _status_of(sock: socket.socket) -> int:
 def test_built_started_saved_stopped_gracefully_restarted(
     image: tuple[Path, dict[str, str]], tmp_path: Path
 ) -> None:
-    srv, env = image
+    script, env = image
     data, log = tmp_path / "data", tmp_path / "server.log"
     data.mkdir()
     plan = {"name": "70B pretraining", "kind": "training", "request": {"model": "llama-3-70b"}}
-    proc, url = _start(srv, env, data, log)
+    proc, url = _start(script, env, data, log)
     try:
+        _serves_every_page_offline(url)
         saved = httpx.post(f"{url}/api/v1/plans", json=plan, headers={"X-Request-ID": "img-1"})
         assert saved.status_code == 201 and saved.headers["x-request-id"] == "img-1"
         plan_id = saved.json()["id"]
@@ -235,7 +290,7 @@ def test_built_started_saved_stopped_gracefully_restarted(
         proc.kill()
     assert (data / "planner.db").exists()
 
-    proc, url = _start(srv, env, data, log)
+    proc, url = _start(script, env, data, log)
     try:
         again = httpx.get(f"{url}/api/v1/plans/{plan_id}")
         assert again.status_code == 200 and again.json()["name"] == plan["name"]
@@ -260,10 +315,10 @@ def test_workers_start_together_on_a_fresh_store(
 ) -> None:
     """The store is migrated once before the workers start (two migrating a fresh SQLite file
     at once collide), and the supervisor stops them all on SIGTERM."""
-    srv, env = image
+    script, env = image
     data, log = tmp_path / "data", tmp_path / "server.log"
     data.mkdir()
-    proc, url = _start(srv, env, data, log, workers=2)
+    proc, url = _start(script, env, data, log, workers=2)
     try:
         deadline = time.monotonic() + 30
         while log.read_text().count("Application startup complete.") < 2:

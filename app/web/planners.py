@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -61,6 +60,7 @@ from app.service.guards import parse_json
 from app.settings import current
 from app.store import catalog as team
 from app.web import charts
+from app.web.assets import TEMPLATES
 from app.web.forms import (
     SERVING_INPUTS,
     SERVING_SWEEP_INPUTS,
@@ -75,8 +75,7 @@ from estimator.errors import SpecError, UnknownIdError
 
 __all__ = ["page_query", "router", "templates"]
 
-ROOT = Path(__file__).resolve().parents[2]
-templates = Jinja2Templates(directory=ROOT / "templates")
+templates = Jinja2Templates(directory=TEMPLATES)
 router = APIRouter(include_in_schema=False, dependencies=[Depends(bind_team)])
 
 templates.env.filters.update(
