@@ -27,7 +27,7 @@ from estimator.spec.accelerator import Accelerator
 from estimator.spec.architecture import Linear
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
-from estimator.timing.comms import tp_message_bytes
+from estimator.timing.collectives import tp_message_bytes
 
 __all__ = ["LayerTable", "ModuleRow", "layer_table"]
 

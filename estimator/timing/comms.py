@@ -1,26 +1,7 @@
-"""The communication of a training step, collective by collective: what each parallel
-dimension sends, how often, to whom, and whether it hides behind compute.
-
-The message sizes here are the ones the step-time model charges (``timing.py`` calls these same
-functions), so the plan and the time breakdown cannot disagree. Per layer and micro-batch, on the
-most-loaded stage (Megatron-LM semantics):
-
-- TP: with sequence parallelism an all-gather before and a reduce-scatter after attention and
-  the MLP (2 + 2), without it two all-reduces; each repeated in backward (and in a full
-  recompute's second forward). Message: the layer's activations, ``s b / cp x h``.
-- EP: an all-to-all to dispatch and one to combine the routed tokens of each MoE layer,
-  ``s b / (cp tp) x top_k x h``; again in backward.
-- CP: ring attention passes K/V blocks ``cp - 1`` times per layer, forward and backward.
-- PP: one activation send forward and one gradient send backward per micro-batch and virtual
-  stage, ``s b / cp x h`` (divided by ``tp`` with sequence parallelism).
-- DP: once per iteration, the gradients (reduce-scatter with a sharded optimizer, else
-  all-reduce) and, with a sharded optimizer, the updated parameters (all-gather); ZeRO-3
-  instead gathers each layer's weights for forward and backward and reduce-scatters its
-  gradients, every micro-batch.
-
-Bytes a GPU puts on the wire per call follow NCCL's ring algorithms (nccl-tests
-``doc/PERFORMANCE.md`` bus-bandwidth factors): all-reduce ``2 (n-1)/n``, all-gather,
-reduce-scatter and all-to-all ``(n-1)/n`` of the message, send/recv the message.
+"""The communication plan of a training step, collective by collective: what each parallel
+dimension sends, how often, to whom, and whether it hides behind compute, on the most-loaded
+GPU. The rules (which collectives, how many calls, what message) are ``timing.collectives``',
+the ones the step time charges, so the plan and the time breakdown cannot disagree.
 """
 
 from __future__ import annotations
@@ -32,63 +13,28 @@ from estimator.layout.ranks import group_shapes, nodes_spanned
 from estimator.layout.sharding import stage_kind_counts
 from estimator.memory.training import TrainingMemory, TrainingSetup, training_memory
 from estimator.spec.accelerator import Accelerator
-from estimator.spec.architecture import LayerKind
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
+from estimator.timing.collectives import (
+    CP_DIRECTIONS,
+    EP_CALLS_PER_MOE_LAYER,
+    TP_CALLS_PER_LAYER,
+    ZERO3_GATHERS_PER_LAYER,
+    collective_passes,
+    cp_message_bytes,
+    cp_width,
+    dp_sync_collective,
+    ep_message_bytes,
+    pp_message_bytes,
+    pp_sends_per_microbatch,
+    tp_collectives,
+    tp_message_bytes,
+    wire_factor,
+    zero3_layer_bytes,
+)
 from estimator.timing.kernels import Collective, collective_time, kernel_profile
-from estimator.xp import Num, maximum, where
 
-__all__ = [
-    "CommEvent",
-    "CommPlan",
-    "communication_plan",
-    "cp_message_bytes",
-    "ep_message_bytes",
-    "pp_message_bytes",
-    "tp_message_bytes",
-    "wire_factor",
-]
-
-
-def tp_message_bytes(model: ModelSpec, p: Parallelism, tokens: Num, precision: Precision) -> Num:
-    """One TP collective's buffer: a layer's activations for the rank's ``tokens``."""
-    return tokens * model.hidden_size * DTYPES[precision.activations].bytes
-
-
-def ep_message_bytes(model: ModelSpec, p: Parallelism, tokens: Num, precision: Precision) -> Num:
-    """What one rank sends in a dispatch (or combine) all-to-all: its routed token copies."""
-    top_k = model.moe.top_k if model.moe is not None else 0
-    return tokens / p.tp * top_k * model.hidden_size * DTYPES[precision.activations].bytes
-
-
-def cp_message_bytes(kind: LayerKind, p: Parallelism, tokens: Num, precision: Precision) -> Num:
-    """One ring-attention step's K/V block."""
-    a = kind.attention
-    kv_local = maximum(a.num_kv_heads // p.tp, 1)
-    return tokens * kv_local * (a.qk_head_dim + a.v_head_dim) * DTYPES[precision.activations].bytes
-
-
-def cp_width(kind: LayerKind, p: Parallelism) -> int:
-    """Elements per token of one rank's K/V block (its KV heads, at least one)."""
-    a = kind.attention
-    return int(max(a.num_kv_heads // p.tp, 1) * (a.qk_head_dim + a.v_head_dim))
-
-
-def pp_message_bytes(model: ModelSpec, p: Parallelism, tokens: Num, precision: Precision) -> Num:
-    """The activation (or gradient) a stage sends its neighbour per micro-batch."""
-    act_b = DTYPES[precision.activations].bytes
-    return tokens * model.hidden_size * act_b / where(p.sequence_parallel, p.tp, 1)
-
-
-def wire_factor(collective: str, n: int) -> float:
-    """Bytes one GPU sends per byte of message (NCCL ring algorithms)."""
-    if n <= 1:
-        return 0.0
-    if collective == "all_reduce":
-        return 2 * (n - 1) / n
-    if collective == "send_recv":
-        return 1.0
-    return (n - 1) / n
+__all__ = ["CommEvent", "CommPlan", "communication_plan"]
 
 
 @dataclass(frozen=True)
@@ -162,7 +108,7 @@ def communication_plan(
     tokens = setup.seq_len * setup.micro_batch_size / p.cp
     counts = stage_kind_counts(model, p.pp, p.vp, memory.stage)
     layers = int(sum(counts))
-    passes = 3 if setup.recompute == "full" else 2
+    passes = collective_passes(setup.recompute)
     events: list[CommEvent] = []
 
     gpn = accelerator.gpus_per_node
@@ -204,12 +150,8 @@ def communication_plan(
     if p.tp > 1:
         msg = float(tp_message_bytes(model, p, tokens, precision))
         hidden = "overlapped with GEMMs (tp_comm_overlap)" if tp_comm_overlap else "exposed"
-        calls = 2 * layers * passes
-        # Sequence parallelism splits each all-reduce into an all-gather and a reduce-scatter.
-        tp_ops: tuple[Collective, ...] = (
-            ("all_gather", "reduce_scatter") if p.sequence_parallel else ("all_reduce",)
-        )
-        for name in tp_ops:
+        calls = TP_CALLS_PER_LAYER * layers * passes
+        for name in tp_collectives(bool(p.sequence_parallel)):
             add(
                 "tp",
                 name,
@@ -225,7 +167,7 @@ def communication_plan(
         for kind, n in zip(model.kinds, counts, strict=True):
             if n:
                 msg = float(cp_message_bytes(kind, p, tokens, precision))
-                calls = n * (p.cp - 1) * 2
+                calls = n * (p.cp - 1) * CP_DIRECTIONS
                 add(
                     "cp",
                     "send_recv",
@@ -245,7 +187,7 @@ def communication_plan(
         )
         if moe_layers:
             msg = float(ep_message_bytes(model, p, tokens, precision))
-            calls = 2 * moe_layers * passes
+            calls = EP_CALLS_PER_MOE_LAYER * moe_layers * passes
             add(
                 "ep",
                 "all_to_all",
@@ -259,7 +201,7 @@ def communication_plan(
             )
     if p.pp > 1:
         msg = float(pp_message_bytes(model, p, tokens, precision))
-        calls = 2 * p.vp
+        calls = pp_sends_per_microbatch(p.vp)
         overlap = "overlapped (interleaved schedule)" if p.vp > 1 else "exposed"
         add(
             "pp",
@@ -280,7 +222,7 @@ def communication_plan(
         zero = int(p.optimizer_shard_stage)
         group = "dp"
         if zero >= 3:
-            layer_w = params / max(model.num_layers / p.pp, 1) * w_b
+            layer_w = zero3_layer_bytes(params, model.num_layers / p.pp, w_b)
             add(
                 "zero3",
                 "all_gather",
@@ -288,8 +230,8 @@ def communication_plan(
                 layer_w,
                 (int(layer_w / w_b),),
                 group,
-                2 * layers,
-                2 * layers * m,
+                ZERO3_GATHERS_PER_LAYER * layers,
+                ZERO3_GATHERS_PER_LAYER * layers * m,
                 "prefetched behind the previous layer",
             )
             add(
@@ -304,7 +246,7 @@ def communication_plan(
                 "behind the backward pass",
             )
         else:
-            sync: Collective = "reduce_scatter" if zero >= 1 else "all_reduce"
+            sync = dp_sync_collective(zero >= 1)
             add(
                 "dp",
                 sync,

@@ -1,0 +1,125 @@
+"""The collectives of a training step, by parallel dimension: which ones run, how many times, on
+what message. One set of rules: the step time (``timing.training``) charges them and the
+communication plan (``timing.comms``) lists them, so the two cannot disagree.
+
+Per layer and micro-batch, on the most-loaded stage (Megatron-LM semantics):
+
+- TP: with sequence parallelism an all-gather before and a reduce-scatter after attention and
+  the MLP, without it an all-reduce after each (``TP_CALLS_PER_LAYER`` places); each repeated in
+  backward and, under full recomputation, in the second forward (``collective_passes``).
+  Message: the layer's activations, ``s b / cp x h``.
+- EP: an all-to-all to dispatch and one to combine the routed tokens of each MoE layer,
+  ``s b / (cp tp) x top_k x h``; again in every pass.
+- CP: ring attention passes K/V blocks ``cp - 1`` times per layer, forward and backward.
+- PP: one activation send forward and one gradient send backward per micro-batch and virtual
+  stage, ``s b / cp x h`` (divided by ``tp`` with sequence parallelism).
+- DP: once per iteration, the gradients (reduce-scatter with a sharded optimizer, else
+  all-reduce) and, with a sharded optimizer, the updated parameters (all-gather); ZeRO-3
+  instead gathers each layer's weights for forward and for backward and reduce-scatters its
+  gradients, every micro-batch.
+
+Bytes a GPU puts on the wire per call follow NCCL's ring algorithms (nccl-tests
+``doc/PERFORMANCE.md`` bus-bandwidth factors): all-reduce ``2 (n-1)/n``, all-gather,
+reduce-scatter and all-to-all ``(n-1)/n`` of the message, send/recv the message.
+"""
+
+from __future__ import annotations
+
+from estimator.layout.parallel import Parallelism
+from estimator.spec.architecture import LayerKind
+from estimator.spec.model import ModelSpec
+from estimator.spec.precision import DTYPES, Precision
+from estimator.timing.kernels import Collective
+from estimator.xp import Num, maximum, where
+
+__all__ = [
+    "CP_DIRECTIONS",
+    "EP_CALLS_PER_MOE_LAYER",
+    "TP_CALLS_PER_LAYER",
+    "ZERO3_GATHERS_PER_LAYER",
+    "collective_passes",
+    "cp_message_bytes",
+    "cp_width",
+    "dp_sync_collective",
+    "ep_message_bytes",
+    "pp_message_bytes",
+    "pp_sends_per_microbatch",
+    "tp_collectives",
+    "tp_message_bytes",
+    "wire_factor",
+    "zero3_layer_bytes",
+]
+
+TP_CALLS_PER_LAYER = 2  # after attention and after the MLP
+EP_CALLS_PER_MOE_LAYER = 2  # dispatch and combine
+CP_DIRECTIONS = 2  # K/V blocks passed around the ring in forward and again in backward
+ZERO3_GATHERS_PER_LAYER = 2  # the layer's weights for forward and again for backward
+
+
+def collective_passes(recompute: str) -> int:
+    """Passes that run a layer's TP and EP collectives: forward and backward, and the second
+    forward of a fully recomputed layer."""
+    return 3 if recompute == "full" else 2
+
+
+def tp_collectives(sequence_parallel: bool) -> tuple[Collective, ...]:
+    """One TP exchange: sequence parallelism splits the all-reduce into an all-gather (before)
+    and a reduce-scatter (after)."""
+    return ("all_gather", "reduce_scatter") if sequence_parallel else ("all_reduce",)
+
+
+def pp_sends_per_microbatch(vp: Num) -> Num:
+    """Activations sent forward and gradients sent backward, once per virtual stage."""
+    return 2 * vp
+
+
+def dp_sync_collective(sharded: bool) -> Collective:
+    """The gradient synchronisation: a reduce-scatter where the optimizer is sharded (each rank
+    updates its shard, then gathers the parameters), else an all-reduce."""
+    return "reduce_scatter" if sharded else "all_reduce"
+
+
+def zero3_layer_bytes(params_on_gpu: Num, layers_on_stage: Num, bytes_per_param: float) -> Num:
+    """One ZeRO-3 gather's buffer: a layer's parameters (the stage's share of them)."""
+    return params_on_gpu / layers_on_stage * bytes_per_param
+
+
+def tp_message_bytes(model: ModelSpec, p: Parallelism, tokens: Num, precision: Precision) -> Num:
+    """One TP collective's buffer: a layer's activations for the rank's ``tokens``."""
+    return tokens * model.hidden_size * DTYPES[precision.activations].bytes
+
+
+def ep_message_bytes(model: ModelSpec, p: Parallelism, tokens: Num, precision: Precision) -> Num:
+    """What one rank sends in a dispatch (or combine) all-to-all: its routed token copies."""
+    top_k = model.moe.top_k if model.moe is not None else 0
+    return tokens / p.tp * top_k * model.hidden_size * DTYPES[precision.activations].bytes
+
+
+def cp_message_bytes(kind: LayerKind, p: Parallelism, tokens: Num, precision: Precision) -> Num:
+    """One ring-attention step's K/V block."""
+    a = kind.attention
+    kv_local = maximum(a.num_kv_heads // p.tp, 1)
+    return tokens * kv_local * (a.qk_head_dim + a.v_head_dim) * DTYPES[precision.activations].bytes
+
+
+def cp_width(kind: LayerKind, p: Parallelism) -> int:
+    """Elements per token of one rank's K/V block (its KV heads, at least one)."""
+    a = kind.attention
+    return int(max(a.num_kv_heads // p.tp, 1) * (a.qk_head_dim + a.v_head_dim))
+
+
+def pp_message_bytes(model: ModelSpec, p: Parallelism, tokens: Num, precision: Precision) -> Num:
+    """The activation (or gradient) a stage sends its neighbour per micro-batch."""
+    act_b = DTYPES[precision.activations].bytes
+    return tokens * model.hidden_size * act_b / where(p.sequence_parallel, p.tp, 1)
+
+
+def wire_factor(collective: str, n: int) -> float:
+    """Bytes one GPU sends per byte of message (NCCL ring algorithms)."""
+    if n <= 1:
+        return 0.0
+    if collective == "all_reduce":
+        return 2 * (n - 1) / n
+    if collective == "send_recv":
+        return 1.0
+    return (n - 1) / n
