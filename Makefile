@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: serve test lint typecheck pytest bench clean postgresql
+.PHONY: serve test lint typecheck pytest bench clean postgresql docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,7 +46,16 @@ typecheck: $(VENV)/.installed-test
 pytest: $(VENV)/.installed-test /usr/bin/chromium postgresql
 	$(BIN)/python -m pytest
 
-test: lint typecheck pytest
+# The user documentation (docs/, mkdocs.yml) as a static site in build/site, built offline;
+# --strict turns every broken link, missing anchor or page left out of the nav into a failure.
+$(VENV)/.installed-docs: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[docs]"
+	touch $@
+
+docs: $(VENV)/.installed-docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -d build/site
+
+test: lint typecheck pytest docs
 
 # llm-analysis 0.2.2 pins transformers<5, which would downgrade the ground-truth extra: install it
 # without its dependencies (the benchmark never lets it import transformers).

@@ -1,4 +1,4 @@
-"""Service settings, read from the environment (documented in the README's settings table).
+"""Service settings, read from the environment (documented in docs/deployment.md, "Settings").
 
 Plan store and access:
 
@@ -23,7 +23,7 @@ The server (``llm-planner serve`` and the image's start step):
 - ``PLANNER_FAST_ESTIMATES``: ``0`` serves the two single estimates through FastAPI's routing
   only (default on: a measured fast path, ``app.api.fast``).
 
-Limits (every one bounds what a single request can cost; README, "Limits"):
+Limits (every one bounds what a single request can cost; docs/deployment.md, "Limits"):
 
 - ``PLANNER_MAX_BODY_BYTES``: largest request body (default 1,000,000; 413 past it).
 - ``PLANNER_MAX_JSON_DEPTH``: deepest nesting of a JSON body or a JSON query parameter

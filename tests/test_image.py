@@ -110,7 +110,7 @@ def test_every_setting_is_documented() -> None:
     )
     compose = yaml.safe_load((ROOT / "compose.yaml").read_text())
     assert set(compose["services"]["planner"]["environment"]) <= names
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs/deployment.md").read_text()
     assert {n for n in names if f"`{n}`" not in readme} == set()
 
 

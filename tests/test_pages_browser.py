@@ -2,7 +2,7 @@
 the running service. Pages load with no console errors, the numbers a filled form shows equal
 the API's for the same plan, charts carry the expected traces and lines, bad input is shown next
 to its field, and a pasted config is read. Screenshots of each page are saved under
-``artifacts/screenshots/`` (README: "Dashboard").
+``artifacts/screenshots/`` (docs/dashboard.md).
 
 ``make test`` installs chromium; outside CI the tests skip where it is missing, in CI
 (``CI`` set) they fail instead.

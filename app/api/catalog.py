@@ -139,7 +139,7 @@ async def model_tree(req: TreeRequest, request: Request) -> Response:
     estimated time of one forward of ``batch_size x seq_len`` tokens on one GPU, each as a
     share of the total, and the largest modules at every depth. With ``source=exact``, also
     transformers' own modules, built in a separate process under the exact tree's limits
-    (layers, time, queue: README, "Limits")."""
+    (layers, time, queue: docs/deployment.md, "Limits")."""
     model, tree = await run_in_threadpool(run_tree, req)
     out = tree_out(tree, model.id or "custom", req.seq_len, req.batch_size, req.top_k)
     if req.source == "exact":

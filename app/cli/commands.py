@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="llm-planner", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser(
-        "serve", help="start the web service (settings from the environment; see the README)"
+        "serve", help="start the web service (settings from the environment: docs/deployment.md)"
     )
     serve.add_argument("--host", help="default PLANNER_HOST, else 127.0.0.1")
     serve.add_argument("--port", type=int, help="default PLANNER_PORT, else 8000")

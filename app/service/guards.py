@@ -5,7 +5,7 @@ request can tie the service up, crash it, or write from another site.
   chunked upload, as soon as the bytes read pass it.
 - **Time to send**: a client has ``body_timeout_s`` to send its whole body; past it the request
   is answered 408 and its connection closed (a slow-body client holds no worker beyond it).
-  Slow *headers* are the server's or a reverse proxy's to bound (README, "Limits").
+  Slow *headers* are the server's or a reverse proxy's to bound (docs/deployment.md, "Limits").
 - **Depth**: a JSON body, or a JSON query parameter (a pasted ``config``), nested deeper than
   ``max_json_depth`` is refused with a 422 naming ``body`` or the parameter *before* anything
   parses it (Python's parser recurses, and a 2 KB body of brackets would exhaust its stack).
