@@ -199,3 +199,15 @@ def browser() -> Iterator[Any]:
         b = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=["--no-sandbox"])
         yield b
         b.close()
+
+
+def team_accelerator(ident: str, name: str = "H100", **over: Any) -> dict[str, Any]:
+    """A team accelerator entry (an H100's figures) as the team API takes it."""
+    return {
+        "id": ident,
+        "name": name,
+        "memory_gb": 80,
+        "hbm_tb_per_s": 3.35,
+        "dense_tflops": {"bf16": 989},
+        **over,
+    }

@@ -12,7 +12,8 @@ from fastapi.testclient import TestClient
 from app.cli.commands import main
 from app.main import app
 from estimator import Parallelism, TrainingSetup, get_accelerator, get_model, get_precision
-from estimator.timing.comms import communication_plan, wire_factor
+from estimator.timing.collectives import wire_factor
+from estimator.timing.comms import communication_plan
 from estimator.timing.training import estimate_training
 
 H100 = get_accelerator("h100-sxm-80gb")

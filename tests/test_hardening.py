@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from app.main import app, create_app
 from estimator import model_entry
 
-from .conftest import running_server
+from .conftest import running_server, team_accelerator
 
 API = "/api/v1"
 client = TestClient(app)
@@ -202,13 +202,9 @@ def _largest_cases() -> dict[tuple[str, str], tuple[dict[str, Any], float]]:
         "request": {**big_training, "model": small_enough},
     }
     team_model = {"id": "big-team-model", "name": "n", "config": BIG_CONFIG}
-    team_gpu = {
-        "id": "big-team-gpu",
-        "name": "n",
-        "memory_gb": 1e5,
-        "hbm_tb_per_s": 100,
-        "dense_tflops": {"bf16": 1e5},
-    }
+    team_gpu = team_accelerator(
+        "big-team-gpu", "n", memory_gb=1e5, hbm_tb_per_s=100, dense_tflops={"bf16": 1e5}
+    )
     e, s = ESTIMATE_S, SWEEP_S + 2.0
     return {
         ("POST", "/training/estimate"): (big_training, e),

@@ -22,7 +22,7 @@ from app.store.plans import make_engine, migrate
 from app.store.team import TeamInUse, TeamStore
 from estimator import model_entry
 
-from .conftest import running_server
+from .conftest import running_server, team_accelerator
 
 API = "/api/v1"
 REQUEST = {"model": "llama-3-8b", "num_gpus": 8, "layout": {"tp": 2}}
@@ -73,13 +73,7 @@ def test_search_is_taken_literally(api: TestClient) -> None:
 
 def test_team_entries_in_use_cannot_be_deleted(api: TestClient) -> None:
     model = {"id": "our-8b", "name": "8B", "config": model_entry("llama-3-8b")["config"]}
-    gpu = {
-        "id": "our-h100",
-        "name": "H100",
-        "memory_gb": 80,
-        "hbm_tb_per_s": 3.35,
-        "dense_tflops": {"bf16": 989},
-    }
+    gpu = team_accelerator("our-h100")
     assert api.post(f"{API}/team/models", json=model).status_code == 201
     assert api.post(f"{API}/team/accelerators", json=gpu).status_code == 201
     plan = _save(api, "on our model", [], {"model": "our-8b", "num_gpus": 8})

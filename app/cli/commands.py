@@ -307,6 +307,13 @@ def _flags(
     return given
 
 
+def _from_args(args: argparse.Namespace, model: type[R], other: type[BaseModel] | None = None) -> R:
+    """The command's request: its file (or stdin) with its flags laid over it; a flag of
+    ``other`` (the other kind of request the command takes) is refused by name."""
+    others = flags_of(other) if other is not None else ()
+    return _request(args.plan, model, _flags(args, flags_of(model), others))
+
+
 def _model(ref: str) -> str | dict[str, Any]:
     """A catalog id, or the config.json at a ``.json`` path (``-``: stdin)."""
     if ref != "-" and Path(ref).suffix != ".json":
@@ -384,7 +391,7 @@ def _train(args: argparse.Namespace) -> int:
     from app.resolve import run_training
     from app.schemas.training import TrainingRequest
 
-    req = _request(args.plan, TrainingRequest, _flags(args, flags_of(TrainingRequest)))
+    req = _from_args(args, TrainingRequest)
     return _print(args, training_out(*run_training(req)), training_text)
 
 
@@ -395,7 +402,7 @@ def _infer(args: argparse.Namespace) -> int:
     from app.resolve import run_inference
     from app.schemas.inference import InferenceRequest
 
-    req = _request(args.plan, InferenceRequest, _flags(args, flags_of(InferenceRequest)))
+    req = _from_args(args, InferenceRequest)
     return _print(args, inference_out(req, *run_inference(req)), serving_text)
 
 
@@ -420,11 +427,7 @@ def _sweep(args: argparse.Namespace) -> int:
     )
 
     if args.serving:
-        serving = _request(
-            args.plan,
-            ServingSweepRequest,
-            _flags(args, flags_of(ServingSweepRequest), flags_of(TrainingSweepRequest)),
-        )
+        serving = _from_args(args, ServingSweepRequest, TrainingSweepRequest)
         served = run_serving_sweep(serving)
         if args.csv:
             listed = serving_sweep_rows(served, serving)
@@ -432,11 +435,7 @@ def _sweep(args: argparse.Namespace) -> int:
             return 0
         out = serving_sweep_out(served, serving).model_dump(mode="json")
         return _print(args, out, serving_sweep_text)
-    req = _request(
-        args.plan,
-        TrainingSweepRequest,
-        _flags(args, flags_of(TrainingSweepRequest), flags_of(ServingSweepRequest)),
-    )
+    req = _from_args(args, TrainingSweepRequest, ServingSweepRequest)
     result = run_training_sweep(req)
     if args.csv:
         check_csv_rows(result.counts["feasible"] if req.rows == "feasible" else len(result))

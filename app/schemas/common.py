@@ -164,12 +164,20 @@ class Request(BaseModel):
         return data if fixed is None else fixed
 
 
-def terms_model(name: str, terms: Sequence[Term]) -> type[BaseModel]:
+def terms_model(name: str, terms: Sequence[Term], *, memory: bool = False) -> type[BaseModel]:
     """A response model with one float field per term of the core's registry
-    (``estimator.terms``), in its order, described by what the term counts."""
+    (``estimator.terms``), in its order, described by what the term counts; a ``memory``
+    breakdown adds its total, the card's capacity, the headroom and whether it fits."""
     fields: dict[str, Any] = {
         t.key: (float, Field(description=f"{t.label}: {t.includes} ({t.unit})")) for t in terms
     }
+    if memory:
+        fields |= {
+            "total_bytes": (float, Field(description="The terms' sum")),
+            "capacity_bytes": (float, Field(description="What the accelerator holds")),
+            "headroom_bytes": (float, Field(description="capacity - total (negative: over)")),
+            "fits": (bool, Field(description="total <= capacity")),
+        }
     return create_model(name, **fields)
 
 

@@ -106,17 +106,13 @@ class InferenceRequest(Request):
 
 
 # The terms come from the core's registry (``estimator.terms``), in its order.
-_MemoryTerms = terms_model("InferenceMemoryTerms", INFERENCE_MEMORY)
+_MemoryTerms = terms_model("InferenceMemoryTerms", INFERENCE_MEMORY, memory=True)
 _LatencyTerms = terms_model("LatencyTerms", LATENCY)
 
 
 class InferenceMemoryOut(_MemoryTerms):  # type: ignore[misc, valid-type]
     """Per-GPU serving memory on the most-loaded pipeline stage (bytes)."""
 
-    total_bytes: float
-    capacity_bytes: float
-    headroom_bytes: float
-    fits: bool
     prefill_peak_bytes: float
     decode_peak_bytes: float
     stage: int

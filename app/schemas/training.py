@@ -154,17 +154,13 @@ class TrainingRequest(Request):
 
 
 # The terms come from the core's registry (``estimator.terms``), in its order.
-_MemoryTerms = terms_model("TrainingMemoryTerms", TRAINING_MEMORY)
+_MemoryTerms = terms_model("TrainingMemoryTerms", TRAINING_MEMORY, memory=True)
 _StepTerms = terms_model("StepTerms", STEP)
 
 
 class TrainingMemoryOut(_MemoryTerms):  # type: ignore[misc, valid-type]
     """Per-GPU memory on the most-loaded GPU, term by term (bytes)."""
 
-    total_bytes: float
-    capacity_bytes: float
-    headroom_bytes: float
-    fits: bool
     stage: int = Field(description="Pipeline stage of the most-loaded GPU")
     params_on_gpu: float
     in_flight_microbatches: int

@@ -15,23 +15,7 @@ from estimator.memory.training import TrainingMemory, TrainingSetup, training_me
 from estimator.spec.accelerator import Accelerator
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
-from estimator.timing.collectives import (
-    CP_DIRECTIONS,
-    EP_CALLS_PER_MOE_LAYER,
-    TP_CALLS_PER_LAYER,
-    ZERO3_GATHERS_PER_LAYER,
-    collective_passes,
-    cp_message_bytes,
-    cp_width,
-    dp_sync_collective,
-    ep_message_bytes,
-    pp_message_bytes,
-    pp_sends_per_microbatch,
-    tp_collectives,
-    tp_message_bytes,
-    wire_factor,
-    zero3_layer_bytes,
-)
+from estimator.timing import collectives as rules
 from estimator.timing.kernels import Collective, collective_time, kernel_profile
 
 __all__ = ["CommEvent", "CommPlan", "communication_plan"]
@@ -58,7 +42,7 @@ class CommEvent:
         """Bytes this GPU puts on the wire for this collective in one iteration."""
         return (
             self.message_bytes
-            * wire_factor(self.collective, self.group_size)
+            * rules.wire_factor(self.collective, self.group_size)
             * self.calls_per_iteration
         )
 
@@ -108,7 +92,7 @@ def communication_plan(
     tokens = setup.seq_len * setup.micro_batch_size / p.cp
     counts = stage_kind_counts(model, p.pp, p.vp, memory.stage)
     layers = int(sum(counts))
-    passes = collective_passes(setup.recompute)
+    passes = rules.collective_passes(setup.recompute)
     events: list[CommEvent] = []
 
     gpn = accelerator.gpus_per_node
@@ -148,10 +132,10 @@ def communication_plan(
 
     h = model.hidden_size
     if p.tp > 1:
-        msg = float(tp_message_bytes(model, p, tokens, precision))
+        msg = float(rules.tp_message_bytes(model, p, tokens, precision))
         hidden = "overlapped with GEMMs (tp_comm_overlap)" if tp_comm_overlap else "exposed"
-        calls = TP_CALLS_PER_LAYER * layers * passes
-        for name in tp_collectives(bool(p.sequence_parallel)):
+        calls = rules.TP_CALLS_PER_LAYER * layers * passes
+        for name in rules.tp_collectives(bool(p.sequence_parallel)):
             add(
                 "tp",
                 name,
@@ -166,14 +150,14 @@ def communication_plan(
     if p.cp > 1:
         for kind, n in zip(model.kinds, counts, strict=True):
             if n:
-                msg = float(cp_message_bytes(kind, p, tokens, precision))
-                calls = n * (p.cp - 1) * CP_DIRECTIONS
+                msg = float(rules.cp_message_bytes(kind, p, tokens, precision))
+                calls = n * (p.cp - 1) * rules.CP_DIRECTIONS
                 add(
                     "cp",
                     "send_recv",
                     f"ring attention, {kind.name} layers, fwd + bwd",
                     msg,
-                    (int(tokens), cp_width(kind, p)),
+                    (int(tokens), rules.cp_width(kind, p)),
                     "cp",
                     calls,
                     calls * m,
@@ -186,8 +170,8 @@ def communication_plan(
             if any(x.copies > 1 for x in kind.linears)
         )
         if moe_layers:
-            msg = float(ep_message_bytes(model, p, tokens, precision))
-            calls = EP_CALLS_PER_MOE_LAYER * moe_layers * passes
+            msg = float(rules.ep_message_bytes(model, p, tokens, precision))
+            calls = rules.EP_CALLS_PER_MOE_LAYER * moe_layers * passes
             add(
                 "ep",
                 "all_to_all",
@@ -200,8 +184,8 @@ def communication_plan(
                 "exposed",
             )
     if p.pp > 1:
-        msg = float(pp_message_bytes(model, p, tokens, precision))
-        calls = pp_sends_per_microbatch(p.vp)
+        msg = float(rules.pp_message_bytes(model, p, tokens, precision))
+        calls = rules.pp_sends_per_microbatch(p.vp)
         overlap = "overlapped (interleaved schedule)" if p.vp > 1 else "exposed"
         add(
             "pp",
@@ -222,7 +206,7 @@ def communication_plan(
         zero = int(p.optimizer_shard_stage)
         group = "dp"
         if zero >= 3:
-            layer_w = zero3_layer_bytes(params, model.num_layers / p.pp, w_b)
+            layer_w = rules.zero3_layer_bytes(params, model.num_layers / p.pp, w_b)
             add(
                 "zero3",
                 "all_gather",
@@ -230,8 +214,8 @@ def communication_plan(
                 layer_w,
                 (int(layer_w / w_b),),
                 group,
-                ZERO3_GATHERS_PER_LAYER * layers,
-                ZERO3_GATHERS_PER_LAYER * layers * m,
+                rules.ZERO3_GATHERS_PER_LAYER * layers,
+                rules.ZERO3_GATHERS_PER_LAYER * layers * m,
                 "prefetched behind the previous layer",
             )
             add(
@@ -246,7 +230,7 @@ def communication_plan(
                 "behind the backward pass",
             )
         else:
-            sync = dp_sync_collective(zero >= 1)
+            sync = rules.dp_sync_collective(zero >= 1)
             add(
                 "dp",
                 sync,

@@ -65,21 +65,7 @@ from estimator.spec.architecture import AttentionCore, LayerKind
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
 from estimator.terms import STEP
-from estimator.timing.collectives import (
-    CP_DIRECTIONS,
-    EP_CALLS_PER_MOE_LAYER,
-    TP_CALLS_PER_LAYER,
-    ZERO3_GATHERS_PER_LAYER,
-    collective_passes,
-    cp_message_bytes,
-    dp_sync_collective,
-    ep_message_bytes,
-    pp_message_bytes,
-    pp_sends_per_microbatch,
-    tp_collectives,
-    tp_message_bytes,
-    zero3_layer_bytes,
-)
+from estimator.timing import collectives as rules
 from estimator.timing.kernels import (
     AttentionKernel,
     KernelProfile,
@@ -376,35 +362,35 @@ def layer_time(
     )
 
     ranks = group_shapes(p)
-    activation_bytes = tp_message_bytes(model, p, tokens, precision)
+    activation_bytes = rules.tp_message_bytes(model, p, tokens, precision)
     tp_size, tp_stride = ranks["tp"]
     sp_on = logical_and(p.sequence_parallel, p.tp > 1)
     one: Num = 0.0
 
-    def exchange(sequence_parallel: bool) -> Num:  # one TP exchange (``tp_collectives``)
+    def exchange(sequence_parallel: bool) -> Num:  # one TP exchange (``rules.tp_collectives``)
         return sum(
             collective_time(acc, prof, name, activation_bytes, tp_size, tp_stride, domain)
-            for name in tp_collectives(sequence_parallel)
+            for name in rules.tp_collectives(sequence_parallel)
         )
 
     if sp_on is not False:
         one = exchange(True)
     if sp_on is not True:
         one = where(sp_on, one, exchange(False))
-    tp_comm = TP_CALLS_PER_LAYER * one
+    tp_comm = rules.TP_CALLS_PER_LAYER * one
 
     ep_comm: Num = 0.0
     if model.moe is not None and any(m.copies > 1 for m in kind.linears):
         ep_size, ep_stride = ranks["ep"]
-        routed_bytes = ep_message_bytes(model, p, tokens, precision)
-        ep_comm = EP_CALLS_PER_MOE_LAYER * collective_time(
+        routed_bytes = rules.ep_message_bytes(model, p, tokens, precision)
+        ep_comm = rules.EP_CALLS_PER_MOE_LAYER * collective_time(
             acc, prof, "all_to_all", routed_bytes, ep_size, ep_stride, domain
         )
 
     cp_comm: Num = 0.0
     if type(p.cp) is not int or p.cp > 1:
         cp_stride = ranks["cp"][1]
-        kv_bytes = cp_message_bytes(kind, p, tokens, precision)
+        kv_bytes = rules.cp_message_bytes(kind, p, tokens, precision)
         ring = (p.cp - 1) * collective_time(acc, prof, "send_recv", kv_bytes, 2, cp_stride, domain)
         cp_comm = maximum(ring - attention, 0.0)  # hidden behind the blockwise attention
     return _LayerTime(gemm, attention, attention_bwd, elementwise, tp_comm, ep_comm, cp_comm)
@@ -467,14 +453,14 @@ def _stage_times(
         compute_b = 2 * lt.gemm + lt.attention_backward + 2 * lt.elementwise
         fwd = fwd + n * compute_f
         bwd = bwd + n * compute_b
-        passes = collective_passes(setup.recompute)
+        passes = rules.collective_passes(setup.recompute)
         if setup.recompute == "full":
             rec = rec + n * compute_f
         elif setup.recompute == "selective":
             rec = rec + n * lt.attention
         comm["tp_comm"] = comm["tp_comm"] + n * passes * tp_f
         comm["ep_comm"] = comm["ep_comm"] + n * passes * lt.ep_comm
-        comm["cp_comm"] = comm["cp_comm"] + n * CP_DIRECTIONS * lt.cp_comm
+        comm["cp_comm"] = comm["cp_comm"] + n * rules.CP_DIRECTIONS * lt.cp_comm
 
     tokens = setup.seq_len * setup.micro_batch_size / p.cp
     act_b = DTYPES[precision.activations].bytes
@@ -497,10 +483,10 @@ def _stage_times(
     pp_comm: Num = 0.0
     exposed = logical_and(p.pp > 1, p.vp == 1)  # interleaving overlaps send/recv with compute
     if exposed is not False:
-        msg = pp_message_bytes(model, p, tokens, precision)
+        msg = rules.pp_message_bytes(model, p, tokens, precision)
         size, stride = group_shapes(p)["pp"]
         hop = collective_time(acc, prof, "send_recv", msg, size, stride, domain)
-        pp_comm = exposed * (pp_sends_per_microbatch(p.vp) * hop)
+        pp_comm = exposed * (rules.pp_sends_per_microbatch(p.vp) * hop)
     return {"forward": fwd, "backward": bwd, "recompute": rec, "pp_comm": pp_comm, **comm}
 
 
@@ -573,8 +559,8 @@ def training_time_terms(
         # Per layer and micro-batch: gather weights for forward and for backward, reduce-scatter
         # the gradients; prefetch hides each behind the layer's compute.
         layers_on_stage = model.num_layers / p.pp
-        layer_w = zero3_layer_bytes(params, layers_on_stage, w_b)
-        per_layer = ZERO3_GATHERS_PER_LAYER * collective_time(
+        layer_w = rules.zero3_layer_bytes(params, layers_on_stage, w_b)
+        per_layer = rules.ZERO3_GATHERS_PER_LAYER * collective_time(
             accelerator, prof, "all_gather", layer_w, dense_size, dense_stride, domain
         ) + collective_time(
             accelerator,
@@ -645,10 +631,10 @@ def _dense_collective(
     """Gradient synchronization (``collectives.dp_sync_collective``), for one layout or arrays
     of them (both collectives timed, the right one kept)."""
     if sharded is True or sharded is False:
-        kind = dp_sync_collective(sharded)
+        kind = rules.dp_sync_collective(sharded)
         return collective_time(acc, prof, kind, payload, size, stride, domain)
-    rs = collective_time(acc, prof, dp_sync_collective(True), payload, size, stride, domain)
-    ar = collective_time(acc, prof, dp_sync_collective(False), payload, size, stride, domain)
+    rs = collective_time(acc, prof, rules.dp_sync_collective(True), payload, size, stride, domain)
+    ar = collective_time(acc, prof, rules.dp_sync_collective(False), payload, size, stride, domain)
     return where(sharded, rs, ar)
 
 

@@ -3,34 +3,31 @@
 
 from __future__ import annotations
 
-from estimator.spec.architecture import Linear
-from estimator.spec.families.blocks import fused_qkv, ln
-from estimator.spec.families.decoder import Stack, uniform_stack
+from estimator.spec.families.blocks import ln
+from estimator.spec.families.decoder import (
+    Stack,
+    classic_linears,
+    dense_h_to_4h_names,
+    uniform_stack,
+)
 from estimator.spec.model import ModelSpec
 from estimator.spec.reader import ConfigReader
 
 __all__ = ["MODEL_TYPES", "read"]
 
 MODEL_TYPES = ("bloom",)
+NAMES = dense_h_to_4h_names("self_attention")
 
 
 def read(c: ConfigReader, ident: str) -> ModelSpec:
     h = c.integer("hidden_size", "n_embed", default=64)
     layers = c.integer("n_layer", "num_hidden_layers", default=2)
     heads = c.integer("n_head", "num_attention_heads", default=8)
-    hd = h // heads
-    linears = (
-        *fused_qkv("self_attention.query_key_value", h, heads, heads, hd, True),
-        Linear("self_attention.dense", h, h, True, "attention", "row", heads),
-        Linear("mlp.dense_h_to_4h", h, 4 * h, True, "mlp", "column"),
-        Linear("mlp.dense_4h_to_h", 4 * h, h, True, "mlp", "row"),
-    )
     stack = Stack(
         hidden=h,
         layers=layers,
         heads=heads,
-        head_dim=hd,
-        linears=linears,
+        linears=classic_linears(h, heads, heads, 4 * h, NAMES, bias=True),
         norms=(ln("input_layernorm", h), ln("post_attention_layernorm", h)),
         positions=0,
         max_len=c.opt_integer("seq_length", "max_position_embeddings"),
@@ -39,7 +36,6 @@ def read(c: ConfigReader, ident: str) -> ModelSpec:
         tie=c.flag("tie_word_embeddings", True),
         attention_dropout=c.number("attention_dropout", default=0.0),
         hidden_dropout=c.number("hidden_dropout", default=0.0),
-        default_vocab=250880,
         embedding_norm=ln("word_embeddings_layernorm", h),
     )
     return uniform_stack(c, ident, stack)

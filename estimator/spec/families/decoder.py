@@ -13,10 +13,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from estimator.catalog.files import load
 from estimator.errors import SpecError
 from estimator.spec.architecture import LayerKind, Linear, Norm
 from estimator.spec.families.blocks import (
     Layer,
+    attention_linears,
+    fused_qkv,
     kinds_from_layers,
     kv_heads,
     rms,
@@ -30,13 +33,30 @@ __all__ = [
     "Dims",
     "Prelude",
     "Stack",
+    "attention_layer",
+    "classic_linears",
+    "config_defaults",
     "decoder",
+    "dense_h_to_4h_names",
     "layer_name",
     "prelude",
     "read_dims",
+    "read_experts",
     "standard_layer_norms",
     "uniform_stack",
 ]
+
+
+def config_defaults(model_type: str) -> dict[str, Any]:
+    """transformers' config-class defaults of the fields a Llama-style family reads
+    (``catalog/config_defaults.json``); empty for a family it does not list."""
+    defaults: dict[str, Any] = load("config_defaults.json")["decoder"].get(model_type, {})
+    return defaults
+
+
+def default_vocab(model_type: str) -> int:
+    """The vocabulary a classic family's config defaults to."""
+    return int(load("config_defaults.json")["vocab"][model_type])
 
 
 @dataclass(frozen=True)
@@ -94,6 +114,79 @@ def standard_layer_norms(h: int) -> list[Norm]:
     return [rms("input_layernorm", h), rms("post_attention_layernorm", h)]
 
 
+def attention_layer(
+    d: Dims,
+    window: int | None,
+    ffn: Sequence[Linear],
+    *,
+    qkv_bias: bool = False,
+    o_bias: bool = False,
+    norms: Sequence[Norm] | None = None,
+    moe: bool = False,
+) -> Layer:
+    """A layer of grouped-query attention (``self_attn.{q,k,v,o}_proj``) and ``ffn`` (an MLP,
+    or a router and experts), with the two standard RMSNorms unless ``norms`` says otherwise."""
+    attention = attention_linears(d.hidden, d.heads, d.kv_heads, d.head_dim, qkv_bias, o_bias)
+    return Layer(
+        layer_name(moe, window),
+        (*attention, *ffn),
+        tuple(standard_layer_norms(d.hidden) if norms is None else norms),
+        standard_core(d.heads, d.kv_heads, d.head_dim, window),
+    )
+
+
+def read_experts(
+    c: ConfigReader,
+    experts: tuple[str, ...],
+    default_experts: int,
+    default_top_k: int,
+    intermediate: str,
+    default_intermediate: int,
+) -> tuple[int, int, int]:
+    """A mixture of experts' size: routed experts (under the first of ``experts`` the config
+    sets), ``num_experts_per_tok`` of them a token, each of ``intermediate`` width."""
+    count = c.integer(*experts, default=default_experts)
+    top_k = c.integer("num_experts_per_tok", default=default_top_k)
+    inter = c.integer(intermediate, default=default_intermediate)
+    if top_k > count:
+        raise SpecError(
+            "config.num_experts_per_tok", f"must be <= the number of experts ({count})", top_k
+        )
+    return count, top_k, inter
+
+
+def dense_h_to_4h_names(attention: str) -> tuple[str, str, str, str]:
+    """The module names BLOOM, Falcon and GPT-NeoX share: ``<attention>.query_key_value``,
+    ``<attention>.dense``, ``mlp.dense_h_to_4h``, ``mlp.dense_4h_to_h``."""
+    return (
+        f"{attention}.query_key_value",
+        f"{attention}.dense",
+        "mlp.dense_h_to_4h",
+        "mlp.dense_4h_to_h",
+    )
+
+
+def classic_linears(
+    h: int,
+    heads: int,
+    kv_heads: int,
+    inter: int,
+    names: tuple[str, str, str, str],
+    bias: bool,
+    mlp_bias: bool | None = None,
+) -> tuple[Linear, ...]:
+    """A classic layer's linears: fused q/k/v, the attention output, the MLP's up and down
+    projections (``names`` in that order), biased by ``bias`` (the MLP's by ``mlp_bias``)."""
+    qkv, out, up, down = names
+    mlp_bias = bias if mlp_bias is None else mlp_bias
+    return (
+        *fused_qkv(qkv, h, heads, kv_heads, h // heads, bias),
+        Linear(out, h, h, bias, "attention", "row", heads),
+        Linear(up, h, inter, mlp_bias, "mlp", "column"),
+        Linear(down, inter, h, mlp_bias, "mlp", "row"),
+    )
+
+
 def decoder(
     c: ConfigReader,
     ident: str,
@@ -142,7 +235,6 @@ class Stack:
     hidden: int
     layers: int
     heads: int
-    head_dim: int
     linears: tuple[Linear, ...]
     norms: tuple[Norm, ...]
     positions: int
@@ -152,7 +244,6 @@ class Stack:
     tie: bool
     attention_dropout: float
     hidden_dropout: float
-    default_vocab: int
     kv_heads: int | None = None
     parallel: bool = False
     embed_dim: int | None = None
@@ -169,14 +260,14 @@ def uniform_stack(c: ConfigReader, ident: str, s: Stack) -> ModelSpec:
         raise SpecError(
             "config.num_kv_heads", f"must divide num_attention_heads={heads}", s.kv_heads
         )
-    core = standard_core(heads, s.kv_heads or heads, s.head_dim, None)
+    core = standard_core(heads, s.kv_heads or heads, h // heads, None)
     kind = LayerKind("dense", s.linears, tuple(n for n in s.norms if n.size), core, s.parallel)
     return ModelSpec(
         id=ident,
         model_type=c.model_type,
         hidden_size=h,
         num_layers=s.layers,
-        vocab_size=c.integer("vocab_size", default=s.default_vocab),
+        vocab_size=c.integer("vocab_size", default=default_vocab(c.model_type)),
         max_seq_len=s.max_len,
         embed_dim=s.embed_dim or h,
         position_embeddings=s.positions,

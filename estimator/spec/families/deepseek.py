@@ -4,43 +4,41 @@ plus ``n_shared_experts`` shared ones, all of ``moe_intermediate_size``."""
 
 from __future__ import annotations
 
-from estimator.errors import SpecError
 from estimator.spec.architecture import AttentionCore, Linear, Norm
 from estimator.spec.families.blocks import Layer, gated_mlp, rms, routed_experts, router
-from estimator.spec.families.decoder import decoder, layer_name, prelude, standard_layer_norms
+from estimator.spec.families.decoder import (
+    config_defaults,
+    decoder,
+    layer_name,
+    prelude,
+    read_experts,
+    standard_layer_norms,
+)
 from estimator.spec.model import ModelSpec, MoESpec
 from estimator.spec.reader import ConfigReader
 
-__all__ = ["DEFAULTS", "MODEL_TYPES", "mla", "read"]
+__all__ = ["MODEL_TYPES", "mla", "read"]
 
-DEFAULTS = {
-    "deepseek_v3": dict(
-        vocab_size=129280,
-        hidden_size=7168,
-        intermediate_size=18432,
-        num_hidden_layers=61,
-        num_attention_heads=128,
-    ),
-}
-MODEL_TYPES = tuple(DEFAULTS)
+MODEL_TYPES = ("deepseek_v3",)
 
 
 def read(c: ConfigReader, ident: str) -> ModelSpec:
-    defaults = DEFAULTS[c.model_type]
+    defaults = config_defaults(c.model_type)
     p = prelude(c, defaults, default_sliding=False)
     d = p.dims
     h = d.hidden
-    experts = c.integer("n_routed_experts", "num_local_experts", default=256)
-    top_k = c.integer("num_experts_per_tok", default=8)
-    moe_inter = c.integer("moe_intermediate_size", default=2048)
+    experts, top_k, moe_inter = read_experts(
+        c, ("n_routed_experts", "num_local_experts"), 256, 8, "moe_intermediate_size", 2048
+    )
     shared_inter = moe_inter * c.integer("n_shared_experts", default=1, minimum=0)
     first_dense = c.integer("first_k_dense_replace", default=3, minimum=0)
     moe_layers = set(range(first_dense, d.layers))
-    if top_k > experts:
-        raise SpecError(
-            "config.num_experts_per_tok", f"must be <= the number of experts ({experts})", top_k
-        )
     inter = c.integer("intermediate_size", default=defaults["intermediate_size"])
+    routed = [router("mlp.gate", h, experts)]
+    routed += routed_experts("mlp.experts", h, moe_inter, experts, top_k)
+    if shared_inter:
+        routed += gated_mlp("mlp.shared_experts", h, shared_inter, False, "shared_experts")
+    dense = gated_mlp("mlp", h, inter, p.mlp_bias, "mlp")
     layers = []
     for i in range(d.layers):
         core, attention = mla(c, h, d.heads)
@@ -48,15 +46,9 @@ def read(c: ConfigReader, ident: str) -> ModelSpec:
         if c.opt_integer("q_lora_rank"):
             norms.append(rms("self_attn.q_a_layernorm", c.integer("q_lora_rank")))
         norms.append(rms("self_attn.kv_a_layernorm", c.integer("kv_lora_rank", default=512)))
-        linears = list(attention)
-        if i in moe_layers:
-            linears.append(router("mlp.gate", h, experts))
-            linears += routed_experts("mlp.experts", h, moe_inter, experts, top_k)
-            if shared_inter:
-                linears += gated_mlp("mlp.shared_experts", h, shared_inter, False, "shared_experts")
-        else:
-            linears += gated_mlp("mlp", h, inter, p.mlp_bias, "mlp")
-        layers.append(Layer(layer_name(i in moe_layers, None), tuple(linears), tuple(norms), core))
+        ffn = routed if i in moe_layers else dense
+        linears = (*attention, *ffn)
+        layers.append(Layer(layer_name(i in moe_layers, None), linears, tuple(norms), core))
     moe = MoESpec(experts, top_k, moe_inter, shared_inter, len(moe_layers)) if moe_layers else None
     activation = c.text("hidden_act", default="silu")
     return decoder(c, ident, d, layers, moe=moe, activation=activation)

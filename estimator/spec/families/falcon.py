@@ -4,22 +4,27 @@ GELU MLP of ``ffn_hidden_size`` (default 4h), tied head."""
 
 from __future__ import annotations
 
-from estimator.spec.architecture import Linear, Norm
-from estimator.spec.families.blocks import fused_qkv, ln
-from estimator.spec.families.decoder import Stack, uniform_stack
+from estimator.spec.architecture import Norm
+from estimator.spec.families.blocks import ln
+from estimator.spec.families.decoder import (
+    Stack,
+    classic_linears,
+    dense_h_to_4h_names,
+    uniform_stack,
+)
 from estimator.spec.model import ModelSpec
 from estimator.spec.reader import ConfigReader
 
 __all__ = ["MODEL_TYPES", "read"]
 
 MODEL_TYPES = ("falcon",)
+NAMES = dense_h_to_4h_names("self_attention")
 
 
 def read(c: ConfigReader, ident: str) -> ModelSpec:
     h = c.integer("hidden_size", default=4544)
     layers = c.integer("num_hidden_layers", "n_layer", default=32)
     heads = c.integer("num_attention_heads", "n_head", default=71)
-    hd = h // heads
     new_arch = c.flag("new_decoder_architecture", False)
     multi_query = c.flag("multi_query", True)
     parallel = c.flag("parallel_attn", True)
@@ -31,12 +36,6 @@ def read(c: ConfigReader, ident: str) -> ModelSpec:
         kv = heads
     bias = c.flag("bias", False)
     inter = c.integer("ffn_hidden_size", default=4 * h)
-    linears = (
-        *fused_qkv("self_attention.query_key_value", h, heads, kv, hd, bias),
-        Linear("self_attention.dense", h, h, bias, "attention", "row", heads),
-        Linear("mlp.dense_h_to_4h", h, inter, bias, "mlp", "column"),
-        Linear("mlp.dense_4h_to_h", inter, h, bias, "mlp", "row"),
-    )
     n_ln = c.opt_integer("num_ln_in_parallel_attn") or (2 if new_arch else 1)
     norms: tuple[Norm, ...]
     if not parallel:
@@ -49,8 +48,7 @@ def read(c: ConfigReader, ident: str) -> ModelSpec:
         hidden=h,
         layers=layers,
         heads=heads,
-        head_dim=hd,
-        linears=linears,
+        linears=classic_linears(h, heads, kv, inter, NAMES, bias),
         norms=norms,
         positions=0,
         max_len=c.opt_integer("max_position_embeddings"),
@@ -59,7 +57,6 @@ def read(c: ConfigReader, ident: str) -> ModelSpec:
         tie=c.flag("tie_word_embeddings", True),
         attention_dropout=c.number("attention_dropout", default=0.0),
         hidden_dropout=c.number("hidden_dropout", default=0.0),
-        default_vocab=65024,
         kv_heads=kv,
         parallel=parallel,
     )

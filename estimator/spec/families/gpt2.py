@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from estimator.spec.architecture import Linear
-from estimator.spec.families.blocks import fused_qkv, ln
-from estimator.spec.families.decoder import Stack, uniform_stack
+from estimator.spec.families.blocks import ln
+from estimator.spec.families.decoder import Stack, classic_linears, uniform_stack
 from estimator.spec.model import ModelSpec
 from estimator.spec.reader import ConfigReader
 
 __all__ = ["MODEL_TYPES", "read"]
 
 MODEL_TYPES = ("gpt2",)
+NAMES = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
 
 
 def read(c: ConfigReader, ident: str) -> ModelSpec:
@@ -18,20 +18,12 @@ def read(c: ConfigReader, ident: str) -> ModelSpec:
     layers = c.integer("n_layer", "num_hidden_layers", default=12)
     heads = c.integer("n_head", "num_attention_heads", default=12)
     inter = c.integer("n_inner", default=4 * h)
-    hd = h // heads
-    linears = (
-        *fused_qkv("attn.c_attn", h, heads, heads, hd, True),
-        Linear("attn.c_proj", h, h, True, "attention", "row", heads),
-        Linear("mlp.c_fc", h, inter, True, "mlp", "column"),
-        Linear("mlp.c_proj", inter, h, True, "mlp", "row"),
-    )
     positions = c.integer("n_positions", "max_position_embeddings", default=1024)
     stack = Stack(
         hidden=h,
         layers=layers,
         heads=heads,
-        head_dim=hd,
-        linears=linears,
+        linears=classic_linears(h, heads, heads, inter, NAMES, bias=True),
         norms=(ln("ln_1", h), ln("ln_2", h)),
         positions=positions,
         max_len=c.integer("n_positions", "max_position_embeddings", default=1024),
@@ -40,6 +32,5 @@ def read(c: ConfigReader, ident: str) -> ModelSpec:
         tie=c.flag("tie_word_embeddings", True),
         attention_dropout=c.number("attn_pdrop", default=0.1),
         hidden_dropout=c.number("resid_pdrop", default=0.1),
-        default_vocab=50257,
     )
     return uniform_stack(c, ident, stack)

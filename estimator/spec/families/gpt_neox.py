@@ -3,15 +3,20 @@ untied ``embed_out``."""
 
 from __future__ import annotations
 
-from estimator.spec.architecture import Linear
-from estimator.spec.families.blocks import fused_qkv, ln
-from estimator.spec.families.decoder import Stack, uniform_stack
+from estimator.spec.families.blocks import ln
+from estimator.spec.families.decoder import (
+    Stack,
+    classic_linears,
+    dense_h_to_4h_names,
+    uniform_stack,
+)
 from estimator.spec.model import ModelSpec
 from estimator.spec.reader import ConfigReader
 
 __all__ = ["MODEL_TYPES", "read"]
 
 MODEL_TYPES = ("gpt_neox",)
+NAMES = dense_h_to_4h_names("attention")
 
 
 def read(c: ConfigReader, ident: str) -> ModelSpec:
@@ -20,19 +25,11 @@ def read(c: ConfigReader, ident: str) -> ModelSpec:
     heads = c.integer("num_attention_heads", default=64)
     inter = c.integer("intermediate_size", default=24576)
     bias = c.flag("attention_bias", True)
-    hd = h // heads
-    linears = (
-        *fused_qkv("attention.query_key_value", h, heads, heads, hd, bias),
-        Linear("attention.dense", h, h, bias, "attention", "row", heads),
-        Linear("mlp.dense_h_to_4h", h, inter, True, "mlp", "column"),
-        Linear("mlp.dense_4h_to_h", inter, h, True, "mlp", "row"),
-    )
     stack = Stack(
         hidden=h,
         layers=layers,
         heads=heads,
-        head_dim=hd,
-        linears=linears,
+        linears=classic_linears(h, heads, heads, inter, NAMES, bias, mlp_bias=True),
         norms=(ln("input_layernorm", h), ln("post_attention_layernorm", h)),
         positions=0,
         max_len=c.integer("max_position_embeddings", default=2048),
@@ -41,7 +38,6 @@ def read(c: ConfigReader, ident: str) -> ModelSpec:
         tie=c.flag("tie_word_embeddings", False),
         attention_dropout=c.number("attention_dropout", default=0.0),
         hidden_dropout=c.number("hidden_dropout", default=0.0),
-        default_vocab=50432,
         parallel=c.flag("use_parallel_residual", True),
     )
     return uniform_stack(c, ident, stack)

@@ -13,9 +13,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from estimator.spec.architecture import Linear, Norm
-from estimator.spec.families.blocks import fused_qkv
-from estimator.spec.families.decoder import Stack, uniform_stack
+from estimator.spec.architecture import Norm
+from estimator.spec.families.decoder import Stack, classic_linears, uniform_stack
 from estimator.spec.model import ModelSpec
 from estimator.spec.reader import ConfigReader
 
@@ -31,20 +30,12 @@ def read(c: ConfigReader, ident: str) -> ModelSpec:
     attn = c.raw.get("attn_config")
     attn_cfg: Mapping[str, Any] = attn if isinstance(attn, Mapping) else {}
     attn_drop = ConfigReader(attn_cfg, c.model_type).number("attn_pdrop", default=0.0)
-    hd = h // heads
-    inter = 4 * h
-    linears = (
-        *fused_qkv("attn.Wqkv", h, heads, heads, hd, False),
-        Linear("attn.out_proj", h, h, False, "attention", "row", heads),
-        Linear("ffn.up_proj", h, inter, False, "mlp", "column"),
-        Linear("ffn.down_proj", inter, h, False, "mlp", "row"),
-    )
+    names = ("attn.Wqkv", "attn.out_proj", "ffn.up_proj", "ffn.down_proj")
     stack = Stack(
         hidden=h,
         layers=layers,
         heads=heads,
-        head_dim=hd,
-        linears=linears,
+        linears=classic_linears(h, heads, heads, 4 * h, names, bias=False),
         norms=(Norm("norm_1", h, False), Norm("norm_2", h, False)),
         positions=0,
         max_len=c.integer("max_seq_len", default=2048),
@@ -53,7 +44,6 @@ def read(c: ConfigReader, ident: str) -> ModelSpec:
         tie=c.flag("tie_word_embeddings", True),
         attention_dropout=attn_drop,
         hidden_dropout=attn_drop,  # MptMLP and the attention residual reuse attn_pdrop
-        default_vocab=50368,
     )
     spec = uniform_stack(c, ident, stack)
     ignored = []

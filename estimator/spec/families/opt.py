@@ -23,7 +23,6 @@ def read(c: ConfigReader, ident: str) -> ModelSpec:
     wdim = c.integer("word_embed_proj_dim", default=h)
     bias = c.flag("enable_bias", True)
     affine = c.flag("layer_norm_elementwise_affine", True)
-    hd = h // heads
     linears = (
         Linear("self_attn.k_proj", h, h, bias, "attention", "column", heads),
         Linear("self_attn.v_proj", h, h, bias, "attention", "column", heads),
@@ -47,7 +46,6 @@ def read(c: ConfigReader, ident: str) -> ModelSpec:
         hidden=h,
         layers=layers,
         heads=heads,
-        head_dim=hd,
         linears=linears,
         norms=norms,
         positions=max_len + POSITION_OFFSET,
@@ -57,7 +55,6 @@ def read(c: ConfigReader, ident: str) -> ModelSpec:
         tie=c.flag("tie_word_embeddings", True),
         attention_dropout=c.number("attention_dropout", default=0.0),
         hidden_dropout=c.number("dropout", default=0.1),
-        default_vocab=50272,
         embed_dim=wdim,
         projections=projections,
     )
