@@ -61,9 +61,9 @@ test: lint typecheck pytest docs
 # without its dependencies (the benchmark never lets it import transformers).
 bench: $(VENV)/.installed-test
 	$(BIN)/python -m pip install --quiet --no-deps llm-analysis==0.2.2 "fire>=0.5,<0.6" six termcolor
-	$(BIN)/python benchmarks/bench_estimate.py
-	$(BIN)/python benchmarks/bench_sweep.py
-	$(BIN)/python benchmarks/bench_api.py
+	$(BIN)/python -m benchmarks.bench_estimate
+	$(BIN)/python -m benchmarks.bench_sweep
+	$(BIN)/python -m benchmarks.bench_api
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache

@@ -13,7 +13,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from threading import BoundedSemaphore, Lock
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
@@ -147,18 +147,32 @@ def price_for(accelerator: str, given: float | None) -> tuple[float | None, str 
 # --- single estimates -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class TrainingPlan:
-    """A training request resolved into the core's specs."""
+S = TypeVar("S", TrainingSetup, InferenceSetup)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Resolved(Generic[S]):
+    """What every estimate takes (model, accelerator, layout, setup, precision) and the price."""
 
     model: ModelSpec
     accelerator: Accelerator
     parallel: Parallelism
-    setup: TrainingSetup
+    setup: S
     precision: Precision
-    options: TimingOptions
     price_usd_per_gpu_hour: float | None
     price_source: str | None
+
+    @property
+    def specs(self) -> tuple[ModelSpec, Accelerator, Parallelism, S, Precision]:
+        """The core functions' five leading arguments, in their order."""
+        return self.model, self.accelerator, self.parallel, self.setup, self.precision
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainingPlan(_Resolved[TrainingSetup]):
+    """A training request resolved into the core's specs."""
+
+    options: TimingOptions
 
 
 def _data_parallel(req_dp: int | None, num_gpus: int | None, per_replica: int) -> int:
@@ -222,11 +236,7 @@ def training_plan(req: TrainingRequest) -> TrainingPlan:
 
 def _estimate(plan: TrainingPlan, req: TrainingRequest) -> TrainingEstimate:
     return estimate_training(
-        plan.model,
-        plan.accelerator,
-        plan.parallel,
-        plan.setup,
-        plan.precision,
+        *plan.specs,
         tokens=req.tokens,
         price_usd_per_gpu_hour=plan.price_usd_per_gpu_hour,
         options=plan.options,
@@ -245,11 +255,7 @@ def _comms(
     plan: TrainingPlan, req: TrainingRequest, memory: TrainingMemory | None = None
 ) -> CommPlan:
     return communication_plan(
-        plan.model,
-        plan.accelerator,
-        plan.parallel,
-        plan.setup,
-        plan.precision,
+        *plan.specs,
         gpus_per_domain=req.gpus_per_node,
         tp_comm_overlap=req.tp_comm_overlap,
         memory=memory,
@@ -257,13 +263,11 @@ def _comms(
 
 
 def _layers(plan: TrainingPlan, memory: TrainingMemory | None = None) -> LayerTable:
-    p = plan
-    return layer_table(p.model, p.accelerator, p.parallel, p.setup, p.precision, memory)
+    return layer_table(*plan.specs, memory)
 
 
 def _timeline(plan: TrainingPlan) -> Timeline:
-    p = plan
-    return training_timeline(p.model, p.accelerator, p.parallel, p.setup, p.precision)
+    return training_timeline(*plan.specs)
 
 
 def _tree(plan: TrainingPlan, req: TrainingRequest) -> ModuleNode:
@@ -335,15 +339,9 @@ def run_tree(req: TreeRequest) -> tuple[ModelSpec, ModuleNode]:
     return model, tree
 
 
-@dataclass(frozen=True)
-class InferencePlan:
-    model: ModelSpec
-    accelerator: Accelerator
-    parallel: Parallelism
-    setup: InferenceSetup
-    precision: Precision
-    price_usd_per_gpu_hour: float | None
-    price_source: str | None
+@dataclass(frozen=True, kw_only=True)
+class InferencePlan(_Resolved[InferenceSetup]):
+    """A serving request resolved into the core's specs."""
 
 
 def inference_plan(req: InferenceRequest) -> InferencePlan:
@@ -371,19 +369,13 @@ def inference_plan(req: InferenceRequest) -> InferencePlan:
 
 def run_inference_timeline(req: InferenceRequest) -> Timeline:
     plan = inference_plan(req)
-    return inference_timeline(
-        plan.model, plan.accelerator, plan.parallel, plan.setup, plan.precision
-    )
+    return inference_timeline(*plan.specs)
 
 
 def run_inference(req: InferenceRequest) -> tuple[InferencePlan, InferenceEstimate]:
     plan = inference_plan(req)
     estimate = estimate_inference(
-        plan.model,
-        plan.accelerator,
-        plan.parallel,
-        plan.setup,
-        plan.precision,
+        *plan.specs,
         price_usd_per_gpu_hour=plan.price_usd_per_gpu_hour,
         max_batch_size=req.max_batch_size,
         ttft_target_s=req.ttft_target_s,

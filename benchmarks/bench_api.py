@@ -22,7 +22,7 @@ Before the load, the slowest single estimate of a public catalog model is timed 
 catalog model at every pipeline depth its layers allow, training and serving): these run on the
 event loop (``app.service.lanes.LoopLane``), so this is the longest the loop is held by one.
 
-Run: ``make bench`` or ``.venv/bin/python benchmarks/bench_api.py [--duration 30]
+Run: ``make bench`` or ``.venv/bin/python -m benchmarks.bench_api [--duration 30]
 [--clients 32]``. The server runs one uvicorn worker (one process): on a machine with more cores,
 ``--workers`` multiplies what CPU-bound sweeps can do at once.
 """
@@ -199,7 +199,6 @@ def slowest_catalog_estimate(repeat: int = 5) -> tuple[float, str]:
     """The longest a single estimate of a public catalog model takes (best of ``repeat`` runs
     each, so the machine's own pauses do not count), over every model and every pipeline depth
     that divides its layers (tp 1 and 8); with the case that took it."""
-    sys.path.insert(0, str(ROOT))
     import estimator
     from app.api import inference, training
     from app.schemas.inference import InferenceRequest

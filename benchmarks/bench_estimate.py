@@ -22,7 +22,7 @@ reported, never enforced):
    is imported; its optional ``transformers`` import is blocked (see ``load_baseline``).
 4. The ratios llm-analysis / ours and ours / target, and both tools' Llama-2-7B parameter counts.
 
-Run: ``make bench`` or ``.venv/bin/python benchmarks/bench_estimate.py``. Without llm-analysis
+Run: ``make bench`` or ``.venv/bin/python -m benchmarks.bench_estimate``. Without llm-analysis
 installed the script still prints our own figures and says the baseline is missing. Per-call
 times are wall-clock: run it on an idle machine, other load shows up directly in the medians.
 """
@@ -42,12 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# Run from a checkout without installing: the repository root goes first on the path.
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from estimator import (  # noqa: E402
+from estimator import (
     Parallelism,
     TrainingSetup,
     count_params,
@@ -57,7 +52,9 @@ from estimator import (  # noqa: E402
     training_flops,
     training_memory,
 )
-from estimator.counts.flops import Recompute  # noqa: E402
+from estimator.counts.flops import Recompute
+
+ROOT = Path(__file__).resolve().parents[1]
 
 IMPORT_RUNS = 15
 CALLS = 2000

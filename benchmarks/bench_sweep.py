@@ -15,31 +15,28 @@ Prints, in one run (no timed assertions; targets are reported, never enforced):
    with (2) so the machine's clock drift hits both alike.
 4. Ratios: sweep per layout vs single estimate vs llm-analysis.
 
-Run: ``make bench`` or ``.venv/bin/python benchmarks/bench_sweep.py``.
+Run: ``make bench`` or ``.venv/bin/python -m benchmarks.bench_sweep``.
 """
 
 from __future__ import annotations
 
 import random
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from benchmarks.bench_estimate import (  # noqa: E402
+from benchmarks.bench_estimate import (
     baseline_model_config,
     load_baseline,
     time_interleaved,
 )
-from estimator import Parallelism, TrainingSetup, get_accelerator, get_model, get_precision  # noqa: E402
-from estimator.sweep.training import TrainingWorkload, sweep_training  # noqa: E402
-from estimator.timing.training import estimate_training  # noqa: E402
+from estimator import Parallelism, TrainingSetup, get_accelerator, get_model, get_precision
+from estimator.sweep.training import TrainingWorkload, sweep_training
+from estimator.timing.training import estimate_training
+
+ROOT = Path(__file__).resolve().parents[1]
 
 RUNS = 5
 SAMPLE = 40

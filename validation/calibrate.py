@@ -22,7 +22,7 @@ H100 constant over by the ratio of the two chips' medians in the bin that consta
 (compute-bound GEMMs, weight-read-bound GEMMs, long and mid-length prefill, large-KV decode,
 8-GPU NCCL all-reduce bus bandwidth and small-message latency).
 
-Nothing is fitted on end-to-end training or serving records. ``python validation/calibrate.py``
+Nothing is fitted on end-to-end training or serving records. ``python -m validation.calibrate``
 rewrites ``estimator/catalog/efficiency.json``'s ``profiles`` (keeping its hand-written
 ``accelerators`` and ``scale_out`` sections) and prints the fit errors.
 """
@@ -32,19 +32,16 @@ from __future__ import annotations
 import csv
 import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from estimator import get_accelerator
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "validation" / "data"
 TABLE = ROOT / "estimator" / "catalog" / "efficiency.json"
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from estimator import get_accelerator  # noqa: E402
 
 SYSTEMS = {"h100_sxm": "h100-sxm-80gb", "a100_sxm": "a100-sxm-80gb"}
 DERIVED = {"b200_sxm": "b200"}  # profiles carried over from H100 by measured medians

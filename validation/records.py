@@ -475,30 +475,16 @@ def _nemo_case(r: Record, ident: str) -> TrainingCase:
         assumptions.append("DeepSeek-V3 multi-token-prediction layer not modelled")
     if "tokendrop" in name or "dropless" in name:
         assumptions.append("token-drop / dropless routing not modelled (balanced routing)")
-    setup = TrainingSetup(
-        seq_len=_int(r["seq_len"], "sequence length"),
-        micro_batch_size=_int(r.get("micro_batch_size"), "micro-batch size"),
-        global_batch_size=_int(r.get("global_batch_size"), "global batch size"),
-        recompute="none",
-    )
-    _checked_training(model, acc_id, parallel, setup, precision)
-    measured = r["measured"]
-    tflops = measured.get("model_tflops_per_gpu")
-    return TrainingCase(
-        id=ident,
-        group=str(r["group"]),
-        model_name=name,
-        model=model,
-        accelerator=acc_id,
-        num_gpus=num_gpus,
-        gpus_per_node=per_node,
-        parallel=parallel,
-        setup=setup,
-        precision=precision,
-        measured_tokens_per_s_per_gpu=_float(measured.get("tokens_per_s_per_gpu"), "tokens/s"),
-        measured_model_tflops_per_gpu=None if tflops is None else _float(tflops, "TFLOP/s"),
-        source=_source(r["source"]),
-        assumptions=tuple(assumptions),
+    return _case(
+        r,
+        ident,
+        name,
+        model,
+        (acc_id, num_gpus, per_node),
+        parallel,
+        precision,
+        "none",
+        assumptions,
     )
 
 
@@ -527,6 +513,38 @@ def _mosaic_case(r: Record, ident: str) -> TrainingCase:
         "attention kernel: FlashAttention-2 (llm-foundry's flash attention; these tables predate "
         "FlashAttention-3)",
     ]
+    return _case(
+        r,
+        ident,
+        str(r["model"]),
+        model,
+        (acc_id, num_gpus, per_node),
+        parallel,
+        precision,
+        recompute,
+        assumptions,
+        tokens_key="throughput_tokens_per_s_per_gpu",
+        attention_kernel="flash2",
+    )
+
+
+def _case(
+    r: Record,
+    ident: str,
+    name: str,
+    model: ModelSpec,
+    hardware: tuple[str, int, int],
+    parallel: Parallelism,
+    precision: str,
+    recompute: Recompute,
+    assumptions: list[str],
+    tokens_key: str = "tokens_per_s_per_gpu",
+    attention_kernel: AttentionKernel = "fused",
+) -> TrainingCase:
+    """A training record's case from what its reader made of it (``hardware``: accelerator id,
+    GPUs, GPUs per node), once the core accepts the layout; measured throughput under
+    ``tokens_key``."""
+    acc_id, num_gpus, per_node = hardware
     setup = TrainingSetup(
         seq_len=_int(r["seq_len"], "sequence length"),
         micro_batch_size=_int(r.get("micro_batch_size"), "micro-batch size"),
@@ -539,7 +557,7 @@ def _mosaic_case(r: Record, ident: str) -> TrainingCase:
     return TrainingCase(
         id=ident,
         group=str(r["group"]),
-        model_name=str(r["model"]),
+        model_name=name,
         model=model,
         accelerator=acc_id,
         num_gpus=num_gpus,
@@ -547,13 +565,11 @@ def _mosaic_case(r: Record, ident: str) -> TrainingCase:
         parallel=parallel,
         setup=setup,
         precision=precision,
-        measured_tokens_per_s_per_gpu=_float(
-            measured.get("throughput_tokens_per_s_per_gpu"), "tokens/s"
-        ),
+        measured_tokens_per_s_per_gpu=_float(measured.get(tokens_key), "tokens/s"),
         measured_model_tflops_per_gpu=None if tflops is None else _float(tflops, "TFLOP/s"),
         source=_source(r["source"]),
         assumptions=tuple(assumptions),
-        attention_kernel="flash2",
+        attention_kernel=attention_kernel,
     )
 
 

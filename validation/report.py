@@ -15,32 +15,29 @@ import argparse
 import csv
 import json
 import statistics
-import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from estimator import (  # noqa: E402
+from estimator import (
     InferenceSetup,
     Parallelism,
     SpecError,
     get_accelerator,
     get_precision,
 )
-from estimator.serving.estimate import DEFAULT_MAX_BATCH, estimate_inference  # noqa: E402
-from estimator.timing.kernels import (  # noqa: E402
+from estimator.serving.estimate import DEFAULT_MAX_BATCH, estimate_inference
+from estimator.timing.kernels import (
     attention_decode_time,
     attention_prefill_time,
     collective_time,
     gemm_time,
     kernel_profile,
 )
-from estimator.timing.training import TimingOptions, estimate_training  # noqa: E402
+from estimator.timing.training import TimingOptions, estimate_training
+
+ROOT = Path(__file__).resolve().parents[1]
 
 DATA = ROOT / "validation" / "data"
 SYSTEMS = {"h100_sxm": "h100-sxm-80gb", "a100_sxm": "a100-sxm-80gb"}

@@ -197,30 +197,30 @@ def install(app: FastAPI) -> None:
             response.headers["Allow"] = allowed_methods(request, fallback)
         return response
 
-    @app.exception_handler(TooLarge)
-    def too_large(_: Request, exc: TooLarge) -> JSONResponse:
-        return _body(413, "too_large", str(exc))
+    # Refusals of the service itself: exception -> status, kind, message, extra headers.
+    refusals: dict[type[Exception], Callable[[Any], tuple[int, str, str, dict[str, str]]]] = {
+        TooLarge: lambda e: (413, "too_large", str(e), {}),
+        BodyTimeout: lambda e: (408, "timeout", str(e), {"Connection": "close"}),
+        SweepTimeout: lambda e: (503, "timeout", str(e), {}),
+        IsolatedTimeout: lambda e: (503, "timeout", str(e), {}),
+        Busy: lambda e: (503, "unavailable", str(e), {"Retry-After": str(e.retry_after_s)}),
+        ClientGone: lambda e: (
+            499,
+            "timeout",
+            "the client closed the connection; the work was stopped",
+            {},
+        ),
+    }
 
-    @app.exception_handler(BodyTimeout)
-    def body_timeout(_: Request, exc: BodyTimeout) -> JSONResponse:
-        response = _body(408, "timeout", str(exc))
-        response.headers["Connection"] = "close"
+    def refused(_: Request, exc: Exception) -> JSONResponse:
+        answer = next(refusals[c] for c in type(exc).__mro__ if c in refusals)
+        status, kind, message, headers = answer(exc)
+        response = _body(status, kind, message)
+        response.headers.update(headers)
         return response
 
-    @app.exception_handler(SweepTimeout)
-    @app.exception_handler(IsolatedTimeout)
-    def timeout(_: Request, exc: Exception) -> JSONResponse:
-        return _body(503, "timeout", str(exc))
-
-    @app.exception_handler(Busy)
-    def busy(_: Request, exc: Busy) -> JSONResponse:
-        response = _body(503, "unavailable", str(exc))
-        response.headers["Retry-After"] = str(exc.retry_after_s)
-        return response
-
-    @app.exception_handler(ClientGone)
-    def gone(_: Request, exc: ClientGone) -> JSONResponse:
-        return _body(499, "timeout", "the client closed the connection; the work was stopped")
+    for exc_class in refusals:
+        app.add_exception_handler(exc_class, refused)
 
     @app.exception_handler(Exception)
     def internal(_: Request, exc: Exception) -> JSONResponse:

@@ -157,6 +157,20 @@ class Submission:
         status = 422 if self.outcome.errors else 400
         return Response(json.dumps(body), status_code=status, media_type="application/json")
 
+    def export(
+        self, rows: Callable[[dict[str, Any]], Iterable[dict[str, Any]]], row_model: type[BaseModel]
+    ) -> Response | None:
+        """A sweep page's JSON (its API answer) or CSV (``rows`` of the result) twin; None for
+        the page itself."""
+        result = self.outcome.result
+        if self.fmt not in ("json", "csv"):
+            return None
+        if result is None:
+            return self.refusal()
+        if self.fmt == "json":
+            return _json(result["out"])
+        return _csv(rows(result), row_model)
+
 
 def _submit(
     request: Request,
@@ -315,27 +329,35 @@ def serving_page(request: Request) -> Response:
     )
 
 
-def _planner_url(row: Mapping[str, Any], query: Mapping[str, str]) -> str:
-    """The training planner's address for one sweep row, with the sweep's workload."""
-    params = {
-        "model": query.get("model", ""),
-        "config": query.get("config", ""),
-        "accelerator": row["accelerator"],
-        "num_gpus": row["num_gpus"],
-        "tp": row["tp"],
-        "pp": row["pp"],
-        "cp": row["cp"],
-        "ep": row["ep"],
-        "vp": row["vp"],
-        "zero_stage": row["zero_stage"],
-        "micro_batch_size": row["micro_batch_size"],
-        "recompute": row["recompute"],
-        "precision": row["precision"],
-        "seq_len": query.get("seq_len", ""),
-        "global_batch_size": query.get("global_batch_size") or 1024,
-        "tokens": query.get("tokens", ""),
-    }
-    return "/training?" + urlencode({k: v for k, v in params.items() if v not in ("", None)})
+def _row_link(
+    path: str, row_keys: str, query_keys: str, **defaults: Any
+) -> Callable[[Mapping[str, Any], Mapping[str, str]], str]:
+    """The planner's address for one sweep row: the row's layout (``row_keys``, space-separated)
+    with the sweep's model and workload (``query_keys``, else ``defaults``)."""
+
+    def link(row: Mapping[str, Any], query: Mapping[str, str]) -> str:
+        params = {
+            "model": query.get("model", ""),
+            "config": query.get("config", ""),
+            **{k: row[k] for k in row_keys.split()},
+            **{k: query.get(k) or defaults.get(k, "") for k in query_keys.split()},
+        }
+        return path + "?" + urlencode({k: v for k, v in params.items() if v not in ("", None)})
+
+    return link
+
+
+_planner_url = _row_link(
+    "/training",
+    "accelerator num_gpus tp pp cp ep vp zero_stage micro_batch_size recompute precision",
+    "seq_len global_batch_size tokens",
+    global_batch_size=1024,
+)
+_serving_planner_url = _row_link(
+    "/serving",
+    "accelerator precision tp pp concurrency",
+    "input_len output_len ttft_target_s tpot_target_s",
+)
 
 
 def _run_sweep(req: TrainingSweepRequest) -> dict[str, Any]:
@@ -348,33 +370,13 @@ def _run_serving_sweep(req: ServingSweepRequest) -> dict[str, Any]:
     return {"sweep": sweep, "out": serving_sweep_out(sweep, req).model_dump(), "req": req}
 
 
-def _serving_planner_url(row: Mapping[str, Any], query: Mapping[str, str]) -> str:
-    params = {
-        "model": query.get("model", ""),
-        "config": query.get("config", ""),
-        "accelerator": row["accelerator"],
-        "precision": row["precision"],
-        "tp": row["tp"],
-        "pp": row["pp"],
-        "concurrency": row["concurrency"],
-        "input_len": query.get("input_len", ""),
-        "output_len": query.get("output_len", ""),
-        "ttft_target_s": query.get("ttft_target_s", ""),
-        "tpot_target_s": query.get("tpot_target_s", ""),
-    }
-    return "/serving?" + urlencode({k: v for k, v in params.items() if v not in ("", None)})
-
-
 def serving_sweep_page(request: Request) -> Response:
     """The serving side of the explorer: replica layouts at their best concurrency."""
     sub = _submit(request, SERVING_SWEEP_INPUTS, ServingSweepRequest, _run_serving_sweep)
     query, outcome, submitted, result = sub.query, sub.outcome, sub.submitted, sub.outcome.result
-    if sub.fmt in ("json", "csv"):
-        if result is None:
-            return sub.refusal()
-        if sub.fmt == "json":
-            return _json(result["out"])
-        return _csv(serving_sweep_rows(result["sweep"], result["req"]), ServingSweepRow)
+    exported = sub.export(lambda r: serving_sweep_rows(r["sweep"], r["req"]), ServingSweepRow)
+    if exported is not None:
+        return exported
     figures: dict[str, Any] = {}
     rows: list[dict[str, Any]] = []
     refused: list[dict[str, Any]] = []
@@ -417,13 +419,14 @@ def sweep_page(request: Request) -> Response:
         return serving_sweep_page(request)
     sub = _submit(request, SWEEP_INPUTS, TrainingSweepRequest, _run_sweep)
     query, outcome, submitted, result = sub.query, sub.outcome, sub.submitted, sub.outcome.result
-    if sub.fmt in ("json", "csv"):
-        if result is None:
-            return sub.refusal()
-        if sub.fmt == "json":
-            return _json(result["out"])
-        check_csv_rows(result["out"]["total_rows"])
-        return _csv(training_sweep_rows(result["sweep"], result["req"]), TrainingSweepRow)
+
+    def csv_rows(r: dict[str, Any]) -> Iterable[dict[str, Any]]:
+        check_csv_rows(r["out"]["total_rows"])
+        return training_sweep_rows(r["sweep"], r["req"])
+
+    exported = sub.export(csv_rows, TrainingSweepRow)
+    if exported is not None:
+        return exported
     figures: dict[str, Any] = {}
     rows: list[dict[str, Any]] = []
     recommendations: list[dict[str, Any]] = []

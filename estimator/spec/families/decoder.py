@@ -37,7 +37,6 @@ __all__ = [
     "classic_linears",
     "config_defaults",
     "decoder",
-    "dense_h_to_4h_names",
     "layer_name",
     "prelude",
     "read_dims",
@@ -155,7 +154,7 @@ def read_experts(
     return count, top_k, inter
 
 
-def dense_h_to_4h_names(attention: str) -> tuple[str, str, str, str]:
+def _dense_h_to_4h_names(attention: str) -> tuple[str, str, str, str]:
     """The module names BLOOM, Falcon and GPT-NeoX share: ``<attention>.query_key_value``,
     ``<attention>.dense``, ``mlp.dense_h_to_4h``, ``mlp.dense_4h_to_h``."""
     return (
@@ -171,13 +170,15 @@ def classic_linears(
     heads: int,
     kv_heads: int,
     inter: int,
-    names: tuple[str, str, str, str],
+    names: tuple[str, str, str, str] | str,
     bias: bool,
     mlp_bias: bool | None = None,
 ) -> tuple[Linear, ...]:
     """A classic layer's linears: fused q/k/v, the attention output, the MLP's up and down
-    projections (``names`` in that order), biased by ``bias`` (the MLP's by ``mlp_bias``)."""
-    qkv, out, up, down = names
+    projections (``names`` in that order, or the attention module's name for BLOOM's, Falcon's
+    and GPT-NeoX's ``query_key_value``/``dense``/``dense_h_to_4h``/``dense_4h_to_h``), biased by
+    ``bias`` (the MLP's by ``mlp_bias``)."""
+    qkv, out, up, down = _dense_h_to_4h_names(names) if isinstance(names, str) else names
     mlp_bias = bias if mlp_bias is None else mlp_bias
     return (
         *fused_qkv(qkv, h, heads, kv_heads, h // heads, bias),

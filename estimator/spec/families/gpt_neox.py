@@ -4,19 +4,14 @@ untied ``embed_out``."""
 from __future__ import annotations
 
 from estimator.spec.families.blocks import ln
-from estimator.spec.families.decoder import (
-    Stack,
-    classic_linears,
-    dense_h_to_4h_names,
-    uniform_stack,
-)
+from estimator.spec.families.decoder import Stack, classic_linears, uniform_stack
 from estimator.spec.model import ModelSpec
 from estimator.spec.reader import ConfigReader
 
 __all__ = ["MODEL_TYPES", "read"]
 
 MODEL_TYPES = ("gpt_neox",)
-NAMES = dense_h_to_4h_names("attention")
+NAMES = "attention"  # query_key_value, dense, mlp.dense_h_to_4h, mlp.dense_4h_to_h
 
 
 def read(c: ConfigReader, ident: str) -> ModelSpec:
