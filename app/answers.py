@@ -490,6 +490,7 @@ def model_summary(model: ModelSpec, hf_id: str | None) -> dict[str, Any]:
         "vocab_size": model.vocab_size,
         "max_seq_len": model.max_seq_len,
         "moe": model.moe is not None,
+        "exact": model.exact,
         "params": params_of(model),
     }
 
@@ -510,7 +511,14 @@ def model_out(model: ModelSpec, entry: dict[str, Any] | None) -> ModelSpecOut:
                 "name": kind.name,
                 "count": n,
                 "params_per_layer": kind.params,
-                "window": kind.attention.window,
+                "mixer": (
+                    kind.mixer.kind
+                    if kind.mixer is not None
+                    else "attention"
+                    if kind.attention is not None
+                    else None
+                ),
+                "window": kind.attention.window if kind.attention is not None else None,
             }
             for kind, n in zip(model.kinds, model.kind_counts, strict=True)
         ],

@@ -65,6 +65,12 @@ TRAINING_MEMORY = (
 INFERENCE_MEMORY = (
     Term("weights_bytes", "Weights", "model weights in the weight format, as sharded"),
     Term("kv_cache_bytes", "KV cache", "keys and values (or latents) of the sequences in flight"),
+    Term(
+        "state_bytes",
+        "Recurrent state",
+        "SSM, linear-attention and convolution states of the sequences in flight (a fixed size"
+        " per sequence, whatever its length)",
+    ),
     Term("activation_peak_bytes", "Activations (peak)", "the largest forward's live tensors"),
     Term(
         "runtime_overhead_bytes",
@@ -89,7 +95,11 @@ STEP = (
 # What a serving step's time is spent on (TTFT and TPOT breakdowns).
 LATENCY = (
     Term("gemm_s", "GEMMs", "linear layers"),
-    Term("attention_s", "Attention", "the attention core (QK^T, softmax, PV)"),
+    Term(
+        "attention_s",
+        "Attention",
+        "the attention core (QK^T, softmax, PV), and recurrent layers' scan and convolution",
+    ),
     Term("elementwise_s", "Elementwise", "norms, activations, rotary, residual adds"),
     Term("comm_s", "Communication", "tensor- and pipeline-parallel transfers"),
 )

@@ -43,6 +43,10 @@ class ModelSummary(BaseModel):
     vocab_size: int
     max_seq_len: int | None
     moe: bool
+    exact: bool = Field(
+        description="True when the family is read exactly (parameters, FLOPs and caches checked"
+        " against transformers); false for a model read approximately (its notes say how)"
+    )
     params: Params
 
 

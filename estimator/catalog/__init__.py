@@ -8,7 +8,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any, NamedTuple
 
-from estimator.catalog.files import load
+from estimator.catalog.files import load, model_files
 from estimator.errors import UnknownIdError
 from estimator.spec.accelerator import Accelerator, accelerator_from_entry
 from estimator.spec.config import model_from_config
@@ -28,7 +28,14 @@ __all__ = [
 
 @cache
 def _models() -> dict[str, dict[str, Any]]:
-    return {m["id"]: m for m in load("models.json")["models"]}
+    """``models.json``, then each file of ``models/`` in name order (one per family group)."""
+    out = {m["id"]: m for m in load("models.json")["models"]}
+    for name in model_files():
+        for m in load(name)["models"]:
+            if m["id"] in out:
+                raise ValueError(f"catalog model id {m['id']!r} repeats in {name}")
+            out[m["id"]] = m
+    return out
 
 
 @cache

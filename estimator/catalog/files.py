@@ -7,7 +7,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["load"]
+__all__ = ["load", "model_files"]
 
 DIR = Path(__file__).parent
 
@@ -18,3 +18,8 @@ def load(name: str) -> dict[str, Any]:
     ``efficiency.json``); the same object on every call: never modify it."""
     data: dict[str, Any] = json.loads((DIR / name).read_text(encoding="utf-8"))
     return data
+
+
+def model_files() -> tuple[str, ...]:
+    """The catalog's extra model files (``models/*.json``), as ``load`` names, in name order."""
+    return tuple(f"models/{p.name}" for p in sorted((DIR / "models").glob("*.json")))

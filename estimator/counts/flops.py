@@ -6,8 +6,16 @@ softmax and embedding lookups count zero. Attention scores ``Q K^T`` and ``P V``
 the full ``s x s`` square (``attention_core``), as an eager or math-SDPA kernel computes them.
 
 ``attention_core_causal`` counts only the unmasked half (and, for sliding-window layers, only the
-window): the work a causal flash kernel must do, used for *model FLOPs* (MFU). Backward is twice
-the forward (two GEMMs per forward GEMM: input and weight gradients).
+window; for chunked attention only the chunk; for sparse attention only the selected keys, plus
+its indexer's scores over every earlier key): the work a causal flash kernel must do, used for
+*model FLOPs* (MFU). Backward is twice the forward (two GEMMs per forward GEMM: input and weight
+gradients).
+
+Recurrent mixers (``mixer_core``) count the matrix multiplies of the chunked algorithm their
+reference implementation runs (Mamba-2's SSD chunks, gated DeltaNet's chunked delta rule), with
+the sequence padded to whole chunks as that implementation pads it, and their depthwise
+convolution as torch counts a convolution (2 FLOPs per tap and output, over the padded output);
+the same in the torch count and in the model FLOPs (the chunked form is already causal).
 
 Every function takes sequence length and batch as ints or numpy arrays.
 """
@@ -19,6 +27,7 @@ from typing import Literal
 
 from estimator.memo import per_model
 from estimator.records import from_fields
+from estimator.spec.architecture import AttentionCore, RecurrentCore
 from estimator.spec.model import ModelSpec
 from estimator.xp import Num, minimum
 
@@ -28,7 +37,11 @@ __all__ = [
     "TrainingFlops",
     "attention_terms",
     "causal_pairs",
+    "chunked_pairs",
+    "core_pairs_flops",
+    "core_term",
     "forward_flops",
+    "mixer_flops",
     "training_flops",
 ]
 
@@ -43,6 +56,8 @@ class ForwardFlops:
     attention_proj: Num
     attention_core: Num
     attention_core_causal: Num
+    mixer_proj: Num
+    mixer_core: Num
     mlp: Num
     experts: Num
     shared_experts: Num
@@ -52,12 +67,12 @@ class ForwardFlops:
     @property
     def total(self) -> Num:
         """torch's count: full-square attention."""
-        return self.matmul + self.attention_core
+        return self.matmul + self.attention_core + self.mixer_core
 
     @property
     def total_causal(self) -> Num:
         """Model FLOPs: attention with the causal mask (and windows) applied."""
-        return self.matmul + self.attention_core_causal
+        return self.matmul + self.attention_core_causal + self.mixer_core
 
     @property
     def matmul(self) -> Num:
@@ -65,6 +80,7 @@ class ForwardFlops:
         return (
             self.embeddings
             + self.attention_proj
+            + self.mixer_proj
             + self.mlp
             + self.experts
             + self.shared_experts
@@ -81,29 +97,65 @@ def causal_pairs(seq: Num, window: int | None) -> Num:
     return m * (m + 1) // 2 + (seq - m) * window
 
 
-def attention_terms(model: ModelSpec) -> tuple[tuple[int, int, int | None], ...]:
-    """(layers, FLOPs per (query, key) pair, window) of each layer kind's attention core:
-    ``Q K^T`` and ``P V`` cost ``2 heads (qk_head_dim + v_head_dim)`` per pair (computed once
-    per model)."""
-    return _tables(model)[1]
+def chunked_pairs(seq: Num, chunk: int) -> Num:
+    """Unmasked pairs of causal attention within aligned ``chunk``-token blocks."""
+    rest = seq % chunk
+    return (seq // chunk) * (chunk * (chunk + 1) // 2) + rest * (rest + 1) // 2
 
 
-def _buildattention_terms(model: ModelSpec) -> tuple[tuple[int, int, int | None], ...]:
-    return tuple(
-        (
-            n,
-            2 * kind.attention.num_heads * (kind.attention.qk_head_dim + kind.attention.v_head_dim),
-            kind.attention.window,
-        )
-        for kind, n in zip(model.kinds, model.kind_counts, strict=True)
+def core_pairs_flops(term: tuple[int, int, int | None, int | None, int], seq: Num) -> Num:
+    """Causal attention-core FLOPs of one layer of ``term`` over one ``seq``-token sequence."""
+    _, per_pair, window, chunk, index_per_pair = term
+    pairs = chunked_pairs(seq, chunk) if chunk else causal_pairs(seq, window)
+    flops = per_pair * pairs
+    if index_per_pair:
+        flops = flops + index_per_pair * causal_pairs(seq, None)
+    return flops
+
+
+def core_term(n: int, a: AttentionCore) -> tuple[int, int, int | None, int | None, int]:
+    cap = a.window if a.topk is None else a.topk if a.window is None else min(a.window, a.topk)
+    return (
+        n,
+        2 * a.num_heads * (a.qk_head_dim + a.v_head_dim),
+        cap,
+        a.chunk if a.window is None else None,
+        2 * a.index_heads * a.index_head_dim,
     )
 
 
-_COMPONENTS = ("embeddings", "attention", "mlp", "experts", "shared_experts", "router")
+def attention_terms(
+    model: ModelSpec,
+) -> tuple[tuple[int, int, int | None, int | None, int] | None, ...]:
+    """Per layer kind, its attention core's ``(layers, FLOPs per (query, key) pair, capping
+    window, chunk, indexer FLOPs per pair)`` (``core_pairs_flops`` reads it), or None for a kind
+    without attention. ``Q K^T`` and ``P V`` cost ``2 heads (qk_head_dim + v_head_dim)`` per
+    pair (computed once per model)."""
+    return _tables(model)[1]
+
+
+def mixer_flops(core: RecurrentCore, seq: Num) -> Num:
+    """Matmul and convolution FLOPs of one recurrent mixer's core over one ``seq``-token
+    sequence, as its reference implementation runs (see the module docstring)."""
+    conv = 2 * core.conv_channels * core.conv_kernel * (seq + core.conv_kernel - 1)
+    if core.kind == "mamba2":
+        q = core.chunk
+        chunks = -(-seq // q)
+        h, p, n = core.heads, core.head_dim, core.state_dim
+        intra = 2 * chunks * q * q * h * (n + p)  # C B^T scores, then applied to x
+        states = 2 * chunks * q * h * p * n * 2  # chunk states from B x, outputs from C states
+        passing = 2 * (chunks + 1) * (chunks + 1) * h * p * n  # inter-chunk recurrence
+        return conv + intra + states + passing
+    raise NotImplementedError(core.kind)
+
+
+_COMPONENTS = ("embeddings", "attention", "mixer", "mlp", "experts", "shared_experts", "router")
 
 
 @per_model
-def _tables(model: ModelSpec) -> tuple[dict[str, int], tuple[tuple[int, int, int | None], ...]]:
+def _tables(
+    model: ModelSpec,
+) -> tuple[dict[str, int], tuple[tuple[int, int, int | None, int | None, int] | None, ...]]:
     """Matmul FLOPs per token by component, plus the output ``head``, the decoder ``layers`` (all
     but embeddings and head) and the whole ``matmul``; and the ``attention_terms``
     (layout- and length-independent, computed once per model)."""
@@ -115,21 +167,37 @@ def _tables(model: ModelSpec) -> tuple[dict[str, int], tuple[tuple[int, int, int
     per_token["layers"] = sum(per_token[c] for c in _COMPONENTS if c != "embeddings")
     per_token["head"] = 2 * model.vocab_size * model.embed_dim
     per_token["matmul"] = per_token["layers"] + per_token["embeddings"] + per_token["head"]
-    return per_token, _buildattention_terms(model)
+    terms = tuple(
+        None if kind.attention is None else core_term(n, kind.attention)
+        for kind, n in zip(model.kinds, model.kind_counts, strict=True)
+    )
+    return per_token, terms
+
+
+def _mixer_core(model: ModelSpec, seq_len: Num) -> Num:
+    total: Num = 0
+    for kind, n in zip(model.kinds, model.kind_counts, strict=True):
+        if kind.mixer is not None and n:
+            total = total + n * mixer_flops(kind.mixer, seq_len)
+    return total
 
 
 def forward_flops(model: ModelSpec, seq_len: Num, batch: Num = 1) -> ForwardFlops:
     tokens = seq_len * batch
     per_token, attention = _tables(model)
     core = core_causal = 0
-    for n, per_pair, window in attention:
-        core = core + n * per_pair * (seq_len * seq_len)
-        core_causal = core_causal + n * per_pair * causal_pairs(seq_len, window)
+    for term in attention:
+        if term is not None:
+            n, per_pair, *_, index_per_pair = term
+            core = core + n * (per_pair + index_per_pair) * (seq_len * seq_len)
+            core_causal = core_causal + n * core_pairs_flops(term, seq_len)
     return ForwardFlops(
         embeddings=tokens * per_token["embeddings"],
         attention_proj=tokens * per_token["attention"],
         attention_core=batch * core,
         attention_core_causal=batch * core_causal,
+        mixer_proj=tokens * per_token["mixer"],
+        mixer_core=batch * _mixer_core(model, seq_len),
         mlp=tokens * per_token["mlp"],
         experts=tokens * per_token["experts"],
         shared_experts=tokens * per_token["shared_experts"],
@@ -170,13 +238,15 @@ def training_flops(
     ``forward_flops(...).total_causal`` and its parts)."""
     per_token, attention = _tables(model)
     core_causal = 0
-    for n, per_pair, window in attention:
-        core_causal = core_causal + n * per_pair * causal_pairs(seq_len, window)
+    for term in attention:
+        if term is not None:
+            core_causal = core_causal + term[0] * core_pairs_flops(term, seq_len)
     core_causal = batch * core_causal
+    mixers = batch * _mixer_core(model, seq_len) if model.has_recurrent_layers else 0
     tokens = seq_len * batch
-    forward = tokens * per_token["matmul"] + core_causal
+    forward = tokens * per_token["matmul"] + core_causal + mixers
     if recompute == "full":  # the decoder layers' forward again: all but embeddings and head
-        extra = tokens * per_token["layers"] + core_causal
+        extra = tokens * per_token["layers"] + core_causal + mixers
     elif recompute == "selective":
         extra = core_causal
     else:

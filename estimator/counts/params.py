@@ -18,6 +18,7 @@ __all__ = ["ParamCounts", "count_params"]
 _COMPONENTS = (
     "embeddings",
     "attention",
+    "mixer",
     "mlp",
     "experts",
     "shared_experts",
@@ -35,6 +36,7 @@ class ParamCounts:
     active: int
     embeddings: int
     attention: int
+    mixer: int
     mlp: int
     experts: int
     shared_experts: int

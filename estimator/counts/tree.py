@@ -18,12 +18,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from estimator.counts.flops import causal_pairs
+from estimator.counts.flops import core_pairs_flops, core_term, mixer_flops
 from estimator.spec.accelerator import Accelerator
 from estimator.spec.architecture import LayerKind
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
-from estimator.timing.kernels import attention_prefill_time, gemm_time, kernel_profile, memory_time
+from estimator.timing.kernels import (
+    attention_prefill_time,
+    gemm_time,
+    kernel_profile,
+    memory_time,
+    mixer_time,
+)
 
 __all__ = ["ModuleNode", "module_tree", "top_modules"]
 
@@ -95,21 +101,39 @@ def _layer_node(
         )
         (parent or node).add(leaf)
     a = kind.attention
-    attn = groups.get("self_attn") or groups.get("attn") or groups.get("self_attention")
-    pairs = batch * (seq_len * seq_len if not causal else causal_pairs(seq_len, a.window))
-    core_flops = pairs * 2 * a.num_heads * (a.qk_head_dim + a.v_head_dim)
-    core_bytes = tokens * (a.num_heads + 2 * a.num_kv_heads) * a.qk_head_dim * a_b * 2
-    keys = seq_len if a.window is None else min(seq_len, a.window)
-    core = ModuleNode("(attention core: QK^T, PV)", repeat=count)
-    core.flops = count * float(core_flops)
-    core.time_s = count * float(
-        attention_prefill_time(acc, prof, core_flops, core_bytes, keys, compute)
-    )
-    (attn or node).add(core)
+    if a is not None:
+        term = core_term(1, a)
+        per_pair = term[1] + term[4]
+        core_flops = batch * (
+            seq_len * seq_len * per_pair if not causal else core_pairs_flops(term, seq_len)
+        )
+        core_bytes = tokens * (a.num_heads + 2 * a.num_kv_heads) * a.qk_head_dim * a_b * 2
+        span = a.window if a.window is not None else a.chunk
+        keys = seq_len if span is None else min(seq_len, span)
+        core = ModuleNode("(attention core: QK^T, PV)", repeat=count)
+        core.flops = count * float(core_flops)
+        core.time_s = count * float(
+            attention_prefill_time(acc, prof, core_flops, core_bytes, keys, compute)
+        )
+        attn = groups.get("self_attn") or groups.get("attn") or groups.get("self_attention")
+        (attn or node).add(core)
+    if kind.mixer is not None:
+        scan = ModuleNode(f"({kind.mixer.kind} core: convolution, scan)", repeat=count)
+        scan.flops = count * float(batch * mixer_flops(kind.mixer, seq_len))
+        scan.time_s = count * float(
+            mixer_time(kind.mixer, acc, prof, 1, precision, seq_len, batch, compute)
+        )
+        mixer = groups.get("mixer") or groups.get("linear_attn") or groups.get("conv")
+        (mixer or node).add(scan)
+    for x in kind.extras:
+        leaf = ModuleNode(x.name, repeat=count)
+        leaf.params = count * x.params
+        head, _, _ = x.name.partition(".")
+        (groups.get(head) or node).add(leaf)
     for nm in kind.norms:
         leaf = ModuleNode(nm.name, repeat=count)
         leaf.params = count * nm.params
-        vectors = a.num_heads if nm.size != model.hidden_size else 1
+        vectors = a.num_heads if a is not None and nm.size != model.hidden_size else 1
         leaf.time_s = count * float(memory_time(acc, prof, tokens * nm.size * vectors * a_b * 2))
         head, _, _ = nm.name.partition(".")
         (groups.get(head) or node).add(leaf)

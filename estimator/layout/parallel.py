@@ -131,6 +131,10 @@ def layout_violations(
     out.append(("layout.pp", layers % stages != 0, rule, stages))
     rule = "vp={v}: virtual pipeline stages need pp > 1"
     out.append(("layout.vp", logical_and(vp > 1, pp == 1), rule, vp))
+    if model.has_recurrent_layers:
+        rule = "cp={v}: context parallelism over recurrent (SSM, linear-attention) layers is not"
+        rule += " modelled"
+        out.append(("layout.cp", cp > 1, rule, cp))
     if model.moe is None:
         rule = "ep={v}: expert parallelism needs a mixture-of-experts model"
         out.append(("layout.ep", ep > 1, rule, ep))
@@ -161,6 +165,11 @@ def _static_rules(model: ModelSpec, training: bool) -> tuple[_Rule, ...]:
         rules.setdefault((field, value), (field, operand, value, rule))
 
     for kind in model.kinds:
+        if kind.mixer is not None:
+            divides("layout.tp", "tp", f"{kind.mixer.kind} heads", kind.mixer.heads)
+            divides("layout.tp", "tp", f"{kind.mixer.kind} groups", kind.mixer.groups)
+        if kind.attention is None:
+            continue
         divides("layout.tp", "tp", "num_attention_heads", kind.attention.num_heads)
         kv = kind.attention.num_kv_heads
         if training:
@@ -237,6 +246,8 @@ def layout_passes(
     catalog model over a grid of layouts)."""
     gcds = _training_gcds(model)
     if gcds["tp"] % tp or model.num_layers % (pp * vp) or (vp > 1 and pp == 1):
+        return False
+    if cp > 1 and model.has_recurrent_layers:
         return False
     if model.moe is None:
         return ep == 1 and etp == tp

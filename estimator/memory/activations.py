@@ -28,7 +28,7 @@ from functools import cache
 from typing import Literal
 
 from estimator.memo import per_model
-from estimator.spec.architecture import LayerKind
+from estimator.spec.architecture import AttentionCore, LayerKind, RecurrentCore
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
 from estimator.xp import Num, where
@@ -82,13 +82,29 @@ def layer_items(model: ModelSpec, kind: LayerKind, flash: bool) -> tuple[Activat
     h = model.hidden_size
     a = kind.attention
     items = [ActivationItem("norm.inputs", _norm_inputs(kind, h) * h, "act", "seq")]
-    # Inputs of the attention and MLP linears (one each; q/k/v share theirs, gate/up theirs).
-    shared_input = (
-        kind.parallel_residual
-        and _norm_inputs(kind, h) == 1
-        and len([n for n in kind.norms if n.size == h]) == 1
-    )
-    items.append(ActivationItem("attention.input", h, "gemm", "seq"))
+    if a is not None:
+        items += _attention_items(model, kind, a, flash)
+    if kind.mixer is not None:
+        items += mixer_items(kind.mixer, h)
+    if model.hidden_dropout > 0 and (a is not None or kind.mixer is not None):
+        items.append(ActivationItem("attention.dropout_mask", h, "mask", "seq"))
+    if _has_ffn(kind):
+        items += _ffn_items(model, kind)
+    return tuple(items)
+
+
+def _has_ffn(kind: LayerKind) -> bool:
+    return any(m.component in ("mlp", "experts", "shared_experts") for m in kind.linears)
+
+
+def _attention_items(
+    model: ModelSpec, kind: LayerKind, a: AttentionCore, flash: bool
+) -> list[ActivationItem]:
+    """What attention saves: its input, the inputs of MLA's up-projections and outputs of its
+    down-projections, the q/k norms' inputs, q, k, v and the output, and the softmax statistics
+    (flash) or probabilities (eager, with their dropout)."""
+    h = model.hidden_size
+    items = [ActivationItem("attention.input", h, "gemm", "seq")]
     for m in kind.linears:  # MLA: inputs of the up-projections, outputs of the down-projections
         if m.component == "attention" and m.tp == "replicated":
             items.append(ActivationItem(f"{m.name}.output", m.out_features, "act", "full"))
@@ -113,8 +129,39 @@ def layer_items(model: ModelSpec, kind: LayerKind, flash: bool) -> tuple[Activat
                 ActivationItem("attention.dropout_mask", a.num_heads, "mask", "scores"),
                 ActivationItem("attention.dropout_output", a.num_heads, "act", "scores"),
             ]
-    if model.hidden_dropout > 0:
-        items.append(ActivationItem("attention.dropout_mask", h, "mask", "seq"))
+    return items
+
+
+def mixer_items(r: RecurrentCore, h: int) -> list[ActivationItem]:
+    """What a recurrent mixer saves for its backward (the fused kernels' inputs, as Megatron's
+    Mamba layer and the mamba_ssm / flash-linear-attention kernels keep them): the input
+    projection's input, the convolution's input and output, the gate and step sizes, the scan's
+    output and the gated norm's input, the output projection's input, and the fp32 state at
+    every chunk boundary (spread here over the chunk's tokens). An approximation: no published
+    per-tensor account to check it against."""
+    inner = r.heads * r.head_dim
+    chunk_states = -(-r.state_elems // r.chunk) if r.chunk else 0
+    return [
+        ActivationItem("mixer.input", h, "gemm", "seq"),
+        ActivationItem("mixer.conv_input", r.conv_channels, "act", "tp"),
+        ActivationItem("mixer.conv_output", r.conv_channels, "act", "tp"),
+        ActivationItem("mixer.gate_and_steps", inner + r.heads, "act", "tp"),
+        ActivationItem("mixer.scan_output", inner, "act", "tp"),
+        ActivationItem("mixer.out_proj_input", inner, "gemm", "tp"),
+        ActivationItem("mixer.chunk_states", chunk_states, "fp32", "tp"),
+    ]
+
+
+def _ffn_items(model: ModelSpec, kind: LayerKind) -> list[ActivationItem]:
+    """What the MLP or the experts save: their input, each MLP's activation input and down
+    projection input, the routed tokens and the router's probabilities."""
+    h = model.hidden_size
+    shared_input = (
+        kind.parallel_residual
+        and _norm_inputs(kind, h) == 1
+        and len([n for n in kind.norms if n.size == h]) == 1
+    )
+    items = []
     if not shared_input:
         items.append(ActivationItem("mlp.input", h, "gemm", "seq"))
     act_copies = 2 if model.gated_mlp else 1  # gate and up (gated) or fc1 output (plain)
@@ -136,7 +183,7 @@ def layer_items(model: ModelSpec, kind: LayerKind, flash: bool) -> tuple[Activat
             items.append(ActivationItem("router.probs", m.out_features, "fp32", "seq"))
     if model.hidden_dropout > 0:
         items.append(ActivationItem("mlp.dropout_mask", h, "mask", "seq"))
-    return tuple(items)
+    return items
 
 
 def _hf_norm(name: str, size: int, vectors: int, region: Region) -> list[ActivationItem]:
@@ -156,6 +203,8 @@ def hf_layer_items(model: ModelSpec, kind: LayerKind, flash: bool) -> tuple[Acti
     fp32 softmax and its model-dtype copy, the output), and four intermediates of the SwiGLU MLP
     (gate output, SiLU output, up output, product)."""
     h, a = model.hidden_size, kind.attention
+    if a is None:  # measured for attention layers only: the planner's own items otherwise
+        return layer_items(model, kind, flash)
     items = [
         *_hf_norm("input_layernorm", h, 1, "seq"),
         *_hf_norm("post_attention_layernorm", h, 1, "seq"),

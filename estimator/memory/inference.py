@@ -3,8 +3,14 @@
 KV cache per token and layer is ``2 * kv_heads * head_dim`` elements for standard attention (K
 and V), ``kv_lora_rank + qk_rope_head_dim`` for DeepSeek MLA's compressed latent (which, unlike
 per-head caches, is replicated on every TP rank), in the KV-cache format. Sliding-window layers
-keep at most ``window`` tokens. KV heads split over TP; when tp exceeds their number each rank
-keeps one (vLLM/TensorRT-LLM replicate them). Under PP a GPU caches only its stage's layers.
+keep at most ``window`` tokens (chunked-attention layers one chunk). KV heads split over TP; when
+tp exceeds their number each rank keeps one (vLLM/TensorRT-LLM replicate them). Under PP a GPU
+caches only its stage's layers.
+
+Recurrent layers (Mamba, gated DeltaNet, short convolutions) keep no KV cache but a state of a
+fixed size per sequence: each head's ``head_dim x state_dim`` scan state and the convolution's
+last ``conv_state`` inputs, split over TP with the heads, in the activation format (vLLM's
+``mamba_cache_dtype="auto"``: the model's dtype).
 
 Activation peaks are the live tensors of one layer for the tokens in flight (a prefill chunk, or
 one token per sequence when decoding): the residual stream, the norm output, q/k/v, the attention
@@ -33,6 +39,7 @@ __all__ = [
     "inference_memory",
     "kv_cache_bytes_per_token",
     "kv_elems",
+    "state_bytes_per_sequence",
 ]
 
 # CUDA context, kernels, CUDA-graph pools and NCCL buffers of a serving engine (vLLM reserves its
@@ -60,11 +67,13 @@ class InferenceMemory:
 
     weights_bytes: float
     kv_cache_bytes: float
+    state_bytes: float
     activation_peak_bytes: float
     runtime_overhead_bytes: float
     capacity_bytes: float
     kv_cache_bytes_per_token: float
     kv_cache_bytes_per_sequence: float
+    state_bytes_per_sequence: float
     max_concurrency: int
     prefill_peak_bytes: float
     decode_peak_bytes: float
@@ -92,7 +101,11 @@ def _total_bytes(terms: Mapping[str, Any]) -> float:
 
 
 def kv_elems(model: ModelSpec, kind_index: int, tp: Num) -> Num:
+    """KV-cache elements per token of one layer of the kind on one TP rank (0 without
+    attention)."""
     a = model.kinds[kind_index].attention
+    if a is None:
+        return 0
     if not a.cache_shards_with_tp:
         return a.cache_elems_per_token
     per_head = a.cache_elems_per_token // a.num_kv_heads
@@ -131,18 +144,48 @@ def kv_cache_bytes_per_sequence(
         counts = stage_kind_counts(model, pp, 1, stage)
     total: Num = 0
     for k, (kind, n) in enumerate(zip(model.kinds, counts, strict=True)):
-        window = kind.attention.window
+        if kind.attention is None:
+            continue
+        window = kind.attention.cache_window
         tokens = context if window is None else minimum(context, window)
         total = total + n * tokens * kv_elems(model, k, tp)
     return total * DTYPES[precision.kv_cache].bytes
+
+
+def state_bytes_per_sequence(
+    model: ModelSpec,
+    precision: Precision,
+    *,
+    tp: Num = 1,
+    pp: Num = 1,
+    stage: Num = 0,
+    counts: Sequence[Num] | None = None,
+) -> Num:
+    """Recurrent-state bytes of one sequence on pipeline rank ``stage`` (scan and convolution
+    states of its recurrent layers, on one TP rank)."""
+    if not model.has_recurrent_layers:
+        return 0
+    if counts is None:
+        counts = stage_kind_counts(model, pp, 1, stage)
+    total: Num = 0
+    for kind, n in zip(model.kinds, counts, strict=True):
+        if kind.mixer is not None:
+            total = total + n * (kind.mixer.state_elems + kind.mixer.conv_state_elems) / tp
+    return total * DTYPES[precision.activations].bytes
 
 
 def _layer_live_elems(model: ModelSpec, tp: Num) -> Num:
     """Peak live elements per token inside one layer (largest kind)."""
     peak: Num = 0
     for kind in model.kinds:
-        a = kind.attention
-        qkv = a.num_heads * a.qk_head_dim + a.num_kv_heads * (a.qk_head_dim + a.v_head_dim)
+        a, r = kind.attention, kind.mixer
+        if a is not None:
+            qkv = a.num_heads * a.qk_head_dim + a.num_kv_heads * (a.qk_head_dim + a.v_head_dim)
+            out = a.num_heads * a.v_head_dim
+        elif r is not None:  # the convolution's channels in and out, then the scan's output
+            qkv, out = 2 * r.conv_channels, r.heads * r.head_dim
+        else:
+            qkv = out = 0
         inter = max(
             (
                 m.in_features * m.active
@@ -151,7 +194,7 @@ def _layer_live_elems(model: ModelSpec, tp: Num) -> Num:
             ),
             default=0,
         )
-        live = 2 * model.hidden_size + qkv / tp + a.num_heads * a.v_head_dim / tp + 2 * inter / tp
+        live = 2 * model.hidden_size + qkv / tp + out / tp + 2 * inter / tp
         peak = maximum(peak, live)
     return peak
 
@@ -205,6 +248,7 @@ def inference_memory(
             p.other + p.expert_other
         ) * act_b
         per_seq = kv_cache_bytes_per_sequence(model, precision, context, tp=tp, counts=shape.counts)
+        state = state_bytes_per_sequence(model, precision, tp=tp, counts=shape.counts)
         last = shape.last
         prefill = chunk * live + last * logits
         decode = setup.concurrency * (live + last * logits)
@@ -218,7 +262,9 @@ def inference_memory(
             "capacity_bytes": float(accelerator.memory_bytes),
             "kv_cache_bytes_per_token": float(per_seq / context),
             "kv_cache_bytes_per_sequence": float(per_seq),
-            "max_concurrency": max(int(free // per_seq), 0) if per_seq else 0,
+            "state_bytes": float(setup.concurrency * state),
+            "state_bytes_per_sequence": float(state),
+            "max_concurrency": max(int(free // (per_seq + state)), 0) if per_seq + state else 0,
             "prefill_peak_bytes": float(prefill),
             "decode_peak_bytes": float(decode),
             "stage": stage,
@@ -230,12 +276,20 @@ def inference_memory(
         f"Runtime overhead (CUDA context, CUDA graphs, NCCL) is a planning default of "
         f"{RUNTIME_OVERHEAD_BYTES / GIB:.1f} GiB."
     ]
-    if any(k.attention.window for k in model.kinds):
+    cores = [k.attention for k in model.kinds if k.attention is not None]
+    if any(a.window for a in cores):
         notes.append("Sliding-window layers cache at most their window of tokens.")
-    if any(not k.attention.cache_shards_with_tp for k in model.kinds) and tp > 1:
+    if any(a.chunk and not a.window for a in cores):
+        notes.append("Chunked-attention layers cache at most one chunk of tokens.")
+    if any(not a.cache_shards_with_tp for a in cores) and tp > 1:
         notes.append("MLA's latent KV cache is replicated on every TP rank.")
-    if any(k.attention.num_kv_heads < tp for k in model.kinds):
+    if any(a.num_kv_heads < tp for a in cores):
         notes.append("tp exceeds the KV-head count: KV heads are replicated across TP ranks.")
+    if model.has_recurrent_layers:
+        notes.append(
+            "Recurrent layers keep a fixed-size state per sequence (scan and convolution states,"
+            " in the model's dtype) instead of a KV cache."
+        )
     if best["max_concurrency"] < setup.concurrency:
         notes.append(
             f"KV cache limits concurrency to {best['max_concurrency']} sequences of {context} "

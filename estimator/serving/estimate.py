@@ -137,7 +137,7 @@ def _prefill_kinds(
     for k, kind in enumerate(model.kinds):
         shape = (model, kind, k, acc, prof, p, precision, prompt, batch, domain)
         lt = layer_time(*shape, attention_format=att)
-        out.append((lt.gemm, lt.attention, lt.elementwise, lt.tp_comm + lt.ep_comm))
+        out.append((lt.gemm, lt.attention + lt.mixer, lt.elementwise, lt.tp_comm + lt.ep_comm))
     return out
 
 
@@ -158,9 +158,14 @@ def _decode_kinds(
     allreduce = collective_time(acc, prof, "all_reduce", batch * h * act_b, p.tp, 1, domain)
     out = []
     for k, kind in enumerate(model.kinds):
-        window = kind.attention.window
-        cached = context if window is None else minimum(context, window)
-        kv_bytes = batch * cached * kv_elems(model, k, p.tp) * kv_b
+        kv_bytes: Num = 0.0
+        if kind.attention is not None:
+            window = kind.attention.cache_window
+            cached = context if window is None else minimum(context, window)
+            kv_bytes = batch * cached * kv_elems(model, k, p.tp) * kv_b
+        if kind.mixer is not None:  # the state is read and written back each step
+            r = kind.mixer
+            kv_bytes = kv_bytes + 2 * batch * (r.state_elems + r.conv_state_elems) / p.tp * act_b
         moe = any(m.copies > 1 for m in kind.linears)
         a2a = 0.0
         if moe and p.ep > 1 and model.moe is not None:
@@ -171,7 +176,7 @@ def _decode_kinds(
                 linear_gemm_time(model, kind, acc, prof, p, precision, batch),
                 attention_decode_time(acc, prof, kv_bytes),
                 memory_time(acc, prof, batch * 8 * h * act_b, 3),
-                2 * allreduce + a2a,
+                kind.tp_exchanges * allreduce + a2a,
             )
         )
     return out

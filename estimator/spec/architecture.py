@@ -23,13 +23,25 @@ __all__ = [
     "Component",
     "LayerKind",
     "Linear",
+    "MixerKind",
     "Norm",
+    "Param",
+    "RecurrentCore",
     "TPSplit",
 ]
 
 Component = Literal[
-    "embeddings", "attention", "mlp", "experts", "shared_experts", "router", "norms", "output_head"
+    "embeddings",
+    "attention",
+    "mixer",
+    "mlp",
+    "experts",
+    "shared_experts",
+    "router",
+    "norms",
+    "output_head",
 ]
+MixerKind = Literal["mamba1", "mamba2", "gated_deltanet", "short_conv"]
 TPSplit = Literal["column", "row", "replicated"]
 
 
@@ -92,6 +104,23 @@ class Norm:
 
 
 @dataclass(frozen=True, slots=True)
+class Param:
+    """A parameter tensor that is neither a linear map nor a norm: attention sinks, an SSM's
+    ``A_log``, ``D`` and ``dt_bias``, a depthwise convolution's kernel and bias. ``size``
+    elements; TP splits it by ``shard_units`` whole units (heads or channels) when non-zero, else
+    every rank holds it whole. No matmul FLOPs of its own."""
+
+    name: str
+    size: int
+    component: Component
+    shard_units: int = 0
+
+    @property
+    def params(self) -> int:
+        return self.size
+
+
+@dataclass(frozen=True, slots=True)
 class AttentionCore:
     """The parameter-free part of attention: scores ``Q K^T`` and the weighted sum ``P V``.
 
@@ -100,6 +129,12 @@ class AttentionCore:
     per token for this layer: ``kv_heads * (qk_head_dim + v_head_dim)`` for standard attention,
     ``kv_lora_rank + qk_rope_head_dim`` for MLA's compressed latent. ``cache_shards_with_tp`` says
     whether that cache splits over TP ranks (per-head caches do; MLA's latent is replicated).
+
+    ``chunk``: chunked attention (Llama 4's local layers) attends within aligned blocks of that
+    many tokens, and its cache keeps at most one block. ``topk``: sparse attention (DeepSeek-V3.2's
+    DSA) attends to at most that many selected keys per query, picked by a lightning indexer of
+    ``index_heads`` heads of ``index_head_dim`` that scores every earlier key (its key cache is
+    part of ``cache_elems_per_token``).
     """
 
     num_heads: int
@@ -109,29 +144,90 @@ class AttentionCore:
     window: int | None
     cache_elems_per_token: int
     cache_shards_with_tp: bool = True
+    chunk: int | None = None
+    topk: int | None = None
+    index_heads: int = 0
+    index_head_dim: int = 0
+
+    @property
+    def cache_window(self) -> int | None:
+        """Tokens a layer's KV cache holds at most (None: the whole context)."""
+        if self.window is None:
+            return self.chunk
+        return self.window if self.chunk is None else min(self.window, self.chunk)
+
+
+@dataclass(frozen=True, slots=True)
+class RecurrentCore:
+    """The parameter-free part of a recurrent token mixer, whose state does not grow with the
+    context: Mamba-1's selective scan, Mamba-2's state-space duality (SSD), gated DeltaNet, or a
+    gated short convolution (LFM2).
+
+    ``heads`` x ``head_dim`` channels carry a ``state_dim``-wide state each (Mamba-1: ``heads``
+    channels of head_dim 1; gated DeltaNet: value heads of ``head_dim`` against key heads of
+    ``state_dim``); ``groups`` heads of B/C (Mamba-2) or of keys (gated DeltaNet) are shared by
+    the others. A depthwise causal convolution of ``conv_kernel`` taps runs over
+    ``conv_channels`` channels first and keeps ``conv_state`` tokens of them between steps.
+    ``chunk`` is the chunk length of the chunked algorithm (0: a sequential scan). TP splits
+    ``heads`` (and the channels with them).
+    """
+
+    kind: MixerKind
+    heads: int
+    head_dim: int
+    state_dim: int
+    groups: int
+    conv_channels: int
+    conv_kernel: int
+    conv_state: int
+    chunk: int = 0
+
+    @property
+    def state_elems(self) -> int:
+        """Recurrent-state elements per sequence (the scan's state; no convolution)."""
+        return self.heads * self.head_dim * self.state_dim
+
+    @property
+    def conv_state_elems(self) -> int:
+        """Convolution-state elements per sequence."""
+        return self.conv_channels * self.conv_state
 
 
 @dataclass(frozen=True, slots=True)
 class LayerKind:
-    """One kind of decoder layer: its modules, attention core and activation-relevant shape."""
+    """One kind of decoder layer: its modules, its token mixer (an attention core, a recurrent
+    core, or neither for a layer that is only an MLP) and activation-relevant shape."""
 
     name: str
     linears: tuple[Linear, ...]
     norms: tuple[Norm, ...]
-    attention: AttentionCore
+    attention: AttentionCore | None
     parallel_residual: bool = False
+    mixer: RecurrentCore | None = None
+    extras: tuple[Param, ...] = ()
 
     @property
     def params(self) -> int:
-        return sum(m.params for m in self.linears) + sum(n.params for n in self.norms)
+        return (
+            sum(m.params for m in self.linears)
+            + sum(n.params for n in self.norms)
+            + sum(x.params for x in self.extras)
+        )
 
     def params_by_component(self) -> dict[str, int]:
         out: dict[str, int] = {}
-        for m in self.linears:
-            out[m.component] = out.get(m.component, 0) + m.params
-        for n in self.norms:
-            out[n.component] = out.get(n.component, 0) + n.params
+        items: tuple[Linear | Norm | Param, ...] = (*self.linears, *self.norms, *self.extras)
+        for item in items:
+            out[item.component] = out.get(item.component, 0) + item.params
         return out
+
+    @property
+    def tp_exchanges(self) -> int:
+        """Row-parallel blocks (token mixer, MLP or experts), each closed by one TP exchange
+        per pass: two in a classic layer, one in a hybrid model's single-block layers."""
+        mixes = self.attention is not None or self.mixer is not None
+        ffn = any(m.component in ("mlp", "experts", "shared_experts") for m in self.linears)
+        return int(mixes) + int(ffn)
 
     def linear(self, suffix: str) -> Linear | None:
         for m in self.linears:

@@ -9,6 +9,7 @@ note saying so; a field that such a reading needs and the config lacks is refuse
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from estimator.errors import SpecError
@@ -62,6 +63,8 @@ def _read(
     if not isinstance(mt, str) or not mt:
         raise SpecError("config.model_type", "is required (e.g. 'llama', 'qwen2', 'gpt2')")
     model = reader_of(mt)(ConfigReader(raw, mt), model_id)
+    if mt not in EXACT:
+        model = replace(model, exact=False)
     total = sum(n * kind.params for kind, n in zip(model.kinds, model.kind_counts, strict=True))
     if total > MAX_TOTAL_PARAMS:
         raise SpecError(

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from estimator.spec.architecture import LayerKind, Linear, Norm
+from estimator.spec.architecture import AttentionCore, LayerKind, Linear, Norm
 
 __all__ = ["MoESpec", "ModelSpec"]
 
@@ -29,7 +29,9 @@ class ModelSpec:
     """A decoder-only transformer, normalized from its config.
 
     ``layer_kinds`` gives, per layer, the index into ``kinds``. Sizes are in elements; nothing here
-    depends on a data type or a parallel layout.
+    depends on a data type or a parallel layout. ``exact`` is False where the family is not read
+    exactly (an unknown ``model_type`` read Llama-style, an approximate reader): every answer
+    built on it says so, and ``notes`` say how.
     """
 
     id: str
@@ -54,6 +56,7 @@ class ModelSpec:
     moe: MoESpec | None
     config: Mapping[str, Any] = field(repr=False, compare=False)
     notes: tuple[str, ...] = ()
+    exact: bool = True
 
     # --- derived, exact integers -------------------------------------------------------------
 
@@ -78,17 +81,29 @@ class ModelSpec:
             out.append(tuple(acc))
         return tuple(out)
 
+    @cached_property
+    def _first_attention(self) -> AttentionCore | None:
+        return next((k.attention for k in self.kinds if k.attention is not None), None)
+
     @property
     def num_heads(self) -> int:
-        return self.kinds[0].attention.num_heads
+        """Query heads of the (first) attention layers; 0 for a model without attention."""
+        a = self._first_attention
+        return a.num_heads if a is not None else 0
 
     @property
     def num_kv_heads(self) -> int:
-        return self.kinds[0].attention.num_kv_heads
+        a = self._first_attention
+        return a.num_kv_heads if a is not None else 0
 
     @property
     def head_dim(self) -> int:
-        return self.kinds[0].attention.qk_head_dim
+        a = self._first_attention
+        return a.qk_head_dim if a is not None else 0
+
+    @property
+    def has_recurrent_layers(self) -> bool:
+        return any(k.mixer is not None for k in self.kinds)
 
     @property
     def is_moe(self) -> bool:

@@ -5,7 +5,9 @@ communication plan (``timing.comms``) lists them, so the two cannot disagree.
 Per layer and micro-batch, on the most-loaded stage (Megatron-LM semantics):
 
 - TP: with sequence parallelism an all-gather before and a reduce-scatter after attention and
-  the MLP, without it an all-reduce after each (``TP_CALLS_PER_LAYER`` places); each repeated in
+  the MLP, without it an all-reduce after each (``TP_CALLS_PER_LAYER`` places in a classic layer,
+  ``LayerKind.tp_exchanges`` in general: one in a hybrid model's mixer-only, attention-only or
+  MLP-only layers); each repeated in
   backward and, under full recomputation, in the second forward (``collective_passes``).
   Message: the layer's activations, ``s b / cp x h``.
 - EP: an all-to-all to dispatch and one to combine the routed tokens of each MoE layer,
@@ -50,7 +52,7 @@ __all__ = [
     "zero3_layer_bytes",
 ]
 
-TP_CALLS_PER_LAYER = 2  # after attention and after the MLP
+TP_CALLS_PER_LAYER = 2  # after attention and after the MLP (``LayerKind.tp_exchanges``)
 EP_CALLS_PER_MOE_LAYER = 2  # dispatch and combine
 CP_DIRECTIONS = 2  # K/V blocks passed around the ring in forward and again in backward
 ZERO3_GATHERS_PER_LAYER = 2  # the layer's weights for forward and again for backward
@@ -96,8 +98,9 @@ def ep_message_bytes(model: ModelSpec, p: Parallelism, tokens: Num, precision: P
 
 
 def cp_message_bytes(kind: LayerKind, p: Parallelism, tokens: Num, precision: Precision) -> Num:
-    """One ring-attention step's K/V block."""
+    """One ring-attention step's K/V block (a kind with attention)."""
     a = kind.attention
+    assert a is not None
     kv_local = maximum(a.num_kv_heads // p.tp, 1)
     return tokens * kv_local * (a.qk_head_dim + a.v_head_dim) * DTYPES[precision.activations].bytes
 
@@ -105,6 +108,7 @@ def cp_message_bytes(kind: LayerKind, p: Parallelism, tokens: Num, precision: Pr
 def cp_width(kind: LayerKind, p: Parallelism) -> int:
     """Elements per token of one rank's K/V block (its KV heads, at least one)."""
     a = kind.attention
+    assert a is not None
     return int(max(a.num_kv_heads // p.tp, 1) * (a.qk_head_dim + a.v_head_dim))
 
 

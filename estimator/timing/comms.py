@@ -134,12 +134,18 @@ def communication_plan(
     if p.tp > 1:
         msg = float(rules.tp_message_bytes(model, p, tokens, precision))
         hidden = "overlapped with GEMMs (tp_comm_overlap)" if tp_comm_overlap else "exposed"
-        calls = rules.TP_CALLS_PER_LAYER * layers * passes
+        exchanges = sum(kind.tp_exchanges * n for kind, n in zip(model.kinds, counts, strict=True))
+        calls = exchanges * passes
+        what = (
+            "each layer, attention and MLP, fwd + bwd"
+            if exchanges == rules.TP_CALLS_PER_LAYER * layers
+            else "each block (token mixer, MLP or experts), fwd + bwd"
+        )
         for name in rules.tp_collectives(bool(p.sequence_parallel)):
             add(
                 "tp",
                 name,
-                "each layer, attention and MLP, fwd + bwd",
+                what,
                 msg,
                 (int(tokens), h),
                 "tp",
@@ -149,7 +155,7 @@ def communication_plan(
             )
     if p.cp > 1:
         for kind, n in zip(model.kinds, counts, strict=True):
-            if n:
+            if n and kind.attention is not None:
                 msg = float(rules.cp_message_bytes(kind, p, tokens, precision))
                 calls = n * (p.cp - 1) * rules.CP_DIRECTIONS
                 add(

@@ -37,7 +37,10 @@ from functools import cache
 from typing import Any, Literal
 
 from estimator.catalog.files import load
+from estimator.counts.flops import mixer_flops
 from estimator.spec.accelerator import Accelerator
+from estimator.spec.architecture import RecurrentCore
+from estimator.spec.precision import DTYPES, Precision
 from estimator.xp import Num, maximum, minimum, where
 
 __all__ = [
@@ -52,6 +55,7 @@ __all__ = [
     "gemm_time",
     "kernel_profile",
     "memory_time",
+    "mixer_time",
 ]
 
 Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv"]
@@ -293,3 +297,32 @@ def collective_time(
         inner = _flat_time(kind, payload, local, prof.scale_up, up_bw)
     outer = _flat_time(kind, payload / local, remote, prof.scale_out, out_bw)
     return where(remote > 1, inner + outer, flat)
+
+
+def mixer_time(
+    core: RecurrentCore,
+    acc: Accelerator,
+    prof: KernelProfile,
+    tp: Num,
+    precision: Precision,
+    seq_len: int,
+    micro_batch: Num,
+    compute: str,
+) -> Num:
+    """Forward time of a recurrent mixer's core on one TP rank: its chunked matmuls and
+    convolution (``mixer_flops``) against what it moves, on the roofline of a GEMM. Per token the
+    scan reads the convolution's input and writes its output (``conv_channels`` each), reads x,
+    B, C and the step sizes and writes y; per chunk it writes and reads back each head's fp32
+    state. An approximation (fused Triton kernels, no published per-kernel efficiency)."""
+    act_b = DTYPES[precision.activations].bytes
+    tokens = seq_len * micro_batch
+    flops = micro_batch * mixer_flops(core, seq_len) / tp
+    per_token = (
+        2 * core.conv_channels
+        + 2 * core.heads * core.head_dim
+        + 2 * core.groups * (core.state_dim)
+        + core.heads
+    )
+    chunks = micro_batch * (-(-seq_len // core.chunk) if core.chunk else seq_len)
+    moved = tokens * per_token * act_b / tp + chunks * core.state_elems * 4 * 2 / tp
+    return gemm_time(acc, prof, flops, moved, compute)

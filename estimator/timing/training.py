@@ -48,7 +48,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from estimator.counts.flops import attention_terms, causal_pairs, training_flops
+from estimator.counts.flops import (
+    attention_terms,
+    causal_pairs,
+    chunked_pairs,
+    training_flops,
+)
 from estimator.errors import SpecError
 from estimator.layout.parallel import Parallelism
 from estimator.layout.ranks import group_shapes
@@ -75,6 +80,7 @@ from estimator.timing.kernels import (
     gemm_time,
     kernel_profile,
     memory_time,
+    mixer_time,
 )
 from estimator.timing.rates import derive_rates
 from estimator.xp import Num, is_array, logical_and, maximum, minimum, numpy, where
@@ -277,6 +283,7 @@ class _LayerTime:
     tp_comm: Num
     ep_comm: Num
     cp_comm: Num
+    mixer: Num = 0.0  # a recurrent mixer's core (its backward is charged at twice this)
 
 
 def layer_time(
@@ -305,27 +312,43 @@ def layer_time(
     tokens = seq_len * micro_batch / p.cp
     gemm = linear_gemm_time(model, kind, acc, prof, p, precision, tokens)
 
-    _, per_pair, window = attention_terms(model)[kind_index]
+    term = attention_terms(model)[kind_index]
     a = kind.attention
-    heads_local = a.num_heads / p.tp
-    kv_local = maximum(a.num_kv_heads // p.tp, 1)
-    pairs = micro_batch * causal_pairs(seq_len, window) / p.cp
-    att_flops = pairs * per_pair / p.tp
-    att_bytes = (
-        tokens * (heads_local * (a.qk_head_dim + a.v_head_dim) * 2) * act_b
-        + tokens * kv_local * (a.qk_head_dim + a.v_head_dim) * act_b
-    )
-    if flash:
-        keys = (seq_len if window is None else minimum(seq_len, window)) / p.cp
-        attention = attention_prefill_time(
-            acc, prof, att_flops, att_bytes, keys, att_compute, kernel
+    attention: Num = 0.0
+    attention_bwd: Num = 0.0
+    heads_local: Num = 0
+    kv_local: Num = 0
+    head_dim = 0
+    if term is not None and a is not None:
+        _, per_pair, window, chunk, index_per_pair = term
+        heads_local = a.num_heads / p.tp
+        kv_local = maximum(a.num_kv_heads // p.tp, 1)
+        head_dim = a.qk_head_dim
+        attended = chunked_pairs(seq_len, chunk) if chunk else causal_pairs(seq_len, window)
+        pairs = micro_batch * attended / p.cp
+        att_flops = pairs * per_pair / p.tp
+        if index_per_pair:
+            index_pairs = micro_batch * causal_pairs(seq_len, None) / p.cp
+            att_flops = att_flops + index_pairs * index_per_pair / p.tp
+        att_bytes = (
+            tokens * (heads_local * (a.qk_head_dim + a.v_head_dim) * 2) * act_b
+            + tokens * kv_local * (a.qk_head_dim + a.v_head_dim) * act_b
         )
-        attention_bwd = attention * FLASH_BACKWARD_FACTOR / prof.attention_backward_ratio
-    else:
-        attention = _eager_attention_time(
-            acc, prof, a, heads_local, micro_batch, seq_len, precision, att_compute
-        )
-        attention_bwd = 2 * attention
+        if flash:
+            span = window if window is not None else chunk
+            keys = (seq_len if span is None else minimum(seq_len, span)) / p.cp
+            attention = attention_prefill_time(
+                acc, prof, att_flops, att_bytes, keys, att_compute, kernel
+            )
+            attention_bwd = attention * FLASH_BACKWARD_FACTOR / prof.attention_backward_ratio
+        else:
+            attention = _eager_attention_time(
+                acc, prof, a, heads_local, micro_batch, seq_len, precision, att_compute
+            )
+            attention_bwd = 2 * attention
+    mixer: Num = 0.0
+    if kind.mixer is not None:
+        mixer = mixer_time(kind.mixer, acc, prof, p.tp, precision, seq_len, micro_batch, compute)
 
     sp_tokens = tokens / where(p.sequence_parallel, p.tp, 1)
     h = model.hidden_size
@@ -336,7 +359,7 @@ def layer_time(
         if m.tp == "row" and m.component in ("mlp", "experts", "shared_experts")
     )
     act_elems = (3 if model.gated_mlp else 2) * inter  # read gate/up, write product
-    rope = 2 * (heads_local + kv_local) * a.qk_head_dim
+    rope = 2 * (heads_local + kv_local) * head_dim
     elem_bytes = (
         sp_tokens * (hidden_norms * 2 * h + 2 * 3 * h) + tokens * (act_elems + rope)
     ) * act_b
@@ -377,7 +400,7 @@ def layer_time(
         one = exchange(True)
     if sp_on is not True:
         one = where(sp_on, one, exchange(False))
-    tp_comm = rules.TP_CALLS_PER_LAYER * one
+    tp_comm = kind.tp_exchanges * one
 
     ep_comm: Num = 0.0
     if model.moe is not None and any(m.copies > 1 for m in kind.linears):
@@ -388,12 +411,12 @@ def layer_time(
         )
 
     cp_comm: Num = 0.0
-    if type(p.cp) is not int or p.cp > 1:
+    if a is not None and (type(p.cp) is not int or p.cp > 1):
         cp_stride = ranks["cp"][1]
         kv_bytes = rules.cp_message_bytes(kind, p, tokens, precision)
         ring = (p.cp - 1) * collective_time(acc, prof, "send_recv", kv_bytes, 2, cp_stride, domain)
         cp_comm = maximum(ring - attention, 0.0)  # hidden behind the blockwise attention
-    return _LayerTime(gemm, attention, attention_bwd, elementwise, tp_comm, ep_comm, cp_comm)
+    return _LayerTime(gemm, attention, attention_bwd, elementwise, tp_comm, ep_comm, cp_comm, mixer)
 
 
 def _eager_attention_time(
@@ -449,8 +472,8 @@ def _stage_times(
         tp_f = lt.tp_comm
         if options.tp_comm_overlap:
             tp_f = maximum(lt.tp_comm - lt.gemm, 0.0)
-        compute_f = lt.gemm + lt.attention + lt.elementwise
-        compute_b = 2 * lt.gemm + lt.attention_backward + 2 * lt.elementwise
+        compute_f = lt.gemm + lt.attention + lt.elementwise + lt.mixer
+        compute_b = 2 * lt.gemm + lt.attention_backward + 2 * lt.elementwise + 2 * lt.mixer
         fwd = fwd + n * compute_f
         bwd = bwd + n * compute_b
         passes = rules.collective_passes(setup.recompute)

@@ -117,6 +117,15 @@ def sliding_windows(c: ConfigReader, layers: int, default_sliding: bool) -> tupl
     """Per-layer sliding window, from ``layer_types`` when present (transformers 5 convention)."""
     window = c.opt_integer("sliding_window")
     types = c.raw.get("layer_types")
+    if isinstance(types, list):
+        odd = sorted({str(t) for t in types} - {"full_attention", "sliding_attention"})
+        if odd:
+            raise SpecError(
+                "config.layer_types",
+                f"layer types {', '.join(odd)} are not modelled for {c.model_type!r} (only full"
+                " and sliding-window attention layers)",
+                odd[0],
+            )
     if isinstance(types, list) and len(types) == layers and window:
         return tuple(window if t == "sliding_attention" else None for t in types)
     if c.raw.get("use_sliding_window") is False or not window:
