@@ -159,6 +159,7 @@ def training_out(plan: TrainingPlan, e: TrainingEstimate) -> dict[str, Any]:
             "usd": e.cost_usd,
         },
         "params": params_dict(plan.model),
+        "exact": plan.model.exact,
         "calibrated": e.calibrated,
         "notes": list(e.notes),
     }
@@ -190,6 +191,7 @@ def inference_out(
         },
         "kv_cache_bytes_per_token": m.kv_cache_bytes_per_token,
         "kv_cache_bytes_per_sequence": m.kv_cache_bytes_per_sequence,
+        "state_bytes_per_sequence": m.state_bytes_per_sequence,
         "max_concurrency": e.max_concurrency,
         "best_concurrency": e.best_concurrency,
         "latency": {
@@ -222,6 +224,7 @@ def inference_out(
             "usd_per_1m_input_tokens": e.usd_per_1m_input_tokens,
         },
         "params": params_dict(plan.model),
+        "exact": plan.model.exact,
         "notes": list(e.notes),
     }
 
@@ -440,6 +443,7 @@ def training_sweep_out(s: TrainingSweep, req: TrainingSweepRequest) -> TrainingS
         ],
         pareto_cost=rows(s.pareto_cost),
         pareto_memory=rows(s.pareto_memory),
+        exact=s.exact,
         notes=list(s.notes),
     )
 
@@ -463,6 +467,7 @@ def serving_sweep_out(sweep: ServingSweep, req: ServingSweepRequest) -> ServingS
         page_size=req.page_size,
         rows=[ServingSweepRow(**r) for r in listed[start : start + req.page_size]],
         pareto_cost=[ServingSweepRow(**r) for r in sweep.pareto_cost],
+        exact=sweep.exact,
         notes=list(sweep.notes),
     )
 

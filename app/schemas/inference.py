@@ -161,6 +161,10 @@ class InferenceEstimateOut(BaseModel):
     memory_per_gpu: InferenceMemoryOut
     kv_cache_bytes_per_token: float
     kv_cache_bytes_per_sequence: float
+    state_bytes_per_sequence: float = Field(
+        description="Recurrent (SSM, linear-attention, convolution) state of one sequence: a"
+        " fixed size, whatever its length; 0 for a model without recurrent layers"
+    )
     max_concurrency: int
     best_concurrency: int | None = Field(
         description="Highest-throughput concurrency that fits and meets the targets"
@@ -170,4 +174,9 @@ class InferenceEstimateOut(BaseModel):
     curve: list[CurvePoint]
     cost: InferenceCostOut
     params: Params
+    exact: bool = Field(
+        description="Whether the model's architecture is read exactly (parameters, FLOPs and"
+        " caches checked against transformers); false for a model read approximately, whose"
+        " notes say how"
+    )
     notes: list[str]

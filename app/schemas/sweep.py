@@ -233,6 +233,10 @@ class TrainingSweepOut(BaseModel):
     pareto_memory: list[TrainingSweepRow] = Field(
         description="Feasible layouts no other beats on both tokens/s and memory headroom"
     )
+    exact: bool = Field(
+        description="Whether the model's architecture is read exactly; false for a model read"
+        " approximately, whose notes say how"
+    )
     notes: list[str]
 
 
@@ -307,5 +311,9 @@ class ServingSweepOut(BaseModel):
     rows: list[ServingSweepRow]
     pareto_cost: list[ServingSweepRow] = Field(
         description="Layouts no other beats on both output tokens/s per GPU and USD per token"
+    )
+    exact: bool = Field(
+        description="Whether the model's architecture is read exactly; false for a model read"
+        " approximately, whose notes say how"
     )
     notes: list[str]

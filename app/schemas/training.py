@@ -233,6 +233,11 @@ class TrainingEstimateOut(BaseModel):
     throughput: TrainingThroughputOut
     cost: TrainingCostOut
     params: Params
+    exact: bool = Field(
+        description="Whether the model's architecture is read exactly (parameters, FLOPs and"
+        " caches checked against transformers); false for a model read approximately, whose"
+        " notes say how"
+    )
     calibrated: Calibrated | None
     notes: list[str]
 

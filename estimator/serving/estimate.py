@@ -347,6 +347,7 @@ def estimate_inference(
         notes.append(
             f"Concurrency {conc} exceeds what the KV cache holds ({memory.max_concurrency})."
         )
+    notes += model.notes
     return InferenceEstimate(
         memory=memory,
         concurrency=conc,

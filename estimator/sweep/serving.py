@@ -65,6 +65,7 @@ class ServingSweep:
     counts: dict[str, int]
     pareto_cost: tuple[dict[str, Any], ...]
     notes: tuple[str, ...] = ()
+    exact: bool = True
 
 
 def sweep_serving(
@@ -114,10 +115,10 @@ def sweep_serving(
             counts[f"refused_{r['field']}"] = counts.get(f"refused_{r['field']}", 0) + 1
     served = [r for r in rows if r["ok"]]
     pareto = cheapest_front(served, "usd_per_1m_output_tokens", "output_tokens_per_s_per_gpu")
-    notes = []
+    notes = list(model.notes)
     if any(r.get("usd_per_1m_output_tokens") is None for r in served):
         notes.append("Accelerators without a catalog price have no cost until one is given.")
-    return ServingSweep(tuple(rows), counts, tuple(pareto), tuple(notes))
+    return ServingSweep(tuple(rows), counts, tuple(pareto), tuple(notes), model.exact)
 
 
 def _serving_row(

@@ -151,6 +151,7 @@ class TrainingSweep:
     and recommendations. ``column(name)`` gives a numpy array; ``row(i)`` one layout as a dict."""
 
     model_id: str
+    exact: bool
     workload: TrainingWorkload
     accelerators: tuple[str, ...]
     precisions: tuple[str, ...]
@@ -529,7 +530,7 @@ def sweep_training(
     idx = np.flatnonzero(feasible)
     counts["feasible"] = int(idx.size)
     priced = idx[np.isfinite(columns["usd_per_1m_tokens"][idx])]
-    notes = []
+    notes = list(model.notes)
     unpriced = sorted({a for a in ids if price_of(a, workload.prices) is None})
     if unpriced:
         notes.append(
@@ -540,6 +541,7 @@ def sweep_training(
         objective = "cost" if priced.size else "time"
     sweep = TrainingSweep(
         model_id=model.id or "custom",
+        exact=model.exact,
         workload=workload,
         accelerators=ids,
         precisions=space.precision,

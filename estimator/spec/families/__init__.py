@@ -22,6 +22,7 @@ from estimator.spec.families import (
     llama,
     mixtral,
     mpt,
+    nemotron_h,
     opt,
     phi3,
     qwen,
@@ -49,6 +50,7 @@ EXACT: dict[str, Reader] = {
         gpt_neox,
         bloom,
         mpt,
+        nemotron_h,
     )
     for model_type in family.MODEL_TYPES
 }

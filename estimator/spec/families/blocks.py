@@ -9,7 +9,15 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from estimator.errors import SpecError
-from estimator.spec.architecture import AttentionCore, Component, LayerKind, Linear, Norm
+from estimator.spec.architecture import (
+    AttentionCore,
+    Component,
+    LayerKind,
+    Linear,
+    Norm,
+    Param,
+    RecurrentCore,
+)
 from estimator.spec.reader import ConfigReader
 
 __all__ = [
@@ -19,23 +27,28 @@ __all__ = [
     "gated_mlp",
     "kinds_from_layers",
     "kv_heads",
+    "layer_types",
     "ln",
     "rms",
     "routed_experts",
     "router",
     "sliding_windows",
+    "span",
     "standard_core",
 ]
 
 
 class Layer(NamedTuple):
-    """One decoder layer as a family describes it; identical layers share a kind."""
+    """One decoder layer as a family describes it; identical layers share a kind. ``core`` is
+    its attention (None for a recurrent or MLP-only layer), ``mixer`` its recurrent core."""
 
     name: str
     linears: tuple[Linear, ...]
     norms: tuple[Norm, ...]
-    core: AttentionCore
+    core: AttentionCore | None
     parallel: bool = False
+    mixer: RecurrentCore | None = None
+    extras: tuple[Param, ...] = ()
 
 
 def attention_linears(
@@ -74,27 +87,30 @@ def gated_mlp(prefix: str, h: int, inter: int, bias: bool, component: Component)
     ]
 
 
-def routed_experts(prefix: str, h: int, inter: int, experts: int, top_k: int) -> list[Linear]:
-    """transformers 5 stores experts fused: ``gate_up_proj`` [E, 2I, h], ``down_proj`` [E, h, I]."""
+def routed_experts(
+    prefix: str, h: int, inter: int, experts: int, top_k: int, bias: bool = False
+) -> list[Linear]:
+    """transformers 5 stores experts fused: ``gate_up_proj`` [E, 2I, h], ``down_proj`` [E, h, I]
+    (and, where ``bias``, ``gate_up_proj_bias`` [E, 2I] and ``down_proj_bias`` [E, h])."""
     return [
         Linear(
             f"{prefix}.gate_up_proj",
             h,
             2 * inter,
-            False,
+            bias,
             "experts",
             "column",
             2 * inter,
             experts,
             top_k,
         ),
-        Linear(f"{prefix}.down_proj", inter, h, False, "experts", "row", inter, experts, top_k),
+        Linear(f"{prefix}.down_proj", inter, h, bias, "experts", "row", inter, experts, top_k),
     ]
 
 
-def router(name: str, h: int, experts: int) -> Linear:
+def router(name: str, h: int, experts: int, bias: bool = False) -> Linear:
     """The gate scoring each token against every expert (replicated on every TP rank)."""
-    return Linear(name, h, experts, False, "router", "replicated")
+    return Linear(name, h, experts, bias, "router", "replicated")
 
 
 def standard_core(heads: int, kv_heads: int, head_dim: int, window: int | None) -> AttentionCore:
@@ -136,12 +152,51 @@ def sliding_windows(c: ConfigReader, layers: int, default_sliding: bool) -> tupl
     return (window,) * layers if default_sliding else (None,) * layers
 
 
+def layer_types(
+    c: ConfigReader, layers: int, allowed: tuple[str, ...], default: Sequence[str]
+) -> tuple[str, ...]:
+    """Each layer's attention type: the config's ``layer_types`` (one per layer, as transformers
+    5 requires), else ``default``, the config class's pattern; a type outside ``allowed`` is
+    refused by name."""
+    types = c.raw.get("layer_types")
+    if types is None:
+        return tuple(default)
+    if not isinstance(types, list) or len(types) != layers:
+        raise SpecError("config.layer_types", f"must list one type per layer ({layers})", types)
+    odd = sorted({str(t) for t in types} - set(allowed))
+    if odd:
+        raise SpecError(
+            "config.layer_types",
+            f"layer types {', '.join(odd)} are not modelled for {c.model_type!r} (only"
+            f" {', '.join(allowed)})",
+            odd[0],
+        )
+    return tuple(str(t) for t in types)
+
+
+def span(c: ConfigReader, name: str, default: int) -> int:
+    """A sliding window's or an attention chunk's length in tokens: the config class's
+    ``default`` where the config leaves it out; refused where the config sets it to null, which
+    transformers' masks and caches cannot run the layers that use it with."""
+    if name in c.raw and c.raw[name] is None:
+        raise SpecError(f"config.{name}", "must be a number of tokens for the layers that use it")
+    return c.integer(name, default=default)
+
+
 def kinds_from_layers(layers: Sequence[Layer]) -> tuple[tuple[LayerKind, ...], tuple[int, ...]]:
     """Deduplicate per-layer descriptions into kinds plus a per-layer kind index."""
     kinds: list[LayerKind] = []
     index: list[int] = []
     for layer in layers:
-        kind = LayerKind(layer.name, layer.linears, layer.norms, layer.core, layer.parallel)
+        kind = LayerKind(
+            layer.name,
+            layer.linears,
+            layer.norms,
+            layer.core,
+            layer.parallel,
+            layer.mixer,
+            layer.extras,
+        )
         if kind not in kinds:
             kinds.append(kind)
         index.append(kinds.index(kind))

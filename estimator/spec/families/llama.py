@@ -46,6 +46,8 @@ UNMODELLED_KEYS = {
         "mamba_n_groups",
         "mamba_chunk_size",
     ),
+    "per-layer block configurations (NAS)": ("block_configs",),
+    "lightning (linear) attention": ("attn_type_list",),
     "a hybrid layer pattern": (
         "hybrid_override_pattern",
         "layers_block_type",
