@@ -144,11 +144,29 @@ def _collapse(path: str) -> str:
 # --------------------------------------------------------------------------------------------
 
 
+# model types transformers does not register, built as the class their checkpoint names: Kimi K2
+# ships DeepseekV3ForCausalLM (transformers' Kimi-K2.5 config maps a kimi_k2 text config the same)
+BUILT_AS = {"kimi_k2": "deepseek_v3"}
+
+
+_NON_FINITE = {"Infinity": float("inf"), "-Infinity": float("-inf"), "NaN": float("nan")}
+
+
+def _finite_tokens(value: Any) -> Any:
+    """The strings a strict-JSON copy keeps for the bare ``Infinity``/``NaN`` tokens of a
+    config.json (Nemotron-H's ``time_step_limit``), back as floats."""
+    if isinstance(value, list):
+        return [_NON_FINITE.get(v, v) if isinstance(v, str) else _finite_tokens(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _finite_tokens(v) for k, v in value.items()}
+    return value
+
+
 def hf_config(config: dict[str, Any]) -> PretrainedConfig:
     """Build the transformers config for a Hugging Face ``config.json`` dict (never mutated)."""
-    rest = copy.deepcopy(config)
+    rest = _finite_tokens(copy.deepcopy(config))
     model_type = rest.pop("model_type")
-    return AutoConfig.for_model(model_type, **rest)
+    return AutoConfig.for_model(BUILT_AS.get(model_type, model_type), **rest)
 
 
 def _model_class(cfg: PretrainedConfig) -> type[PreTrainedModel]:
@@ -517,11 +535,12 @@ def kv_cache_layout(
             named = {"keys": layer[0], "values": layer[1]}
             kind = "tuple"
         else:
-            named = {
-                k: v
-                for k, v in vars(layer).items()
-                if isinstance(v, torch.Tensor) and v.dtype.is_floating_point
-            }
+            named = {}
+            for k, v in vars(layer).items():  # recurrent layers keep their states in dicts
+                parts = v.items() if isinstance(v, dict) else [(None, v)]
+                for sub, t in parts:
+                    if isinstance(t, torch.Tensor) and t.dtype.is_floating_point:
+                        named[k if sub is None else f"{k}.{sub}"] = t
             kind = type(layer).__name__
         nbytes = 0
         storage = 0

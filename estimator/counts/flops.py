@@ -14,8 +14,10 @@ gradients).
 Recurrent mixers (``mixer_core``) count the matrix multiplies of the chunked algorithm their
 reference implementation runs (Mamba-2's SSD chunks, gated DeltaNet's chunked delta rule), with
 the sequence padded to whole chunks as that implementation pads it, and their depthwise
-convolution as torch counts a convolution (2 FLOPs per tap and output, over the padded output);
-the same in the torch count and in the model FLOPs (the chunked form is already causal).
+convolution as torch counts a convolution (2 FLOPs per tap and output, over the padded output).
+Model FLOPs take them as the fused kernels run them (``mixer_core_kernel``): the same, except
+where the reference code spends quadratic work a kernel does linearly (Mamba-2 passes states
+from chunk to chunk with a scan, not a (chunks + 1)^2 matrix product).
 
 Every function takes sequence length and batch as ints or numpy arrays.
 """
@@ -58,6 +60,7 @@ class ForwardFlops:
     attention_core_causal: Num
     mixer_proj: Num
     mixer_core: Num
+    mixer_core_kernel: Num
     mlp: Num
     experts: Num
     shared_experts: Num
@@ -71,8 +74,9 @@ class ForwardFlops:
 
     @property
     def total_causal(self) -> Num:
-        """Model FLOPs: attention with the causal mask (and windows) applied."""
-        return self.matmul + self.attention_core_causal + self.mixer_core
+        """Model FLOPs: attention with the causal mask (and windows) applied, recurrent mixers
+        as their fused kernels run."""
+        return self.matmul + self.attention_core_causal + self.mixer_core_kernel
 
     @property
     def matmul(self) -> Num:
@@ -120,7 +124,9 @@ def core_term(n: int, a: AttentionCore) -> tuple[int, int, int | None, int | Non
         2 * a.num_heads * (a.qk_head_dim + a.v_head_dim),
         cap,
         a.chunk if a.window is None else None,
-        2 * a.index_heads * a.index_head_dim,
+        # the indexer's q.k per head, then its per-head weights summed (DeepSeek-V3.2's
+        # sum_h w_h relu(q_h . k): two matmuls in transformers' DeepseekV32Indexer)
+        2 * a.index_heads * (a.index_head_dim + 1),
     )
 
 
@@ -130,13 +136,17 @@ def attention_terms(
     """Per layer kind, its attention core's ``(layers, FLOPs per (query, key) pair, capping
     window, chunk, indexer FLOPs per pair)`` (``core_pairs_flops`` reads it), or None for a kind
     without attention. ``Q K^T`` and ``P V`` cost ``2 heads (qk_head_dim + v_head_dim)`` per
-    pair (computed once per model)."""
+    pair, a sparse-attention indexer ``2 index_heads (index_head_dim + 1)`` (computed once per
+    model)."""
     return _tables(model)[1]
 
 
-def mixer_flops(core: RecurrentCore, seq: Num) -> Num:
+def mixer_flops(core: RecurrentCore, seq: Num, kernel: bool = False) -> Num:
     """Matmul and convolution FLOPs of one recurrent mixer's core over one ``seq``-token
-    sequence, as its reference implementation runs (see the module docstring)."""
+    sequence: as its reference implementation runs (``kernel=False``, what torch's counter sees;
+    see the module docstring), or as a fused kernel runs it (``kernel=True``: Mamba-2's states
+    passed from chunk to chunk by a linear scan, 2 FLOPs per state element and chunk, instead
+    of the reference code's (chunks + 1)^2 matrix of decays)."""
     conv = 2 * core.conv_channels * core.conv_kernel * (seq + core.conv_kernel - 1)
     if core.kind == "mamba2":
         q = core.chunk
@@ -144,9 +154,20 @@ def mixer_flops(core: RecurrentCore, seq: Num) -> Num:
         h, p, n = core.heads, core.head_dim, core.state_dim
         intra = 2 * chunks * q * q * h * (n + p)  # C B^T scores, then applied to x
         states = 2 * chunks * q * h * p * n * 2  # chunk states from B x, outputs from C states
-        passing = 2 * (chunks + 1) * (chunks + 1) * h * p * n  # inter-chunk recurrence
+        if kernel:
+            passing = 2 * chunks * h * p * n
+        else:
+            passing = 2 * (chunks + 1) * (chunks + 1) * h * p * n
         return conv + intra + states + passing
     raise NotImplementedError(core.kind)
+
+
+def _mixer_core(model: ModelSpec, seq_len: Num, kernel: bool = False) -> Num:
+    total: Num = 0
+    for kind, n in zip(model.kinds, model.kind_counts, strict=True):
+        if kind.mixer is not None and n:
+            total = total + n * mixer_flops(kind.mixer, seq_len, kernel)
+    return total
 
 
 _COMPONENTS = ("embeddings", "attention", "mixer", "mlp", "experts", "shared_experts", "router")
@@ -174,14 +195,6 @@ def _tables(
     return per_token, terms
 
 
-def _mixer_core(model: ModelSpec, seq_len: Num) -> Num:
-    total: Num = 0
-    for kind, n in zip(model.kinds, model.kind_counts, strict=True):
-        if kind.mixer is not None and n:
-            total = total + n * mixer_flops(kind.mixer, seq_len)
-    return total
-
-
 def forward_flops(model: ModelSpec, seq_len: Num, batch: Num = 1) -> ForwardFlops:
     tokens = seq_len * batch
     per_token, attention = _tables(model)
@@ -198,6 +211,7 @@ def forward_flops(model: ModelSpec, seq_len: Num, batch: Num = 1) -> ForwardFlop
         attention_core_causal=batch * core_causal,
         mixer_proj=tokens * per_token["mixer"],
         mixer_core=batch * _mixer_core(model, seq_len),
+        mixer_core_kernel=batch * _mixer_core(model, seq_len, kernel=True),
         mlp=tokens * per_token["mlp"],
         experts=tokens * per_token["experts"],
         shared_experts=tokens * per_token["shared_experts"],
@@ -242,7 +256,7 @@ def training_flops(
         if term is not None:
             core_causal = core_causal + term[0] * core_pairs_flops(term, seq_len)
     core_causal = batch * core_causal
-    mixers = batch * _mixer_core(model, seq_len) if model.has_recurrent_layers else 0
+    mixers = batch * _mixer_core(model, seq_len, kernel=True) if model.has_recurrent_layers else 0
     tokens = seq_len * batch
     forward = tokens * per_token["matmul"] + core_causal + mixers
     if recompute == "full":  # the decoder layers' forward again: all but embeddings and head

@@ -119,7 +119,7 @@ def _layer_node(
         (attn or node).add(core)
     if kind.mixer is not None:
         scan = ModuleNode(f"({kind.mixer.kind} core: convolution, scan)", repeat=count)
-        scan.flops = count * float(batch * mixer_flops(kind.mixer, seq_len))
+        scan.flops = count * float(batch * mixer_flops(kind.mixer, seq_len, kernel=causal))
         scan.time_s = count * float(
             mixer_time(kind.mixer, acc, prof, 1, precision, seq_len, batch, compute)
         )

@@ -9,8 +9,10 @@ caches only its stage's layers.
 
 Recurrent layers (Mamba, gated DeltaNet, short convolutions) keep no KV cache but a state of a
 fixed size per sequence: each head's ``head_dim x state_dim`` scan state and the convolution's
-last ``conv_state`` inputs, split over TP with the heads, in the activation format (vLLM's
-``mamba_cache_dtype="auto"``: the model's dtype).
+last ``conv_kernel - 1`` inputs (vLLM's ``MambaStateShapeCalculator``; transformers keeps
+``conv_kernel``), split over TP with the heads, in the model's dtype (vLLM's
+``mamba_cache_dtype="auto"``), the scan state in fp32 where the config asks for it
+(``mamba_ssm_cache_dtype``).
 
 Activation peaks are the live tensors of one layer for the tokens in flight (a prefill chunk, or
 one token per sequence when decoding): the residual stream, the norm output, q/k/v, the attention
@@ -167,11 +169,14 @@ def state_bytes_per_sequence(
         return 0
     if counts is None:
         counts = stage_kind_counts(model, pp, 1, stage)
+    act_b = DTYPES[precision.activations].bytes
     total: Num = 0
     for kind, n in zip(model.kinds, counts, strict=True):
-        if kind.mixer is not None:
-            total = total + n * (kind.mixer.state_elems + kind.mixer.conv_state_elems) / tp
-    return total * DTYPES[precision.activations].bytes
+        r = kind.mixer
+        if r is not None:
+            scan_b = DTYPES["fp32"].bytes if r.state_fp32 else act_b
+            total = total + n * (r.state_elems * scan_b + r.conv_state_elems * act_b) / tp
+    return total
 
 
 def _layer_live_elems(model: ModelSpec, tp: Num) -> Num:

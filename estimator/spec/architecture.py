@@ -169,7 +169,9 @@ class RecurrentCore:
     the others. A depthwise causal convolution of ``conv_kernel`` taps runs over
     ``conv_channels`` channels first and keeps ``conv_state`` tokens of them between steps.
     ``chunk`` is the chunk length of the chunked algorithm (0: a sequential scan). TP splits
-    ``heads`` (and the channels with them).
+    ``heads`` (and the channels with them). ``state_fp32``: the scan state is kept in fp32
+    whatever the model's dtype (Nemotron-H's ``mamba_ssm_cache_dtype``); the convolution state
+    follows the model's dtype.
     """
 
     kind: MixerKind
@@ -181,6 +183,7 @@ class RecurrentCore:
     conv_kernel: int
     conv_state: int
     chunk: int = 0
+    state_fp32: bool = False
 
     @property
     def state_elems(self) -> int:

@@ -167,8 +167,9 @@ def _profile(
 
 @cache
 def kernel_profile(accelerator_id: str) -> KernelProfile:
-    """The efficiency profile an accelerator's estimates use (fitted, or the documented
-    fallback with a note saying which)."""
+    """The efficiency profile an accelerator's estimates use (fitted, borrowed from the same
+    silicon family, or the documented fallback with a note saying which, plus the table's
+    ``fallback_notes`` for that accelerator, e.g. that a TPU is timed with the GPU model)."""
     table = _table()
     fitted = table["profiles"]
     entry = table["accelerators"].get(accelerator_id)
@@ -178,7 +179,8 @@ def kernel_profile(accelerator_id: str) -> KernelProfile:
             f"No measured kernels or matmul efficiency for {accelerator_id}: efficiency curves "
             f"are the {base} fit (documented default)."
         )
-        return _profile(accelerator_id, fitted[base], {}, (note,))
+        extra = tuple(table.get("fallback_notes", {}).get(accelerator_id, ()))
+        return _profile(accelerator_id, fitted[base], {}, (note, *extra))
     base = entry["profile"]
     overrides: dict[str, Any] = {"measured": entry.get("measured", False)}
     if "gemm_efficiency_max" in entry:
@@ -316,7 +318,7 @@ def mixer_time(
     state. An approximation (fused Triton kernels, no published per-kernel efficiency)."""
     act_b = DTYPES[precision.activations].bytes
     tokens = seq_len * micro_batch
-    flops = micro_batch * mixer_flops(core, seq_len) / tp
+    flops = micro_batch * mixer_flops(core, seq_len, kernel=True) / tp
     per_token = (
         2 * core.conv_channels
         + 2 * core.heads * core.head_dim

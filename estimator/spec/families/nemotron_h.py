@@ -4,7 +4,8 @@ positions (``*``), a squared-ReLU MLP (``-``), or a mixture of squared-ReLU expe
 expert and an optional latent projection (``E``). The pattern comes from ``layers_block_type``
 (or the older ``hybrid_override_pattern`` string); it, not ``num_hidden_layers``, sets the depth,
 as in transformers' ``NemotronHConfig``. Multi-token-prediction layers are not built by
-transformers (their weights are ignored when loading) and are not counted here either.
+transformers (their weights are ignored when loading) and are not counted here either; nor are
+``attention_bias`` and ``tie_word_embeddings``, which ``NemotronHForCausalLM`` ignores.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def read(c: ConfigReader, ident: str) -> ModelSpec:
         vocab=c.integer("vocab_size", default=131072),
         kv_heads=kv_heads(c, heads, 8),
         head_dim=head_dim,
-        tie=c.flag("tie_word_embeddings", False),
+        tie=False,  # NemotronHForCausalLM ties nothing, whatever tie_word_embeddings says
     )
     mlp_bias = c.flag("mlp_bias", False)
     norm = (rms("norm", h),)
@@ -88,11 +89,12 @@ def read(c: ConfigReader, ident: str) -> ModelSpec:
                 chunk=c.integer("chunk_size", "mamba_chunk_size", default=128),
                 proj_bias=c.flag("use_bias", False),
                 conv_bias=c.flag("use_conv_bias", True),
+                state_fp32=c.text("mamba_ssm_cache_dtype", default="float32") == "float32",
             )
             layers.append(Layer("mamba", m.linears, norm, None, mixer=m.core, extras=m.extras))
         elif kind == "full_attention":
-            bias = c.flag("attention_bias", False)
-            linears = attention_linears(h, heads, d.kv_heads, head_dim, bias, bias)
+            # q/k/v/o have no bias in NemotronHAttention, whatever attention_bias says
+            linears = attention_linears(h, heads, d.kv_heads, head_dim, False, False)
             renamed = tuple(
                 replace(x, name=x.name.replace("self_attn.", "mixer.")) for x in linears
             )

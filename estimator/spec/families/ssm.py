@@ -41,6 +41,7 @@ def mamba2_mixer(
     conv_bias: bool,
     out_bias: bool | None = None,
     gated_norm: bool = True,
+    state_fp32: bool = False,
     field: str = "config.mamba_num_heads",
 ) -> Mixer:
     """A Mamba-2 mixer under ``prefix`` (``mixer`` in most families, ``mamba`` in FalconH1):
@@ -79,7 +80,8 @@ def mamba2_mixer(
         groups=groups,
         conv_channels=conv,
         conv_kernel=conv_kernel,
-        conv_state=conv_kernel,
+        conv_state=conv_kernel - 1,  # what the convolution's next step needs (vLLM)
         chunk=chunk,
+        state_fp32=state_fp32,
     )
     return Mixer(linears, tuple(extras), core)
