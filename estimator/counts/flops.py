@@ -154,10 +154,8 @@ def mixer_flops(core: RecurrentCore, seq: Num, kernel: bool = False) -> Num:
         h, p, n = core.heads, core.head_dim, core.state_dim
         intra = 2 * chunks * q * q * h * (n + p)  # C B^T scores, then applied to x
         states = 2 * chunks * q * h * p * n * 2  # chunk states from B x, outputs from C states
-        if kernel:
-            passing = 2 * chunks * h * p * n
-        else:
-            passing = 2 * (chunks + 1) * (chunks + 1) * h * p * n
+        passed = chunks if kernel else (chunks + 1) * (chunks + 1)  # scan vs decay matrix
+        passing = 2 * passed * h * p * n
         return conv + intra + states + passing
     raise NotImplementedError(core.kind)
 
