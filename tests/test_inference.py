@@ -8,6 +8,7 @@ import pytest
 
 from estimator import (
     InferenceSetup,
+    count_params,
     Parallelism,
     SpecError,
     get_accelerator,
@@ -18,6 +19,7 @@ from estimator import (
     model_from_config,
 )
 from estimator.memory.inference import kv_cache_bytes_per_sequence
+from estimator.serving.estimate import estimate_inference
 
 FP32_KV = get_precision({"kv_cache": "fp32"})
 H100 = get_accelerator("h100-sxm-80gb")
@@ -104,6 +106,23 @@ def test_quantized_weights_shrink() -> None:
     assert sizes["int4-wo"] == pytest.approx(
         linear * 0.51953125 + (70_553_706_496 - linear) * 2, rel=1e-3
     )
+
+
+def test_mxfp4_experts_shrink_the_experts_only() -> None:
+    # gpt-oss ships MXFP4 routed experts (4-bit E2M1 + one E8M0 scale per 32: 4.25 bits) and
+    # bf16 everything else; the mxfp4-experts preset stores a MoE model that way.
+    model = get_model("qwen3-30b-a3b")
+    setup = InferenceSetup(1024, 256)
+    h200 = get_accelerator("h200-sxm-141gb")
+    bf16, mxfp4 = (
+        inference_memory(model, h200, Parallelism(), setup, get_precision(p)).weights_bytes
+        for p in ("bf16", "mxfp4-experts")
+    )
+    experts = count_params(model).experts
+    assert bf16 - mxfp4 == pytest.approx(experts * (2 - 4.25 / 8), rel=1e-12)
+    fast = estimate_inference(model, h200, Parallelism(), setup, get_precision("mxfp4-experts"))
+    slow = estimate_inference(model, h200, Parallelism(), setup, get_precision("bf16"))
+    assert fast.tpot_s < slow.tpot_s  # decode reads a quarter of the expert bytes
 
 
 @pytest.mark.parametrize(

@@ -104,6 +104,7 @@ class PrecisionRoles(BaseModel):
     optimizer_states: str | None = Field(None, max_length=64)
     kv_cache: str | None = Field(None, max_length=64, examples=["fp8"])
     weight_cache: str | None = Field(None, max_length=64)
+    expert_weights: str | None = Field(None, max_length=64, examples=["mxfp4"])
 
 
 PrecisionRef = Annotated[

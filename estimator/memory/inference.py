@@ -249,9 +249,11 @@ def inference_memory(
     for shape in distinct_stages(model, pp):  # ranks alike hold the same bytes
         stage = shape.stage
         p = stage_params(model, tp, pp, 1, ep, etp, stage, counts=shape.counts)
-        weights = (p.linear_weights + p.expert_weights) * DTYPES[precision.weights].bytes + (
-            p.other + p.expert_other
-        ) * act_b
+        weights = (
+            p.linear_weights * DTYPES[precision.weights].bytes
+            + p.expert_weights * DTYPES[precision.expert_format].bytes
+            + (p.other + p.expert_other) * act_b
+        )
         per_seq = kv_cache_bytes_per_sequence(model, precision, context, tp=tp, counts=shape.counts)
         state = state_bytes_per_sequence(model, precision, tp=tp, counts=shape.counts)
         last = shape.last

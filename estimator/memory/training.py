@@ -226,7 +226,7 @@ class _MemoryTables(NamedTuple):
     (linear, other), the fp8 weight cache, gradients, master weights and optimizer states; each
     layer kind's placement and saved-activation regions; the embedding's extra parameters."""
 
-    bytes_per_param: tuple[float, float, float, float, float, float]
+    bytes_per_param: tuple[float, float, float, float, float, float, float]
     placements: tuple[Placement, ...]
     regions: tuple[tuple[tuple[Region, float], ...], ...]
     embedding_extras: tuple[int, int]
@@ -246,6 +246,7 @@ def _memory_tables(
             precision.bytes("gradients"),
             precision.bytes("master_weights"),
             float(_optimizer_state_bytes(model, optimizer, 1)),
+            DTYPES[precision.expert_format].bytes,
         ),
         placements(model),
         layer_regions(model, precision, flash, convention),
@@ -322,7 +323,7 @@ def _stage_values(
     dense_shards = dp * cp
     expert_shards = tp * cp * dp // (ep * etp)
     tables = _memory_tables(model, precision, setup.optimizer, flash, convention)
-    w_lin, w_other, cache_b, grad_b, master_b, state_b = tables.bytes_per_param
+    w_lin, w_other, cache_b, grad_b, master_b, state_b, w_exp = tables.bytes_per_param
     # ZeRO stage z divides a term by the data-parallel ranks (dense parameters over dp * cp,
     # experts over the expert data-parallel ranks) and by 1 below z: 1 + on * (ranks - 1) works
     # alike for one layout (bools) and for arrays, and x / 1 is exactly x. Megatron's
@@ -386,7 +387,7 @@ def _stage_values(
             )
             lw_bytes = lw * w_lin
             experts = ew + eo
-            expert_weights = (ew * w_lin + eo * w_other) / weights_div[1]
+            expert_weights = (ew * w_exp + eo * w_other) / weights_div[1]
             expert_grads = experts / grads_div[1]
             expert_states = experts / states_div[1]
             cache = (lw + ew) * cache_b

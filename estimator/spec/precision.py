@@ -80,7 +80,9 @@ class Precision:
     optimizer's fp32 copy (None when the weights are themselves fp32); ``gradients`` the
     gradient buffer (Megatron accumulates bf16 training grads in fp32 ``main_grad``).
     ``weight_cache`` is an extra low-precision copy of linear weights kept across micro-batches
-    (Transformer Engine's fp8 weight cache), None when there is none.
+    (Transformer Engine's fp8 weight cache), None when there is none. ``expert_weights`` is the
+    format of routed experts' weights where it differs from ``weights`` (gpt-oss ships its
+    experts in MXFP4 and everything else in bf16), None to store them as ``weights``.
     """
 
     name: str
@@ -92,10 +94,16 @@ class Precision:
     master_weights: str | None
     optimizer_states: str
     weight_cache: str | None = None
+    expert_weights: str | None = None
 
     def bytes(self, role: str) -> float:
         fmt = getattr(self, role)
         return 0.0 if fmt is None else DTYPES[fmt].bytes
+
+    @property
+    def expert_format(self) -> str:
+        """The format routed experts' weights are stored in."""
+        return self.expert_weights or self.weights
 
     @property
     def compute(self) -> str:
@@ -129,6 +137,8 @@ PRESETS: dict[str, Precision] = {
         replace(_BF16, name="nvfp4-serving", weights="nvfp4", gemm_inputs="nvfp4", kv_cache="fp8"),
         replace(_BF16, name="int8-wo", weights="int8-wo"),
         replace(_BF16, name="int4-wo", weights="int4-wo"),
+        # gpt-oss as OpenAI ships it: MXFP4 routed experts, bf16 everything else.
+        replace(_BF16, name="mxfp4-experts", expert_weights="mxfp4"),
     )
 }
 

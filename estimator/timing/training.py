@@ -230,6 +230,7 @@ def linear_gemm_time(
     gemm_b = DTYPES[precision.gemm_inputs].bytes
     act_b = DTYPES[precision.activations].bytes
     w_b = weight_read_bytes(precision)
+    w_expert = DTYPES[precision.expert_weights].bytes if precision.expert_weights else w_b
     stacked = type(p.tp) is int and is_array(tokens)
     total: Num = 0.0
     if stacked:
@@ -243,7 +244,8 @@ def linear_gemm_time(
     ):
         if stacked and linear.copies == 1:
             continue
-        per_row, row_bytes, fixed = gemm_coefficients(k, n, gemm_b, act_b, w_b)
+        w = w_expert if linear.copies > 1 else w_b
+        per_row, row_bytes, fixed = gemm_coefficients(k, n, gemm_b, act_b, w)
         t = gemm_time(acc, prof, per_row * m_rows, row_bytes * m_rows + fixed, precision.compute)
         total = total + (t if type(count) is int and count == 1 else count * t)
     return total
