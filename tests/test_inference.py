@@ -8,9 +8,9 @@ import pytest
 
 from estimator import (
     InferenceSetup,
-    count_params,
     Parallelism,
     SpecError,
+    count_params,
     get_accelerator,
     get_model,
     get_precision,
