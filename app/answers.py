@@ -117,6 +117,10 @@ def training_out(plan: TrainingPlan, e: TrainingEstimate) -> dict[str, Any]:
             "sequence_parallel": p.sequence_parallel,
             "zero_stage": p.zero_stage,
             "distributed_optimizer": p.distributed_optimizer,
+            "pipeline_split": "even" if plan.pipeline is None else plan.pipeline.rule,
+            "stage_layers": list(
+                p.stage_layers or [plan.model.num_layers // (p.pp * p.vp)] * (p.pp * p.vp)
+            ),
         },
         "global_batch_size": e.tokens_per_step // plan.setup.seq_len,
         "memory_per_gpu": {
@@ -161,7 +165,7 @@ def training_out(plan: TrainingPlan, e: TrainingEstimate) -> dict[str, Any]:
         "params": params_dict(plan.model),
         "exact": plan.model.exact,
         "calibrated": e.calibrated,
-        "notes": list(e.notes),
+        "notes": ([plan.pipeline.description] if plan.pipeline else []) + list(e.notes),
     }
 
 

@@ -39,6 +39,7 @@ from estimator.counts.layers import LayerTable, layer_table
 from estimator.counts.tree import ModuleNode, module_tree
 from estimator.errors import SpecError
 from estimator.layout.parallel import validate_layout
+from estimator.layout.pipeline import PipelineSplit, model_split
 from estimator.layout.ranks import RankLayout, rank_layout
 from estimator.memory.timeline import Timeline, inference_timeline, training_timeline
 from estimator.memory.training import TrainingMemory
@@ -170,9 +171,11 @@ class _Resolved(Generic[S]):
 
 @dataclass(frozen=True, kw_only=True)
 class TrainingPlan(_Resolved[TrainingSetup]):
-    """A training request resolved into the core's specs."""
+    """A training request resolved into the core's specs (and the pipeline split it takes,
+    None for the even split)."""
 
     options: TimingOptions
+    pipeline: PipelineSplit | None = None
 
 
 def _data_parallel(req_dp: int | None, num_gpus: int | None, per_replica: int) -> int:
@@ -195,6 +198,18 @@ def _data_parallel(req_dp: int | None, num_gpus: int | None, per_replica: int) -
 def training_plan(req: TrainingRequest) -> TrainingPlan:
     lay = req.layout
     dp = _data_parallel(lay.dp, req.num_gpus, lay.tp * lay.pp * lay.cp)
+    model = resolve_model(req.model)
+    split = model_split(
+        model,
+        lay.pp,
+        lay.vp,
+        lay.pipeline_split,
+        first_stage_layers=lay.first_stage_layers,
+        last_stage_layers=lay.last_stage_layers,
+        embedding_in_split=lay.embedding_in_split,
+        loss_in_split=lay.loss_in_split,
+        layout=lay.pipeline_layout,
+    )
     parallel = Parallelism(
         tp=lay.tp,
         pp=lay.pp,
@@ -206,6 +221,7 @@ def training_plan(req: TrainingRequest) -> TrainingPlan:
         sequence_parallel=lay.tp > 1 if lay.sequence_parallel is None else lay.sequence_parallel,
         zero_stage=lay.zero_stage,
         distributed_optimizer=lay.distributed_optimizer,
+        stage_layers=None if split is None else split.stage_layers,
     )
     setup = TrainingSetup(
         seq_len=req.seq_len,
@@ -223,7 +239,8 @@ def training_plan(req: TrainingRequest) -> TrainingPlan:
     )
     usd, source = price_for(req.accelerator, req.price_usd_per_gpu_hour)
     return TrainingPlan(
-        model=resolve_model(req.model),
+        model=model,
+        pipeline=split,
         accelerator=resolve_accelerator(req.accelerator),
         parallel=parallel,
         setup=setup,

@@ -309,7 +309,26 @@ BAD: list[tuple[str, Any, int, str]] = [
         422,
         "num_gpus",
     ),
-    ("/training/estimate", {"model": "llama-3-70b", "layout": {"pp": 3}}, 422, "layout.pp"),
+    # 61 layers over 4 ranks of 4 chunks: no Megatron-Core split fits (each rank's layers must
+    # divide by vp); 80 layers over pp=3 do (the embedding counted as a layer).
+    (
+        "/training/estimate",
+        {"model": "deepseek-v3", "num_gpus": 64, "layout": {"pp": 4, "vp": 4, "ep": 16}},
+        422,
+        "layout.pp",
+    ),
+    (
+        "/training/estimate",
+        {"model": "llama-3-70b", "layout": {"pp": 3, "pipeline_split": "even"}},
+        422,
+        "layout.pp",
+    ),
+    (
+        "/training/estimate",
+        {"model": "llama-3-70b", "layout": {"pp": 2, "pipeline_split": "layout"}},
+        422,
+        "layout.pipeline_layout",
+    ),
     ("/training/estimate", {"model": "llama-3-70b", "layout": {"vp": 2}}, 422, "layout.vp"),
     ("/training/estimate", {"model": "llama-3-70b", "layout": {"ep": 2}}, 422, "layout.ep"),
     (
@@ -483,7 +502,8 @@ def test_bad_bodies_and_paths() -> None:
     assert gpu.status_code == 404 and "h100-sxm-80gb" in gpu.json()["suggestions"]
     fmt = client.post(f"{API}/training/sweep?format=xml", json={"model": "llama-3-8b"})
     assert fmt.status_code == 422 and fmt.json()["detail"][0]["field"] == "format"
-    oversize = post("/training/sweep", BAD[35][1]).json()
+    oversized = next(b for b in BAD if b[0] == "/training/sweep" and b[3] == "space")
+    oversize = post("/training/sweep", oversized[1]).json()
     assert oversize["detail"][0]["value"] == 64 * 64 * 5 * 4 * 4 * 3 * 10  # layouts counted
 
 

@@ -17,6 +17,7 @@ from estimator import (
     get_precision,
 )
 from estimator.catalog import price
+from estimator.layout.pipeline import model_split
 from estimator.sweep.training import (
     SweepTooLarge,
     TrainingSearch,
@@ -32,6 +33,8 @@ WORKLOAD = TrainingWorkload(seq_len=4096, global_batch_size=512, tokens=1e11)
 
 def _single(model_id: str, r: dict[str, object], workload: TrainingWorkload = WORKLOAD) -> object:
     tp = int(r["tp"])  # type: ignore[call-overload]
+    pp, vp = int(r["pp"]), int(r["vp"])  # type: ignore[call-overload]
+    split = model_split(get_model(model_id), pp, vp)  # the single estimate's default: auto
     layout = Parallelism(
         tp=tp,
         pp=int(r["pp"]),  # type: ignore[call-overload]
@@ -41,6 +44,7 @@ def _single(model_id: str, r: dict[str, object], workload: TrainingWorkload = WO
         vp=int(r["vp"]),  # type: ignore[call-overload]
         sequence_parallel=tp > 1,
         zero_stage=int(r["zero"]),  # type: ignore[call-overload]
+        stage_layers=None if split is None else split.stage_layers,
     )
     setup = TrainingSetup(
         workload.seq_len,
@@ -66,6 +70,14 @@ def _single(model_id: str, r: dict[str, object], workload: TrainingWorkload = WO
         ("mixtral-8x7b", TrainingSearch(accelerators=("h200-sxm-141gb",), vp=(1, 2))),
         ("gemma-2-9b", TrainingSearch(accelerators=("b200",), pp=(1, 2, 3, 6), cp=(1, 2))),
         ("qwen3-30b-a3b", TrainingSearch(accelerators=("gb200",), num_gpus=(8, 16, 64))),
+        # 61 layers: every pp > 1 takes an uneven Megatron-Core split
+        ("deepseek-v3", TrainingSearch(accelerators=("h100-sxm-80gb",), pp=(2, 8, 16), vp=(1, 2))),
+        (
+            "llama-3-70b",
+            TrainingSearch(
+                accelerators=("h100-sxm-80gb",), num_gpus=(48, 168, 336), pp=(3, 6, 7), vp=(1, 3)
+            ),
+        ),
     ],
 )
 def test_every_sampled_layout_equals_its_single_estimate(
@@ -78,6 +90,8 @@ def test_every_sampled_layout_equals_its_single_estimate(
     for i in rng.sample(range(len(sweep)), 30):
         r = sweep.row(i)
         e = _single(model_id, r)
+        even = get_model(model_id).num_layers % (r["pp"] * r["vp"]) == 0  # type: ignore[operator]
+        assert (r["pipeline_split"] == "even") == even
         assert r["memory_bytes"] == e.memory.total_bytes  # type: ignore[attr-defined]
         assert r["memory_stage"] == e.memory.stage  # type: ignore[attr-defined]
         assert r["fits"] == e.memory.fits  # type: ignore[attr-defined]
@@ -113,10 +127,9 @@ def test_invalid_layouts_are_kept_with_the_single_estimate_reason() -> None:
         _single("llama-3-70b", {**r, "dp": 8, "usd_per_gpu_hour": None})
     assert reasons[(16, 1, "none", 1)]["reason"] == "tp*pp*cp must divide num_gpus=24"
     assert reasons[(16, 1, "none", 1)]["field"] == "layout.num_gpus"
-    # 80 layers: pp=3 is refused with the same words as a single estimate.
-    assert reasons[(8, 3, "none", 1)]["reason"] == "pp*vp=3 must divide num_hidden_layers=80"
-    with pytest.raises(SpecError, match=r"pp\*vp=3 must divide num_hidden_layers=80"):
-        _single("llama-3-70b", {**reasons[(8, 3, "none", 1)], "dp": 1, "usd_per_gpu_hour": None})
+    # 80 layers over pp=3 split (Megatron-Core counts the embedding as a layer: 26, 27, 27);
+    # this layout is refused for its ZeRO stage, not for its pipeline.
+    assert reasons[(8, 3, "none", 1)]["field"] == "layout.zero_stage"
     counts = sweep.counts
     assert counts["enumerated"] == counts["invalid"] + counts["evaluated"]
     assert len(sweep.rejected) == counts["invalid"] + counts["out_of_memory"]
@@ -180,11 +193,11 @@ def test_recommendations_rank_by_objective_and_explain_themselves() -> None:
 
 def test_deadline_budget_prices_and_progress() -> None:
     model = get_model("llama-3-8b")
-    space = TrainingSearch(accelerators=("h100-sxm-80gb", "mi300x"), num_gpus=(8, 64))
+    space = TrainingSearch(accelerators=("h100-sxm-80gb", "mi355x"), num_gpus=(8, 64))
     calls: list[tuple[int, int]] = []
     base = sweep_training(model, WORKLOAD, space, progress=lambda d, t: calls.append((d, t)))
     assert calls[-1] == (6, 6) and [d for d, _ in calls] == list(range(1, 7))
-    assert any("mi300x" in n for n in base.notes)  # no sourced default price
+    assert any("mi355x" in n for n in base.notes)  # no sourced default price
     mi = base.columns["accelerator"] == 1
     assert np.all(np.isnan(base.columns["cost_usd"][mi]))
     h100 = price("h100-sxm-80gb")
@@ -195,7 +208,7 @@ def test_deadline_budget_prices_and_progress() -> None:
     )
     assert 0 < quick.counts["feasible"] < base.counts["feasible"]
     assert np.all(quick.columns["time_to_train_s"][quick.feasible] <= deadline)
-    priced = TrainingWorkload(**{**WORKLOAD.__dict__, "prices": {"mi300x": 2.0}})
+    priced = TrainingWorkload(**{**WORKLOAD.__dict__, "prices": {"mi355x": 2.0}})
     with_price = sweep_training(model, priced, space)
     assert np.all(with_price.columns["usd_per_gpu_hour"][mi] == 2.0)
 
@@ -224,7 +237,7 @@ def test_serving_sweep_ranks_replicas_by_cost_under_the_targets() -> None:
     workload = ServingWorkload(
         1000, 1000, ttft_target_s=2.0, tpot_target_s=0.05, output_tokens_per_s=1e5
     )
-    space = ServingSearch(accelerators=("h100-sxm-80gb", "a100-sxm-40gb"), tp=(1, 2, 4, 8))
+    space = ServingSearch(accelerators=("h100-sxm-80gb", "a100-pcie-40gb"), tp=(1, 2, 4, 8))
     result = sweep_serving(get_model("llama-3-70b"), workload, space)
     rows = list(result.rows)
     assert len(rows) == 2 * 4 * 3 * 2
@@ -240,11 +253,11 @@ def test_serving_sweep_ranks_replicas_by_cost_under_the_targets() -> None:
     assert ok and rows[: len(ok)] == ok  # feasible first
     costs = [r["usd_per_1m_output_tokens"] for r in ok]
     priced = [c for c in costs if c is not None]
-    assert priced and costs[: len(priced)] == sorted(priced)  # a100-sxm-40gb: no price, last
+    assert priced and costs[: len(priced)] == sorted(priced)  # a100-pcie-40gb: no price, last
     for r in ok:
         assert r["tpot_s"] <= 0.05 and r["ttft_s"] <= 2.0
         assert r["replicas"] * r["output_tokens_per_s"] >= 1e5
     bad = {(r["accelerator"], r["precision"], r["tp"], r["pp"]): r for r in rows if not r["ok"]}
-    assert bad[("a100-sxm-40gb", "bf16", 1, 1)]["reason"].startswith("out of memory: weights")
+    assert bad[("a100-pcie-40gb", "bf16", 1, 1)]["reason"].startswith("out of memory: weights")
     with pytest.raises(SweepTooLarge):
         sweep_serving(get_model("llama-3-70b"), workload, space, max_layouts=10)

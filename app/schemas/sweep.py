@@ -169,6 +169,10 @@ class TrainingSweepRow(BaseModel):
     cp: int
     ep: int
     vp: int
+    pipeline_split: str = Field(
+        description="even, or the Megatron-Core rule an uneven pp x vp takes (as pipeline_split"
+        "=auto does in a single estimate)"
+    )
     zero_stage: int
     micro_batch_size: int
     fits: bool

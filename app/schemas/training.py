@@ -39,6 +39,9 @@ __all__ = [
 Recompute = Literal["none", "selective", "full"]
 Optimizer = Literal["adamw", "adam8bit", "sgd", "adafactor"]
 ZeroStage = Literal[0, 1, 2, 3]
+PipelineSplitRule = Literal[
+    "auto", "even", "embedding_loss", "first_last", "layout", "uniform", "parameters"
+]
 MicroBatch = Annotated[int, Field(ge=1, le=65536)]
 GlobalBatch = Annotated[int, Field(ge=1, le=2**24)]
 Tokens = Annotated[float, Field(gt=0, le=1e17, description="Tokens to train on")]
@@ -76,6 +79,42 @@ class TrainingLayout(Request):
         json_schema_extra=form("ZeRO stage", "Layout", flag="--zero"),
     )
     distributed_optimizer: bool = Field(False, description="Megatron's; shards like ZeRO-1")
+    pipeline_split: PipelineSplitRule = Field(
+        "auto",
+        description="How layers spread over pipeline stages: auto (the first Megatron-Core rule"
+        " that fits: even, the embedding and loss counted as layers, balanced first/last stage"
+        " layers), even, embedding_loss, first_last, layout (pipeline_layout), uniform or"
+        " parameters (DeepSpeed's partition_method; vp=1)",
+        json_schema_extra=form("Pipeline split", "Layout", flag="--pipeline-split"),
+    )
+    first_stage_layers: Annotated[int, Field(ge=0, le=16384)] | None = Field(
+        None,
+        description="Layers on the first pipeline rank (Megatron-Core"
+        " --decoder-first-pipeline-num-layers; pipeline_split=first_last)",
+        json_schema_extra=form("First stage layers", "Layout", "first_last only"),
+    )
+    last_stage_layers: Annotated[int, Field(ge=0, le=16384)] | None = Field(
+        None,
+        description="Layers on the last pipeline rank (--decoder-last-pipeline-num-layers)",
+        json_schema_extra=form("Last stage layers", "Layout", "first_last only"),
+    )
+    embedding_in_split: bool = Field(
+        True,
+        description="pipeline_split=embedding_loss: count the embedding as a layer"
+        " (--account-for-embedding-in-pipeline-split)",
+    )
+    loss_in_split: bool = Field(
+        True,
+        description="pipeline_split=embedding_loss: count the loss as a layer"
+        " (--account-for-loss-in-pipeline-split)",
+    )
+    pipeline_layout: str | None = Field(
+        None,
+        max_length=10_000,
+        description="Megatron-Core --pipeline-model-parallel-layout, e.g. 'Et|(tt|)*30,L'"
+        " (E embedding, t decoder layer, L loss, | between virtual stages); sets the split",
+        json_schema_extra=form("Pipeline layout", "Layout", "Et|(tt|)*30,L", kind="text"),
+    )
 
 
 class TrainingRequest(Request):
@@ -220,6 +259,13 @@ class ResolvedTrainingLayout(BaseModel):
     sequence_parallel: bool
     zero_stage: int
     distributed_optimizer: bool
+    pipeline_split: str = Field(
+        description="The split the layers took: even, or the framework rule that placed them"
+    )
+    stage_layers: list[int] = Field(
+        description="Decoder layers of each virtual pipeline stage, in virtual-stage order"
+        " (stage j*pp + r is chunk j of rank r)"
+    )
 
 
 class TrainingEstimateOut(BaseModel):

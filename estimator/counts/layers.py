@@ -126,7 +126,7 @@ def layer_table(
     o_bytes = DTYPES[precision.activations].bytes
     tokens = setup.seq_len * setup.micro_batch_size / p.cp
     sp = p.sequence_parallel and p.tp > 1
-    on_gpu = stage_kind_counts(model, p.pp, p.vp, memory.stage)
+    on_gpu = stage_kind_counts(model, p.pp, p.vp, memory.stage, p.stage_layers)
     items_of = hf_layer_items if setup.activation_convention == "hf" else layer_items
     msg = float(tp_message_bytes(model, p, tokens, precision))
     per_pass = "all-gather + reduce-scatter" if sp else "all-reduce"

@@ -28,6 +28,10 @@ class Parallelism:
     3: + weights, the FSDP FULL_SHARD equivalent); ``distributed_optimizer`` is Megatron's, which
     shards like ZeRO-1. ``vp`` is the number of virtual pipeline stages (interleaved 1F1B).
 
+    ``stage_layers`` are the decoder layers of each virtual pipeline stage, in virtual-stage
+    order, where they are not ``num_layers / (pp vp)`` each (``layout.pipeline``: Megatron-Core's
+    uneven splits, DeepSpeed's partitioning); None for the even split.
+
     Frozen; its ``__init__`` fills the instance in one step (see ``records``), with the
     fields' own defaults (a test checks the two signatures agree)."""
 
@@ -41,6 +45,7 @@ class Parallelism:
     sequence_parallel: bool = False
     zero_stage: int = 0
     distributed_optimizer: bool = False
+    stage_layers: tuple[int, ...] | None = None
 
     def __init__(
         self,
@@ -54,6 +59,7 @@ class Parallelism:
         sequence_parallel: bool = False,
         zero_stage: int = 0,
         distributed_optimizer: bool = False,
+        stage_layers: tuple[int, ...] | None = None,
     ) -> None:
         object.__setattr__(  # fill the frozen record in one step (see ``records``)
             self,
@@ -69,6 +75,7 @@ class Parallelism:
                 "sequence_parallel": sequence_parallel,
                 "zero_stage": zero_stage,
                 "distributed_optimizer": distributed_optimizer,
+                "stage_layers": stage_layers,
             },
         )
 
@@ -106,6 +113,8 @@ def layout_violations(
     etp: Num,
     vp: Num,
     training: bool,
+    stage_layers: tuple[int, ...] | None = None,
+    pipeline_rule: bool = True,
 ) -> list[Violation]:
     """Every framework rule a layout must satisfy, as ``Violation`` tuples. The single estimate
     raises on the first broken rule, the sweep keeps the masks (and, when asked, the reason of
@@ -127,8 +136,16 @@ def layout_violations(
             size = sizes[operand]
             out.append((field, value % size != 0, rule, size))
     layers, stages = model.num_layers, pp * vp
-    rule = f"pp*vp={{v}} must divide num_hidden_layers={layers}"
-    out.append(("layout.pp", layers % stages != 0, rule, stages))
+    if not pipeline_rule:  # the caller checks the split itself (the sweep: by pipeline_split)
+        pass
+    elif stage_layers is None:
+        rule = f"pp*vp={{v}} must divide num_hidden_layers={layers}"
+        rule += " (or choose an uneven pipeline split)" if training else ""
+        out.append(("layout.pp", layers % stages != 0, rule, stages))
+    else:
+        rule = f"the pipeline split must give pp*vp={{v}} stages and {layers} layers in all"
+        bad = len(stage_layers) != stages or sum(stage_layers) != layers
+        out.append(("layout.pp", bad, rule, stages))
     rule = "vp={v}: virtual pipeline stages need pp > 1"
     out.append(("layout.vp", logical_and(vp > 1, pp == 1), rule, vp))
     if model.has_recurrent_layers:
@@ -167,7 +184,8 @@ def _static_rules(model: ModelSpec, training: bool) -> tuple[_Rule, ...]:
     for kind in model.kinds:
         if kind.mixer is not None:
             divides("layout.tp", "tp", f"{kind.mixer.kind} heads", kind.mixer.heads)
-            divides("layout.tp", "tp", f"{kind.mixer.kind} groups", kind.mixer.groups)
+            if kind.mixer.kind != "mamba1":  # its B and C leave the row-parallel x_proj whole
+                divides("layout.tp", "tp", f"{kind.mixer.kind} groups", kind.mixer.groups)
         if kind.attention is None:
             continue
         divides("layout.tp", "tp", "num_attention_heads", kind.attention.num_heads)
@@ -226,10 +244,24 @@ def validate_layout(model: ModelSpec, p: Parallelism, *, training: bool) -> None
         raise SpecError("layout.etp", "must be an integer >= 1", etp)
     if p.zero_stage not in (0, 1, 2, 3):
         raise SpecError("layout.zero_stage", "must be 0, 1, 2 or 3", p.zero_stage)
-    if training and layout_passes(model, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vp=vp):
+    split = p.stage_layers
+    if (
+        training
+        and split is None
+        and layout_passes(model, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vp=vp)
+    ):
         return
     rules = layout_violations(
-        model, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vp=vp, training=training
+        model,
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        cp=cp,
+        ep=ep,
+        etp=etp,
+        vp=vp,
+        training=training,
+        stage_layers=split,
     )
     for field, broken, rule, value in rules:
         if broken:

@@ -162,9 +162,18 @@ def rank_share(
     return lw + ew, other + eo
 
 
-def stage_kind_counts(model: ModelSpec, pp: Num, vp: Num, stage: Num) -> list[Num]:
+def stage_kind_counts(
+    model: ModelSpec,
+    pp: Num,
+    vp: Num,
+    stage: Num,
+    stage_layers: tuple[int, ...] | None = None,
+) -> list[Num]:
     """Layers of each kind on pipeline rank ``stage`` (all of its virtual chunks ``stage``,
-    ``stage + pp``, ... of ``num_layers / (pp vp)`` layers each)."""
+    ``stage + pp``, ... of ``num_layers / (pp vp)`` layers each, or of ``stage_layers``' counts
+    for an uneven split)."""
+    if stage_layers is not None:
+        return _uneven_counts(model, int(pp), stage_layers, int(stage))
     if len(model.kinds) == 1:
         return [model.num_layers // pp + 0 * stage]
     if type(pp) is int and pp == 1:  # one stage holds every layer
@@ -184,6 +193,24 @@ def stage_kind_counts(model: ModelSpec, pp: Num, vp: Num, stage: Num) -> list[Nu
             last = where(j < vp, first + chunk, 0)
             total = total + take(prefix, last) - take(prefix, first)
         counts.append(total)
+    return counts
+
+
+def _uneven_counts(
+    model: ModelSpec, pp: int, stage_layers: tuple[int, ...], stage: int
+) -> list[Num]:
+    """``stage_kind_counts`` of one rank under an explicit split (one layout)."""
+    starts = [0]
+    for n in stage_layers:
+        starts.append(starts[-1] + n)
+    counts: list[Num] = []
+    for prefix in model.kind_prefix_counts:
+        counts.append(
+            sum(
+                prefix[starts[v + 1]] - prefix[starts[v]]
+                for v in range(stage, len(stage_layers), pp)
+            )
+        )
     return counts
 
 

@@ -378,12 +378,15 @@ def _stage_values(
 
     # With one layer kind every stage holds the same stack: its sums (and everything below that
     # does not involve the embedding or head) are computed for the first stage only.
-    same_stack = len(kinds) == 1
+    same_stack = len(kinds) == 1 and parallel.stage_layers is None
     out = []
     for i, stage in enumerate(stages):
         if i == 0 or not same_stack:
             lw, stack_other, ew, eo, largest, per_mb, peak_layer = _stack_terms(
-                stage_kind_counts(model, pp, vp, stage), layers, stored, working
+                stage_kind_counts(model, pp, vp, stage, parallel.stage_layers),
+                layers,
+                stored,
+                working,
             )
             lw_bytes = lw * w_lin
             experts = ew + eo
@@ -450,11 +453,11 @@ def _stack_terms(
         ew, eo = ew + n * ew_k, eo + n * eo_k
         per_mb = per_mb + n * stored[k]
         present = n > 0
-        if type(present) is bool:  # one layout: a kind is on the stage, or not
+        if type(present) is bool:  # a kind is on the stage, or not (one layout, or one split)
             if present:
-                largest = total_k if total_k > largest else largest
-                if working is not None and working[k] > peak_layer:
-                    peak_layer = working[k]
+                largest = maximum(largest, total_k)
+                if working is not None:
+                    peak_layer = maximum(peak_layer, working[k])
             continue
         largest = maximum(largest, where(present, total_k, 0))
         if working is not None:
@@ -462,11 +465,16 @@ def _stack_terms(
     return lw, other, ew, eo, largest, per_mb, peak_layer
 
 
-def candidate_stages(model: ModelSpec, pp: Num) -> tuple[Num, ...]:
-    """Stages that can be the most loaded. With one layer kind, stage 0 dominates every middle
-    stage (same layers, most micro-batches in flight) and only the last differs (head, logits);
-    mixed stacks (dense-first MoE, alternating kinds) are checked stage by stage. For an array of
-    ``pp`` values, stage ``s`` of a layout with fewer stages is its last one."""
+def candidate_stages(
+    model: ModelSpec, pp: Num, stage_layers: tuple[int, ...] | None = None
+) -> tuple[Num, ...]:
+    """Stages that can be the most loaded. With one layer kind split evenly, stage 0 dominates
+    every middle stage (same layers, most micro-batches in flight) and only the last differs
+    (head, logits); mixed stacks (dense-first MoE, alternating kinds) and uneven splits are
+    checked stage by stage. For an array of ``pp`` values, stage ``s`` of a layout with fewer
+    stages is its last one."""
+    if stage_layers is not None:
+        return tuple(range(int(pp)))
     if type(pp) is int:
         if len(model.kinds) == 1:
             return (0, pp - 1) if pp > 1 else (0,)
@@ -547,7 +555,7 @@ def _most_loaded(
 ) -> tuple[StageTerms, Num]:
     """The most-loaded stage's ``_stage_values`` and its index."""
     gbs = setup.global_batch_size or setup.micro_batch_size * parallel.dp
-    stages = candidate_stages(model, parallel.pp)
+    stages = candidate_stages(model, parallel.pp, parallel.stage_layers)
     microbatches = gbs // (setup.micro_batch_size * parallel.dp)
     per_stage = _stage_values(model, precision, parallel, setup, stages, microbatches)
     best, best_stage = per_stage[0], stages[0]

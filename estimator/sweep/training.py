@@ -27,6 +27,8 @@ from estimator.catalog import accelerator_ids, get_accelerator, price
 from estimator.counts.flops import Recompute, training_flops
 from estimator.errors import SpecError
 from estimator.layout.parallel import Parallelism, Violation, layout_violations
+from estimator.layout.pipeline import SPLITS, PipelineSplit, model_split
+from estimator.memo import per_model
 from estimator.memory.training import (
     OPTIMIZERS,
     TrainingSetup,
@@ -183,6 +185,7 @@ class TrainingSweep:
             "accelerator": self.accelerators,
             "precision": self.precisions,
             "recompute": RECOMPUTE,
+            "pipeline_split": SPLITS,
         }
         cols: dict[str, list[Any]] = {
             name: [labels[code] for code in self.columns[name][index].tolist()]
@@ -315,10 +318,30 @@ def _rules(
         listed = ", ".join(map(str, dp_values))
         rule = f"dp={{v}} (num_gpus / (tp*pp*cp)) is not one of the requested {listed}"
         rules.append(("layout.dp", ~np.isin(dp, dp_values), rule, dp))
+    splittable = np.array(
+        [_split_of(model, int(a), int(b)) is not False for a, b in zip(pp, vp, strict=True)]
+        if pp.size < 64
+        else _splittable(model, pp, vp),
+        dtype=bool,
+    )
+    rule = (
+        f"pp*vp={{v}}: no Megatron-Core split of {model.num_layers} layers (even, embedding and"
+        " loss in the split, first/last stage layers)"
+    )
     rules += [
         *layout_violations(
-            model, tp=tp, pp=pp, dp=np.maximum(dp, 1), cp=cp, ep=ep, etp=tp, vp=vp, training=True
+            model,
+            tp=tp,
+            pp=pp,
+            dp=np.maximum(dp, 1),
+            cp=cp,
+            ep=ep,
+            etp=tp,
+            vp=vp,
+            training=True,
+            pipeline_rule=False,
         ),
+        ("layout.pp", ~splittable, rule, pp * vp),
         (
             "workload.global_batch_size",
             gbs % np.maximum(mb * dp, 1) != 0,
@@ -338,6 +361,52 @@ def _rules(
     return [(f, np.broadcast_to(b, shape), r, np.broadcast_to(v, shape)) for f, b, r, v in rules]
 
 
+def _split_of(model: ModelSpec, pp: int, vp: int) -> PipelineSplit | bool | None:
+    """The split ``auto`` gives ``pp x vp`` stages (None: even), or False where none fits."""
+    return _splits(model).setdefault((pp, vp), _find_split(model, pp, vp))
+
+
+@per_model
+def _splits(model: ModelSpec) -> dict[tuple[int, int], PipelineSplit | bool | None]:
+    return {}
+
+
+def _find_split(model: ModelSpec, pp: int, vp: int) -> PipelineSplit | bool | None:
+    try:
+        return model_split(model, pp, vp, "auto")
+    except SpecError:
+        return False
+
+
+def _splittable(model: ModelSpec, pp: np.ndarray, vp: np.ndarray) -> np.ndarray:
+    """Whether each layout's ``pp x vp`` has a split (one lookup per distinct pair)."""
+    pairs, inverse = np.unique(np.stack([pp, vp]), axis=1, return_inverse=True)
+    ok = np.array([_split_of(model, int(a), int(b)) is not False for a, b in pairs.T], dtype=bool)
+    return ok[inverse.ravel()]
+
+
+def _by_split(
+    model: ModelSpec, g: dict[str, np.ndarray]
+) -> Iterator[tuple[dict[str, np.ndarray], PipelineSplit | None]]:
+    """Valid layouts ``g`` in evaluation groups: every evenly split one together (arrays of
+    ``pp``), then those of each uneven ``pp x vp`` (one split each)."""
+    if not g["tp"].size:
+        return
+    even = model.num_layers % (g["pp"] * g["vp"]) == 0
+    if even.any():
+        yield {k: v[even] for k, v in g.items()}, None
+    if even.all():
+        return
+    rest = {k: v[~even] for k, v in g.items()}
+    pairs, inverse = np.unique(np.stack([rest["pp"], rest["vp"]]), axis=1, return_inverse=True)
+    inverse = inverse.ravel()
+    for i, (pp, vp) in enumerate(pairs.T):
+        split = _split_of(model, int(pp), int(vp))
+        assert isinstance(split, PipelineSplit)  # the rules kept only splittable layouts
+        chosen = inverse == i
+        yield {k: v[chosen] for k, v in rest.items()}, split
+
+
 def _refusal(
     label: Mapping[str, str], layouts: Mapping[str, np.ndarray], j: int, fld: str, reason: str
 ) -> dict[str, Any]:
@@ -354,14 +423,26 @@ def _evaluate(
     workload: TrainingWorkload,
     options: TimingOptions,
     usd_per_gpu_hour: float,
+    split: PipelineSplit | None = None,
 ) -> dict[str, np.ndarray]:
-    """Memory, time and cost of valid layouts ``g`` (arrays), by the single-estimate formulas."""
+    """Memory, time and cost of valid layouts ``g`` (arrays), by the single-estimate formulas;
+    with ``split``, layouts that share one uneven ``pp x vp`` (given as ints)."""
     tp, pp, cp, ep, vp, zero, mb, n = (
         g[k] for k in ("tp", "pp", "cp", "ep", "vp", "zero", "micro_batch", "num_gpus")
     )
+    if split is not None:
+        pp, vp = int(pp[0]), int(vp[0])
     dp = n // (tp * pp * cp)
     p = Parallelism(
-        tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, sequence_parallel=tp > 1, zero_stage=zero
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        cp=cp,
+        ep=ep,
+        vp=vp,
+        sequence_parallel=tp > 1,
+        zero_stage=zero,
+        stage_layers=None if split is None else split.stage_layers,
     )
     gbs = workload.global_batch_size
     setup = TrainingSetup(
@@ -381,7 +462,7 @@ def _evaluate(
         precision,
         params_on_gpu=mem["params_on_gpu"],
         optimizer_states_bytes=mem["optimizer_states_bytes"],
-        stages=candidate_stages(model, pp),
+        stages=candidate_stages(model, pp, p.stage_layers),
         options=options,
     )
     flops = training_flops(model, workload.seq_len, gbs, recompute)
@@ -411,6 +492,7 @@ def _evaluate(
         "hfu": rates.hfu,
         "usd_per_gpu_hour": np.full(tp.shape, usd_per_gpu_hour),
         "usd_per_1m_tokens": rates.usd_per_1m_tokens,
+        "pipeline_split": np.full(tp.shape, SPLITS.index(split.rule) if split else 1),
     }
     if workload.tokens is not None:
         out |= {
@@ -490,9 +572,8 @@ def sweep_training(
             for j in np.flatnonzero(~ok):
                 fld, _, rule, value = rules[first_broken[j]]
                 rejected.append(_refusal(label, grid, int(j), fld, rule.format(v=int(value[j]))))
-        g = {k: v[ok] for k, v in grid.items()}
-        if g["tp"].size:
-            usd = price_of(acc_id, workload.prices)
+        usd = price_of(acc_id, workload.prices)
+        for g, split in _by_split(model, {k: v[ok] for k, v in grid.items()}):
             cols = _evaluate(
                 model,
                 acc,
@@ -502,6 +583,7 @@ def sweep_training(
                 workload,
                 options,
                 math.nan if usd is None else usd,
+                split,
             )
             cols |= {k: g[k] for k in AXES}
             cols["accelerator"] = np.full(g["tp"].shape, ai)
@@ -592,9 +674,19 @@ COLUMNS = (
     "hfu",
     "usd_per_gpu_hour",
     "usd_per_1m_tokens",
+    "pipeline_split",
 )
 TOKEN_COLUMNS = ("time_to_train_s", "gpu_hours", "cost_usd")
-INT_COLUMNS = {"dp", "memory_stage", "microbatches", *AXES, "accelerator", "precision", "recompute"}
+INT_COLUMNS = {
+    "dp",
+    "memory_stage",
+    "microbatches",
+    *AXES,
+    "accelerator",
+    "precision",
+    "recompute",
+    "pipeline_split",
+}
 
 
 def _empty(workload: TrainingWorkload) -> dict[str, np.ndarray]:

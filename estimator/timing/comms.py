@@ -90,7 +90,7 @@ def communication_plan(
     gbs = setup.global_batch_size or setup.micro_batch_size * p.dp
     m = gbs // (setup.micro_batch_size * p.dp)
     tokens = setup.seq_len * setup.micro_batch_size / p.cp
-    counts = stage_kind_counts(model, p.pp, p.vp, memory.stage)
+    counts = stage_kind_counts(model, p.pp, p.vp, memory.stage, p.stage_layers)
     layers = int(sum(counts))
     passes = rules.collective_passes(setup.recompute)
     events: list[CommEvent] = []

@@ -83,7 +83,7 @@ from estimator.timing.kernels import (
     mixer_time,
 )
 from estimator.timing.rates import derive_rates
-from estimator.xp import Num, is_array, logical_and, maximum, minimum, numpy, where
+from estimator.xp import Num, is_array, logical_and, maximum, minimum, numpy, take, where
 
 __all__ = [
     "FLASH_BACKWARD_FACTOR",
@@ -463,7 +463,7 @@ def _stage_times(
 ) -> dict[str, Num]:
     """Forward / backward / recompute seconds of one micro-batch on ``stage``, from each layer
     kind's ``layer_times`` (the same on every stage)."""
-    counts = stage_kind_counts(model, p.pp, p.vp, stage)
+    counts = stage_kind_counts(model, p.pp, p.vp, stage, p.stage_layers)
     fwd: Num = 0.0
     bwd: Num = 0.0
     rec: Num = 0.0
@@ -558,11 +558,13 @@ def training_time_terms(
     worst: dict[str, Num] = {}
     t_mb: Num = 0.0
     stage: Num = 0
+    stage_sum: Num = 0.0
     for s in stages:
         t = _stage_times(
             model, accelerator, prof, p, setup, precision, s, options, domain, layer_times
         )
         total = sum(t.values())
+        stage_sum = stage_sum + total
         if not worst:
             worst, t_mb, stage = t, total, s
             continue
@@ -570,7 +572,10 @@ def training_time_terms(
         worst = {k: where(slower, t[k], worst[k]) for k in t}
         stage = where(slower, s, stage)
         t_mb = maximum(total, t_mb)
-    bubble = (p.pp - 1) / p.vp * t_mb
+    # Fill and drain: every other stage's micro-batch once while the slowest sets the pace
+    # (pp - 1 stages alike for an even split).
+    even = p.stage_layers is None
+    bubble = (p.pp - 1) / p.vp * t_mb if even else (stage_sum - t_mb) / p.vp
 
     ranks = group_shapes(p)
     params = params_on_gpu
@@ -583,7 +588,13 @@ def training_time_terms(
     if type(zero) is not int or zero >= 3:
         # Per layer and micro-batch: gather weights for forward and for backward, reduce-scatter
         # the gradients; prefetch hides each behind the layer's compute.
-        layers_on_stage = model.num_layers / p.pp
+        if p.stage_layers is None:
+            layers_on_stage = model.num_layers / p.pp
+        else:  # the slowest stage's layers (per layout, in a sweep)
+            sizes = [
+                sum(stage_kind_counts(model, p.pp, p.vp, r, p.stage_layers)) for r in range(p.pp)
+            ]
+            layers_on_stage = take(sizes, stage)
         layer_w = rules.zero3_layer_bytes(params, layers_on_stage, w_b)
         per_layer = rules.ZERO3_GATHERS_PER_LAYER * collective_time(
             accelerator, prof, "all_gather", layer_w, dense_size, dense_stride, domain
@@ -682,7 +693,7 @@ def training_time(
         precision,
         params_on_gpu=memory.params_on_gpu,
         optimizer_states_bytes=memory.optimizer_states_bytes,
-        stages=candidate_stages(model, parallel.pp),
+        stages=candidate_stages(model, parallel.pp, parallel.stage_layers),
         options=options or TimingOptions(),
     )
     breakdown = {k: float(t[k]) for k in BREAKDOWN}

@@ -1,0 +1,382 @@
+"""How a pipeline spreads the decoder layers over its stages, as the frameworks do it.
+
+The result is ``stage_layers``: the decoder layers of each virtual stage, in virtual-stage order
+(stage ``v = j * pp + r`` is chunk ``j`` of pipeline rank ``r``; with ``vp = 1``, simply rank
+``r``). The input embedding always sits on the first virtual stage and the output head and loss
+on the last, whatever the split.
+
+Megatron-Core (``megatron/core/transformer/transformer_block.py`` ``get_num_layers_to_build`` and
+``pipeline_parallel_layer_layout.py``, NVIDIA/Megatron-LM at d98e8a6) splits:
+
+- ``even``: ``L / pp`` layers per rank, ``/ vp`` per chunk; both must divide (its default).
+- ``embedding_loss``: ``--account-for-embedding-in-pipeline-split`` and/or
+  ``--account-for-loss-in-pipeline-split`` count the embedding and the loss as one layer each:
+  ``L + e + l`` must divide by ``pp`` (then by ``vp``), and the first (last) virtual stage builds
+  one transformer layer fewer.
+- ``first_last``: ``--decoder-first-pipeline-num-layers`` / ``--decoder-last-pipeline-num-layers``
+  give the first and last rank's layers; the rest must divide evenly over the middle ranks, and
+  each rank's layers over its ``vp`` chunks.
+- ``layout``: ``--pipeline-model-parallel-layout``, an explicit string such as
+  ``"Et|(tt|)*30,tL"`` (``E`` embedding, ``t`` a decoder layer, ``L`` loss, ``|`` between virtual
+  stages in virtual-stage order, ``(...)*n`` and ``x*n`` repeat, commas are cosmetic); its stage
+  count must be a multiple of ``pp``, which sets ``vp``.
+
+DeepSpeed's ``PipelineModule`` (``partition_method``) splits contiguous layers over ``pp`` ranks
+(no virtual stages): ``uniform`` spreads the decoder layers as ``partition_uniform`` does (the
+first ``L mod pp`` ranks one more), ``parameters`` balances the trainable parameters, the
+embedding and the head counting as layers of their size: the split whose heaviest rank is
+lightest, as DeepSpeed's ``partition_balanced`` finds it (among splits with the same heaviest
+rank, this module fills each rank as far as that bound allows, which may differ from DeepSpeed's
+choice; the memory and time of the heaviest rank do not).
+
+``auto`` (the planner's default) takes the first of ``even``, ``embedding_loss`` (embedding and
+loss both, then either) and ``first_last`` (the lightest first/last pair whose remainder divides)
+that Megatron-Core accepts for the layout, and says which it took.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from estimator.errors import SpecError
+from estimator.spec.model import ModelSpec
+
+__all__ = ["SPLITS", "PipelineSplit", "Split", "model_split", "parse_layout", "pipeline_split"]
+
+Split = Literal["auto", "even", "embedding_loss", "first_last", "layout", "uniform", "parameters"]
+SPLITS: tuple[Split, ...] = (
+    "auto",
+    "even",
+    "embedding_loss",
+    "first_last",
+    "layout",
+    "uniform",
+    "parameters",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineSplit:
+    """A resolved split: ``stage_layers`` in virtual-stage order, and how it was reached (the
+    framework rule and its settings, for the answer's notes)."""
+
+    stage_layers: tuple[int, ...]
+    rule: str
+    description: str
+
+    @property
+    def even(self) -> bool:
+        return len(set(self.stage_layers)) == 1
+
+
+def pipeline_split(
+    layers: int,
+    pp: int,
+    vp: int = 1,
+    split: Split = "auto",
+    *,
+    first_stage_layers: int | None = None,
+    last_stage_layers: int | None = None,
+    embedding_in_split: bool = True,
+    loss_in_split: bool = True,
+    layout: str | None = None,
+    layer_weights: Sequence[int] | None = None,
+) -> PipelineSplit:
+    """The decoder layers of each virtual stage under ``split`` (see the module docstring).
+    ``layer_weights`` (``parameters`` only): the embedding's, each decoder layer's and the
+    head's parameters, in order. Refusals name the field and the framework's rule."""
+    if pp < 1 or vp < 1:
+        raise SpecError("layout.pp", "pp and vp must be >= 1", pp)
+    if split == "layout":
+        if not layout:
+            raise SpecError("layout.pipeline_layout", "is required with pipeline_split=layout")
+        return _from_layout(layout, layers, pp, vp)
+    if split in ("uniform", "parameters"):
+        return _deepspeed(layers, pp, vp, split, layer_weights)
+    if split == "first_last":
+        return _first_last(layers, pp, vp, first_stage_layers, last_stage_layers)
+    if split == "embedding_loss":
+        return _embedding_loss(layers, pp, vp, embedding_in_split, loss_in_split)
+    if split == "even":
+        return _embedding_loss(layers, pp, vp, False, False)
+    errors = []
+    for e, loss in ((False, False), (True, True), (True, False), (False, True)):
+        try:
+            return _embedding_loss(layers, pp, vp, e, loss)
+        except SpecError as exc:
+            errors.append(exc)
+    try:
+        return _balanced_first_last(layers, pp, vp)
+    except SpecError:
+        pass
+    raise SpecError(
+        "layout.pp",
+        f"pp={pp} x vp={vp} cannot split {layers} layers by any Megatron-Core rule (even, "
+        "embedding/loss in the split, first/last stage layers); give pipeline_layout, or "
+        "pipeline_split=parameters for DeepSpeed's partitioning (vp=1)",
+        pp * vp,
+    )
+
+
+def _per_chunk(rank_layers: int, vp: int, field: str) -> int:
+    if rank_layers % vp:
+        raise SpecError(
+            field, f"{rank_layers} layers on a rank must divide by vp={vp} (Megatron-Core)", vp
+        )
+    return rank_layers // vp
+
+
+def _embedding_loss(layers: int, pp: int, vp: int, e: bool, loss: bool) -> PipelineSplit:
+    counted = layers + e + loss
+    if counted % pp:
+        what = " + ".join(["layers"] + ["embedding"] * e + ["loss"] * loss)
+        raise SpecError(
+            "layout.pp",
+            f"pp={pp} must divide {what} = {counted} (Megatron-Core: num_layers should be "
+            "divisible by pipeline_model_parallel_size)",
+            pp,
+        )
+    chunk = _per_chunk(counted // pp, vp, "layout.vp")
+    stages = [chunk] * (pp * vp)
+    stages[0] -= e
+    stages[-1] -= loss
+    if min(stages) < 0 or (e and loss and pp * vp == 1 and stages[0] < 0):
+        raise SpecError("layout.pp", "not enough layers for the embedding/loss stages", pp)
+    rule = "even" if not (e or loss) else "embedding_loss"
+    parts = ["account_for_embedding_in_pipeline_split"] * e + [
+        "account_for_loss_in_pipeline_split"
+    ] * loss
+    description = (
+        f"Megatron-Core even split: {chunk} layers per virtual stage"
+        if rule == "even"
+        else f"Megatron-Core {' + '.join(parts)}: {chunk} per virtual stage counting "
+        + " and ".join(["the embedding"] * e + ["the loss"] * loss)
+        + " as layers"
+    )
+    return PipelineSplit(tuple(stages), rule, description)
+
+
+def _first_last(
+    layers: int, pp: int, vp: int, first: int | None, last: int | None
+) -> PipelineSplit:
+    if first is None and last is None:
+        raise SpecError(
+            "layout.first_stage_layers",
+            "first_stage_layers or last_stage_layers is required with pipeline_split=first_last",
+        )
+    rest, middle = layers, pp
+    for value, name in ((first, "first_stage_layers"), (last, "last_stage_layers")):
+        if value is not None:
+            if value < 0:
+                raise SpecError(f"layout.{name}", "must be >= 0", value)
+            rest -= value
+            middle -= 1
+    if middle < 0 or rest < 0:
+        raise SpecError("layout.first_stage_layers", f"exceed the model's {layers} layers", first)
+    if middle == 0 and rest:
+        raise SpecError(
+            "layout.first_stage_layers",
+            f"first + last stage layers must equal the {layers} layers with pp={pp}",
+            first,
+        )
+    if middle and rest % middle:
+        raise SpecError(
+            "layout.first_stage_layers",
+            f"the {rest} layers left must divide over the {middle} middle stages "
+            "(Megatron-Core: uneven pipelining)",
+            first,
+        )
+    per_rank = [rest // middle if middle else 0] * pp
+    if first is not None:
+        per_rank[0] = first
+    if last is not None:
+        per_rank[-1] = last
+    chunks = [_per_chunk(n, vp, "layout.vp") for n in per_rank]
+    stages = tuple(chunks[r] for _ in range(vp) for r in range(pp))
+    description = (
+        "Megatron-Core uneven pipeline: "
+        + (f"decoder_first_pipeline_num_layers={first}" if first is not None else "")
+        + (", " if first is not None and last is not None else "")
+        + (f"decoder_last_pipeline_num_layers={last}" if last is not None else "")
+        + (f", {rest // middle} on each middle stage" if middle else "")
+    )
+    return PipelineSplit(stages, "first_last", description)
+
+
+def _balanced_first_last(layers: int, pp: int, vp: int) -> PipelineSplit:
+    """The first/last pair Megatron-Core accepts whose heaviest stage is lightest (ties: the
+    lighter first stage, which also holds the embedding)."""
+    best: PipelineSplit | None = None
+    for first in range(layers + 1):
+        for last in range(layers + 1 - first):
+            try:
+                found = _first_last(layers, pp, vp, first, last)
+            except SpecError:
+                continue
+            key = (max(found.stage_layers), found.stage_layers[0] + found.stage_layers[-1])
+            if best is None or key < (
+                max(best.stage_layers),
+                best.stage_layers[0] + best.stage_layers[-1],
+            ):
+                best = found
+    if best is None:
+        raise SpecError("layout.pp", f"no first/last split of {layers} layers over pp={pp}", pp)
+    return best
+
+
+def parse_layout(text: str) -> list[str]:
+    """Megatron-Core's layout string unrolled into one string per virtual stage."""
+    if len(text) > 10_000:
+        raise SpecError("layout.pipeline_layout", "must be at most 10,000 characters")
+    s = text.replace(",", "").replace(" ", "")
+    for pattern in (r"\(([^()]+)\)\*(\d+)", r"(.)\*(\d+)"):
+        s = re.sub(pattern, lambda m: m.group(1) * min(int(m.group(2)), 100_000), s)
+        if len(s) > 1_000_000:
+            raise SpecError("layout.pipeline_layout", "unrolls to too many layers", text)
+    stages = s.split("|")
+    bad = sorted(set(s) - set("Etlm|L"))
+    if bad:
+        raise SpecError(
+            "layout.pipeline_layout",
+            f"has unknown layer characters {''.join(bad)} (E embedding, t decoder layer, "
+            "L loss, m MTP, | between virtual stages)",
+            text,
+        )
+    return stages
+
+
+def _from_layout(text: str, layers: int, pp: int, vp: int) -> PipelineSplit:
+    stages = parse_layout(text)
+    if len(stages) % pp:
+        raise SpecError(
+            "layout.pipeline_layout",
+            f"has {len(stages)} stages, not a multiple of pp={pp} (Megatron-Core)",
+            text,
+        )
+    if len(stages) // pp != vp:
+        raise SpecError(
+            "layout.vp",
+            f"must equal the layout's stages / pp = {len(stages) // pp} (Megatron-Core sets vp "
+            "from the layout)",
+            vp,
+        )
+    flat = "".join(stages)
+    if not flat.startswith("E") or not flat.endswith("L"):
+        raise SpecError(
+            "layout.pipeline_layout", "must start with the embedding E and end with the loss L"
+        )
+    if flat.count("E") != 1 or flat.count("L") != 1:
+        raise SpecError("layout.pipeline_layout", "must hold one embedding E and one loss L")
+    decoders = flat.count("t")
+    if decoders != layers:
+        raise SpecError(
+            "layout.pipeline_layout",
+            f"places {decoders} decoder layers; the model has {layers}",
+            text,
+        )
+    if "m" in flat:
+        raise SpecError(
+            "layout.pipeline_layout", "MTP layers (m) are not modelled: leave them out", text
+        )
+    counts = tuple(stage.count("t") for stage in stages)
+    return PipelineSplit(counts, "layout", f"Megatron-Core pipeline_model_parallel_layout {text}")
+
+
+def _deepspeed(
+    layers: int, pp: int, vp: int, method: str, weights: Sequence[int] | None
+) -> PipelineSplit:
+    if vp != 1:
+        raise SpecError("layout.vp", "DeepSpeed's pipeline has no virtual stages: vp must be 1", vp)
+    if method == "uniform":
+        base, extra = divmod(layers, pp)
+        counts = tuple(base + (r < extra) for r in range(pp))
+        return PipelineSplit(
+            counts, "uniform", "DeepSpeed partition_method=uniform: " + ", ".join(map(str, counts))
+        )
+    if weights is None or len(weights) != layers + 2:
+        raise ValueError("parameters partitioning needs embedding, layer and head weights")
+    items = list(weights)
+    cuts = _balanced_cuts(items, pp)
+    per_rank = tuple(
+        sum(1 for i in range(cuts[r], cuts[r + 1]) if 0 < i < layers + 1) for r in range(pp)
+    )
+    description = "DeepSpeed partition_method=parameters: " + ", ".join(map(str, per_rank))
+    return PipelineSplit(per_rank, method, description)
+
+
+def _balanced_cuts(weights: Sequence[int], parts: int) -> list[int]:
+    """Contiguous cuts of ``weights`` into ``parts`` minimising the heaviest part (binary search
+    on that bound; each part filled as far as the bound allows, one item left per part)."""
+    if parts > len(weights):
+        raise SpecError("layout.pp", f"pp={parts} exceeds the {len(weights)} pipeline items", parts)
+    prefix = [0]
+    for w in weights:
+        prefix.append(prefix[-1] + w)
+
+    def fits(bound: int) -> list[int] | None:
+        cuts, start = [0], 0
+        for _ in range(parts - 1):
+            end = start
+            while end < len(weights) and prefix[end + 1] - prefix[start] <= bound:
+                end += 1
+            # leave at least one item for each remaining part
+            end = min(end, len(weights) - (parts - len(cuts)))
+            if end <= start:
+                return None
+            cuts.append(end)
+            start = end
+        if prefix[-1] - prefix[start] > bound:
+            return None
+        return [*cuts, len(weights)]
+
+    lo, hi = max(weights), prefix[-1]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fits(mid) is None:
+            lo = mid + 1
+        else:
+            hi = mid
+    found = fits(lo)
+    assert found is not None
+    return found
+
+
+def model_split(
+    model: ModelSpec,
+    pp: int,
+    vp: int = 1,
+    split: Split = "auto",
+    *,
+    first_stage_layers: int | None = None,
+    last_stage_layers: int | None = None,
+    embedding_in_split: bool = True,
+    loss_in_split: bool = True,
+    layout: str | None = None,
+) -> PipelineSplit | None:
+    """``pipeline_split`` of a model's layers; None where every stage gets ``L / (pp vp)``
+    layers (the layout's ``stage_layers`` is then left at None, the even split). A split of one
+    stage is always even."""
+    if pp * vp == 1 and split != "layout":
+        return None
+    weights = None
+    if split == "parameters":
+        per_layer = [model.kinds[k].params for k in model.layer_kinds]
+        first = model.token_embedding_params + model.position_embedding_params
+        last = model.output_head_params + (model.final_norm.params if model.final_norm else 0)
+        weights = [first, *per_layer, last]
+    found = pipeline_split(
+        model.num_layers,
+        pp,
+        vp,
+        split,
+        first_stage_layers=first_stage_layers,
+        last_stage_layers=last_stage_layers,
+        embedding_in_split=embedding_in_split,
+        loss_in_split=loss_in_split,
+        layout=layout,
+        layer_weights=weights,
+    )
+    return None if found.rule == "even" else found
