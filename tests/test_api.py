@@ -309,11 +309,10 @@ BAD: list[tuple[str, Any, int, str]] = [
         422,
         "num_gpus",
     ),
-    # 61 layers over 4 ranks of 4 chunks: no Megatron-Core split fits (each rank's layers must
-    # divide by vp); 80 layers over pp=3 do (the embedding counted as a layer).
+    # 61 layers over 64 virtual stages: more stages than layers, embedding and loss.
     (
         "/training/estimate",
-        {"model": "deepseek-v3", "num_gpus": 64, "layout": {"pp": 4, "vp": 4, "ep": 16}},
+        {"model": "deepseek-v3", "num_gpus": 32, "layout": {"pp": 32, "vp": 2}},
         422,
         "layout.pp",
     ),

@@ -52,8 +52,18 @@ def test_megatron_rules_refuse_what_megatron_refuses() -> None:
         pipeline_split(61, 4, 1, "first_last", first_stage_layers=11)
     with pytest.raises(SpecError, match="vp=4"):
         pipeline_split(61, 4, 4, "first_last", first_stage_layers=13, last_stage_layers=16)
-    with pytest.raises(SpecError, match="any Megatron-Core rule"):
-        pipeline_split(61, 4, 4)  # each rank's layers must divide by vp: none does
+    with pytest.raises(SpecError, match="exceed the 61 layers"):
+        pipeline_split(61, 32, 2)  # 64 virtual stages for 63 items
+
+
+def test_auto_falls_back_to_a_balanced_layout() -> None:
+    # 61 layers over 4 ranks of 4 chunks: no rule divides (each rank's layers must divide by
+    # vp), so auto writes a layout, as Megatron-Bridge's DeepSeek-V3 recipes do.
+    split = pipeline_split(61, 4, 4)
+    assert split.rule == "layout" and sum(split.stage_layers) == 61
+    assert max(split.stage_layers) - min(split.stage_layers) <= 2  # E and L take a slot each
+    text = split.description.rsplit(": ", 1)[1]
+    assert pipeline_split(61, 4, 4, "layout", layout=text).stage_layers == split.stage_layers
 
 
 def test_explicit_first_and_last_stage_layers() -> None:

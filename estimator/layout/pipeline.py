@@ -31,7 +31,9 @@ choice; the memory and time of the heaviest rank do not).
 
 ``auto`` (the planner's default) takes the first of ``even``, ``embedding_loss`` (embedding and
 loss both, then either) and ``first_last`` (the lightest first/last pair whose remainder divides)
-that Megatron-Core accepts for the layout, and says which it took.
+that Megatron-Core accepts for the layout; failing those, a balanced ``layout`` string (the
+embedding, the layers and the loss spread as evenly as they go, the extra ones on the stages
+after the first, as Megatron-Bridge's recipes write one for DeepSeek-V3), and says which it took.
 """
 
 from __future__ import annotations
@@ -112,12 +114,35 @@ def pipeline_split(
         return _balanced_first_last(layers, pp, vp)
     except SpecError:
         pass
-    raise SpecError(
-        "layout.pp",
-        f"pp={pp} x vp={vp} cannot split {layers} layers by any Megatron-Core rule (even, "
-        "embedding/loss in the split, first/last stage layers); give pipeline_layout, or "
-        "pipeline_split=parameters for DeepSpeed's partitioning (vp=1)",
-        pp * vp,
+    return _balanced_layout(layers, pp, vp)
+
+
+def _balanced_layout(layers: int, pp: int, vp: int) -> PipelineSplit:
+    """The embedding, ``layers`` and the loss over ``pp x vp`` virtual stages as evenly as they
+    go (the remainder one each on the stages after the first), as a layout string."""
+    stages = pp * vp
+    base, extra = divmod(layers + 2, stages)
+    if base == 0:
+        raise SpecError(
+            "layout.pp",
+            f"pp*vp={stages} virtual stages exceed the {layers} layers plus the embedding and"
+            " the loss: some stage would hold nothing",
+            stages,
+        )
+    sizes = [base + (1 <= v <= extra) for v in range(stages)]
+    counts = [*sizes]
+    counts[0] -= 1  # the embedding
+    counts[-1] -= 1  # the loss
+    if min(counts) < 0:
+        raise SpecError("layout.pp", f"pp*vp={stages} leaves a stage without room", stages)
+    text = "|".join(
+        ("E" if v == 0 else "") + "t" * n + ("L" if v == stages - 1 else "")
+        for v, n in enumerate(counts)
+    )
+    return PipelineSplit(
+        tuple(counts),
+        "layout",
+        f"Megatron-Core pipeline_model_parallel_layout (balanced, by the planner): {text}",
     )
 
 

@@ -325,8 +325,8 @@ def _rules(
         dtype=bool,
     )
     rule = (
-        f"pp*vp={{v}}: no Megatron-Core split of {model.num_layers} layers (even, embedding and"
-        " loss in the split, first/last stage layers)"
+        f"pp*vp={{v}} virtual stages exceed the {model.num_layers} layers plus the embedding and"
+        " the loss"
     )
     rules += [
         *layout_violations(
