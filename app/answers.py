@@ -41,6 +41,7 @@ from estimator.counts.tree import ModuleNode, top_modules
 from estimator.layout.ranks import RankLayout, gpu_name
 from estimator.memory.timeline import Timeline
 from estimator.serving.estimate import InferenceEstimate
+from estimator.spec.cluster import Cluster
 from estimator.spec.precision import DTYPES
 from estimator.sweep.serving import ServingSweep
 from estimator.sweep.training import TrainingSweep
@@ -98,6 +99,15 @@ def params_dict(model: ModelSpec) -> dict[str, Any]:
 
 def params_of(model: ModelSpec) -> Params:
     return Params(**params_dict(model))
+
+
+def cluster_dict(c: Cluster) -> dict[str, Any]:
+    return {
+        "gpus_per_node": c.gpus_per_node,
+        "scale_up_domain": c.scale_up_domain,
+        "scale_out_gbit_per_s": c.scale_out_bytes_per_s * 8 / 1e9,
+        "oversubscription": c.oversubscription,
+    }
 
 
 def training_out(plan: TrainingPlan, e: TrainingEstimate) -> dict[str, Any]:
@@ -163,6 +173,7 @@ def training_out(plan: TrainingPlan, e: TrainingEstimate) -> dict[str, Any]:
             "usd": e.cost_usd,
         },
         "params": params_dict(plan.model),
+        "cluster": cluster_dict(plan.cluster),
         "exact": plan.model.exact,
         "calibrated": e.calibrated,
         "notes": ([plan.pipeline.description] if plan.pipeline else []) + list(e.notes),
@@ -228,6 +239,7 @@ def inference_out(
             "usd_per_1m_input_tokens": e.usd_per_1m_input_tokens,
         },
         "params": params_dict(plan.model),
+        "cluster": cluster_dict(plan.cluster),
         "exact": plan.model.exact,
         "notes": list(e.notes),
     }

@@ -44,6 +44,7 @@ from estimator.layout.ranks import RankLayout, rank_layout
 from estimator.memory.timeline import Timeline, inference_timeline, training_timeline
 from estimator.memory.training import TrainingMemory
 from estimator.serving.estimate import InferenceEstimate, estimate_inference
+from estimator.spec.cluster import Cluster, cluster_of
 from estimator.sweep.serving import ServingSearch, ServingSweep, ServingWorkload, sweep_serving
 from estimator.sweep.training import (
     DEFAULT_ACCELERATORS,
@@ -160,6 +161,7 @@ class _Resolved(Generic[S]):
     parallel: Parallelism
     setup: S
     precision: Precision
+    cluster: Cluster
     price_usd_per_gpu_hour: float | None
     price_source: str | None
 
@@ -176,6 +178,17 @@ class TrainingPlan(_Resolved[TrainingSetup]):
 
     options: TimingOptions
     pipeline: PipelineSplit | None = None
+
+
+def _cluster(accelerator: Accelerator, req: TrainingRequest | InferenceRequest) -> Cluster:
+    """The request's cluster over the accelerator's catalog defaults."""
+    return cluster_of(
+        accelerator,
+        gpus_per_node=req.gpus_per_node,
+        scale_up_domain=req.scale_up_domain,
+        scale_out_gbit_per_s=req.scale_out_gbit_per_s,
+        oversubscription=req.oversubscription,
+    )
 
 
 def _data_parallel(req_dp: int | None, num_gpus: int | None, per_replica: int) -> int:
@@ -232,8 +245,10 @@ def training_plan(req: TrainingRequest) -> TrainingPlan:
         optimizer=req.optimizer,
         activation_convention=req.activation_convention,
     )
+    accelerator = resolve_accelerator(req.accelerator)
+    cluster = _cluster(accelerator, req)
     options = TimingOptions(
-        gpus_per_domain=req.gpus_per_node,
+        cluster=cluster,
         attention_kernel=req.attention_kernel,
         tp_comm_overlap=req.tp_comm_overlap,
     )
@@ -241,7 +256,8 @@ def training_plan(req: TrainingRequest) -> TrainingPlan:
     return TrainingPlan(
         model=model,
         pipeline=split,
-        accelerator=resolve_accelerator(req.accelerator),
+        cluster=cluster,
+        accelerator=accelerator,
         parallel=parallel,
         setup=setup,
         precision=resolve_precision(req.precision),
@@ -265,7 +281,7 @@ def _estimate(plan: TrainingPlan, req: TrainingRequest) -> TrainingEstimate:
 def _ranks(plan: TrainingPlan, req: TrainingRequest) -> RankLayout:
     """The plan's parallel groups; nodes of ``gpus_per_node`` (default: the accelerator's)."""
     validate_layout(plan.model, plan.parallel, training=True)
-    return rank_layout(plan.parallel, req.gpus_per_node or plan.accelerator.gpus_per_node)
+    return rank_layout(plan.parallel, plan.cluster.gpus_per_node)
 
 
 def _comms(
@@ -273,7 +289,7 @@ def _comms(
 ) -> CommPlan:
     return communication_plan(
         *plan.specs,
-        gpus_per_domain=req.gpus_per_node,
+        cluster=plan.cluster,
         tp_comm_overlap=req.tp_comm_overlap,
         memory=memory,
     )
@@ -368,9 +384,11 @@ def inference_plan(req: InferenceRequest) -> InferencePlan:
             "num_gpus", f"must equal tp*pp = {lay.tp * lay.pp} (one replica)", req.num_gpus
         )
     usd, source = price_for(req.accelerator, req.price_usd_per_gpu_hour)
+    accelerator = resolve_accelerator(req.accelerator)
     return InferencePlan(
         model=resolve_model(req.model),
-        accelerator=resolve_accelerator(req.accelerator),
+        accelerator=accelerator,
+        cluster=_cluster(accelerator, req),
         parallel=Parallelism(tp=lay.tp, pp=lay.pp, ep=lay.ep),
         setup=InferenceSetup(
             input_len=req.input_len,
@@ -397,7 +415,7 @@ def run_inference(req: InferenceRequest) -> tuple[InferencePlan, InferenceEstima
         max_batch_size=req.max_batch_size,
         ttft_target_s=req.ttft_target_s,
         tpot_target_s=req.tpot_target_s,
-        gpus_per_domain=req.gpus_per_node,
+        cluster=plan.cluster,
     )
     return plan, estimate
 

@@ -148,7 +148,8 @@ def test_plans_stay_within_the_size_cap(api: TestClient) -> None:
     assert stored["saved_result"]["step_s"] == estimate["time"]["step_s"]
     # a key the reader uses, padded past the cap: nothing can be left out
     used_key_too_big = {**model_entry("llama-3-8b")["config"]}
-    used_key_too_big["layer_types"] = ["full_attention" + " " * 4000] * 32
+    used_key_too_big["num_hidden_layers"] = 4096
+    used_key_too_big["layer_types"] = ["full_attention"] * 4096
     big = {"name": "big", "kind": "training", "request": {"model": used_key_too_big, "num_gpus": 8}}
     refused = api.post(f"{API}/plans", json=big)
     assert refused.status_code == 413, refused.text[:300]

@@ -19,6 +19,7 @@ from estimator import (
 )
 from estimator.layout.sharding import StageShape, distinct_stages, stage_kind_counts
 from estimator.serving.estimate import _decode_kinds, _pipeline, _stage_times, estimate_inference
+from estimator.spec.cluster import cluster_of
 from estimator.timing import training as timing
 from estimator.timing.kernels import collective_time, gemm_time, kernel_profile
 from estimator.timing.training import TimingOptions, estimate_training
@@ -129,14 +130,15 @@ def test_h100_gemm_matches_aiconfigurator_measurements(
 
 def test_h100_allreduce_within_a_node_and_across_nodes() -> None:
     prof = kernel_profile(H100.id)
+    node = cluster_of(H100)  # 8 GPUs on NVLink, 400 Gbit/s per GPU out
     measured_8gpu_128mib = 0.57874e-3  # nccl-tests, aiconfigurator h100_sxm nccl_perf
-    t8 = collective_time(H100, prof, "all_reduce", 134217728, 8, 1, 8)
+    t8 = collective_time(H100, prof, "all_reduce", 134217728, 8, 1, node)
     assert t8 == pytest.approx(measured_8gpu_128mib, rel=0.4)
-    t16 = collective_time(H100, prof, "all_reduce", 134217728, 16, 1, 8)
+    t16 = collective_time(H100, prof, "all_reduce", 134217728, 16, 1, node)
     assert t16 > 1.3 * t8  # the scale-out network is the bottleneck
     # A group whose ranks sit in different nodes (stride 8) never uses NVLink.
-    assert collective_time(H100, prof, "all_reduce", 134217728, 2, 8, 8) > collective_time(
-        H100, prof, "all_reduce", 134217728, 2, 1, 8
+    assert collective_time(H100, prof, "all_reduce", 134217728, 2, 8, node) > collective_time(
+        H100, prof, "all_reduce", 134217728, 2, 1, node
     )
 
 
@@ -210,7 +212,7 @@ def test_fp8_training_runs_attention_at_the_bf16_rate() -> None:
             prec,
             setup.seq_len,
             1,
-            8,
+            cluster_of(H100),
             attention_format=timing.training_attention_format(prec),
         )
         times[name] = lt
@@ -282,7 +284,8 @@ def test_pipeline_ranks_alike_are_timed_once(model_id: str) -> None:
         p = Parallelism(tp=8, pp=pp)
         prec = get_precision("bf16")
         batch = np.array([1, 8, 64])
-        kinds = _decode_kinds(model, H100, kernel_profile(H100.id), p, prec, batch, 2048.0, 8)
+        prof = kernel_profile(H100.id)
+        kinds = _decode_kinds(model, H100, prof, p, prec, batch, 2048.0, cluster_of(H100))
         head = 1e-4 * batch  # any head time; the last rank carries it
         fast = _pipeline(_stage_times(kinds, shapes, head), pp)
         slow = _pipeline(_stage_times(kinds, tuple(every), head), pp)
@@ -329,8 +332,8 @@ def test_moe_dispatcher_copies_are_timed() -> None:
     kind = model.kinds[0]
     prof = kernel_profile(H100.id)
     args = (model, kind, 0, H100, prof)
-    base = layer_time(*args, Parallelism(tp=1, pp=1, dp=8), BF16, 4096, 1, 8)
-    split = layer_time(*args, Parallelism(tp=1, pp=1, dp=8, ep=8), BF16, 4096, 1, 8)
+    base = layer_time(*args, Parallelism(tp=1, pp=1, dp=8), BF16, 4096, 1, cluster_of(H100))
+    split = layer_time(*args, Parallelism(tp=1, pp=1, dp=8, ep=8), BF16, 4096, 1, cluster_of(H100))
     routed_bytes = 4096 * model.moe.top_k * model.hidden_size * 2  # type: ignore[union-attr]
     # Two more passes (read + write) of the routed tokens once experts are split over ranks.
     extra = split.elementwise - base.elementwise

@@ -26,15 +26,14 @@ ROOT = Path(__file__).resolve().parents[1]
 # validation report covers: update the pins together with validation/data/README.md.
 TRAINING_COUNTS = {
     ("mosaicml_llm_foundry_mpt_benchmarks", "TrainingCase"): 116,
-    ("nvidia_megatron_bridge_perf_summary", "TrainingCase"): 39,
-    ("nvidia_megatron_bridge_perf_summary", "Skip"): 104,
+    ("nvidia_megatron_bridge_perf_summary", "TrainingCase"): 126,
+    ("nvidia_megatron_bridge_perf_summary", "Skip"): 17,
     ("nvidia_nemo_24.07_perf_summary", "TrainingCase"): 12,
     ("nvidia_nemo_24.07_perf_summary", "Skip"): 6,
     ("nvidia_nemo_long_sequence_cp", "Skip"): 17,
 }
 INFERENCE_COUNTS = {
-    ("tensorrt_llm_perf_overview_v1.0", "InferenceCase"): 76,
-    ("tensorrt_llm_perf_overview_v1.0", "Skip"): 51,
+    ("tensorrt_llm_perf_overview_v1.0", "InferenceCase"): 127,
 }
 
 
@@ -76,10 +75,24 @@ def test_every_skip_says_why() -> None:
     reasons = {s.id: s.reason for s in skips}
     assert reasons["nemo-longseq-LLAMA3-8B-8k"] == "reports TFLOP/s only"
     assert reasons["mbridge-25.09-LLAMA3_70B-DGX-H100-64-None-L626"] == "precision not published"
-    assert reasons["mbridge-26.06-Kimi_K2-DGX-GB300-256-MXFP8-L143"] == (
-        "model Kimi_K2 not in the catalog"
+    assert reasons["nemo2407-Nemotron-340B-pretrain-128gpu"] == (
+        "model Nemotron-340B not in the catalog"
     )
-    assert "126" in reasons["mbridge-26.06-LLAMA3.1_405B-DGX-H100-1024-FP8-L98"]
+    # compared since the catalog has Kimi K2 and uneven pipeline splits are planned (126 layers
+    # over pp=8 x vp=8, the embedding and the loss counted as layers)
+    compared = {c.id: c for c in training_cases() if isinstance(c, TrainingCase)}
+    assert compared["mbridge-26.06-Kimi_K2-DGX-GB300-256-MXFP8-L143"].model.id == (
+        "kimi-k2-instruct"
+    )
+    split = compared["mbridge-26.06-LLAMA3.1_405B-DGX-H100-1024-FP8-L98"].parallel.stage_layers
+    assert split is not None and sum(split) == 126 and len(split) == 64
+    assert split[0] == split[-1] == 1  # the embedding and the loss take a layer's place
+
+
+def test_rtx_pro_6000_records_map_to_the_catalog_card() -> None:
+    rtx = [c for c in inference_cases() if "RTX6000Pro" in c.id]
+    assert len(rtx) == 22
+    assert all(isinstance(c, InferenceCase) and c.accelerator == "rtx-pro-6000-bse" for c in rtx)
 
 
 def test_duplicate_record_ids_are_told_apart() -> None:

@@ -240,9 +240,15 @@ def _unique_named_parameters(model: nn.Module) -> Iterator[tuple[str, nn.Paramet
 
 
 def param_count(config: dict[str, Any]) -> int:
-    """Unique parameters of the model (tied embeddings counted once, buffers excluded)."""
+    """Unique parameters of the model (tied embeddings counted once, buffers excluded); of a
+    multimodal wrapper (a config with ``text_config``), its language model's and output head's
+    only, which is what the planner reads (vision towers and projectors are not modelled)."""
     model = meta_model(config)
-    return sum(p.numel() for _, p in _unique_named_parameters(model))
+    counted: nn.Module = model
+    if isinstance(config.get("text_config"), dict):
+        parts = (model.get_decoder(), model.get_output_embeddings())
+        counted = nn.ModuleList([part for part in parts if part is not None])
+    return sum(p.numel() for _, p in _unique_named_parameters(counted))
 
 
 def param_breakdown(config: dict[str, Any]) -> dict[str, int]:
@@ -525,7 +531,9 @@ def kv_cache_layout(
     input_ids = torch.randint(0, vocab, (batch, seq), generator=gen)
     with torch.no_grad():
         out = model(input_ids=input_ids, use_cache=True)
-    cache = out.past_key_values
+    cache = getattr(out, "past_key_values", None)
+    if cache is None:  # Mamba2ForCausalLM returns its cache as ``cache_params``
+        cache = getattr(out, "cache_params", None)
     if cache is None:
         raise RuntimeError(f"{config['model_type']}: forward returned no cache")
     seen: set[int] = set()
@@ -611,7 +619,8 @@ class _Abort(Exception):
 
 
 def _layers_prefix(model: PreTrainedModel) -> str:
-    n_layers = int(getattr(model.config, "num_hidden_layers", 0))
+    text = model.config.get_text_config(decoder=True)  # a multimodal wrapper's language model
+    n_layers = int(getattr(text, "num_hidden_layers", 0))
     for name, mod in model.named_modules():
         if isinstance(mod, nn.ModuleList) and len(mod) == n_layers and name:
             return str(name)

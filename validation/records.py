@@ -51,6 +51,7 @@ from estimator import (
     training_memory,
 )
 from estimator.counts.flops import Recompute
+from estimator.layout.pipeline import model_split
 from estimator.timing.kernels import AttentionKernel
 
 __all__ = [
@@ -147,6 +148,13 @@ _CATALOG_MODELS = {
     "Llama 3.1 405B": "llama-3.1-405b",
     "Qwen3-235B-A22B": "qwen3-235b-a22b",
     "Qwen3-30B-A3B": "qwen3-30b-a3b",
+    "Nemotron_3_Nano": "nemotron-3-nano-30b-a3b",
+    "Nemotron_3_Super": "nemotron-3-super-120b-a12b",
+    "Nemotron_3_Ultra": "nemotron-3-ultra-550b-a55b",
+    "GPT OSS 120B": "gpt-oss-120b",
+    "Kimi_K2": "kimi-k2-instruct",
+    "Llama 4 Scout": "llama-4-scout-17b-16e-instruct",
+    "Llama 4 Maverick": "llama-4-maverick-17b-128e-instruct",
 }
 
 # Llama 3.1 8B and Llama 3.3 70B share the Llama 3 8B / 70B architecture; only the context
@@ -181,6 +189,7 @@ _ACCELERATORS = {
     "DGX-GB200": "gb200",
     "GB200 (NVL72)": "gb200",
     "DGX-GB300": "gb300",
+    "RTX 6000 Pro Blackwell Server Edition": "rtx-pro-6000-bse",
 }
 _NVL72 = ("gb200", "gb300")
 
@@ -445,6 +454,10 @@ def _nemo_case(r: Record, ident: str) -> TrainingCase:
                 "expert tensor parallelism not published: etp = 1 (Megatron-Bridge recipes' "
                 "expert_tensor_parallelism default)"
             )
+    try:
+        split = model_split(model, pp, vp)
+    except SpecError as exc:
+        raise _Refused(f"estimator refuses it: {exc}") from None
     parallel = Parallelism(
         tp=tp,
         pp=pp,
@@ -456,7 +469,12 @@ def _nemo_case(r: Record, ident: str) -> TrainingCase:
         sequence_parallel=tp > 1,
         zero_stage=3 if fsdp else 0,
         distributed_optimizer=not fsdp,
+        stage_layers=None if split is None else split.stage_layers,
     )
+    if split is not None:
+        assumptions.append(
+            f"pipeline split not published: the planner's auto split, {split.description}"
+        )
     assumptions.append(f"dp = GPUs / (tp*pp*cp) = {dp}")
     if fsdp:
         assumptions.append(f"FSDP column {p.get('fsdp')}: Megatron FSDP modelled as ZeRO-3")

@@ -28,6 +28,8 @@ from estimator import (
     get_precision,
 )
 from estimator.serving.estimate import DEFAULT_MAX_BATCH, estimate_inference
+from estimator.spec.cluster import cluster_of
+from estimator.spec.model import ModelSpec
 from estimator.timing.kernels import (
     attention_decode_time,
     attention_prefill_time,
@@ -105,8 +107,9 @@ def kernel_rows() -> list[Row]:
             continue
         acc = get_accelerator(SYSTEMS[r["system"]])
         n = int(r["num_gpus"])
+        node = cluster_of(acc, scale_up_domain=8)  # the benchmarks ran inside 8-GPU nodes
         t = collective_time(
-            acc, kernel_profile(acc.id), "all_reduce", float(r["message_bytes"]), n, 1, 8
+            acc, kernel_profile(acc.id), "all_reduce", float(r["message_bytes"]), n, 1, node
         )
         label = "all-reduce (nccl-tests)" if "nccl-tests" in r["impl"] else "all-reduce (vidur)"
         out.append(_kernel(label, r, acc.id, t, f"n{n} {r['message_bytes']}B"))
@@ -126,8 +129,9 @@ def _kernel(op: str, r: dict[str, str], acc: str, predicted_s: float, label: str
     )
 
 
-def _family(model_id: str) -> str:
-    return model_id.split("-")[0] if "-" in model_id else model_id
+def _family(model: ModelSpec) -> str:
+    """The family a record is summarized under: its ``model_type`` (the reader that read it)."""
+    return model.model_type
 
 
 def training_rows() -> tuple[list[Row], list[tuple[str, str]]]:
@@ -156,7 +160,7 @@ def training_rows() -> tuple[list[Row], list[tuple[str, str]]]:
                 kind="training",
                 group=case.group,
                 accelerator=case.accelerator,
-                family=_family(case.model.id or case.model_name),
+                family=_family(case.model),
                 id=case.id,
                 measured=case.measured_tokens_per_s_per_gpu,
                 predicted=est.tokens_per_s_per_gpu,
@@ -203,7 +207,7 @@ def serving_rows() -> tuple[list[Row], list[tuple[str, str]]]:
                 kind="serving",
                 group=case.group,
                 accelerator=case.accelerator,
-                family=_family(case.model.id or case.model_name),
+                family=_family(case.model),
                 id=case.id,
                 measured=case.measured_output_tokens_per_s,
                 predicted=est.output_tokens_per_s,

@@ -21,11 +21,14 @@ from pydantic import (
     model_validator,
 )
 
+from app.schemas.fields import form
 from estimator.terms import Term
 
 __all__ = [
     "ERROR_RESPONSES",
     "AttentionKernel",
+    "ClusterFields",
+    "ClusterOut",
     "ErrorItem",
     "ErrorResponse",
     "GpuCount",
@@ -220,3 +223,43 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         "description": "The request ran past its time limit, or the service is busy",
     },
 }
+
+
+CLUSTER_FORM = form("GPUs per node", "Cluster", "the accelerator's")
+
+
+class ClusterFields(Request):
+    """The cluster a plan runs on, each field defaulting to the accelerator's catalog value
+    (``GET /api/v1/accelerators/{id}`` lists them with their sources)."""
+
+    gpus_per_node: Annotated[int, Field(ge=1, le=1024)] | None = Field(
+        None,
+        description="GPUs per node (how ranks fill machines; 4 in a GB200 compute tray)",
+        json_schema_extra=CLUSTER_FORM,
+    )
+    scale_up_domain: Annotated[int, Field(ge=1, le=65536)] | None = Field(
+        None,
+        description="GPUs joined by NVLink / xGMI / ICI (8 in an HGX node, 72 in a GB200 NVL72"
+        " rack); collectives inside it run at scale-up bandwidth",
+        json_schema_extra=form("Scale-up domain", "Cluster", "the accelerator's"),
+    )
+    scale_out_gbit_per_s: Annotated[float, Field(ge=1, le=1e5)] | None = Field(
+        None,
+        description="Scale-out network per GPU and direction, Gbit/s (400 for one 400G NIC per"
+        " GPU; 100 for an 800G NIC shared by a node of 8)",
+        json_schema_extra=form("Scale-out Gbit/s per GPU", "Cluster", "the accelerator's"),
+    )
+    oversubscription: Annotated[float, Field(ge=1, le=64)] = Field(
+        1.0,
+        description="The scale-out fabric's oversubscription (1: non-blocking; 2: 2:1)",
+        json_schema_extra=form("Oversubscription", "Cluster", "1"),
+    )
+
+
+class ClusterOut(BaseModel):
+    """The cluster the answer assumed (the request's values over the catalog's)."""
+
+    gpus_per_node: int
+    scale_up_domain: int
+    scale_out_gbit_per_s: float = Field(description="Per GPU and direction, after oversubscription")
+    oversubscription: float

@@ -8,6 +8,8 @@ from pydantic import BaseModel, Field
 
 from app.schemas.catalog import Params
 from app.schemas.common import (
+    ClusterFields,
+    ClusterOut,
     GpuCount,
     LayoutSize,
     ModelRef,
@@ -49,7 +51,7 @@ class InferenceLayout(Request):
     ep: LayoutSize = Field(1, description="Expert parallel", json_schema_extra=LAYOUT_EP)
 
 
-class InferenceRequest(Request):
+class InferenceRequest(ClusterFields):
     """A serving plan for one replica. Only ``model`` is required."""
 
     model: ModelRef = Field(json_schema_extra=MODEL_FORM)
@@ -59,7 +61,6 @@ class InferenceRequest(Request):
         description="Must equal tp x pp when given",
         json_schema_extra=form("GPUs", flag="--gpus"),
     )
-    gpus_per_node: Annotated[int, Field(ge=1, le=1024)] | None = None
     layout: InferenceLayout = Field(default_factory=lambda: InferenceLayout())
     precision: PrecisionRef = Field(
         "bf16",
@@ -174,6 +175,7 @@ class InferenceEstimateOut(BaseModel):
     curve: list[CurvePoint]
     cost: InferenceCostOut
     params: Params
+    cluster: ClusterOut
     exact: bool = Field(
         description="Whether the model's architecture is read exactly (parameters, FLOPs and"
         " caches checked against transformers); false for a model read approximately, whose"

@@ -9,6 +9,8 @@ from pydantic import BaseModel, Field
 from app.schemas.catalog import Params
 from app.schemas.common import (
     AttentionKernel,
+    ClusterFields,
+    ClusterOut,
     GpuCount,
     LayoutSize,
     ModelRef,
@@ -117,7 +119,7 @@ class TrainingLayout(Request):
     )
 
 
-class TrainingRequest(Request):
+class TrainingRequest(ClusterFields):
     """A training plan. Only ``model`` is required; every default is listed here."""
 
     model: ModelRef = Field(json_schema_extra=MODEL_FORM)
@@ -126,9 +128,6 @@ class TrainingRequest(Request):
         None,
         description="Must equal tp pp dp cp when dp is given; else sets dp",
         json_schema_extra=form("GPUs", placeholder="tp·pp·dp·cp", flag="--gpus"),
-    )
-    gpus_per_node: Annotated[int, Field(ge=1, le=1024)] | None = Field(
-        None, description="GPUs per NVLink domain; default the accelerator's"
     )
     layout: TrainingLayout = Field(default_factory=lambda: TrainingLayout())
     seq_len: TokenCount = Field(
@@ -279,6 +278,7 @@ class TrainingEstimateOut(BaseModel):
     throughput: TrainingThroughputOut
     cost: TrainingCostOut
     params: Params
+    cluster: ClusterOut
     exact: bool = Field(
         description="Whether the model's architecture is read exactly (parameters, FLOPs and"
         " caches checked against transformers); false for a model read approximately, whose"

@@ -11,13 +11,15 @@ its indexer's scores over every earlier key): the work a causal flash kernel mus
 *model FLOPs* (MFU). Backward is twice the forward (two GEMMs per forward GEMM: input and weight
 gradients).
 
-Recurrent mixers (``mixer_core``) count the matrix multiplies of the chunked algorithm their
-reference implementation runs (Mamba-2's SSD chunks, gated DeltaNet's chunked delta rule), with
-the sequence padded to whole chunks as that implementation pads it, and their depthwise
-convolution as torch counts a convolution (2 FLOPs per tap and output, over the padded output).
-Model FLOPs take them as the fused kernels run them (``mixer_core_kernel``): the same, except
-where the reference code spends quadratic work a kernel does linearly (Mamba-2 passes states
-from chunk to chunk with a scan, not a (chunks + 1)^2 matrix product).
+Recurrent mixers (``mixer_core``) count the matrix multiplies of the algorithm their
+reference implementation runs (Mamba-2's SSD chunks, Mamba-1's scan outputs, gated DeltaNet's
+chunked delta rule), with the sequence padded to whole chunks as that implementation pads it,
+and their depthwise convolution as torch counts a convolution (2 FLOPs per tap and output, over
+the padded output). Model FLOPs take them as the fused kernels run them (``mixer_core_kernel``):
+the same, except where the reference code spends quadratic work a kernel does linearly (Mamba-2
+passes states from chunk to chunk with a scan, not a (chunks + 1)^2 matrix product) and where a
+kernel multiplies what the reference solves uncounted (gated DeltaNet's WY products;
+``mixer_flops`` lists each kind).
 
 Every function takes sequence length and batch as ints or numpy arrays.
 """
@@ -143,20 +145,54 @@ def attention_terms(
 
 def mixer_flops(core: RecurrentCore, seq: Num, kernel: bool = False) -> Num:
     """Matmul and convolution FLOPs of one recurrent mixer's core over one ``seq``-token
-    sequence: as its reference implementation runs (``kernel=False``, what torch's counter sees;
-    see the module docstring), or as a fused kernel runs it (``kernel=True``: Mamba-2's states
-    passed from chunk to chunk by a linear scan, 2 FLOPs per state element and chunk, instead
-    of the reference code's (chunks + 1)^2 matrix of decays)."""
+    sequence: as its reference implementation runs (``kernel=False``, what torch's counter sees
+    on transformers' PyTorch path; see the module docstring), or as a fused kernel runs it
+    (``kernel=True``). Every kind starts with its depthwise convolution, counted over the padded
+    output (``seq + conv_kernel - 1`` positions) in both modes: causal_conv1d computes only the
+    ``seq`` kept ones, ``2 conv_channels conv_kernel (conv_kernel - 1)`` FLOPs fewer per
+    sequence and layer, left out of the kernel count so that one expression serves both.
+
+    - ``mamba2`` (SSD, ``mamba2_chunk_scan``): the chunks' ``C B^T`` scores applied to x, the
+      chunk states ``B^T x`` and their outputs ``C state``, with B and C repeated to every head;
+      the states passed from chunk to chunk by a (chunks + 1)^2 matrix of decays in the
+      reference, by mamba_ssm's linear ``_state_passing_fwd`` scan in the kernel (2 FLOPs per
+      state element and chunk).
+    - ``mamba1`` (selective scan): ``y_t = C_t . h_t``, ``state_dim`` multiply-adds per
+      channel and token, a ``bmm`` per step in transformers' sequential loop and the same sum in
+      mamba_ssm's ``selective_scan_fwd``: no difference. The state update ``h_t = exp(dt A) h +
+      dt B x`` is element-wise in both and counts nothing. (Jamba's ``dt_proj`` is a ``Linear``
+      of the layer, not part of this count.)
+    - ``gated_deltanet`` (chunked delta rule, ``head_dim`` = dv, ``state_dim`` = dk, q and k
+      repeated to every value head): per chunk of ``chunk`` tokens and value head, ``beta K K^T``
+      and ``Q K^T`` (chunk^2 dk each), the masked scores applied to the new values (chunk^2 dv),
+      the state read by the decayed keys and by the queries and the state update ``K^T v``
+      (chunk dk dv each). flash-linear-attention's ``chunk_gated_delta_rule`` also multiplies
+      the inverted ``(I + beta K K^T)`` into ``beta K`` and ``beta V`` (its WY ``w`` and ``u``,
+      chunk^2 (dk + dv)), which transformers solves with ``torch.linalg.solve_triangular``, an
+      op torch's counter does not count: the kernel count adds them.
+    - ``short_conv`` (LFM2): the convolution only (its gates are element-wise).
+    """
     conv = 2 * core.conv_channels * core.conv_kernel * (seq + core.conv_kernel - 1)
+    h, p, n = core.heads, core.head_dim, core.state_dim
     if core.kind == "mamba2":
         q = core.chunk
         chunks = -(-seq // q)
-        h, p, n = core.heads, core.head_dim, core.state_dim
         intra = 2 * chunks * q * q * h * (n + p)  # C B^T scores, then applied to x
         states = 2 * chunks * q * h * p * n * 2  # chunk states from B x, outputs from C states
         passed = chunks if kernel else (chunks + 1) * (chunks + 1)  # scan vs decay matrix
         passing = 2 * passed * h * p * n
         return conv + intra + states + passing
+    if core.kind == "mamba1":
+        return conv + 2 * seq * h * p * n
+    if core.kind == "gated_deltanet":
+        q = core.chunk
+        chunks = -(-seq // q)
+        scores = 2 * q * q * (2 * n + p)  # beta K K^T and Q K^T, then applied to v
+        state = 2 * q * n * p * 3  # the state read by the decayed keys and the queries, updated
+        wy = 2 * q * q * (n + p) if kernel else 0  # w and u as matmuls (solved in the reference)
+        return conv + chunks * h * (scores + state + wy)
+    if core.kind == "short_conv":
+        return conv
     raise NotImplementedError(core.kind)
 
 

@@ -59,7 +59,7 @@ def count_params(model: ModelSpec) -> ParamCounts:
         for name, value in kind.params_by_component().items():
             parts[name] += n * value
         for m in kind.linears:
-            if m.copies > 1:
+            if m.component == "experts":  # as "experts" is summed: a lone expert counts too
                 active_experts += n * m.params * m.active // m.copies
     parts["embeddings"] += model.token_embedding_params + model.position_embedding_params
     parts["embeddings"] += sum(m.params for m in model.embedding_projections)

@@ -123,7 +123,8 @@ def _layer_node(
         scan.time_s = count * float(
             mixer_time(kind.mixer, acc, prof, 1, precision, seq_len, batch, compute)
         )
-        mixer = groups.get("mixer") or groups.get("linear_attn") or groups.get("conv")
+        homes = ("mixer", "mamba", "linear_attn", "conv")  # the mixer's module in each family
+        mixer = next((groups[g] for g in homes if g in groups), None)
         (mixer or node).add(scan)
     for x in kind.extras:
         leaf = ModuleNode(x.name, repeat=count)

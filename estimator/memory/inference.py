@@ -184,13 +184,12 @@ def _layer_live_elems(model: ModelSpec, tp: Num) -> Num:
     peak: Num = 0
     for kind in model.kinds:
         a, r = kind.attention, kind.mixer
+        qkv = out = 0
         if a is not None:
             qkv = a.num_heads * a.qk_head_dim + a.num_kv_heads * (a.qk_head_dim + a.v_head_dim)
             out = a.num_heads * a.v_head_dim
-        elif r is not None:  # the convolution's channels in and out, then the scan's output
-            qkv, out = 2 * r.conv_channels, r.heads * r.head_dim
-        else:
-            qkv = out = 0
+        if r is not None:  # the convolution's channels in and out, then the scan's output
+            qkv, out = qkv + 2 * r.conv_channels, out + r.heads * r.head_dim
         inter = max(
             (
                 m.in_features * m.active

@@ -31,6 +31,7 @@ from estimator.layout.parallel import Parallelism
 from estimator.layout.sharding import StageShape, distinct_stages, padded_vocab
 from estimator.memory.inference import InferenceMemory, InferenceSetup, inference_memory, kv_elems
 from estimator.spec.accelerator import Accelerator
+from estimator.spec.cluster import Cluster, cluster_of
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
 from estimator.timing.kernels import (
@@ -129,7 +130,7 @@ def _prefill_kinds(
     precision: Precision,
     prompt: int,
     batch: Num,
-    domain: int,
+    domain: Cluster,
 ) -> list[KindTimes]:
     """One layer of each kind prefilling ``batch`` prompts of ``prompt`` tokens."""
     att = serving_attention_format(acc, precision)
@@ -149,7 +150,7 @@ def _decode_kinds(
     precision: Precision,
     batch: Num,
     context: Num,
-    domain: int,
+    domain: Cluster,
 ) -> list[KindTimes]:
     """One layer of each kind in a decode step of ``batch`` sequences at ``context`` tokens."""
     act_b = DTYPES[precision.activations].bytes
@@ -251,7 +252,7 @@ def estimate_inference(
     max_batch_size: int = DEFAULT_MAX_BATCH,
     ttft_target_s: float | None = None,
     tpot_target_s: float | None = None,
-    gpus_per_domain: int | None = None,
+    cluster: Cluster | None = None,
 ) -> InferenceEstimate:
     """Serving memory, TTFT/TPOT with breakdowns, throughput at ``setup.concurrency`` (``0``
     would be refused by the memory model; use ``max_concurrency`` from the result), the
@@ -263,7 +264,7 @@ def estimate_inference(
         if target is not None and target <= 0:
             raise SpecError(name, "must be > 0", target)
     prof = kernel_profile(accelerator.id)
-    domain = gpus_per_domain or accelerator.scale_up_domain
+    domain = cluster or cluster_of(accelerator)
     p = _serving_layout(model, parallel)
     pp = p.pp
     context = setup.input_len + setup.output_len / 2  # the mean over a sequence's decode

@@ -17,7 +17,12 @@ from estimator.spec.families import EXACT, reader_of
 from estimator.spec.model import ModelSpec
 from estimator.spec.reader import MAX_TOTAL_PARAMS, ConfigReader, Recorder
 
-__all__ = ["model_from_config", "supported_model_types", "used_config"]
+__all__ = ["WRAPPED_NOTE", "model_from_config", "supported_model_types", "used_config"]
+
+WRAPPED_NOTE = (
+    "Read from text_config, the language model of a multimodal checkpoint: the parameters"
+    " outside it (a vision tower, its projector) are not counted."
+)
 
 
 def supported_model_types() -> tuple[str, ...]:
@@ -63,6 +68,8 @@ def _read(
     if not isinstance(mt, str) or not mt:
         raise SpecError("config.model_type", "is required (e.g. 'llama', 'qwen2', 'gpt2')")
     model = reader_of(mt)(ConfigReader(raw, mt), model_id)
+    if inner is not None and WRAPPED_NOTE not in model.notes:
+        model = replace(model, notes=(*model.notes, WRAPPED_NOTE))
     if mt not in EXACT:
         model = replace(model, exact=False)
     total = sum(n * kind.params for kind, n in zip(model.kinds, model.kind_counts, strict=True))

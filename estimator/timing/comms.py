@@ -13,6 +13,7 @@ from estimator.layout.ranks import group_shapes, nodes_spanned
 from estimator.layout.sharding import stage_kind_counts
 from estimator.memory.training import TrainingMemory, TrainingSetup, training_memory
 from estimator.spec.accelerator import Accelerator
+from estimator.spec.cluster import Cluster, cluster_of
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
 from estimator.timing import collectives as rules
@@ -76,7 +77,7 @@ def communication_plan(
     setup: TrainingSetup,
     precision: Precision,
     *,
-    gpus_per_domain: int | None = None,
+    cluster: Cluster | None = None,
     tp_comm_overlap: bool = False,
     memory: TrainingMemory | None = None,
 ) -> CommPlan:
@@ -86,7 +87,7 @@ def communication_plan(
     if memory is None:  # the plan's memory estimate, unless the caller has it already
         memory = training_memory(model, accelerator, p, setup, precision)
     prof = kernel_profile(accelerator.id)
-    domain = gpus_per_domain or accelerator.scale_up_domain
+    domain = cluster or cluster_of(accelerator)
     gbs = setup.global_batch_size or setup.micro_batch_size * p.dp
     m = gbs // (setup.micro_batch_size * p.dp)
     tokens = setup.seq_len * setup.micro_batch_size / p.cp
@@ -95,7 +96,7 @@ def communication_plan(
     passes = rules.collective_passes(setup.recompute)
     events: list[CommEvent] = []
 
-    gpn = accelerator.gpus_per_node
+    gpn = domain.gpus_per_node
     shapes = group_shapes(p)
     # One layout: every size and stride is an int. Dense gradients reduce over dp x cp.
     groups = {d: (int(shapes[d][0]), int(shapes[d][1])) for d in ("tp", "cp", "ep", "pp")}

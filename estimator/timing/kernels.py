@@ -40,6 +40,7 @@ from estimator.catalog.files import load
 from estimator.counts.flops import mixer_flops
 from estimator.spec.accelerator import Accelerator
 from estimator.spec.architecture import RecurrentCore
+from estimator.spec.cluster import Cluster
 from estimator.spec.precision import DTYPES, Precision
 from estimator.xp import Num, maximum, minimum, where
 
@@ -267,10 +268,10 @@ def collective_time(
     payload: Num,
     n: Num,
     stride: Num,
-    domain: Num,
+    net: Cluster,
 ) -> Num:
     """Time of one collective over ``n`` ranks whose rank ids are ``stride`` apart, when
-    ``domain`` consecutive ranks share a scale-up (NVLink / xGMI) domain.
+    ``net.scale_up_domain`` consecutive ranks share a scale-up (NVLink / xGMI) domain.
 
     ``payload`` is the full buffer in bytes (all-reduce: the tensor; all-gather: the gathered
     output; reduce-scatter: the input; all-to-all: what one rank sends in all; send/recv: the
@@ -280,8 +281,8 @@ def collective_time(
     all-reduce across, all-gather inside), NCCL's two-level algorithm.
     """
     up_bw = acc.scale_up_bytes_per_s or acc.hbm_bytes_per_s * 0.1
-    out_bw = acc.scale_out_bytes_per_s or 12.5e9
-    local = minimum(maximum(domain // maximum(stride, 1), 1), n)  # group ranks per domain
+    out_bw = net.scale_out_bytes_per_s  # the GPU's NIC share, after oversubscription
+    local = minimum(maximum(net.scale_up_domain // maximum(stride, 1), 1), n)  # ranks per domain
     remote = n // local
     # One group shape (ints): only the case that applies is computed; arrays of layouts get both.
     one = type(remote) is int

@@ -67,6 +67,7 @@ from estimator.memory.training import (
 )
 from estimator.spec.accelerator import Accelerator
 from estimator.spec.architecture import AttentionCore, LayerKind
+from estimator.spec.cluster import Cluster, cluster_of
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
 from estimator.terms import STEP
@@ -109,7 +110,7 @@ class TimingOptions:
     flags: gradient reduction and parameter gather overlapped with compute, TP communication not
     overlapped (``--tp-comm-overlap`` needs Transformer Engine userbuffers)."""
 
-    gpus_per_domain: int | None = None  # GPUs sharing NVLink/xGMI; default: the accelerator's
+    cluster: Cluster | None = None  # nodes, scale-up domain, scale-out; default: the accelerator's
     attention_kernel: AttentionKernel = "fused"
     tp_comm_overlap: bool = False
     overlap_grad_reduce: bool = True
@@ -298,7 +299,7 @@ def layer_time(
     precision: Precision,
     seq_len: int,
     micro_batch: int,
-    domain: int,
+    domain: Cluster,
     flash: bool = True,
     kernel: AttentionKernel = "fused",
     attention_format: str | None = None,
@@ -458,7 +459,7 @@ def _stage_times(
     precision: Precision,
     stage: Num,
     options: TimingOptions,
-    domain: int,
+    domain: Cluster,
     layer_times: Sequence[_LayerTime],
 ) -> dict[str, Num]:
     """Forward / backward / recompute seconds of one micro-batch on ``stage``, from each layer
@@ -532,7 +533,7 @@ def training_time_terms(
     ``stage`` (the slowest of ``stages``). ``parallel`` and ``setup.micro_batch_size`` may hold
     numpy arrays; this is the one formula the single estimate and the sweep share."""
     prof = kernel_profile(accelerator.id)
-    domain = options.gpus_per_domain or accelerator.scale_up_domain
+    domain = options.cluster or cluster_of(accelerator)
     p = parallel
     gbs = setup.global_batch_size or setup.micro_batch_size * p.dp
     m = gbs // (setup.micro_batch_size * p.dp)
@@ -662,7 +663,7 @@ def _dense_collective(
     payload: Num,
     size: Num,
     stride: Num,
-    domain: int,
+    domain: Cluster,
 ) -> Num:
     """Gradient synchronization (``collectives.dp_sync_collective``), for one layout or arrays
     of them (both collectives timed, the right one kept)."""
@@ -751,6 +752,9 @@ def estimate_training(
         tokens=tokens,
     )
     notes = list(memory.notes) + list(kernel_profile(accelerator.id).notes)
+    cluster = (options.cluster if options else None) or cluster_of(accelerator)
+    if parallel.num_gpus > cluster.scale_up_domain:
+        notes += cluster.notes()
     hfu_note = "" if setup.recompute == "none" else "; HFU adds the recomputation"
     notes.append(
         f"MFU/HFU: model FLOPs (3x causal forward{hfu_note}) "

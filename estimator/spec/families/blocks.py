@@ -5,7 +5,7 @@ parameterizes them; nothing here knows a family."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from estimator.errors import SpecError
@@ -21,8 +21,10 @@ from estimator.spec.architecture import (
 from estimator.spec.reader import ConfigReader
 
 __all__ = [
+    "PLAIN_LAYER_TYPES",
     "Layer",
     "attention_linears",
+    "every_nth_global",
     "fused_qkv",
     "gated_mlp",
     "kinds_from_layers",
@@ -35,6 +37,7 @@ __all__ = [
     "sliding_windows",
     "span",
     "standard_core",
+    "typed_windows",
 ]
 
 
@@ -181,6 +184,39 @@ def span(c: ConfigReader, name: str, default: int) -> int:
     if name in c.raw and c.raw[name] is None:
         raise SpecError(f"config.{name}", "must be a number of tokens for the layers that use it")
     return c.integer(name, default=default)
+
+
+PLAIN_LAYER_TYPES = ("full_attention", "sliding_attention")
+
+
+def every_nth_global(c: ConfigReader, layers: int, every: Callable[[], int]) -> tuple[str, ...]:
+    """Each layer's attention type where a config class fills ``layer_types`` by a period
+    (Gemma 3, OLMo 3, EXAONE 4): the config's list when it gives one, else every ``every()``-th
+    layer global and the others sliding; ``every`` reads the period, only where it is used."""
+    if c.raw.get("layer_types") is not None:
+        return layer_types(c, layers, PLAIN_LAYER_TYPES, ())
+    n = every()
+    return tuple(
+        "full_attention" if (i + 1) % n == 0 else "sliding_attention" for i in range(layers)
+    )
+
+
+def typed_windows(
+    c: ConfigReader, types: Sequence[str], default: int | None
+) -> tuple[int | None, ...]:
+    """Each layer's sliding window from its type: ``sliding_window`` tokens on the
+    ``sliding_attention`` layers (``default``, the config class's, where the config leaves it
+    out; required where the class has none), the whole context on the others."""
+    if "sliding_attention" not in types:
+        return (None,) * len(types)
+    if default is None:
+        default = c.opt_integer("sliding_window")
+    if default is None:
+        raise SpecError(
+            "config.sliding_window", "must be a number of tokens for the sliding_attention layers"
+        )
+    window = span(c, "sliding_window", default)
+    return tuple(window if t == "sliding_attention" else None for t in types)
 
 
 def kinds_from_layers(layers: Sequence[Layer]) -> tuple[tuple[LayerKind, ...], tuple[int, ...]]:

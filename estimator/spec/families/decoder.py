@@ -38,7 +38,9 @@ __all__ = [
     "config_defaults",
     "decoder",
     "layer_name",
+    "post_norms",
     "prelude",
+    "qk_norms",
     "read_dims",
     "read_experts",
     "standard_layer_norms",
@@ -113,6 +115,18 @@ def standard_layer_norms(h: int) -> list[Norm]:
     return [rms("input_layernorm", h), rms("post_attention_layernorm", h)]
 
 
+def post_norms(h: int) -> list[Norm]:
+    """OLMo 2/3's and EXAONE 4's placement: an RMSNorm on the attention's output and one on the
+    MLP's (``post_attention_layernorm``, ``post_feedforward_layernorm``), none on their inputs."""
+    return [rms("post_attention_layernorm", h), rms("post_feedforward_layernorm", h)]
+
+
+def qk_norms(q_size: int, k_size: int) -> list[Norm]:
+    """``self_attn.q_norm`` and ``self_attn.k_norm``: RMSNorms over each head (``head_dim``)
+    or, in OLMo 2/3, over the whole query and key projections."""
+    return [rms("self_attn.q_norm", q_size), rms("self_attn.k_norm", k_size)]
+
+
 def attention_layer(
     d: Dims,
     window: int | None,
@@ -137,20 +151,21 @@ def attention_layer(
 def read_experts(
     c: ConfigReader,
     experts: tuple[str, ...],
-    default_experts: int,
-    default_top_k: int,
+    default_experts: int | None,
+    default_top_k: int | None,
     intermediate: str,
-    default_intermediate: int,
+    default_intermediate: int | None,
+    top_k_names: tuple[str, ...] = ("num_experts_per_tok",),
 ) -> tuple[int, int, int]:
     """A mixture of experts' size: routed experts (under the first of ``experts`` the config
-    sets), ``num_experts_per_tok`` of them a token, each of ``intermediate`` width."""
+    sets), ``num_experts_per_tok`` (or the first of ``top_k_names`` set) of them a token, each
+    of ``intermediate`` width (a None default: the config must set it)."""
     count = c.integer(*experts, default=default_experts)
-    top_k = c.integer("num_experts_per_tok", default=default_top_k)
+    top_k = c.integer(*top_k_names, default=default_top_k)
     inter = c.integer(intermediate, default=default_intermediate)
     if top_k > count:
-        raise SpecError(
-            "config.num_experts_per_tok", f"must be <= the number of experts ({count})", top_k
-        )
+        named = next((name for name in top_k_names if c.get(name) is not None), top_k_names[0])
+        raise SpecError(f"config.{named}", f"must be <= the number of experts ({count})", top_k)
     return count, top_k, inter
 
 
@@ -197,10 +212,19 @@ def decoder(
     moe: MoESpec | None,
     activation: str,
     notes: Sequence[str] = (),
+    gated: bool = True,
+    dropouts: tuple[float, float] | None = None,
 ) -> ModelSpec:
     """A Llama-style decoder: an embedding of ``vocab x hidden``, ``layers``, a final RMSNorm
-    and the head (tied or not); max positions and dropouts from the config."""
+    and the head (tied or not); max positions and dropouts from the config. ``gated``: the MLPs
+    are gated (SwiGLU/GeGLU), not a plain up/down pair; ``dropouts``: the attention and
+    residual dropout where the family reads them under its own names and defaults."""
     kinds, index = kinds_from_layers(layers)
+    if dropouts is None:
+        dropouts = (
+            c.number("attention_dropout", default=0.0),
+            c.number("resid_pdrop", "hidden_dropout", default=0.0),
+        )
     return ModelSpec(
         id=ident,
         model_type=c.model_type,
@@ -217,10 +241,10 @@ def decoder(
         final_norm=rms("norm", dims.hidden),
         embedding_projections=(),
         mlp_activation=activation,
-        gated_mlp=True,
+        gated_mlp=gated,
         norm_type="rmsnorm",
-        attention_dropout=c.number("attention_dropout", default=0.0),
-        hidden_dropout=c.number("resid_pdrop", "hidden_dropout", default=0.0),
+        attention_dropout=dropouts[0],
+        hidden_dropout=dropouts[1],
         moe=moe,
         config=dict(c.plain),
         notes=tuple(notes),

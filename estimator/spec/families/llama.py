@@ -5,7 +5,7 @@ is read the same way, with a note saying so, unless its config names experts."""
 from __future__ import annotations
 
 from estimator.errors import SpecError
-from estimator.spec.families.blocks import gated_mlp
+from estimator.spec.families.blocks import PLAIN_LAYER_TYPES, gated_mlp
 from estimator.spec.families.decoder import attention_layer, config_defaults, decoder, prelude
 from estimator.spec.model import ModelSpec
 from estimator.spec.reader import ConfigReader
@@ -72,7 +72,6 @@ UNMODELLED_KEYS = {
     "chunked attention": ("attention_chunk_size",),
     "cross-attention": ("cross_attention_layers", "is_encoder_decoder", "encoder_layers"),
 }
-PLAIN_LAYER_TYPES = ("full_attention", "sliding_attention")
 
 
 def read(c: ConfigReader, ident: str) -> ModelSpec:
