@@ -86,7 +86,13 @@ def quantization_notes(c: ConfigReader) -> list[str]:
         return []
     kept = q.get("modules_to_not_convert") or []
     rest = f", all but {', '.join(map(str, kept))}" if kept else ""
+    shipped = (
+        " (precision mxfp4-experts stores the experts as shipped)"
+        if q["quant_method"] == "mxfp4"
+        else ""
+    )
     return [
         f"The checkpoint ships quantized weights (quantization_config: {q['quant_method']}{rest});"
-        " parameters are counted in elements and stored in the precision the plan names."
+        " parameters are counted in elements and stored in the precision the plan names"
+        f"{shipped}."
     ]
