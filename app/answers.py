@@ -288,6 +288,7 @@ def layer_table_out(t: LayerTable) -> dict[str, Any]:
                 "layers_in_model": layer.layers_in_model,
                 "layers_on_gpu": layer.layers_on_gpu,
                 "params_per_gpu": layer.params_per_gpu,
+                "resident_params_per_gpu": layer.resident_params_per_gpu,
                 "activation_bytes": layer.activation_bytes,
                 "modules": [_module_out(m) for m in layer.modules],
                 "activations": [{"name": n, "bytes": b} for n, b in layer.activations],

@@ -77,3 +77,47 @@ def test_api_page_and_cli(tmp_path: Path) -> None:
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps(req))
     assert main(["layers", str(plan)]) == 0
+
+
+@pytest.mark.parametrize(
+    "p",
+    [
+        Parallelism(tp=1, pp=1, dp=1024, zero_stage=3),
+        Parallelism(tp=8, pp=1, dp=16, ep=8, etp=1, zero_stage=3, sequence_parallel=True),
+        Parallelism(tp=8, pp=2, dp=4, zero_stage=1),
+    ],
+    ids=["zero3-dense", "zero3-experts", "zero1"],
+)
+def test_zero3_says_what_is_resident_and_what_is_gathered(p: Parallelism) -> None:
+    """Under ZeRO-3 a GPU computes with whole (TP-sharded) weights but keeps only its slice
+    between uses: the resident column sums to the memory estimate's weights term, the gathered
+    column to the unsharded-over-DP layer. Below stage 3 both are the same."""
+    name = "mixtral-8x7b" if p.ep > 1 else "llama-3-70b"
+    model, precision = get_model(name), get_precision("bf16")
+    table = layer_table(model, H100, p, TrainingSetup(4096, 1, p.dp), precision)
+    q = next(m for m in table.layers[0].modules if m.name == "self_attn.q_proj")
+    dense_shards = p.dp * p.cp if p.zero_stage >= 3 else 1
+    assert q.resident_params_per_gpu == q.params_per_gpu / dense_shards
+    first, last = table.memory.stage == 0, table.memory.stage == p.pp - 1
+    resident = table.embedding.resident_bytes_per_gpu if first else 0.0
+    if table.head is not None and last:
+        resident += table.head.resident_bytes_per_gpu
+    for rows in table.layers:
+        n = rows.layers_on_gpu
+        resident += n * sum(m.resident_bytes_per_gpu for m in rows.modules)
+    final_norm = model.final_norm.params * 2 / dense_shards if model.final_norm and last else 0
+    assert resident + final_norm == pytest.approx(table.memory.weights_bytes, rel=1e-9)
+    if p.ep > 1:
+        experts = next(m for m in table.layers[0].modules if m.copies > 1)
+        expert_shards = p.tp * p.cp * p.dp // (p.ep * p.expert_tp)
+        assert experts.resident_params_per_gpu == experts.params_per_gpu / expert_shards
+
+
+def test_zero3_resident_column_on_api_and_page() -> None:
+    client = TestClient(app)
+    req = {"model": "llama-3-70b", "num_gpus": 1024, "layout": {"tp": 1, "zero_stage": 3}}
+    body = client.post("/api/v1/training/layers", json=req).json()
+    layer = body["layers"][0]
+    assert layer["resident_params_per_gpu"] == pytest.approx(layer["params_per_gpu"] / 1024)
+    page = client.get("/training?model=llama-3-70b&num_gpus=1024&tp=1&zero_stage=3").text
+    assert "Resident at rest" in page and "kept between uses: ZeRO-3 gathers the rest" in page

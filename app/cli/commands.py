@@ -516,15 +516,20 @@ def _layers(args: argparse.Namespace) -> int:
     for layer in table.layers:
         print(
             f"{layer.kind}: {layer.layers_on_gpu} of {layer.layers_in_model} layers on the GPU, "
-            f"{layer.params_per_gpu:,.0f} params and {layer.activation_bytes / 2**20:,.1f} MiB "
-            "saved per layer and micro-batch"
+            f"{layer.params_per_gpu:,.0f} params to compute with"
+            + (
+                f" ({layer.resident_params_per_gpu:,.0f} kept between uses, ZeRO-3)"
+                if layer.resident_params_per_gpu < layer.params_per_gpu
+                else ""
+            )
+            + f" and {layer.activation_bytes / 2**20:,.1f} MiB saved per layer and micro-batch"
         )
         for m in layer.modules:
             shape = " x ".join(map(str, m.shape))
             shard = " x ".join(map(str, m.shard_shape))
             print(
                 f"  {m.name:<34} {m.split:<10} {shape:>15} -> {shard:<15} "
-                f"{m.params_per_gpu:>14,.0f} params"
+                f"{m.params_per_gpu:>14,.0f} params {m.resident_params_per_gpu:>14,.0f} resident"
             )
     print(f"most-loaded GPU total: {fmt.gib(table.memory.total_bytes, 2)}")
     return 0

@@ -356,8 +356,14 @@ class ModuleRowOut(BaseModel):
     copies: int
     copies_per_gpu: int
     params: int
-    params_per_gpu: float
+    params_per_gpu: float = Field(
+        description="After TP / EP: what a GPU computes with (gathered before use under ZeRO-3)"
+    )
     bytes_per_gpu: float
+    resident_params_per_gpu: float = Field(
+        description="Kept between uses: under ZeRO-3 / FSDP a 1 / (data-parallel shards) slice"
+    )
+    resident_bytes_per_gpu: float
 
 
 class SavedTensorOut(BaseModel):
@@ -376,7 +382,8 @@ class LayerRowsOut(BaseModel):
     kind: str
     layers_in_model: int
     layers_on_gpu: int
-    params_per_gpu: float
+    params_per_gpu: float = Field(description="Per layer, gathered for compute")
+    resident_params_per_gpu: float = Field(description="Per layer, kept between uses")
     activation_bytes: float = Field(description="Kept for backward per micro-batch per layer")
     modules: list[ModuleRowOut]
     activations: list[SavedTensorOut]

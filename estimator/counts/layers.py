@@ -11,7 +11,7 @@ estimate charges for it (tested). Shapes are ``(out_features, in_features)`` as 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from estimator.counts.params import count_params
 from estimator.layout.parallel import Parallelism
@@ -42,8 +42,13 @@ class ModuleRow:
     copies: int  # expert copies in the layer (1 for everything else)
     copies_per_gpu: int
     params: int  # whole module, unsharded
-    params_per_gpu: float
+    params_per_gpu: float  # after TP / EP: what a GPU computes with (gathered under ZeRO-3)
     bytes_per_gpu: float  # in the weights' storage format
+    # What a GPU keeps between uses: under ZeRO-3 / FSDP a 1 / (data-parallel shards) slice of
+    # the above (gathered before each use and freed after); otherwise all of it. Filled by
+    # ``layer_table`` from the layout.
+    resident_params_per_gpu: float = 0.0
+    resident_bytes_per_gpu: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,10 @@ class LayerRows:
         return sum(m.params_per_gpu for m in self.modules)
 
     @property
+    def resident_params_per_gpu(self) -> float:
+        return sum(m.resident_params_per_gpu for m in self.modules)
+
+    @property
     def activation_bytes(self) -> float:
         return sum(b for _, b in self.activations)
 
@@ -75,6 +84,26 @@ class LayerTable:
     model_params: int
     model_bytes: dict[str, float]  # unsharded: weights, gradients, master weights, optimizer
     memory: TrainingMemory  # the most-loaded GPU
+
+
+def weight_shards(p: Parallelism, experts: bool) -> int:
+    """The ranks ZeRO-3 / FSDP slices a GPU's weights over at rest (1 below stage 3): dense
+    parameters over dp * cp, routed experts over the expert data-parallel ranks, as the memory
+    estimate divides them."""
+    if p.zero_stage < 3:
+        return 1
+    if experts:
+        return p.tp * p.cp * p.dp // (p.ep * p.expert_tp)
+    return p.dp * p.cp
+
+
+def _resident(row: ModuleRow, p: Parallelism) -> ModuleRow:
+    shards = weight_shards(p, row.copies > 1)
+    return replace(
+        row,
+        resident_params_per_gpu=row.params_per_gpu / shards,
+        resident_bytes_per_gpu=row.bytes_per_gpu / shards,
+    )
 
 
 def _linear_row(m: Linear, p: Parallelism, w_bytes: float, b_bytes: float) -> ModuleRow:
@@ -179,6 +208,7 @@ def layer_table(
         collectives = (
             (("attention", per_pass, msg, shape), ("mlp", per_pass, msg, shape)) if p.tp > 1 else ()
         )
+        modules = [_resident(m, p) for m in modules]
         layers.append(LayerRows(kind.name, n_model, int(n_gpu), tuple(modules), saved, collectives))
     vocab = padded_vocab(model, p.tp)
     rows = vocab // p.tp
@@ -195,6 +225,8 @@ def layer_table(
             (rows, model.embed_dim), 1, 1, 0 if model.tie_embeddings else emb_params,
             float(rows * model.embed_dim), rows * model.embed_dim * o_bytes,
         )  # fmt: skip
+    embedding = _resident(embedding, p)
+    head = None if head is None else _resident(head, p)
     total = count_params(model).total
     state_bytes = optimizer_state_bytes_per_param(model, setup.optimizer)
     model_bytes = {
