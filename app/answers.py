@@ -46,7 +46,8 @@ from estimator.spec.precision import DTYPES
 from estimator.sweep.serving import ServingSweep
 from estimator.sweep.training import TrainingSweep
 from estimator.timing.comms import CommPlan
-from estimator.timing.training import BREAKDOWN, TrainingEstimate
+from estimator.timing.stacks import stack_profile
+from estimator.timing.training import BREAKDOWN, TimingOptions, TrainingEstimate
 
 __all__ = [
     "accelerator_out",
@@ -174,9 +175,25 @@ def training_out(plan: TrainingPlan, e: TrainingEstimate) -> dict[str, Any]:
         },
         "params": params_dict(plan.model),
         "cluster": cluster_dict(plan.cluster),
+        "stack": stack_dict(plan.options),
         "exact": plan.model.exact,
         "calibrated": e.calibrated,
         "notes": ([plan.pipeline.description] if plan.pipeline else []) + list(e.notes),
+    }
+
+
+def stack_dict(options: TimingOptions) -> dict[str, Any]:
+    """The software stack profile a training answer assumed, as its options applied it."""
+    profile = stack_profile(options.stack)
+    return {
+        "name": profile.name,
+        "label": profile.label,
+        "attention_kernel": options.attention_kernel,
+        "tp_comm_overlap": options.tp_comm_overlap,
+        "overlap_grad_reduce": options.overlap_grad_reduce,
+        "overlap_param_gather": options.overlap_param_gather,
+        "compute_scale": options.compute_scale,
+        "fitted_on": profile.fitted_on,
     }
 
 

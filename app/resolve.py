@@ -54,6 +54,7 @@ from estimator.sweep.training import (
     sweep_training,
 )
 from estimator.timing.comms import CommPlan, communication_plan
+from estimator.timing.stacks import STACKS
 from estimator.timing.training import TimingOptions, TrainingEstimate, estimate_training
 
 __all__ = [
@@ -247,10 +248,9 @@ def training_plan(req: TrainingRequest) -> TrainingPlan:
     )
     accelerator = resolve_accelerator(req.accelerator)
     cluster = _cluster(accelerator, req)
-    options = TimingOptions(
-        cluster=cluster,
-        attention_kernel=req.attention_kernel,
-        tp_comm_overlap=req.tp_comm_overlap,
+    given = {"attention_kernel": req.attention_kernel, "tp_comm_overlap": req.tp_comm_overlap}
+    options = TimingOptions.of_stack(
+        req.stack, cluster=cluster, **{k: v for k, v in given.items() if v is not None}
     )
     usd, source = price_for(req.accelerator, req.price_usd_per_gpu_hour)
     return TrainingPlan(
@@ -278,6 +278,20 @@ def _estimate(plan: TrainingPlan, req: TrainingRequest) -> TrainingEstimate:
     )
 
 
+def stack_spread(plan: TrainingPlan, req: TrainingRequest) -> dict[str, TrainingEstimate]:
+    """The same plan under every software stack profile (the training page's spread), each
+    with the profile's own behaviours."""
+    return {
+        name: estimate_training(
+            *plan.specs,
+            tokens=req.tokens,
+            price_usd_per_gpu_hour=plan.price_usd_per_gpu_hour,
+            options=TimingOptions.of_stack(name, cluster=plan.cluster),
+        )
+        for name in STACKS
+    }
+
+
 def _ranks(plan: TrainingPlan, req: TrainingRequest) -> RankLayout:
     """The plan's parallel groups; nodes of ``gpus_per_node`` (default: the accelerator's)."""
     validate_layout(plan.model, plan.parallel, training=True)
@@ -290,7 +304,7 @@ def _comms(
     return communication_plan(
         *plan.specs,
         cluster=plan.cluster,
-        tp_comm_overlap=req.tp_comm_overlap,
+        tp_comm_overlap=plan.options.tp_comm_overlap,
         memory=memory,
     )
 
@@ -342,6 +356,7 @@ class TrainingViews:
     timeline: Timeline
     layers: LayerTable
     tree: ModuleNode
+    stacks: dict[str, TrainingEstimate]  # the plan under each software stack profile
 
 
 def run_training_views(req: TrainingRequest) -> TrainingViews:
@@ -356,6 +371,7 @@ def run_training_views(req: TrainingRequest) -> TrainingViews:
         timeline=_timeline(plan),
         layers=_layers(plan, memory),
         tree=_tree(plan, req),
+        stacks=stack_spread(plan, req),
     )
 
 
@@ -554,6 +570,7 @@ def _training_sweep(req: TrainingSweepRequest) -> TrainingSweep:
             max_layouts=MAX_TRAINING_LAYOUTS,
             top_k=req.top_k,
             objective=req.objective,
+            options=TimingOptions.of_stack(req.stack),
             progress=_deadline(sweep_limit_s()),
         )
     except SpecError as exc:

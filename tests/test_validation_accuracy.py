@@ -6,7 +6,8 @@ and the models compared before Llama 4 joined the catalog); the bounds are the m
 validation/report.md plus a point or two, so a change that drifts is caught, and each family is
 pinned on its own. The far-off records (gpt-oss training, Llama 4 serving, B200 Qwen3 MoE at
 micro-batch 1, FlashAttention-2 at long sequences on H100, Qwen3 MoE serving) are pinned at their
-present error so that they are seen, not hidden. Nothing here is fitted on these records.
+present error so that they are seen, not hidden. One number is fitted on a group: the
+llm-foundry profile's compute factor, on the MosaicML runs (in-sample, and said so).
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ def test_kernel_models_meet_the_15_percent_target(built: dict[str, object]) -> N
 def test_end_to_end_accuracy_does_not_regress(built: dict[str, object]) -> None:
     kinds = _summary(built, "by kind")
     assert kinds["training"]["n"] >= 250 and kinds["serving"]["n"] >= 127
-    assert kinds["training"]["median_ape"] <= 0.15  # the issue's target (report: 14.4%)
-    assert kinds["training"]["p90_ape"] <= 0.38  # report: 36.9%, gpt-oss's 9 records included
+    assert kinds["training"]["median_ape"] <= 0.12  # report: 10.6% (14.4% before stack profiles)
+    assert kinds["training"]["p90_ape"] <= 0.33  # report: 31.6%, gpt-oss's 9 records included
     # The families compared before this round's catalog (Llama, MPT, GPT-3, Qwen3 MoE,
     # DeepSeek-V3: 215 records now, uneven pipeline splits included) keep their bounds.
     before = sorted(
@@ -50,7 +51,8 @@ def test_end_to_end_accuracy_does_not_regress(built: dict[str, object]) -> None:
         if r.kind == "training" and r.family in {"llama", "mpt", "gpt2", "qwen3_moe", "deepseek_v3"}
     )
     assert len(before) >= 210
-    assert statistics.median(before) <= 0.15 and statistics.quantiles(before, n=10)[-1] <= 0.33
+    # report: 9.4% median, 29.0% p90 (13.7% and 32.2% before the llm-foundry profile)
+    assert statistics.median(before) <= 0.11 and statistics.quantiles(before, n=10)[-1] <= 0.30
     # All 127 serving records (report: 22.9%, p90 61.2%): the RTX PRO 6000 BSE's 22 run on the
     # documented fallback curves (no kernel tables for its GB202 chip), Llama 4's 29 are far off.
     assert kinds["serving"]["median_ape"] <= 0.24
@@ -70,17 +72,20 @@ def test_end_to_end_accuracy_does_not_regress(built: dict[str, object]) -> None:
     assert serving_families["qwen3_moe"]["median_ape"] <= 0.44
     groups = _summary(built, "training by group")
     assert groups["nvidia_nemo_24.07_perf_summary"]["median_ape"] <= 0.08
-    assert groups["mosaicml_llm_foundry_mpt_benchmarks"]["median_ape"] <= 0.15
+    # In-sample: the llm-foundry profile's one factor is fitted on this group (report: 7.8%,
+    # 13.7% at 1.0); fitted on the A100 runs alone, the H100 runs are 16.0% off (22.7% at 1.0).
+    assert groups["mosaicml_llm_foundry_mpt_benchmarks"]["median_ape"] <= 0.09
     assert groups["nvidia_megatron_bridge_perf_summary"]["median_ape"] <= 0.18  # report: 16.4%
     accelerators = _summary(built, "training by accelerator")
-    for acc in ("a100-sxm-40gb", "a100-sxm-80gb", "gb200"):
-        assert accelerators[acc]["median_ape"] <= 0.14, acc
+    for acc in ("a100-sxm-40gb", "a100-sxm-80gb"):
+        assert accelerators[acc]["median_ape"] <= 0.10, acc
+    assert accelerators["gb200"]["median_ape"] <= 0.13
     assert accelerators["gb300"]["median_ape"] <= 0.23  # Nemotron 3 and Qwen3 MoE under-predicted
-    assert accelerators["h100-sxm-80gb"]["median_ape"] <= 0.21
+    assert accelerators["h100-sxm-80gb"]["median_ape"] <= 0.12  # report: 10.3%
     families = _summary(built, "training by family")
     for family, bound in {
         "llama": 0.10,
-        "mpt": 0.15,
+        "mpt": 0.09,
         "deepseek_v3": 0.17,
         "kimi_k2": 0.19,
         "nemotron_h": 0.19,
@@ -94,10 +99,10 @@ def test_end_to_end_accuracy_does_not_regress(built: dict[str, object]) -> None:
     ("record", "tolerance"),
     [  # |error| in validation/report.md plus about 5 points
         ("mbridge-26.04-LLAMA3_70B-DGX-H100-64-FP8-L300", 0.14),
-        ("mpt-7b-a100_80gb-8gpu-s4096-mb16-amp_bf16-L164", 0.05),
-        ("mpt-7b-a100_80gb-8gpu-s32768-mb2-amp_bf16-L164", 0.18),
+        ("mpt-7b-a100_80gb-8gpu-s4096-mb16-amp_bf16-L164", 0.16),  # llm-foundry factor
+        ("mpt-7b-a100_80gb-8gpu-s32768-mb2-amp_bf16-L164", 0.05),
         ("mbridge-26.06-Qwen3_30B_a3B-DGX-H100-16-FP8-L127", 0.26),  # EP16 all-to-all over IB
-        ("mpt-1b-h100_80gb-8gpu-s32768-mb1-amp_bf16-L96", 0.62),  # FlashAttention-2 on Hopper
+        ("mpt-1b-h100_80gb-8gpu-s32768-mb1-amp_bf16-L96", 0.43),  # FlashAttention-2 on Hopper
         ("nemo2407-GPT3-5B-pretrain-64gpu", 0.15),
         ("nemo2407-LLAMA3-8B-pretrain-8gpu", 0.18),
         ("mbridge-26.02-LLAMA3_70B-DGX-GB300-64-NVFP4-L481", 0.13),  # bf16 attention under NVFP4

@@ -52,7 +52,6 @@ from estimator import (
 )
 from estimator.counts.flops import Recompute
 from estimator.layout.pipeline import model_split
-from estimator.timing.kernels import AttentionKernel
 
 __all__ = [
     "DATA",
@@ -88,7 +87,7 @@ class TrainingCase:
     measured_model_tflops_per_gpu: float | None
     source: str
     assumptions: tuple[str, ...]
-    attention_kernel: AttentionKernel = "fused"
+    stack: str = "megatron-core"  # the software stack profile of the run's framework
 
 
 @dataclass(frozen=True)
@@ -542,7 +541,7 @@ def _mosaic_case(r: Record, ident: str) -> TrainingCase:
         recompute,
         assumptions,
         tokens_key="throughput_tokens_per_s_per_gpu",
-        attention_kernel="flash2",
+        stack="llm-foundry",
     )
 
 
@@ -557,7 +556,7 @@ def _case(
     recompute: Recompute,
     assumptions: list[str],
     tokens_key: str = "tokens_per_s_per_gpu",
-    attention_kernel: AttentionKernel = "fused",
+    stack: str = "megatron-core",
 ) -> TrainingCase:
     """A training record's case from what its reader made of it (``hardware``: accelerator id,
     GPUs, GPUs per node), once the core accepts the layout; measured throughput under
@@ -587,7 +586,7 @@ def _case(
         measured_model_tflops_per_gpu=None if tflops is None else _float(tflops, "TFLOP/s"),
         source=_source(r["source"]),
         assumptions=tuple(assumptions),
-        attention_kernel=attention_kernel,
+        stack=stack,
     )
 
 

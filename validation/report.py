@@ -3,10 +3,11 @@
 ``python -m validation.report`` (or ``llm-planner validate``) evaluates the estimator on every
 usable record of ``validation/data`` and prints, per group, accelerator and model family, the
 median and p90 absolute percentage error; ``--write`` also stores ``validation/report.md`` and
-``validation/report.json``. Error = ``predicted / measured - 1``. Nothing here is fitted on
-these records: the kernel constants come from ``calibrate.py`` (kernel tables only) and the
-framework options are the documented defaults of ``estimator.timing.training.TimingOptions``,
-except the attention kernel, which each record's framework determines (``records.py``).
+``validation/report.json``. Error = ``predicted / measured - 1``. Nothing is fitted on single
+records: the kernel constants come from ``calibrate.py`` (kernel tables only) and the
+framework behaviours are the software stack profile of each record's framework
+(``estimator.timing.stacks``; ``records.py`` names it): one compute factor per stack is fitted
+on that stack's whole group (``fit_stacks.py``), never per record.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ import csv
 import json
 import statistics
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from estimator import (
     InferenceSetup,
@@ -38,6 +39,9 @@ from estimator.timing.kernels import (
     kernel_profile,
 )
 from estimator.timing.training import TimingOptions, estimate_training
+
+if TYPE_CHECKING:
+    from validation.records import TrainingCase
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -134,6 +138,25 @@ def _family(model: ModelSpec) -> str:
     return model.model_type
 
 
+def case_throughput(
+    case: TrainingCase, stack: str | None = None, scale: float | None = None
+) -> float:
+    """Predicted tokens/s per GPU of a training record, under its own stack profile or
+    ``stack``, with the profile's compute factor or ``scale``."""
+    options = TimingOptions.of_stack(stack or case.stack)
+    if scale is not None:
+        options = replace(options, compute_scale=scale)
+    est = estimate_training(
+        case.model,
+        get_accelerator(case.accelerator),
+        case.parallel,
+        case.setup,
+        get_precision(case.precision),
+        options=options,
+    )
+    return est.tokens_per_s_per_gpu
+
+
 def training_rows() -> tuple[list[Row], list[tuple[str, str]]]:
     from validation.records import Skip, training_cases
 
@@ -144,14 +167,7 @@ def training_rows() -> tuple[list[Row], list[tuple[str, str]]]:
             skipped.append((case.id, case.reason))
             continue
         try:
-            est = estimate_training(
-                case.model,
-                get_accelerator(case.accelerator),
-                case.parallel,
-                case.setup,
-                get_precision(case.precision),
-                options=TimingOptions(attention_kernel=case.attention_kernel),
-            )
+            predicted = case_throughput(case)
         except SpecError as exc:
             skipped.append((case.id, str(exc)))
             continue
@@ -163,7 +179,7 @@ def training_rows() -> tuple[list[Row], list[tuple[str, str]]]:
                 family=_family(case.model),
                 id=case.id,
                 measured=case.measured_tokens_per_s_per_gpu,
-                predicted=est.tokens_per_s_per_gpu,
+                predicted=predicted,
                 unit="tokens/s/GPU",
             )
         )

@@ -38,6 +38,7 @@ __all__ = [
     "PrecisionRef",
     "Price",
     "Request",
+    "Stack",
     "TokenCount",
     "has_model_type",
     "terms_model",
@@ -53,6 +54,7 @@ GpuCount = Annotated[int, Field(ge=1, le=MAX_GPUS)]
 TokenCount = Annotated[int, Field(ge=1, le=MAX_TOKENS_PER_SEQUENCE)]
 Price = Annotated[float, Field(ge=0, le=1e4, description="USD per GPU-hour")]
 AttentionKernel = Literal["fused", "flash2"]
+Stack = Literal["megatron-core", "fsdp2", "deepspeed", "llm-foundry"]  # estimator.timing.stacks
 
 
 def has_model_type(config: dict[str, Any]) -> dict[str, Any]:

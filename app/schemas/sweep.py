@@ -11,7 +11,15 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from app.schemas.common import GpuCount, LayoutSize, ModelRef, Price, Request, TokenCount
+from app.schemas.common import (
+    GpuCount,
+    LayoutSize,
+    ModelRef,
+    Price,
+    Request,
+    Stack,
+    TokenCount,
+)
 from app.schemas.fields import form
 from app.schemas.inference import OUTPUT, PROMPT, OutputLen
 from app.schemas.training import (
@@ -84,7 +92,9 @@ class TrainingSweepRequest(Request):
         json_schema_extra=form("GPU counts", "Space", "8,16,…,1024", flag="--gpus"),
     )
     gpus_per_node: Annotated[int, Field(ge=1, le=1024)] | None = Field(
-        None, description="TP stays inside a node; default the accelerator's NVLink domain"
+        None,
+        description="TP stays inside this many GPUs; default the larger of the accelerator's"
+        " GPUs per node and its scale-up (NVLink) domain",
     )
     layout: SweepLayout = Field(default_factory=lambda: SweepLayout())
     seq_len: TokenCount = Field(
@@ -108,6 +118,11 @@ class TrainingSweepRequest(Request):
     )
     optimizer: Optimizer = "adamw"
     flash_attention: bool = True
+    stack: Stack = Field(
+        "megatron-core",
+        description="Software stack profile every layout is timed under (as the estimate's)",
+        json_schema_extra=form("Software stack", "Workload"),
+    )
     tokens: Tokens | None = Field(
         None, json_schema_extra=form("Tokens to train", "Workload", "e.g. 2e12")
     )

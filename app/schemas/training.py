@@ -17,6 +17,7 @@ from app.schemas.common import (
     PrecisionRef,
     Price,
     Request,
+    Stack,
     TokenCount,
     terms_model,
 )
@@ -155,11 +156,19 @@ class TrainingRequest(ClusterFields):
     )
     optimizer: Optimizer = "adamw"
     flash_attention: bool = True
-    attention_kernel: AttentionKernel = Field(
-        "fused", description="fused (cuDNN / FlashAttention-3 class) or flash2"
+    stack: Stack = Field(
+        "megatron-core",
+        description="Software stack profile (its attention kernel, which communication it"
+        " overlaps, its fitted compute factor): megatron-core (Megatron-Core / NeMo), fsdp2"
+        " (PyTorch FSDP2 / TorchTitan), deepspeed, llm-foundry (Composer)",
+        json_schema_extra=form("Software stack", "Batch"),
+    )
+    attention_kernel: AttentionKernel | None = Field(
+        None,
+        description="fused (cuDNN / FlashAttention-3 class) or flash2; default: the stack's",
     )
     activation_convention: Literal["megatron", "hf"] = "megatron"
-    tp_comm_overlap: bool = False
+    tp_comm_overlap: bool | None = Field(None, description="Default: the stack's")
     tokens: Tokens | None = Field(
         None, json_schema_extra=form("Tokens to train", "Cost", "e.g. 2e12")
     )
@@ -267,6 +276,19 @@ class ResolvedTrainingLayout(BaseModel):
     )
 
 
+class StackOut(BaseModel):
+    """The software stack profile the answer assumed (estimator.timing.stacks)."""
+
+    name: Stack
+    label: str
+    attention_kernel: AttentionKernel
+    tp_comm_overlap: bool
+    overlap_grad_reduce: bool
+    overlap_param_gather: bool
+    compute_scale: float = Field(description="Compute time factor; 1.0: the kernel model as is")
+    fitted_on: str
+
+
 class TrainingEstimateOut(BaseModel):
     model: str
     accelerator: str
@@ -279,6 +301,7 @@ class TrainingEstimateOut(BaseModel):
     cost: TrainingCostOut
     params: Params
     cluster: ClusterOut
+    stack: StackOut
     exact: bool = Field(
         description="Whether the model's architecture is read exactly (parameters, FLOPs and"
         " caches checked against transformers); false for a model read approximately, whose"

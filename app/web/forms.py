@@ -178,6 +178,11 @@ TRAINING_INPUTS = inputs_of(
     "global_batch_size",
     "recompute",
     "precision",
+    "stack",
+    "gpus_per_node",
+    "scale_up_domain",
+    "scale_out_gbit_per_s",
+    "oversubscription",
     "tokens",
     "price_usd_per_gpu_hour",
 )
@@ -195,6 +200,10 @@ SERVING_INPUTS = inputs_of(
     "concurrency",
     "ttft_target_s",
     "tpot_target_s",
+    "gpus_per_node",
+    "scale_up_domain",
+    "scale_out_gbit_per_s",
+    "oversubscription",
     "price_usd_per_gpu_hour",
 )
 SWEEP_INPUTS = inputs_of(
@@ -211,6 +220,7 @@ SWEEP_INPUTS = inputs_of(
     "micro_batch_size",
     "recompute",
     "precision",
+    "stack",
     "seq_len",
     "global_batch_size",
     "tokens",

@@ -72,6 +72,7 @@ from app.web.forms import (
 )
 from estimator import model_ids
 from estimator.errors import SpecError, UnknownIdError
+from estimator.timing.stacks import STACKS
 
 __all__ = ["page_query", "router", "templates"]
 
@@ -267,6 +268,18 @@ def _run_training_page(req: TrainingRequest) -> dict[str, Any]:
         "_timeline": timeline_out(v.timeline),
         "_layers": layer_table_out(v.layers),
         "_tree": tree_out(v.tree, out["model"], req.seq_len, req.micro_batch_size, 5),
+        "_stacks": [
+            {
+                "name": name,
+                "label": STACKS[name].label,
+                "fitted_on": STACKS[name].fitted_on,
+                "step_s": e.time.step_s,
+                "tokens_per_s_per_gpu": e.tokens_per_s_per_gpu,
+                "mfu": e.mfu,
+                "usd_per_1m_tokens": e.usd_per_1m_tokens,
+            }
+            for name, e in v.stacks.items()
+        ],
     }
 
 

@@ -42,6 +42,7 @@ from estimator.spec.precision import Precision, get_precision
 from estimator.sweep.pareto import front
 from estimator.terms import TRAINING_MEMORY
 from estimator.timing.rates import derive_rates
+from estimator.timing.stacks import stack_profile
 from estimator.timing.training import (
     BREAKDOWN,
     TimingOptions,
@@ -612,7 +613,7 @@ def sweep_training(
     idx = np.flatnonzero(feasible)
     counts["feasible"] = int(idx.size)
     priced = idx[np.isfinite(columns["usd_per_1m_tokens"][idx])]
-    notes = list(model.notes)
+    notes = [*model.notes, stack_profile(options.stack).note()]
     unpriced = sorted({a for a in ids if price_of(a, workload.prices) is None})
     if unpriced:
         notes.append(

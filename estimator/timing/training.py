@@ -47,6 +47,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from estimator.counts.flops import (
     attention_terms,
@@ -84,6 +85,7 @@ from estimator.timing.kernels import (
     mixer_time,
 )
 from estimator.timing.rates import derive_rates
+from estimator.timing.stacks import DEFAULT_STACK, STACK_NOTES, stack_profile
 from estimator.xp import Num, is_array, logical_and, maximum, minimum, numpy, take, where
 
 __all__ = [
@@ -108,13 +110,33 @@ ELEMENTWISE_KERNELS_FORWARD = 3
 class TimingOptions:
     """Framework behaviour the step time depends on. Defaults follow Megatron-LM's recommended
     flags: gradient reduction and parameter gather overlapped with compute, TP communication not
-    overlapped (``--tp-comm-overlap`` needs Transformer Engine userbuffers)."""
+    overlapped (``--tp-comm-overlap`` needs Transformer Engine userbuffers). ``stack`` names the
+    software stack profile these came from (``timing.stacks.stack_options`` fills them);
+    ``compute_scale`` multiplies the compute time (the profile's fitted factor)."""
 
     cluster: Cluster | None = None  # nodes, scale-up domain, scale-out; default: the accelerator's
     attention_kernel: AttentionKernel = "fused"
     tp_comm_overlap: bool = False
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
+    stack: str = DEFAULT_STACK
+    compute_scale: float = 1.0
+
+    @classmethod
+    def of_stack(cls, name: str, **fields: Any) -> TimingOptions:
+        """The behaviours of software stack ``name`` (``timing.stacks``), then ``fields``."""
+        profile = stack_profile(name)
+        return cls(
+            **{
+                "stack": name,
+                "attention_kernel": profile.attention_kernel,
+                "tp_comm_overlap": profile.tp_comm_overlap,
+                "overlap_grad_reduce": profile.overlap_grad_reduce,
+                "overlap_param_gather": profile.overlap_param_gather,
+                "compute_scale": profile.compute_scale,
+                **fields,
+            }
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -506,6 +528,9 @@ def _stage_times(
         norm = memory_time(acc, prof, tokens * h * act_b * 2, 1)
         fwd = fwd + last * (head + loss + norm)
         bwd = bwd + last * (2 * head + loss + 2 * norm)
+    if options.compute_scale != 1.0:
+        scale = options.compute_scale
+        fwd, bwd, rec = fwd * scale, bwd * scale, rec * scale
     pp_comm: Num = 0.0
     exposed = logical_and(p.pp > 1, p.vp == 1)  # interleaving overlaps send/recv with compute
     if exposed is not False:
@@ -752,6 +777,8 @@ def estimate_training(
         tokens=tokens,
     )
     notes = list(memory.notes) + list(kernel_profile(accelerator.id).notes)
+    stack = options.stack if options else DEFAULT_STACK
+    notes.append(STACK_NOTES.get(stack) or stack_profile(stack).note())  # unknown: refused
     cluster = (options.cluster if options else None) or cluster_of(accelerator)
     if parallel.num_gpus > cluster.scale_up_domain:
         notes += cluster.notes()

@@ -1,0 +1,141 @@
+"""Software stack profiles: what a training framework does that the step time depends on.
+
+The kernel model (``timing.kernels``) prices GEMMs, attention and collectives from measured
+kernel tables; what a framework adds or hides around them differs by stack. A profile names
+those behaviours, each a ``TimingOptions`` field the step time already reads:
+
+- the attention kernel its models run by default (``fused``: cuDNN / FlashAttention-3 class, as
+  Transformer Engine calls; ``flash2``: FlashAttention-2, PyTorch SDPA's flash backend);
+- which communication it overlaps with compute (TP, the DP gradient reduction, the ZeRO-3 /
+  FSDP parameter gathers);
+- ``compute_scale``: the compute time it takes relative to the kernel model (1.0: as the
+  kernel tables say). Fitted on a whole group of published runs of that stack, never per record
+  (``validation/fit_stacks.py`` computes it; a test checks the constant equals the fit); 1.0
+  where no group of published runs of the stack is in ``validation/data``, and said so.
+
+Every answer names the profile it assumed. Behaviours a profile does not change (fp8 recipe,
+MoE dispatcher, bucket sizes) are the same in all of them and listed in ``docs/methods.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from estimator.errors import SpecError
+from estimator.timing.kernels import AttentionKernel
+
+__all__ = ["DEFAULT_STACK", "STACKS", "STACK_NOTES", "StackProfile", "stack_profile"]
+
+
+@dataclass(frozen=True, slots=True)
+class StackProfile:
+    name: str
+    label: str
+    attention_kernel: AttentionKernel
+    tp_comm_overlap: bool
+    overlap_grad_reduce: bool
+    overlap_param_gather: bool
+    compute_scale: float
+    fitted_on: str  # the group of published runs the scale was fitted on, or why none
+    sources: tuple[str, ...]
+
+    def note(self) -> str:
+        overlaps = [
+            name
+            for name, on in (
+                ("TP communication", self.tp_comm_overlap),
+                ("gradient reduction", self.overlap_grad_reduce),
+                ("parameter gathers", self.overlap_param_gather),
+            )
+            if on
+        ]
+        return (
+            f"Software stack: {self.label} ({self.attention_kernel} attention; overlaps "
+            f"{', '.join(overlaps) or 'no communication'}; compute x{self.compute_scale:.3f}, "
+            f"{self.fitted_on})."
+        )
+
+
+DEFAULT_STACK = "megatron-core"
+
+STACKS: dict[str, StackProfile] = {
+    p.name: p
+    for p in (
+        StackProfile(
+            name="megatron-core",
+            label="Megatron-Core / NeMo",
+            attention_kernel="fused",
+            tp_comm_overlap=False,
+            overlap_grad_reduce=True,
+            overlap_param_gather=True,
+            compute_scale=1.0,
+            fitted_on="the kernel model as calibrated (not fitted on end-to-end runs)",
+            sources=(
+                "Megatron-LM README, recommended flags: --overlap-grad-reduce,"
+                " --overlap-param-gather with the distributed optimizer; --tp-comm-overlap needs"
+                " Transformer Engine userbuffers (off by default)",
+                "Transformer Engine DotProductAttention: cuDNN fused attention on Hopper and"
+                " Blackwell",
+            ),
+        ),
+        StackProfile(
+            name="fsdp2",
+            label="PyTorch FSDP2 / TorchTitan",
+            attention_kernel="flash2",
+            tp_comm_overlap=False,
+            overlap_grad_reduce=True,
+            overlap_param_gather=True,
+            compute_scale=1.0,
+            fitted_on="not fitted: no published FSDP2 runs in validation/data",
+            sources=(
+                "PyTorch FSDP2 (torch.distributed.fsdp.fully_shard) docs: all-gathers"
+                " prefetched for the next module, reduce-scatters issued in the backward as"
+                " each module's gradients are ready",
+                "TorchTitan docs: attention through F.scaled_dot_product_attention (flash"
+                " backend: FlashAttention-2); asynchronous TP is an opt-in",
+            ),
+        ),
+        StackProfile(
+            name="deepspeed",
+            label="DeepSpeed / Megatron-DeepSpeed",
+            attention_kernel="flash2",
+            tp_comm_overlap=False,
+            overlap_grad_reduce=True,
+            overlap_param_gather=True,
+            compute_scale=1.0,
+            fitted_on="not fitted: no published DeepSpeed runs in validation/data",
+            sources=(
+                "DeepSpeed ZeRO configuration: zero_optimization.overlap_comm (gradient"
+                " reduction behind the backward) as the Hugging Face and axolotl ZeRO configs"
+                " set it (true); ZeRO-3 prefetches parameters (stage3_prefetch_bucket_size)",
+            ),
+        ),
+        StackProfile(
+            name="llm-foundry",
+            label="llm-foundry / Composer (PyTorch FSDP1)",
+            attention_kernel="flash2",
+            tp_comm_overlap=False,
+            overlap_grad_reduce=True,
+            overlap_param_gather=True,
+            compute_scale=1.132,
+            fitted_on="fitted on MosaicML's 116 published llm-foundry runs (median)",
+            sources=(
+                "llm-foundry README and MPT configs: FSDP FULL_SHARD with backward prefetch,"
+                " FlashAttention-2 (triton or flash_attn) attention",
+                "validation/fit_stacks.py on validation/data (mosaicml_llm_foundry_mpt_benchmarks)",
+            ),
+        ),
+    )
+}
+
+
+# Each profile's note, written once (every estimate carries one).
+STACK_NOTES = {name: profile.note() for name, profile in STACKS.items()}
+
+
+def stack_profile(name: str) -> StackProfile:
+    """The profile named ``name`` (``TimingOptions.of_stack`` applies it)."""
+    profile = STACKS.get(name)
+    if profile is None:
+        raise SpecError("stack", f"must be one of {', '.join(STACKS)}", name)
+    return profile

@@ -1,0 +1,107 @@
+"""Software stack profiles: named behaviours, one fitted factor per stack, named in answers."""
+
+from __future__ import annotations
+
+import typing
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import app
+from app.schemas.common import Stack
+from estimator import Parallelism, TrainingSetup, get_accelerator, get_model, get_precision
+from estimator.errors import SpecError
+from estimator.timing.stacks import DEFAULT_STACK, STACKS
+from estimator.timing.training import TimingOptions, estimate_training
+from validation.fit_stacks import GROUP_OF_STACK, fit_scale
+from validation.records import TrainingCase, training_cases
+
+H100 = get_accelerator("h100-sxm-80gb")
+API = "/api/v1"
+
+
+def _estimate(options: TimingOptions | None) -> typing.Any:
+    return estimate_training(
+        get_model("llama-3-8b"),
+        H100,
+        Parallelism(tp=2, pp=2, dp=4, zero_stage=1),
+        TrainingSetup(4096, 1, 64, "selective"),
+        get_precision("bf16"),
+        options=options,
+    )
+
+
+def test_the_api_offers_every_profile() -> None:
+    assert set(typing.get_args(Stack)) == set(STACKS)
+    assert DEFAULT_STACK == "megatron-core"
+
+
+def test_the_default_profile_is_the_default_options() -> None:
+    """Megatron-Core's profile is what the step time always assumed: same numbers to the bit."""
+    assert _estimate(TimingOptions.of_stack(DEFAULT_STACK)) == _estimate(None)
+
+
+def test_compute_scale_multiplies_compute_only() -> None:
+    base = _estimate(TimingOptions())
+    scaled = _estimate(TimingOptions(compute_scale=1.25))
+    assert scaled.time.forward_s == pytest.approx(1.25 * base.time.forward_s, rel=1e-12)
+    assert scaled.time.breakdown["compute"] == pytest.approx(
+        1.25 * base.time.breakdown["compute"], rel=1e-12
+    )
+    assert scaled.time.breakdown["optimizer"] == base.time.breakdown["optimizer"]
+
+
+def test_each_profile_applies_its_behaviours_and_says_so() -> None:
+    for name, profile in STACKS.items():
+        options = TimingOptions.of_stack(name)
+        assert options.attention_kernel == profile.attention_kernel
+        assert options.compute_scale == profile.compute_scale
+        assert profile.sources and profile.fitted_on
+        assert any(profile.label in n for n in _estimate(options).notes)
+    assert TimingOptions.of_stack("fsdp2", attention_kernel="fused").attention_kernel == "fused"
+    with pytest.raises(SpecError, match="must be one of"):
+        TimingOptions.of_stack("nemo")
+
+
+def test_fitted_factors_are_what_the_fit_gives() -> None:
+    """Each fitted constant is the whole group's fit (validation/fit_stacks.py), to the third
+    decimal; unfitted profiles stay at 1.0 and say why."""
+    cases = [c for c in training_cases() if isinstance(c, TrainingCase)]
+    for stack, group in GROUP_OF_STACK.items():
+        runs = [c for c in cases if c.group == group]
+        assert {c.stack for c in runs} == {stack}
+        assert len(runs) >= 100
+        assert STACKS[stack].compute_scale == pytest.approx(fit_scale(runs, stack), abs=6e-4)
+    for name, profile in STACKS.items():
+        if name not in GROUP_OF_STACK:
+            assert profile.compute_scale == 1.0 and "not" in profile.fitted_on
+
+
+def test_api_page_sweep_and_cli_name_the_stack() -> None:
+    client = TestClient(app)
+    req = {"model": "llama-3-8b", "num_gpus": 8}
+    default = client.post(f"{API}/training/estimate", json=req).json()
+    assert default["stack"]["name"] == "megatron-core"
+    foundry = client.post(f"{API}/training/estimate", json={**req, "stack": "llm-foundry"}).json()
+    assert foundry["stack"]["attention_kernel"] == "flash2"
+    assert foundry["stack"]["compute_scale"] == STACKS["llm-foundry"].compute_scale
+    assert (
+        foundry["throughput"]["tokens_per_s_per_gpu"]
+        < default["throughput"]["tokens_per_s_per_gpu"]
+    )
+    kernel = client.post(
+        f"{API}/training/estimate", json={**req, "stack": "fsdp2", "attention_kernel": "fused"}
+    ).json()
+    assert kernel["stack"]["attention_kernel"] == "fused"
+    bad = client.post(f"{API}/training/estimate", json={**req, "stack": "nemo"})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "stack"
+    page = client.get("/training", params={**req, "stack": "fsdp2"}).text
+    assert "Across software stacks" in page
+    assert "PyTorch FSDP2 / TorchTitan (this plan)" in page
+    assert all(p.label in page for p in STACKS.values())
+    sweep = client.post(
+        f"{API}/training/sweep",
+        json={"model": "llama-3-8b", "accelerator": ["h100-sxm-80gb"], "num_gpus": [8],
+              "stack": "llm-foundry"},
+    ).json()  # fmt: skip
+    assert any("llm-foundry" in n for n in sweep["notes"])

@@ -1,0 +1,76 @@
+"""Fit each software stack profile's ``compute_scale`` on the published runs of that stack.
+
+One number per stack, fitted on the whole group (never per record): the compute-time factor
+at which the group's median predicted / measured throughput is 1. Throughput is not exactly
+inversely proportional to compute (exposed communication is not scaled), so the factor is found
+by fixed-point iteration from 1.0. A two-fold check says how well one number carries across
+accelerators: fitted on one accelerator's runs, the median error on the other's.
+
+``python -m validation.fit_stacks`` prints the fits; ``estimator/timing/stacks.py`` holds the
+values it printed (a test checks they agree to the third decimal).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+
+from estimator import get_accelerator
+from estimator.timing.stacks import STACKS
+from validation.records import TrainingCase, training_cases
+from validation.report import case_throughput
+
+__all__ = ["GROUP_OF_STACK", "fit_scale", "main"]
+
+# The published groups in validation/data run on each stack.
+GROUP_OF_STACK = {"llm-foundry": "mosaicml_llm_foundry_mpt_benchmarks"}
+ITERATIONS = 8
+
+
+def _ratios(cases: Iterable[TrainingCase], stack: str, scale: float) -> list[float]:
+    return [
+        case_throughput(case, stack, scale) / case.measured_tokens_per_s_per_gpu for case in cases
+    ]
+
+
+def fit_scale(cases: list[TrainingCase], stack: str) -> float:
+    """The compute factor at which ``cases``' median predicted / measured throughput is 1."""
+    scale = 1.0
+    for _ in range(ITERATIONS):
+        scale *= statistics.median(_ratios(cases, stack, scale))
+    return scale
+
+
+def _median_error(cases: list[TrainingCase], stack: str, scale: float) -> float:
+    return statistics.median(abs(r - 1) for r in _ratios(cases, stack, scale))
+
+
+def main() -> None:
+    cases = [c for c in training_cases() if isinstance(c, TrainingCase)]
+    for stack, group in GROUP_OF_STACK.items():
+        runs = [c for c in cases if c.group == group]
+        scale = fit_scale(runs, stack)
+        print(f"{stack}: compute_scale {scale:.3f} fitted on {len(runs)} runs of {group}")
+        print(
+            f"  median APE at 1.0: {_median_error(runs, stack, 1.0):.1%}; "
+            f"at the fit: {_median_error(runs, stack, scale):.1%}"
+            f" (in use: {STACKS[stack].compute_scale:.3f})"
+        )
+        by_acc: dict[str, list[TrainingCase]] = {}
+        for c in runs:
+            family = get_accelerator(c.accelerator).id.split("-")[0]
+            by_acc.setdefault(family, []).append(c)
+        for held_out, test in by_acc.items():
+            train = [c for c in runs if c not in test]
+            if not train:
+                continue
+            s = fit_scale(train, stack)
+            print(
+                f"  fitted without {held_out} ({len(train)} runs): {s:.3f}; median APE on the"
+                f" {len(test)} {held_out} runs {_median_error(test, stack, s):.1%}"
+                f" (at 1.0: {_median_error(test, stack, 1.0):.1%})"
+            )
+
+
+if __name__ == "__main__":
+    main()
