@@ -38,6 +38,7 @@ from app.store import catalog as team
 from estimator import PRESETS, ModelSpec, count_params
 from estimator.counts.layers import LayerTable, ModuleRow
 from estimator.counts.tree import ModuleNode, top_modules
+from estimator.finetune import FineTune, adapters
 from estimator.layout.ranks import RankLayout, gpu_name
 from estimator.memory.timeline import Timeline
 from estimator.serving.estimate import InferenceEstimate
@@ -111,6 +112,19 @@ def cluster_dict(c: Cluster) -> dict[str, Any]:
     }
 
 
+def finetune_dict(model: ModelSpec, ft: FineTune) -> dict[str, Any]:
+    """What a plan trains (``FineTuneOut``)."""
+    resolved = adapters(model, ft)
+    return {
+        "method": ft.method,
+        "lora_rank": ft.rank if ft.frozen else None,
+        "lora_targets": list(resolved.modules),
+        "qlora_double_quant": ft.double_quant if ft.method == "qlora" else None,
+        "trainable_params": resolved.trainable_params,
+        "total_params": resolved.total_params,
+    }
+
+
 def training_out(plan: TrainingPlan, e: TrainingEstimate) -> dict[str, Any]:
     p, m, t = plan.parallel, e.memory, e.time
     return {
@@ -142,6 +156,7 @@ def training_out(plan: TrainingPlan, e: TrainingEstimate) -> dict[str, Any]:
             "fits": m.fits,
             "stage": m.stage,
             "params_on_gpu": m.params_on_gpu,
+            "trainable_params_on_gpu": m.trainable_params_on_gpu,
             "in_flight_microbatches": m.in_flight_microbatches,
         },
         "time": {
@@ -174,6 +189,7 @@ def training_out(plan: TrainingPlan, e: TrainingEstimate) -> dict[str, Any]:
             "usd": e.cost_usd,
         },
         "params": params_dict(plan.model),
+        "finetune": finetune_dict(plan.model, plan.setup.finetune),
         "cluster": cluster_dict(plan.cluster),
         "stack": stack_dict(plan.options),
         "exact": plan.model.exact,

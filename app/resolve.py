@@ -21,7 +21,7 @@ from app.schemas.catalog import TreeRequest
 from app.schemas.common import PrecisionRoles
 from app.schemas.inference import InferenceRequest
 from app.schemas.sweep import ServingSweepRequest, TrainingSweepRequest
-from app.schemas.training import TrainingRequest
+from app.schemas.training import FineTuneFields, TrainingRequest
 from app.service.errors import ShapeError
 from app.settings import current
 from app.store import catalog as team
@@ -38,6 +38,7 @@ from estimator import (
 from estimator.counts.layers import LayerTable, layer_table
 from estimator.counts.tree import ModuleNode, module_tree
 from estimator.errors import SpecError
+from estimator.finetune import ALL_LINEAR, DEFAULT_RANK, FineTune
 from estimator.layout.parallel import validate_layout
 from estimator.layout.pipeline import PipelineSplit, model_split
 from estimator.layout.ranks import RankLayout, rank_layout
@@ -64,6 +65,7 @@ __all__ = [
     "SweepTimeout",
     "TrainingPlan",
     "TrainingViews",
+    "finetune_of",
     "inference_plan",
     "price_for",
     "resolve_accelerator",
@@ -209,6 +211,35 @@ def _data_parallel(req_dp: int | None, num_gpus: int | None, per_replica: int) -
     return req_dp
 
 
+_LORA_FIELDS = ("lora_rank", "lora_targets", "qlora_double_quant")
+
+
+def finetune_of(req: FineTuneFields) -> FineTune:
+    """The request's fine-tuning setting. LoRA fields with ``finetune=full``, and
+    ``qlora_double_quant`` with ``lora``, are refused rather than ignored (a plan that says
+    r=64 and trains every parameter is a mistake); targets may be one comma-separated string
+    (the page's and the CLI's form) or a list."""
+    given = [f for f in _LORA_FIELDS if getattr(req, f) is not None]
+    if req.finetune == "full" and given:
+        raise SpecError(given[0], "applies to finetune=lora or qlora", getattr(req, given[0]))
+    if req.finetune == "lora" and req.qlora_double_quant is not None:
+        raise SpecError("qlora_double_quant", "applies to finetune=qlora", req.qlora_double_quant)
+    targets: tuple[str, ...] | None = None
+    if req.lora_targets is not None:
+        names = req.lora_targets
+        listed = names.split(",") if isinstance(names, str) else names
+        # PEFT reads the all-linear keyword in any case
+        targets = tuple(
+            ALL_LINEAR if t.strip().lower() == ALL_LINEAR else t.strip() for t in listed
+        )
+    return FineTune(
+        method=req.finetune,
+        rank=DEFAULT_RANK if req.lora_rank is None else req.lora_rank,
+        targets=targets,
+        double_quant=req.qlora_double_quant is not False,
+    )
+
+
 def training_plan(req: TrainingRequest) -> TrainingPlan:
     lay = req.layout
     dp = _data_parallel(lay.dp, req.num_gpus, lay.tp * lay.pp * lay.cp)
@@ -245,6 +276,7 @@ def training_plan(req: TrainingRequest) -> TrainingPlan:
         flash_attention=req.flash_attention,
         optimizer=req.optimizer,
         activation_convention=req.activation_convention,
+        finetune=finetune_of(req),
     )
     accelerator = resolve_accelerator(req.accelerator)
     cluster = _cluster(accelerator, req)
@@ -560,6 +592,7 @@ def _training_sweep(req: TrainingSweepRequest) -> TrainingSweep:
         prices=_prices(accelerators, req.price_usd_per_gpu_hour, req.prices),
         flash_attention=req.flash_attention,
         optimizer=req.optimizer,
+        finetune=finetune_of(req),
     )
     model = resolve_model(req.model)
     try:

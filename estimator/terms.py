@@ -56,6 +56,11 @@ TRAINING_MEMORY = (
     ),
     Term("logits_bytes", "Logits", "the output head's logits and loss buffers (last stage)"),
     Term("zero3_gather_bytes", "ZeRO-3 gather buffers", "gathered layers (ZeRO-3 / FSDP)"),
+    Term(
+        "dequant_buffer_bytes",
+        "QLoRA dequantization buffer",
+        "the largest frozen weight dequantized from NF4 to the compute dtype at once (QLoRA)",
+    ),
     Term("cuda_context_bytes", "CUDA context", "CUDA context, library workspaces, kernels"),
     Term("comm_buffers_bytes", "NCCL buffers", "NCCL communicator buffers, per group"),
     Term("fragmentation_bytes", "Allocator fragmentation", "caching-allocator overhead"),

@@ -24,6 +24,7 @@ from app.schemas.fields import form
 from app.schemas.inference import OUTPUT, PROMPT, OutputLen
 from app.schemas.training import (
     MODEL_FORM,
+    FineTuneFields,
     GlobalBatch,
     MicroBatch,
     Optimizer,
@@ -81,7 +82,7 @@ class SweepLayout(Request):
     distributed_optimizer: bool = False
 
 
-class TrainingSweepRequest(Request):
+class TrainingSweepRequest(FineTuneFields):
     model: ModelRef = Field(json_schema_extra=MODEL_FORM)
     accelerator: NameList | None = Field(
         None, description="Default: ten data-centre GPUs", json_schema_extra=ACCELERATORS

@@ -26,6 +26,8 @@ from estimator.terms import STEP, TRAINING_MEMORY
 
 __all__ = [
     "CommPlanOut",
+    "FineTuneFields",
+    "FineTuneOut",
     "LayerTableOut",
     "MicroBatch",
     "Optimizer",
@@ -120,7 +122,47 @@ class TrainingLayout(Request):
     )
 
 
-class TrainingRequest(ClusterFields):
+FineTuneMethod = Literal["full", "lora", "qlora"]
+TargetName = Annotated[str, Field(min_length=1, max_length=200)]
+LoraTargets = (
+    Annotated[str, Field(min_length=1, max_length=4000)]
+    | Annotated[list[TargetName], Field(min_length=1, max_length=64)]
+)
+FINETUNE_GROUP = "Fine-tuning"
+
+
+class FineTuneFields(Request):
+    """What a plan trains: every parameter, or LoRA / QLoRA adapters over a frozen base
+    (``estimator.finetune``). The LoRA fields are refused with ``finetune=full``."""
+
+    finetune: FineTuneMethod = Field(
+        "full",
+        description="full (every parameter), lora (rank-r adapters over frozen weights, Hu et"
+        " al. 2021) or qlora (LoRA over NF4 base weights, Dettmers et al. 2023)",
+        json_schema_extra=form("Fine-tuning", FINETUNE_GROUP),
+    )
+    lora_rank: Annotated[int, Field(ge=1, le=65536)] | None = Field(
+        None,
+        description="LoRA rank r (default 16); lora and qlora only",
+        json_schema_extra=form("LoRA rank", FINETUNE_GROUP, "16"),
+    )
+    lora_targets: LoraTargets | None = Field(
+        None,
+        description="Modules that get adapters: names matched as PEFT matches target_modules"
+        " (a module named so or ending in .name; a list, or one string of comma-separated"
+        " names), or all-linear (every decoder linear but the output head). Default: PEFT's"
+        " for the model type (q_proj,v_proj for Llama-style models); lora and qlora only",
+        json_schema_extra=form("LoRA targets", FINETUNE_GROUP, "q_proj,v_proj", kind="text"),
+    )
+    qlora_double_quant: bool | None = Field(
+        None,
+        description="Quantize QLoRA's NF4 block constants again (default true: 0.5159 bytes"
+        " per weight, 0.5625 without); qlora only",
+        json_schema_extra=form("Double quantization", FINETUNE_GROUP),
+    )
+
+
+class TrainingRequest(FineTuneFields, ClusterFields):
     """A training plan. Only ``model`` is required; every default is listed here."""
 
     model: ModelRef = Field(json_schema_extra=MODEL_FORM)
@@ -210,6 +252,9 @@ class TrainingMemoryOut(_MemoryTerms):  # type: ignore[misc, valid-type]
 
     stage: int = Field(description="Pipeline stage of the most-loaded GPU")
     params_on_gpu: float
+    trainable_params_on_gpu: float = Field(
+        description="Parameters trained on that GPU (LoRA: its adapters; full: params_on_gpu)"
+    )
     in_flight_microbatches: int
 
 
@@ -289,6 +334,18 @@ class StackOut(BaseModel):
     fitted_on: str
 
 
+class FineTuneOut(BaseModel):
+    method: str = Field(description="full, lora or qlora")
+    lora_rank: int | None
+    lora_targets: list[str] = Field(
+        description="The modules that got adapters, as named in"
+        " the model (empty for full fine-tuning)"
+    )
+    qlora_double_quant: bool | None
+    trainable_params: int = Field(description="Parameters trained (LoRA: the adapters)")
+    total_params: int = Field(description="Every parameter, adapters included (PEFT's all params)")
+
+
 class TrainingEstimateOut(BaseModel):
     model: str
     accelerator: str
@@ -300,6 +357,7 @@ class TrainingEstimateOut(BaseModel):
     throughput: TrainingThroughputOut
     cost: TrainingCostOut
     params: Params
+    finetune: FineTuneOut
     cluster: ClusterOut
     stack: StackOut
     exact: bool = Field(

@@ -9,7 +9,9 @@ the full ``s x s`` square (``attention_core``), as an eager or math-SDPA kernel 
 window; for chunked attention only the chunk; for sparse attention only the selected keys, plus
 its indexer's scores over every earlier key): the work a causal flash kernel must do, used for
 *model FLOPs* (MFU). Backward is twice the forward (two GEMMs per forward GEMM: input and weight
-gradients).
+gradients). LoRA and QLoRA (``estimator.finetune``) add the adapters' GEMMs to the forward and
+drop the frozen weights' gradient GEMMs from the backward: frozen GEMMs once their forward
+(input gradients), adapters and the attention and mixer cores twice.
 
 Recurrent mixers (``mixer_core``) count the matrix multiplies of the algorithm their
 reference implementation runs (Mamba-2's SSD chunks, Mamba-1's scan outputs, gated DeltaNet's
@@ -29,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from estimator.finetune import FULL, FineTune, adapters
 from estimator.memo import per_model
 from estimator.records import from_fields
 from estimator.spec.architecture import AttentionCore, RecurrentCore
@@ -258,11 +261,13 @@ def forward_flops(model: ModelSpec, seq_len: Num, batch: Num = 1) -> ForwardFlop
 class TrainingFlops:
     """FLOPs of one training pass (forward + backward) over the given tokens.
 
-    ``model`` is the MFU numerator (causal attention, no recompute: 3x the causal forward).
-    ``hardware`` adds the recomputed forward work (HFU numerator): full recompute repeats the
-    whole forward of the layers, selective recompute repeats the attention scores only
-    (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models").
-    Built with ``records.from_fields`` (no ``__slots__``).
+    ``model`` is the MFU numerator (causal attention, no recompute: 3x the causal forward for
+    full training; for LoRA and QLoRA the FLOPs the step needs, with no weight gradients of
+    frozen weights). ``hardware`` adds the recomputed forward work (HFU numerator): full
+    recompute repeats the whole forward of the layers (adapters included), selective recompute
+    repeats the attention scores only (Korthikanti et al. 2022, "Reducing Activation
+    Recomputation in Large Transformer Models"). Built with ``records.from_fields`` (no
+    ``__slots__``).
     """
 
     forward: Num
@@ -279,11 +284,17 @@ class TrainingFlops:
 
 
 def training_flops(
-    model: ModelSpec, seq_len: Num, batch: Num = 1, recompute: Recompute = "none"
+    model: ModelSpec,
+    seq_len: Num,
+    batch: Num = 1,
+    recompute: Recompute = "none",
+    finetune: FineTune = FULL,
 ) -> TrainingFlops:
     """``forward_flops``' causal total, its backward and the recomputed work, from the same
     per-token and per-pair tables (integers, so the sums are exact and equal
-    ``forward_flops(...).total_causal`` and its parts)."""
+    ``forward_flops(...).total_causal`` and its parts). With a frozen base (``finetune``), the
+    forward adds the adapters' ``adapters(...).flops_per_token`` and the backward is the cores'
+    and adapters' twice plus the frozen GEMMs' input gradients once."""
     per_token, attention = _tables(model)
     core_causal = 0
     for term in attention:
@@ -292,13 +303,18 @@ def training_flops(
     core_causal = batch * core_causal
     mixers = batch * _mixer_core(model, seq_len, kernel=True) if model.has_recurrent_layers else 0
     tokens = seq_len * batch
-    forward = tokens * per_token["matmul"] + core_causal + mixers
+    lora = adapters(model, finetune).flops_per_token if finetune.frozen else 0
+    forward = tokens * (per_token["matmul"] + lora) + core_causal + mixers
+    if finetune.frozen:  # no weight-gradient GEMMs for the frozen weights
+        backward = 2 * (core_causal + mixers) + tokens * (per_token["matmul"] + 2 * lora)
+    else:
+        backward = 2 * forward
     if recompute == "full":  # the decoder layers' forward again: all but embeddings and head
-        extra = tokens * per_token["layers"] + core_causal + mixers
+        extra = tokens * (per_token["layers"] + lora) + core_causal + mixers
     elif recompute == "selective":
         extra = core_causal
     else:
         extra = 0
     return from_fields(
-        TrainingFlops, {"forward": forward, "backward": 2 * forward, "recompute": extra}
+        TrainingFlops, {"forward": forward, "backward": backward, "recompute": extra}
     )

@@ -1,7 +1,9 @@
 """Per-layer table: every module of each kind of transformer layer, plus the embedding and the
 head, with parameter shapes before and after sharding, parameter bytes per GPU, the activations
 each layer keeps for backward and the TP communication it triggers; and the totals for the
-unsharded model and for the most-loaded GPU.
+unsharded model and for the most-loaded GPU. Under LoRA and QLoRA the rows are the frozen base
+(QLoRA's linears in NF4) and the unsharded model's gradients and optimizer states are the
+adapters'; the adapters themselves are in the GPU totals (``memory``), not in the rows.
 
 Every number comes from the functions the memory estimate uses (``sharding``'s placement rules,
 ``activations``' saved items, ``comms``' message sizes), so the rows of a layer sum to what the
@@ -14,8 +16,15 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from estimator.counts.params import count_params
+from estimator.finetune import adapters, linear_weight_bytes
 from estimator.layout.parallel import Parallelism
-from estimator.layout.sharding import padded_vocab, rank_share, stage_kind_counts
+from estimator.layout.sharding import (
+    padded_vocab,
+    place_layer,
+    placements,
+    rank_share,
+    stage_kind_counts,
+)
 from estimator.memory.activations import hf_layer_items, item_bytes, layer_items
 from estimator.memory.training import (
     TrainingMemory,
@@ -151,7 +160,7 @@ def layer_table(
     """The table of a plan; ``memory`` is its ``training_memory`` when the caller has it."""
     if memory is None:
         memory = training_memory(model, accelerator, p, setup, precision)  # validates the plan
-    w_bytes = DTYPES[precision.weights].bytes
+    w_bytes = linear_weight_bytes(setup.finetune, precision)  # NF4 under QLoRA
     o_bytes = DTYPES[precision.activations].bytes
     tokens = setup.seq_len * setup.micro_batch_size / p.cp
     sp = p.sequence_parallel and p.tp > 1
@@ -228,11 +237,19 @@ def layer_table(
     embedding = _resident(embedding, p)
     head = None if head is None else _resident(head, p)
     total = count_params(model).total
+    trained = adapters(model, setup.finetune).trainable_params  # every parameter, in full
     state_bytes = optimizer_state_bytes_per_param(model, setup.optimizer)
+    weights = total * w_bytes
+    if setup.finetune.method == "qlora":  # NF4 for the linears bitsandbytes quantizes only
+        linear = sum(
+            n * place_layer(placement, 1, 1, 1)[0]
+            for placement, n in zip(placements(model), model.kind_counts, strict=True)
+        )
+        weights = linear * w_bytes + (total - linear) * o_bytes
     model_bytes = {
-        "weights_bytes": total * w_bytes,
-        "gradients_bytes": total * precision.bytes("gradients"),
-        "master_weights_bytes": total * precision.bytes("master_weights"),
-        "optimizer_states_bytes": total * state_bytes,
+        "weights_bytes": weights,
+        "gradients_bytes": trained * precision.bytes("gradients"),
+        "master_weights_bytes": trained * precision.bytes("master_weights"),
+        "optimizer_states_bytes": trained * state_bytes,
     }
     return LayerTable(tuple(layers), embedding, head, total, model_bytes, memory)

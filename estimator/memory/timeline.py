@@ -42,6 +42,7 @@ RESIDENT = (
     "master_weights_bytes",
     "optimizer_states_bytes",
     "zero3_gather_bytes",
+    "dequant_buffer_bytes",
 )
 # Decode points drawn between the prefill and the full context.
 DECODE_POINTS = 48

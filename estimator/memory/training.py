@@ -25,6 +25,16 @@ from typing import Literal, NamedTuple
 
 from estimator.counts.flops import Recompute
 from estimator.errors import SpecError
+from estimator.finetune import (
+    FULL,
+    Adapter,
+    Adapters,
+    FineTune,
+    adapters,
+    dequant_buffer_elems,
+    linear_weight_bytes,
+)
+from estimator.finetune import check_precision as check_finetune_precision
 from estimator.layout.parallel import Parallelism, validate_layout
 from estimator.layout.sharding import (
     Placement,
@@ -97,7 +107,8 @@ class TrainingSetup:
     attention kernel whose saved tensors are counted; ``optimizer`` the state layout;
     ``activation_convention`` whose saved tensors are counted: ``megatron`` (Megatron-Core's fused
     kernels, Korthikanti et al.) or ``hf`` (Hugging Face eager/SDPA modules, op by op; Llama-style
-    families only). Frozen, filled in one step like ``Parallelism``.
+    families only); ``finetune`` what is trained (``estimator.finetune``: full, LoRA or QLoRA).
+    Frozen, filled in one step like ``Parallelism``.
     """
 
     seq_len: int
@@ -107,6 +118,7 @@ class TrainingSetup:
     flash_attention: bool = True
     optimizer: Optimizer = "adamw"
     activation_convention: ActivationConvention = "megatron"
+    finetune: FineTune = FULL
 
     def __init__(
         self,
@@ -117,6 +129,7 @@ class TrainingSetup:
         flash_attention: bool = True,
         optimizer: Optimizer = "adamw",
         activation_convention: ActivationConvention = "megatron",
+        finetune: FineTune = FULL,
     ) -> None:
         object.__setattr__(  # fill the frozen record in one step (see ``records``)
             self,
@@ -129,6 +142,7 @@ class TrainingSetup:
                 "flash_attention": flash_attention,
                 "optimizer": optimizer,
                 "activation_convention": activation_convention,
+                "finetune": finetune,
             },
         )
 
@@ -146,12 +160,14 @@ class TrainingMemory:
     activations_bytes: float
     logits_bytes: float
     zero3_gather_bytes: float
+    dequant_buffer_bytes: float
     cuda_context_bytes: float
     comm_buffers_bytes: float
     fragmentation_bytes: float
     capacity_bytes: float
     stage: int
     params_on_gpu: float
+    trainable_params_on_gpu: float
     in_flight_microbatches: int
     notes: tuple[str, ...] = ()
 
@@ -166,6 +182,7 @@ class TrainingMemory:
             + self.activations_bytes
             + self.logits_bytes
             + self.zero3_gather_bytes
+            + self.dequant_buffer_bytes
             + self.cuda_context_bytes
             + self.comm_buffers_bytes
             + self.fragmentation_bytes
@@ -220,38 +237,96 @@ def in_flight_microbatches(pp: Num, vp: Num, stage: Num, microbatches: Num) -> N
     return where(vp > 1, chunks / vp, plain)
 
 
+class _AdapterTables(NamedTuple):
+    """What a LoRA or QLoRA estimate adds (``estimator.finetune``): each layer kind's adapter
+    placement and the bytes per token its adapters save for backward (the ``r``-wide output of
+    ``A`` that ``B``'s weight gradient reads, whole on every TP rank: ``A x`` of a row-parallel
+    base is all-reduced), the adapters' bytes per parameter of weights (the precision's weight
+    format) and optimizer states, and whether the base is NF4 (a dequantization buffer)."""
+
+    placements: tuple[Placement, ...]
+    saved_per_token: tuple[float, ...]
+    weight_bytes: float
+    state_bytes: float
+    quantized: bool
+
+
 class _MemoryTables(NamedTuple):
     """What a memory estimate reads of a model that no layout changes, for one set of dtypes,
-    optimizer, attention kernel and activation convention: bytes per parameter of the weights
-    (linear, other), the fp8 weight cache, gradients, master weights and optimizer states; each
-    layer kind's placement and saved-activation regions; the embedding's extra parameters."""
+    optimizer, attention kernel, activation convention and fine-tuning setting: bytes per
+    parameter of the weights (linear, other), the fp8 weight cache, gradients, master weights,
+    optimizer states and routed experts; each layer kind's placement and saved-activation
+    regions; the embedding's extra parameters; the adapters (None for full fine-tuning)."""
 
     bytes_per_param: tuple[float, float, float, float, float, float, float]
     placements: tuple[Placement, ...]
     regions: tuple[tuple[tuple[Region, float], ...], ...]
     embedding_extras: tuple[int, int]
+    adapters: _AdapterTables | None
 
 
 @per_model
 def _memory_tables(
-    model: ModelSpec, precision: Precision, optimizer: str, flash: bool, convention: str
+    model: ModelSpec,
+    precision: Precision,
+    optimizer: str,
+    flash: bool,
+    convention: str,
+    finetune: FineTune,
 ) -> _MemoryTables:
-    """``_MemoryTables`` of a model for one precision, optimizer, attention kernel and
-    activation convention."""
+    """``_MemoryTables`` of a model for one precision, optimizer, attention kernel, activation
+    convention and fine-tuning setting (which is resolved and checked here, so every estimate
+    refuses a bad one). QLoRA stores the linear weights in NF4 and keeps the routed experts,
+    fused parameters that bitsandbytes does not quantize, in the compute dtype."""
+    lora = adapters(model, finetune)  # validates the setting against the model
+    check_finetune_precision(finetune, precision)
+    act_b = DTYPES[precision.activations].bytes
+    quantized = finetune.method == "qlora"
     return _MemoryTables(
         (
-            DTYPES[precision.weights].bytes,
-            DTYPES[precision.activations].bytes,
+            linear_weight_bytes(finetune, precision),
+            act_b,
             precision.bytes("weight_cache"),
             precision.bytes("gradients"),
             precision.bytes("master_weights"),
             float(_optimizer_state_bytes(model, optimizer, 1)),
-            DTYPES[precision.expert_format].bytes,
+            act_b if quantized else DTYPES[precision.expert_format].bytes,
         ),
         placements(model),
         layer_regions(model, precision, flash, convention),
         embedding_extras(model),
+        _adapter_tables(lora, precision, optimizer, act_b) if finetune.frozen else None,
     )
+
+
+def _adapter_tables(
+    lora: Adapters, precision: Precision, optimizer: str, act_b: float
+) -> _AdapterTables:
+    count, fmt = OPTIMIZERS[optimizer]
+    if optimizer == "adafactor":  # each of A and B keeps its row and column statistics
+        every = [a for kind in lora.per_kind for a in kind]
+        stats = sum(a.in_features + 2 * a.rank + a.out_features for a in every)
+        state = stats / sum(a.params for a in every) * DTYPES["fp32"].bytes
+    else:
+        state = count * DTYPES[fmt].bytes
+    return _AdapterTables(
+        tuple(_adapter_placement(kind) for kind in lora.per_kind),
+        tuple(sum(a.rank for a in kind) * act_b for kind in lora.per_kind),
+        DTYPES[precision.weights].bytes,
+        float(state),
+        lora.finetune.method == "qlora",
+    )
+
+
+def _adapter_placement(kind: tuple[Adapter, ...]) -> Placement:
+    """A layer kind's adapters' ``Placement``s merged into one."""
+    split: list[tuple[int, int, int]] = []
+    whole = 0
+    for a in kind:
+        one = a.placement()
+        split += one.split
+        whole += one.whole_linear
+    return Placement(tuple(split), whole, 0, None)
 
 
 class StageTerms(NamedTuple):
@@ -269,11 +344,13 @@ class StageTerms(NamedTuple):
     activations_bytes: Num
     logits_bytes: Num
     zero3_gather_bytes: Num
+    dequant_buffer_bytes: Num
     cuda_context_bytes: Num
     comm_buffers_bytes: Num
     fragmentation_bytes: Num
     total_bytes: Num
     params_on_gpu: Num
+    trainable_params_on_gpu: Num
     in_flight: Num
     microbatch_activations_bytes: Num
     working_layer_bytes: Num
@@ -322,8 +399,9 @@ def _stage_values(
     sp_on = parallel.sequence_parallel & (tp > 1)  # bools, or arrays of them
     dense_shards = dp * cp
     expert_shards = tp * cp * dp // (ep * etp)
-    tables = _memory_tables(model, precision, setup.optimizer, flash, convention)
+    tables = _memory_tables(model, precision, setup.optimizer, flash, convention, setup.finetune)
     w_lin, w_other, cache_b, grad_b, master_b, state_b, w_exp = tables.bytes_per_param
+    lora = tables.adapters  # None: full fine-tuning
     # ZeRO stage z divides a term by the data-parallel ranks (dense parameters over dp * cp,
     # experts over the expert data-parallel ranks) and by 1 below z: 1 + on * (ranks - 1) works
     # alike for one layout (bools) and for arrays, and x / 1 is exactly x. Megatron's
@@ -355,6 +433,18 @@ def _stage_values(
         for r in regions:
             stored.append(saved_bytes(r, scales, tokens))
         working = None
+    dequant: Num = 0
+    if lora is not None:
+        # Adapters: their parameters per layer of each kind, and A's outputs, saved with the
+        # layer's own tensors (recomputed with them under full recompute).
+        adapter_layers = [place_layer(pl, tp, ep, etp)[4] for pl in lora.placements]
+        adapter_acts = [tokens * b for b in lora.saved_per_token]
+        if working is None:
+            stored = [s + a for s, a in zip(stored, adapter_acts, strict=True)]
+        else:
+            working = [w + a for w, a in zip(working, adapter_acts, strict=True)]
+        if lora.quantized:
+            dequant = dequant_buffer_elems(model, tp) * w_other
     if convention == "hf" and recompute == "full":
         embed = embedding_activation_bytes(
             model, precision, tokens, tp, sp_on
@@ -382,11 +472,9 @@ def _stage_values(
     out = []
     for i, stage in enumerate(stages):
         if i == 0 or not same_stack:
+            counts = stage_kind_counts(model, pp, vp, stage, parallel.stage_layers)
             lw, stack_other, ew, eo, largest, per_mb, peak_layer = _stack_terms(
-                stage_kind_counts(model, pp, vp, stage, parallel.stage_layers),
-                layers,
-                stored,
-                working,
+                counts, layers, stored, working
             )
             lw_bytes = lw * w_lin
             experts = ew + eo
@@ -402,15 +490,26 @@ def _stage_values(
         dense = lw + other
         total = dense + experts
         weights = (lw_bytes + other * w_other) / weights_div[0] + expert_weights
-        grads = (dense / grads_div[0] + expert_grads) * grad_b
-        opt_params = dense / states_div[0] + expert_states
+        if lora is None:
+            trainable = total
+            grads = (dense / grads_div[0] + expert_grads) * grad_b
+            opt_params = dense / states_div[0] + expert_states
+            states = opt_params * state_b
+        else:  # frozen base: gradients, master weights and states of the adapters only
+            trainable = 0
+            for n, per_layer in zip(counts, adapter_layers, strict=True):
+                trainable = trainable + n * per_layer
+            total = total + trainable
+            weights = weights + trainable * lora.weight_bytes / weights_div[0]
+            grads = trainable / grads_div[0] * grad_b
+            opt_params = trainable / states_div[0]
+            states = opt_params * lora.state_bytes
         master = opt_params * master_b
-        states = opt_params * state_b
         microbatch_acts = per_mb + first * embed
         flight = in_flight_microbatches(pp, vp, stage, microbatches)
         acts = flight * microbatch_acts + peak_layer
         logits = last * head
-        allocated = weights + cache + grads + master + states + acts + logits + gather
+        allocated = weights + cache + grads + master + states + acts + logits + gather + dequant
         fragmentation = allocated * FRAGMENTATION_FRACTION
         out.append(
             _stage(
@@ -423,11 +522,13 @@ def _stage_values(
                     acts,
                     logits,
                     gather,
+                    dequant,
                     CUDA_CONTEXT_BYTES,
                     comm,
                     fragmentation,
                     allocated + fragmentation + CUDA_CONTEXT_BYTES + comm,
                     total,
+                    trainable,
                     flight,
                     microbatch_acts,
                     peak_layer,
@@ -589,12 +690,14 @@ def training_memory(
         "activations_bytes": float(best.activations_bytes),
         "logits_bytes": float(best.logits_bytes),
         "zero3_gather_bytes": float(best.zero3_gather_bytes),
+        "dequant_buffer_bytes": float(best.dequant_buffer_bytes),
         "cuda_context_bytes": float(best.cuda_context_bytes),
         "comm_buffers_bytes": float(best.comm_buffers_bytes),
         "fragmentation_bytes": float(best.fragmentation_bytes),
         "capacity_bytes": float(accelerator.memory_bytes),
         "stage": stage,
         "params_on_gpu": float(best.params_on_gpu),
+        "trainable_params_on_gpu": float(best.trainable_params_on_gpu),
         "in_flight_microbatches": int(ceil_div(best.in_flight * 1000, 1000)),
         "notes": _training_notes(model, parallel, setup, stage),
     }
@@ -628,4 +731,6 @@ def _training_notes(
         )
     if padded := (padded_vocab(model, tp) - model.vocab_size):
         notes.append(f"Vocabulary padded by {padded} rows to a multiple of 128*tp (Megatron).")
+    if setup.finetune.frozen:
+        notes.append(adapters(model, setup.finetune).note())
     return (*notes, *model.notes)

@@ -26,6 +26,7 @@ import numpy as np
 from estimator.catalog import accelerator_ids, get_accelerator, price
 from estimator.counts.flops import Recompute, training_flops
 from estimator.errors import SpecError
+from estimator.finetune import FULL, FineTune, adapters, check_precision
 from estimator.layout.parallel import Parallelism, Violation, layout_violations
 from estimator.layout.pipeline import SPLITS, PipelineSplit, model_split
 from estimator.memo import per_model
@@ -103,7 +104,8 @@ class SweepTooLarge(SpecError):
 class TrainingWorkload:
     """What to train. ``tokens`` gives time to train and cost per run; ``deadline_s`` and
     ``budget_usd`` filter the feasible set; ``prices`` (USD per GPU-hour by accelerator id)
-    override the catalog's defaults."""
+    override the catalog's defaults; ``finetune`` is what every layout trains (full, LoRA or
+    QLoRA, ``estimator.finetune``)."""
 
     seq_len: int
     global_batch_size: int
@@ -113,6 +115,7 @@ class TrainingWorkload:
     prices: Mapping[str, float] = field(default_factory=dict)
     flash_attention: bool = True
     optimizer: str = "adamw"
+    finetune: FineTune = FULL
 
 
 @dataclass(frozen=True)
@@ -227,8 +230,9 @@ def _check(model: ModelSpec, workload: TrainingWorkload, space: TrainingSearch) 
         if not getattr(space, name):
             raise SpecError(f"space.{name}", "must list at least one value", ())
     given = {a.id for a in map(accelerator_spec, space.accelerators)}
+    adapters(model, workload.finetune)
     for prec in space.precision:
-        get_precision(prec)
+        check_precision(workload.finetune, get_precision(prec))
     for rec in space.recompute:
         if rec not in RECOMPUTE:
             raise SpecError("space.recompute", "values must be 'none', 'selective' or 'full'", rec)
@@ -453,6 +457,7 @@ def _evaluate(
         recompute=recompute,
         flash_attention=workload.flash_attention,
         optimizer=workload.optimizer,  # type: ignore[arg-type]
+        finetune=workload.finetune,
     )
     mem = most_loaded_terms(model, p, setup, precision)
     t = training_time_terms(
@@ -465,8 +470,9 @@ def _evaluate(
         optimizer_states_bytes=mem["optimizer_states_bytes"],
         stages=candidate_stages(model, pp, p.stage_layers),
         options=options,
+        trainable_params_on_gpu=mem["trainable_params_on_gpu"],
     )
-    flops = training_flops(model, workload.seq_len, gbs, recompute)
+    flops = training_flops(model, workload.seq_len, gbs, recompute, workload.finetune)
     step = t["step_s"]
     rates = derive_rates(
         step_s=step,
@@ -614,6 +620,8 @@ def sweep_training(
     counts["feasible"] = int(idx.size)
     priced = idx[np.isfinite(columns["usd_per_1m_tokens"][idx])]
     notes = [*model.notes, stack_profile(options.stack).note()]
+    if workload.finetune.frozen:
+        notes.append(adapters(model, workload.finetune).note())
     unpriced = sorted({a for a in ids if price_of(a, workload.prices) is None})
     if unpriced:
         notes.append(

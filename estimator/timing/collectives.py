@@ -86,6 +86,23 @@ def zero3_layer_bytes(params_on_gpu: Num, layers_on_stage: Num, bytes_per_param:
     return params_on_gpu / layers_on_stage * bytes_per_param
 
 
+def zero3_layer_payloads(
+    params_on_gpu: Num,
+    trainable_on_gpu: Num,
+    layers_on_stage: Num,
+    weight_bytes: float,
+    grad_bytes: float,
+    frozen: bool,
+) -> tuple[Num, Num]:
+    """A layer's ZeRO-3 weight gather and gradient reduce-scatter: every parameter as stored
+    (``weight_bytes``: NF4 for QLoRA's linears), and the gradients of the trainable ones (with
+    a frozen base, the adapters' only)."""
+    gather = zero3_layer_bytes(params_on_gpu, layers_on_stage, weight_bytes)
+    if frozen:
+        return gather, zero3_layer_bytes(trainable_on_gpu, layers_on_stage, grad_bytes)
+    return gather, gather / weight_bytes * grad_bytes
+
+
 def tp_message_bytes(model: ModelSpec, p: Parallelism, tokens: Num, precision: Precision) -> Num:
     """One TP collective's buffer: a layer's activations for the rank's ``tokens``."""
     return tokens * model.hidden_size * DTYPES[precision.activations].bytes

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from estimator.finetune import linear_weight_bytes
 from estimator.layout.parallel import Parallelism
 from estimator.layout.ranks import group_shapes, nodes_spanned
 from estimator.layout.sharding import stage_kind_counts
@@ -210,16 +211,20 @@ def communication_plan(
         grad_b = precision.bytes("gradients")
         w_b = DTYPES[precision.weights].bytes
         params = memory.params_on_gpu
+        trained = memory.trainable_params_on_gpu  # LoRA: the adapters, as the step time has it
         zero = int(p.optimizer_shard_stage)
         group = "dp"
         if zero >= 3:
-            layer_w = rules.zero3_layer_bytes(params, model.num_layers / p.pp, w_b)
+            stored_b = linear_weight_bytes(setup.finetune, precision)
+            layer_w, layer_g = rules.zero3_layer_payloads(
+                params, trained, model.num_layers / p.pp, stored_b, grad_b, setup.finetune.frozen
+            )
             add(
                 "zero3",
                 "all_gather",
                 "each layer, weights for fwd and for bwd",
                 layer_w,
-                (int(layer_w / w_b),),
+                (int(layer_w / stored_b),),
                 group,
                 rules.ZERO3_GATHERS_PER_LAYER * layers,
                 rules.ZERO3_GATHERS_PER_LAYER * layers * m,
@@ -229,8 +234,8 @@ def communication_plan(
                 "zero3",
                 "reduce_scatter",
                 "each layer, gradients in bwd",
-                layer_w / w_b * grad_b,
-                (int(layer_w / w_b),),
+                layer_g,
+                (int(layer_g / grad_b),),
                 group,
                 layers,
                 layers * m,
@@ -242,8 +247,8 @@ def communication_plan(
                 "dp",
                 sync,
                 "end of step, gradients",
-                params * grad_b,
-                (int(params),),
+                trained * grad_b,
+                (int(trained),),
                 group,
                 0,
                 1,
@@ -254,8 +259,8 @@ def communication_plan(
                     "dp",
                     "all_gather",
                     "end of step, updated parameters",
-                    params * w_b,
-                    (int(params),),
+                    trained * w_b,
+                    (int(trained),),
                     group,
                     0,
                     1,

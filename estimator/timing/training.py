@@ -38,9 +38,19 @@ states). Group placement is Megatron's rank order (TP innermost, then CP, DP, PP
 ETP, then EP): a group whose ranks fit in one scale-up domain runs over NVLink/xGMI, otherwise
 hierarchically over the scale-out network.
 
-MFU and HFU follow one convention: model FLOPs are 3x the causal forward (``flops.py``), hardware
-FLOPs add recomputation; both over ``step_s * num_gpus * peak`` with the dense peak of the format
-the GEMMs run in (fp8 recipes against the fp8 peak).
+LoRA and QLoRA (``estimator.finetune``): each layer adds its adapters' two skinny GEMMs (``A`` of
+``in x r``, ``B`` of ``r x out``, split over TP as ``Adapter.placement``) forward and twice
+backward; the frozen base GEMMs run once backward (input gradients only), the output head too.
+QLoRA dequantizes every NF4 weight to the compute dtype before its GEMM, forward and backward
+(bitsandbytes ``MatMul4Bit``): one memory-bound pass reading the NF4 bytes and writing the
+dequantized weight, per quantized module. Gradient reduction, the parameter all-gather and the
+optimizer step move the adapters only; ZeRO-3 still gathers the frozen weights (NF4 under
+QLoRA, as FSDP-QLoRA shards the quantized storage).
+
+MFU and HFU follow one convention: model FLOPs are those the step needs (``flops.py``: 3x the
+causal forward for full training; LoRA's without frozen weight gradients), hardware FLOPs add
+recomputation; both over ``step_s * num_gpus * peak`` with the dense peak of the format the GEMMs
+run in (fp8 recipes against the fp8 peak).
 """
 
 from __future__ import annotations
@@ -56,9 +66,16 @@ from estimator.counts.flops import (
     training_flops,
 )
 from estimator.errors import SpecError
+from estimator.finetune import (
+    Adapter,
+    FineTune,
+    adapters,
+    linear_weight_bytes,
+    quantized_modules,
+)
 from estimator.layout.parallel import Parallelism
 from estimator.layout.ranks import group_shapes
-from estimator.layout.sharding import padded_vocab, stage_kind_counts
+from estimator.layout.sharding import padded_vocab, place_layer, placements, stage_kind_counts
 from estimator.memo import per_model
 from estimator.memory.training import (
     TrainingMemory,
@@ -472,6 +489,56 @@ def _eager_attention_time(
     )
 
 
+def _adapter_shapes(kind: tuple[Adapter, ...], tp: Num) -> list[tuple[Num, Num]]:
+    """(K, N) of the GEMMs one rank runs for a layer's adapters: ``A x`` and ``B (A x)``,
+    each split as ``Adapter.placement`` places it."""
+    out: list[tuple[Num, Num]] = []
+    for a in kind:
+        r, split = a.rank, a.parts[0].tp
+        if split == "column":
+            n = sum(p.out_features * maximum(p.units // tp, 1) / p.units for p in a.parts)
+            out += [(a.in_features, r), (r, n)]
+        elif split == "row":
+            row = a.parts[0]
+            out += [
+                (a.in_features * maximum(row.units // tp, 1) / row.units, r),
+                (r, a.out_features),
+            ]
+        else:
+            out += [(a.in_features, r), (r, a.out_features)]
+    return out
+
+
+def finetune_layer_time(
+    model: ModelSpec,
+    kind_index: int,
+    finetune: FineTune,
+    acc: Accelerator,
+    prof: KernelProfile,
+    p: Parallelism,
+    precision: Precision,
+    tokens: Num,
+) -> tuple[Num, Num]:
+    """Forward seconds one layer of a LoRA or QLoRA run adds on one rank: its adapters' GEMMs
+    (weights in the precision's weight format), and under QLoRA the dequantization of its NF4
+    weights (read NF4, write the compute dtype: one kernel per quantized module)."""
+    gemm_b = DTYPES[precision.gemm_inputs].bytes
+    act_b = DTYPES[precision.activations].bytes
+    w_b = DTYPES[precision.weights].bytes
+    adapter: Num = 0.0
+    for k, n in _adapter_shapes(adapters(model, finetune).per_kind[kind_index], p.tp):
+        per_row, row_bytes, fixed = gemm_coefficients(k, n, gemm_b, act_b, w_b)
+        adapter = adapter + gemm_time(
+            acc, prof, per_row * tokens, row_bytes * tokens + fixed, precision.compute
+        )
+    dequant: Num = 0.0
+    if finetune.method == "qlora":
+        weights = place_layer(placements(model)[kind_index], p.tp, p.ep, p.expert_tp)[0]
+        moved = weights * (linear_weight_bytes(finetune, precision) + act_b)
+        dequant = memory_time(acc, prof, moved, quantized_modules(model.kinds[kind_index]))
+    return adapter, dequant
+
+
 def _stage_times(
     model: ModelSpec,
     acc: Accelerator,
@@ -483,22 +550,36 @@ def _stage_times(
     options: TimingOptions,
     domain: Cluster,
     layer_times: Sequence[_LayerTime],
+    tuned: Sequence[tuple[Num, Num]] | None = None,
 ) -> dict[str, Num]:
     """Forward / backward / recompute seconds of one micro-batch on ``stage``, from each layer
-    kind's ``layer_times`` (the same on every stage)."""
+    kind's ``layer_times`` (the same on every stage) and, for a frozen base, its
+    ``finetune_layer_time`` (``tuned``)."""
     counts = stage_kind_counts(model, p.pp, p.vp, stage, p.stage_layers)
     fwd: Num = 0.0
     bwd: Num = 0.0
     rec: Num = 0.0
     comm: dict[str, Num] = {"tp_comm": 0.0, "ep_comm": 0.0, "cp_comm": 0.0}
-    for lt, n in zip(layer_times, counts, strict=True):
+    for k, (lt, n) in enumerate(zip(layer_times, counts, strict=True)):
         if type(n) is int and not n:
             continue
         tp_f = lt.tp_comm
         if options.tp_comm_overlap:
             tp_f = maximum(lt.tp_comm - lt.gemm, 0.0)
-        compute_f = lt.gemm + lt.attention + lt.elementwise + lt.mixer
-        compute_b = 2 * lt.gemm + lt.attention_backward + 2 * lt.elementwise + 2 * lt.mixer
+        if tuned is None:
+            compute_f = lt.gemm + lt.attention + lt.elementwise + lt.mixer
+            compute_b = 2 * lt.gemm + lt.attention_backward + 2 * lt.elementwise + 2 * lt.mixer
+        else:  # frozen base GEMMs: input gradients only; adapters: input and weight gradients
+            adapter, dequant = tuned[k]
+            compute_f = lt.gemm + adapter + dequant + lt.attention + lt.elementwise + lt.mixer
+            compute_b = (
+                lt.gemm
+                + 2 * adapter
+                + dequant
+                + lt.attention_backward
+                + 2 * lt.elementwise
+                + 2 * lt.mixer
+            )
         fwd = fwd + n * compute_f
         bwd = bwd + n * compute_b
         passes = rules.collective_passes(setup.recompute)
@@ -526,8 +607,9 @@ def _stage_times(
         # Cross-entropy: fp32 upcast of the logits, softmax, and its gradient (read/write twice).
         loss = memory_time(acc, prof, tokens * vocab * 4 * 4, 2)
         norm = memory_time(acc, prof, tokens * h * act_b * 2, 1)
+        head_bwd = head if setup.finetune.frozen else 2 * head  # a frozen head: input grads
         fwd = fwd + last * (head + loss + norm)
-        bwd = bwd + last * (2 * head + loss + 2 * norm)
+        bwd = bwd + last * (head_bwd + loss + 2 * norm)
     if options.compute_scale != 1.0:
         scale = options.compute_scale
         fwd, bwd, rec = fwd * scale, bwd * scale, rec * scale
@@ -552,11 +634,14 @@ def training_time_terms(
     optimizer_states_bytes: Num,
     stages: Sequence[Num],
     options: TimingOptions,
+    trainable_params_on_gpu: Num | None = None,
 ) -> dict[str, Num]:
     """The step-time breakdown for ints or arrays of layouts: the ``TrainingTime`` breakdown
     keys plus ``step_s``, ``microbatches``, ``forward_s``, ``backward_s``, ``recompute_s`` and
     ``stage`` (the slowest of ``stages``). ``parallel`` and ``setup.micro_batch_size`` may hold
-    numpy arrays; this is the one formula the single estimate and the sweep share."""
+    numpy arrays; this is the one formula the single estimate and the sweep share.
+    ``trainable_params_on_gpu`` (default: every parameter) are what gradients, the optimizer
+    and the parameter all-gather move."""
     prof = kernel_profile(accelerator.id)
     domain = options.cluster or cluster_of(accelerator)
     p = parallel
@@ -581,13 +666,20 @@ def training_time_terms(
         )
         for k, kind in enumerate(model.kinds)
     ]
+    tuned = None
+    if setup.finetune.frozen:
+        tokens = setup.seq_len * setup.micro_batch_size / p.cp
+        tuned = [
+            finetune_layer_time(model, k, setup.finetune, accelerator, prof, p, precision, tokens)
+            for k in range(len(model.kinds))
+        ]
     worst: dict[str, Num] = {}
     t_mb: Num = 0.0
     stage: Num = 0
     stage_sum: Num = 0.0
     for s in stages:
         t = _stage_times(
-            model, accelerator, prof, p, setup, precision, s, options, domain, layer_times
+            model, accelerator, prof, p, setup, precision, s, options, domain, layer_times, tuned
         )
         total = sum(t.values())
         stage_sum = stage_sum + total
@@ -605,6 +697,7 @@ def training_time_terms(
 
     ranks = group_shapes(p)
     params = params_on_gpu
+    trainable = params if trainable_params_on_gpu is None else trainable_params_on_gpu
     grad_b = precision.bytes("gradients")
     w_b = DTYPES[precision.weights].bytes
     zero = p.optimizer_shard_stage
@@ -621,22 +714,23 @@ def training_time_terms(
                 sum(stage_kind_counts(model, p.pp, p.vp, r, p.stage_layers)) for r in range(p.pp)
             ]
             layers_on_stage = take(sizes, stage)
-        layer_w = rules.zero3_layer_bytes(params, layers_on_stage, w_b)
+        layer_w, layer_g = rules.zero3_layer_payloads(
+            params,
+            trainable,
+            layers_on_stage,
+            linear_weight_bytes(setup.finetune, precision),
+            grad_b,
+            setup.finetune.frozen,
+        )
         per_layer = rules.ZERO3_GATHERS_PER_LAYER * collective_time(
             accelerator, prof, "all_gather", layer_w, dense_size, dense_stride, domain
         ) + collective_time(
-            accelerator,
-            prof,
-            "reduce_scatter",
-            layer_w / w_b * grad_b,
-            dense_size,
-            dense_stride,
-            domain,
+            accelerator, prof, "reduce_scatter", layer_g, dense_size, dense_stride, domain
         )
         layer_compute = (worst["forward"] + worst["backward"]) / layers_on_stage
         zero3 = where(zero >= 3, m * layers_on_stage * maximum(per_layer - layer_compute, 0.0), 0.0)
     if type(zero) is not int or zero < 3:
-        grads = params * grad_b
+        grads = trainable * grad_b
         sync = _dense_collective(
             accelerator, prof, zero >= 1, grads, dense_size, dense_stride, domain
         )
@@ -644,7 +738,7 @@ def training_time_terms(
         dp_comm = maximum(sync - window, 0.0)
         if type(zero) is not int or zero >= 1:
             gather = collective_time(
-                accelerator, prof, "all_gather", params * w_b, dense_size, dense_stride, domain
+                accelerator, prof, "all_gather", trainable * w_b, dense_size, dense_stride, domain
             )
             window = worst["forward"] if options.overlap_param_gather else 0.0
             dp_comm = dp_comm + (zero >= 1) * maximum(gather - window, 0.0)
@@ -652,7 +746,7 @@ def training_time_terms(
 
     # Optimizer: read gradients, read/write master weights and states, write the model weights.
     shards = where(zero >= 1, dense_size, 1)
-    sharded = params / shards
+    sharded = trainable / shards
     state_b = optimizer_states_bytes / maximum(sharded, 1.0)
     per_param = grad_b + 2 * precision.bytes("master_weights") + 2 * state_b + w_b
     optimizer = memory_time(accelerator, prof, sharded * per_param, 4)
@@ -721,6 +815,7 @@ def training_time(
         optimizer_states_bytes=memory.optimizer_states_bytes,
         stages=candidate_stages(model, parallel.pp, parallel.stage_layers),
         options=options or TimingOptions(),
+        trainable_params_on_gpu=memory.trainable_params_on_gpu,
     )
     breakdown = {k: float(t[k]) for k in BREAKDOWN}
     return TrainingTime(
@@ -758,7 +853,7 @@ def estimate_training(
     gbs = setup.global_batch_size or setup.micro_batch_size * parallel.dp
     tokens_per_step = gbs * setup.seq_len
     gpus = parallel.num_gpus
-    flops = training_flops(model, setup.seq_len, gbs, setup.recompute)
+    flops = training_flops(model, setup.seq_len, gbs, setup.recompute, setup.finetune)
     peak_format = precision.compute
     peak = accelerator.peak(peak_format)
     step = time.step_s
@@ -783,8 +878,11 @@ def estimate_training(
     if parallel.num_gpus > cluster.scale_up_domain:
         notes += cluster.notes()
     hfu_note = "" if setup.recompute == "none" else "; HFU adds the recomputation"
+    counted = "3x causal forward"
+    if setup.finetune.frozen:
+        counted = "causal forward with the adapters, backward without the frozen weights' gradients"
     notes.append(
-        f"MFU/HFU: model FLOPs (3x causal forward{hfu_note}) "
+        f"MFU/HFU: model FLOPs ({counted}{hfu_note}) "
         f"over step time x {gpus} GPUs x the dense {peak_format} peak "
         f"({peak / 1e12:.0f} TFLOP/s)."
     )
