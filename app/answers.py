@@ -266,8 +266,10 @@ def inference_out(
         "cost": {
             "price_usd_per_gpu_hour": e.price_usd_per_gpu_hour,
             "price_source": plan.price_source,
+            "usd_per_hour": e.usd_per_hour,
             "usd_per_1k_output_tokens": e.usd_per_1k_output_tokens,
             "usd_per_1m_output_tokens": e.usd_per_1m_output_tokens,
+            "usd_per_1m_output_tokens_decode": e.usd_per_1m_output_tokens_decode,
             "usd_per_1k_input_tokens": e.usd_per_1k_input_tokens,
             "usd_per_1m_input_tokens": e.usd_per_1m_input_tokens,
         },

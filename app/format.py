@@ -4,6 +4,8 @@ one shows as ``MISSING`` (the pages) or ``-`` (the CLI's plain-text tables)."""
 
 from __future__ import annotations
 
+import math
+
 from estimator.spec.accelerator import GIB
 
 __all__ = ["MISSING", "count", "dollars", "gib", "ms", "num", "pct", "seconds", "usd", "yes_no"]
@@ -37,12 +39,14 @@ def ms(value: float | None, digits: int = 2, *, missing: str = MISSING) -> str:
 
 
 def usd(value: float | None) -> str:
-    """Dollars with the precision their size needs: $0.0123, $12.34, $1,234."""
+    """Dollars with the precision their size needs: three significant digits under a dollar
+    ($0.0123, $0.0000412: never a bare $0.0000), cents up to $1,000, whole dollars above."""
     if value is None:
         return MISSING
-    if value < 1:
-        return f"${value:,.4f}"
-    return f"${value:,.0f}" if value >= 1000 else f"${value:,.2f}"
+    if 0 < abs(value) < 1:
+        digits = min(max(2 - math.floor(math.log10(abs(value))), 2), 12)
+        return f"${value:,.{digits}f}"
+    return f"${value:,.0f}" if abs(value) >= 1000 else f"${value:,.2f}"
 
 
 def dollars(value: float | None, *, missing: str = MISSING) -> str:

@@ -23,6 +23,7 @@ from estimator.serving.estimate import estimate_inference
 
 FP32_KV = get_precision({"kv_cache": "fp32"})
 H100 = get_accelerator("h100-sxm-80gb")
+BF16 = get_precision("bf16")
 
 
 @pytest.mark.parametrize(
@@ -139,3 +140,38 @@ def test_invalid_serving_inputs(layout: Parallelism, setup: InferenceSetup, fiel
     with pytest.raises(SpecError) as err:
         inference_memory(get_model("llama-3-8b"), H100, layout, setup, get_precision("bf16"))
     assert err.value.field == field
+
+
+@pytest.mark.parametrize("model_id", ["llama-3-8b", "qwen3-8b"])
+def test_pipeline_adds_hops_to_a_lone_prompt_it_divides_nothing(model_id: str) -> None:
+    """A lone prompt crosses every stage in turn: its TTFT is the whole model's prefill plus a
+    hand-off per stage boundary (issue 22: pp 1/2/4 used to give 17.1/8.6/4.3 ms on GB200)."""
+    model, gb200 = get_model(model_id), get_accelerator("gb200")
+    setup = InferenceSetup(input_len=2048, output_len=256, concurrency=1)
+    ttft = {}
+    for pp in (1, 2, 4):
+        est = estimate_inference(model, gb200, Parallelism(tp=1, pp=pp), setup, BF16)
+        ttft[pp] = est.ttft_breakdown
+    for pp in (2, 4):
+        for part in ("gemm", "attention", "elementwise"):
+            assert ttft[pp][part] == pytest.approx(ttft[1][part], rel=1e-12), (pp, part)
+        assert ttft[pp]["comm"] > ttft[1]["comm"] == 0.0
+    assert ttft[4]["comm"] > 2 * ttft[2]["comm"]  # three hand-offs against one
+
+
+def test_cost_is_all_in_with_the_split_by_phase_beside_it() -> None:
+    """$ per output token counts every GPU-second, prefill's included (issue 22: an 8B model
+    on one H100 showed the decode share only); the phase split adds up to the same spend."""
+    setup = InferenceSetup(input_len=2048, output_len=256, concurrency=64)
+    est = estimate_inference(
+        get_model("llama-3-8b"), H100, Parallelism(tp=1), setup, BF16, price_usd_per_gpu_hour=3.0
+    )
+    assert est.usd_per_hour == 3.0
+    per_s = 3.0 / 3600
+    out_tps, in_tps = est.output_tokens_per_s, est.input_tokens_per_s
+    assert est.usd_per_1m_output_tokens == pytest.approx(per_s / out_tps * 1e6, rel=1e-12)
+    decode, prefill = est.usd_per_1m_output_tokens_decode, est.usd_per_1m_input_tokens
+    assert decode is not None and prefill is not None
+    assert decode < est.usd_per_1m_output_tokens  # type: ignore[operator]
+    spend = decode * out_tps / 1e6 + prefill * in_tps / 1e6
+    assert spend == pytest.approx(per_s, rel=1e-9)

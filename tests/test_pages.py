@@ -79,3 +79,23 @@ def test_sweep_pages_carry_strict_json_figures() -> None:
         r = client.get(url)
         assert r.status_code == 200 and "data-figure" in r.text
         assert "NaN" not in r.text and "Infinity" not in r.text
+
+
+def test_money_keeps_its_significant_digits() -> None:
+    """Never a bare $0.0000 for a small price per token (issue 22)."""
+    from app.format import usd
+
+    assert usd(0.0000412) == "$0.0000412"
+    assert usd(0.0123) == "$0.0123"
+    assert usd(0.10649) == "$0.106"
+    assert usd(12.345) == "$12.35"
+    assert usd(1234.5) == "$1,234"
+    assert usd(0.0) == "$0.00"
+
+
+def test_serving_page_says_which_load_it_shows_and_the_cost_split() -> None:
+    client = TestClient(app)
+    page = client.get("/serving", params={"model": "llama-3-8b", "concurrency": 1}).text
+    assert "Figures at concurrency 1, the load asked for" in page
+    assert "show the plan at it" in page and "concurrency=" in page
+    assert "All-in cost" in page and "Split by phase" in page

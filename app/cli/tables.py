@@ -138,8 +138,9 @@ def serving_text(out: Mapping[str, Any]) -> str:
         f"TTFT {_ms(lat['ttft_s'])} ms, TPOT {_ms(lat['tpot_s'])} ms, "
         f"{tp['output_tokens_per_s']:,.0f} output tokens/s "
         f"({tp['output_tokens_per_s_per_gpu']:,.0f} per GPU)",
-        f"cost: {_usd(c['usd_per_1m_input_tokens'])} per 1M input and "
-        f"{_usd(c['usd_per_1m_output_tokens'])} per 1M output tokens at {_price(c)}",
+        f"cost: {_usd(c['usd_per_1m_output_tokens'])} per 1M output tokens all-in at "
+        f"{_price(c)} (decode {_usd(c['usd_per_1m_output_tokens_decode'])} per 1M output, "
+        f"prefill {_usd(c['usd_per_1m_input_tokens'])} per 1M input tokens)",
         "",
         *_terms("memory per GPU", "GiB", memory, m["total_bytes"]),
         "",

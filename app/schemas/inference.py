@@ -147,9 +147,17 @@ class CurvePoint(BaseModel):
 class InferenceCostOut(BaseModel):
     price_usd_per_gpu_hour: float | None
     price_source: str | None
-    usd_per_1k_output_tokens: float | None
-    usd_per_1m_output_tokens: float | None
-    usd_per_1k_input_tokens: float | None
+    usd_per_hour: float | None = Field(description="The replica's GPUs, per hour")
+    usd_per_1k_output_tokens: float | None = Field(
+        description="All-in: every GPU-second, prefill's included, over the output tokens"
+    )
+    usd_per_1m_output_tokens: float | None = Field(description="All-in, as per 1k")
+    usd_per_1m_output_tokens_decode: float | None = Field(
+        description="Decode's share of the GPU time over the output tokens (the split by phase)"
+    )
+    usd_per_1k_input_tokens: float | None = Field(
+        description="Prefill's share of the GPU time over the input tokens"
+    )
     usd_per_1m_input_tokens: float | None
 
 

@@ -329,7 +329,16 @@ def _serving_figures(result: dict[str, Any], query: Mapping[str, str]) -> dict[s
 def serving_page(request: Request) -> Response:
     def run(req: InferenceRequest) -> dict[str, Any]:
         out = inference_out(req, *run_inference(req))
-        return {**out, "_timeline": timeline_out(run_inference_timeline(req))}
+        best = out["best_concurrency"]
+        at_best = None
+        if best is not None and best != out["concurrency"]:  # a link to the same plan at it
+            query = {k: v for k, v in request.query_params.items() if k != "format"}
+            at_best = f"{request.url.path}?{urlencode({**query, 'concurrency': best})}"
+        return {
+            **out,
+            "_timeline": timeline_out(run_inference_timeline(req)),
+            "_at_best": at_best,
+        }
 
     return _page(
         request,

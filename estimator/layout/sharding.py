@@ -216,12 +216,14 @@ def _uneven_counts(
 
 class StageShape(NamedTuple):
     """Pipeline ranks alike (one virtual chunk each): the first of them, its layers of each
-    kind, and whether it holds the input embedding (the first) or the output head (the last)."""
+    kind, whether it holds the input embedding (the first) or the output head (the last), and
+    how many ranks are like it."""
 
     stage: int
     counts: tuple[int, ...]
     first: bool
     last: bool
+    ranks: int = 1
 
 
 @per_model
@@ -230,11 +232,13 @@ def distinct_stages(model: ModelSpec, pp: int) -> tuple[StageShape, ...]:
     alike hold the same parameters and cache and take the same time, so an estimate evaluates
     each shape once; the most loaded rank is then the first of equals, as in a scan of every
     rank. A uniform model has at most three shapes (first, middle, last) whatever ``pp``."""
-    shapes: dict[tuple[tuple[int, ...], bool, bool], int] = {}
+    shapes: dict[tuple[tuple[int, ...], bool, bool], list[int]] = {}
     for stage in range(pp):
         counts = tuple(int(n) for n in stage_kind_counts(model, pp, 1, stage))
-        shapes.setdefault((counts, stage == 0, stage == pp - 1), stage)
-    return tuple(StageShape(stage, *shape) for shape, stage in shapes.items())
+        shapes.setdefault((counts, stage == 0, stage == pp - 1), []).append(stage)
+    return tuple(
+        StageShape(stages[0], *shape, ranks=len(stages)) for shape, stages in shapes.items()
+    )
 
 
 class StageParams(NamedTuple):

@@ -28,6 +28,7 @@ import numpy as np
 
 from estimator.errors import SpecError
 from estimator.layout.parallel import Parallelism
+from estimator.layout.ranks import group_shapes
 from estimator.layout.sharding import StageShape, distinct_stages, padded_vocab
 from estimator.memory.inference import InferenceMemory, InferenceSetup, inference_memory, kv_elems
 from estimator.spec.accelerator import Accelerator
@@ -83,8 +84,10 @@ class InferenceEstimate:
     curve: tuple[ConcurrencyPoint, ...]
     best_concurrency: int | None
     price_usd_per_gpu_hour: float | None
-    usd_per_1m_output_tokens: float | None
-    usd_per_1m_input_tokens: float | None
+    usd_per_1m_output_tokens: float | None  # all-in: every GPU-second over the output tokens
+    usd_per_1m_input_tokens: float | None  # prefill's share of the GPU time over input tokens
+    usd_per_1m_output_tokens_decode: float | None = None  # decode's share over output tokens
+    usd_per_hour: float | None = None  # the replica's GPUs
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -232,6 +235,18 @@ def _pipeline(stage_time: list[dict[str, Num]], pp: int) -> dict[str, Num]:
     return worst if pp == 1 else {k: pp * v for k, v in worst.items()}
 
 
+def _through_stages(
+    stage_time: list[dict[str, Num]], stages: tuple[StageShape, ...]
+) -> dict[str, Num]:
+    """One micro-batch's latency through every pipeline stage in turn: each distinct stage's
+    time as many times as ranks are like it (a lone prompt crosses them one after another; the
+    pipeline overlaps nothing for it)."""
+    total = {k: v * stages[0].ranks for k, v in stage_time[0].items()}
+    for times, stage in zip(stage_time[1:], stages[1:], strict=True):
+        total = {k: v + stage.ranks * times[k] for k, v in total.items()}
+    return total
+
+
 def _per_size(times: dict[str, Num], n: int) -> dict[str, Any]:
     """Each part as an array of ``n`` floats (parts that no batch size changes, such as the
     communication of a single GPU, come back from the formulas as one number)."""
@@ -286,15 +301,24 @@ def estimate_inference(
     stages = distinct_stages(model, pp)
     args = (model, accelerator, prof, p, precision)
     prefill_kinds = _prefill_kinds(*args, prompt, batch, domain)
-    prefill = _per_size(
-        _pipeline(_stage_times(prefill_kinds, stages, _head_time(*args, batch)), 1), len(sizes)
-    )
+    prefill_stages = _stage_times(prefill_kinds, stages, _head_time(*args, batch))
+    prefill = _per_size(_pipeline(prefill_stages, 1), len(sizes))
+    # A lone prompt (the TTFT at light load) crosses every stage in turn, and is handed from
+    # stage to stage: pipeline parallelism adds hops to it, it divides nothing.
+    through = _through_stages(prefill_stages, stages)
+    lone = {k: float(np.asarray(v).reshape(-1)[0]) for k, v in through.items()}  # batch 1
+    if pp > 1:
+        hop_bytes = prompt * model.hidden_size * DTYPES[precision.activations].bytes
+        size, stride = group_shapes(p)["pp"]
+        hop = collective_time(accelerator, prof, "send_recv", hop_bytes, size, stride, domain)
+        lone["comm"] = lone["comm"] + (pp - 1) * float(hop)
     per_mb = np.maximum(batch / pp, 1.0)
     decode_kinds = _decode_kinds(*args, per_mb, context, domain)
     decode = _per_size(
         _pipeline(_stage_times(decode_kinds, stages, _head_time(*args, per_mb)), pp), len(sizes)
     )
     prefill_s: list[float] = sum(prefill.values()).tolist()  # per batch size, Python floats
+    lone_s = sum(lone.values())
     decode_s: list[float] = sum(decode.values()).tolist()
 
     def parts(times: dict[str, Any], b: int) -> dict[str, float]:
@@ -311,7 +335,7 @@ def estimate_inference(
     curve = [
         ConcurrencyPoint(
             concurrency=c,
-            ttft_s=prefill_s[0] + decode_s[at[c]],
+            ttft_s=lone_s + decode_s[at[c]],
             tpot_s=decode_s[at[c]],
             output_tokens_per_s=throughput(c)[0],
             fits=c <= memory.max_concurrency,
@@ -326,18 +350,22 @@ def estimate_inference(
         if ok and (best is None or point.output_tokens_per_s > best.output_tokens_per_s):
             best = point
 
-    ttft_parts = parts(prefill, 1)
+    ttft_parts = lone
     tpot_parts = parts(decode, conc)
     out_tps, pre_s, dec_s = throughput(conc)
     in_tps = out_tps * setup.input_len / max(setup.output_len, 1)
     gpus = p.tp * p.pp
-    usd_out = usd_in = None
+    usd_out = usd_decode = usd_in = usd_hour = None
     if price_usd_per_gpu_hour is not None:
         if price_usd_per_gpu_hour < 0:
             raise SpecError("price_usd_per_gpu_hour", "must be >= 0", price_usd_per_gpu_hour)
-        per_s = price_usd_per_gpu_hour * gpus / SECONDS_PER_HOUR
+        usd_hour = price_usd_per_gpu_hour * gpus
+        per_s = usd_hour / SECONDS_PER_HOUR
+        # All-in: every GPU-second, prefill's included, over the output tokens; beside it the
+        # split by phase (decode's seconds over output tokens, prefill's over input tokens).
         share = dec_s / (pre_s + dec_s) if pre_s + dec_s else 1.0
-        usd_out = per_s * share / out_tps * 1e6 if out_tps else None
+        usd_out = per_s / out_tps * 1e6 if out_tps else None
+        usd_decode = per_s * share / out_tps * 1e6 if out_tps else None
         usd_in = per_s * (1 - share) / in_tps * 1e6 if in_tps else None
     notes = list(memory.notes) + list(prof.notes)
     notes.append(
@@ -366,5 +394,7 @@ def estimate_inference(
         price_usd_per_gpu_hour=price_usd_per_gpu_hour,
         usd_per_1m_output_tokens=usd_out,
         usd_per_1m_input_tokens=usd_in,
+        usd_per_1m_output_tokens_decode=usd_decode,
+        usd_per_hour=usd_hour,
         notes=tuple(notes),
     )
