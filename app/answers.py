@@ -41,6 +41,8 @@ from estimator.counts.tree import ModuleNode, top_modules
 from estimator.finetune import FineTune, adapters
 from estimator.layout.ranks import RankLayout, gpu_name
 from estimator.memory.timeline import Timeline
+from estimator.memory.training import TrainingMemory
+from estimator.offload import Offload
 from estimator.serving.estimate import InferenceEstimate
 from estimator.spec.cluster import Cluster
 from estimator.spec.precision import DTYPES
@@ -190,11 +192,26 @@ def training_out(plan: TrainingPlan, e: TrainingEstimate) -> dict[str, Any]:
         },
         "params": params_dict(plan.model),
         "finetune": finetune_dict(plan.model, plan.setup.finetune),
+        "offload": offload_dict(plan.setup.offload, m),
         "cluster": cluster_dict(plan.cluster),
         "stack": stack_dict(plan.options),
         "exact": plan.model.exact,
         "calibrated": e.calibrated,
         "notes": ([plan.pipeline.description] if plan.pipeline else []) + list(e.notes),
+    }
+
+
+def offload_dict(off: Offload, m: TrainingMemory) -> dict[str, Any]:
+    """What the plan offloads to host memory, how much, and the host it assumed."""
+    return {
+        "optimizer": off.optimizer,
+        "params": off.params,
+        "activations": off.activations,
+        "host_optimizer_bytes": m.host_optimizer_bytes,
+        "host_weights_bytes": m.host_weights_bytes,
+        "host_activations_bytes": m.host_activations_bytes,
+        "host_bytes": m.host_bytes,
+        "host_capacity_bytes": m.host_capacity_bytes,
     }
 
 

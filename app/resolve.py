@@ -44,6 +44,7 @@ from estimator.layout.pipeline import PipelineSplit, model_split
 from estimator.layout.ranks import RankLayout, rank_layout
 from estimator.memory.timeline import Timeline, inference_timeline, training_timeline
 from estimator.memory.training import TrainingMemory
+from estimator.offload import Offload
 from estimator.serving.estimate import InferenceEstimate, estimate_inference
 from estimator.spec.cluster import Cluster, cluster_of
 from estimator.sweep.serving import ServingSearch, ServingSweep, ServingWorkload, sweep_serving
@@ -277,6 +278,14 @@ def training_plan(req: TrainingRequest) -> TrainingPlan:
         optimizer=req.optimizer,
         activation_convention=req.activation_convention,
         finetune=finetune_of(req),
+        offload=Offload(
+            optimizer=req.offload_optimizer,
+            params=req.offload_params,
+            activations=req.offload_activations,
+            host_link_gb_per_s=req.host_link_gb_per_s,
+            host_memory_gb_per_gpu=req.host_memory_gb_per_gpu,
+            host_memory_gb_per_s=req.host_memory_gb_per_s,
+        ),
     )
     accelerator = resolve_accelerator(req.accelerator)
     cluster = _cluster(accelerator, req)

@@ -94,6 +94,11 @@ STEP = (
     Term("pp_comm_s", "PP send/recv (exposed)", "pipeline activations sent between stages"),
     Term("dp_comm_s", "DP grad sync (exposed)", "gradient reduction not hidden by backward"),
     Term("zero3_comm_s", "ZeRO-3 gathers (exposed)", "parameter gathers not hidden by compute"),
+    Term(
+        "offload_s",
+        "CPU offload (exposed)",
+        "host-link transfers and the CPU optimizer step not hidden by compute",
+    ),
     Term("optimizer_s", "Optimizer step", "the optimizer's update of the local parameters"),
 )
 

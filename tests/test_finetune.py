@@ -227,7 +227,9 @@ def test_full_finetuning_is_unchanged(model_id: str) -> None:
         == golden["memory"]
     )
     t = e.time
-    step = {"step_s": t.step_s, **t.breakdown, "forward_s": t.forward_s}
+    assert t.breakdown["offload"] == 0.0  # a term added after the golden numbers: no offload
+    breakdown = {k: v for k, v in t.breakdown.items() if k != "offload"}
+    step = {"step_s": t.step_s, **breakdown, "forward_s": t.forward_s}
     step |= {"backward_s": t.backward_s, "recompute_s": t.recompute_s}
     assert step == golden["step"]
     assert {

@@ -162,7 +162,50 @@ class FineTuneFields(Request):
     )
 
 
-class TrainingRequest(FineTuneFields, ClusterFields):
+OFFLOAD_GROUP = "CPU offload"
+HostFigure = Annotated[float, Field(gt=0, le=1e6)]
+
+
+class OffloadFields(Request):
+    """What lives in host memory instead of the GPU's (``estimator.offload``), and the host's
+    figures (default: the accelerator's reference system in the catalog)."""
+
+    offload_optimizer: bool = Field(
+        False,
+        description="Master weights and optimizer states on the host, the optimizer step on the"
+        " CPU (ZeRO-Offload, FSDP CPUOffload, Megatron --optimizer-cpu-offload)",
+        json_schema_extra=form("Offload optimizer", OFFLOAD_GROUP),
+    )
+    offload_params: bool = Field(
+        False,
+        description="The GPU's weight shard on the host, fetched before each use (ZeRO-3"
+        " offload_param, FSDP offload_params); needs layout.zero_stage=3",
+        json_schema_extra=form("Offload parameters", OFFLOAD_GROUP),
+    )
+    offload_activations: bool = Field(
+        False,
+        description="Saved activations to the host during the forward and back for the"
+        " backward; the GPU keeps two layers' worth",
+        json_schema_extra=form("Offload activations", OFFLOAD_GROUP),
+    )
+    host_link_gb_per_s: HostFigure | None = Field(
+        None,
+        description="GPU-host link, GB/s per direction (PCIe 5.0 x16: 63; NVLink-C2C: 450)",
+        json_schema_extra=form("Host link GB/s", OFFLOAD_GROUP, "the catalog's"),
+    )
+    host_memory_gb_per_gpu: HostFigure | None = Field(
+        None,
+        description="Host memory per GPU, GB (a DGX H100's 2 TB over 8 GPUs: 256)",
+        json_schema_extra=form("Host memory GB per GPU", OFFLOAD_GROUP, "the catalog's"),
+    )
+    host_memory_gb_per_s: HostFigure | None = Field(
+        None,
+        description="Host memory bandwidth per GPU, GB/s (the CPU optimizer step's rate)",
+        json_schema_extra=form("Host memory GB/s per GPU", OFFLOAD_GROUP, "the catalog's"),
+    )
+
+
+class TrainingRequest(FineTuneFields, OffloadFields, ClusterFields):
     """A training plan. Only ``model`` is required; every default is listed here."""
 
     model: ModelRef = Field(json_schema_extra=MODEL_FORM)
@@ -346,6 +389,19 @@ class FineTuneOut(BaseModel):
     total_params: int = Field(description="Every parameter, adapters included (PEFT's all params)")
 
 
+class OffloadOut(BaseModel):
+    """What the plan keeps in host memory (bytes for the most-loaded GPU; not in its total)."""
+
+    optimizer: bool
+    params: bool
+    activations: bool
+    host_optimizer_bytes: float
+    host_weights_bytes: float
+    host_activations_bytes: float
+    host_bytes: float
+    host_capacity_bytes: float = Field(description="This GPU's share of host memory; 0: none")
+
+
 class TrainingEstimateOut(BaseModel):
     model: str
     accelerator: str
@@ -358,6 +414,7 @@ class TrainingEstimateOut(BaseModel):
     cost: TrainingCostOut
     params: Params
     finetune: FineTuneOut
+    offload: OffloadOut
     cluster: ClusterOut
     stack: StackOut
     exact: bool = Field(

@@ -57,6 +57,7 @@ from estimator.memory.activations import (
     region_scales,
     saved_bytes,
 )
+from estimator.offload import NO_OFFLOAD, Host, Offload, host_of
 from estimator.records import from_fields
 from estimator.spec.accelerator import GIB, Accelerator
 from estimator.spec.model import ModelSpec
@@ -107,7 +108,8 @@ class TrainingSetup:
     attention kernel whose saved tensors are counted; ``optimizer`` the state layout;
     ``activation_convention`` whose saved tensors are counted: ``megatron`` (Megatron-Core's fused
     kernels, Korthikanti et al.) or ``hf`` (Hugging Face eager/SDPA modules, op by op; Llama-style
-    families only); ``finetune`` what is trained (``estimator.finetune``: full, LoRA or QLoRA).
+    families only); ``finetune`` what is trained (``estimator.finetune``: full, LoRA or QLoRA);
+    ``offload`` what lives in host memory (``estimator.offload``).
     Frozen, filled in one step like ``Parallelism``.
     """
 
@@ -119,6 +121,7 @@ class TrainingSetup:
     optimizer: Optimizer = "adamw"
     activation_convention: ActivationConvention = "megatron"
     finetune: FineTune = FULL
+    offload: Offload = NO_OFFLOAD
 
     def __init__(
         self,
@@ -130,6 +133,7 @@ class TrainingSetup:
         optimizer: Optimizer = "adamw",
         activation_convention: ActivationConvention = "megatron",
         finetune: FineTune = FULL,
+        offload: Offload = NO_OFFLOAD,
     ) -> None:
         object.__setattr__(  # fill the frozen record in one step (see ``records``)
             self,
@@ -143,6 +147,7 @@ class TrainingSetup:
                 "optimizer": optimizer,
                 "activation_convention": activation_convention,
                 "finetune": finetune,
+                "offload": offload,
             },
         )
 
@@ -169,6 +174,11 @@ class TrainingMemory:
     params_on_gpu: float
     trainable_params_on_gpu: float
     in_flight_microbatches: int
+    # What CPU offload keeps in host memory for this GPU (not in the GPU's total)
+    host_optimizer_bytes: float = 0.0
+    host_weights_bytes: float = 0.0
+    host_activations_bytes: float = 0.0
+    host_capacity_bytes: float = 0.0  # this GPU's share of its host's memory (0: no offload)
     notes: tuple[str, ...] = ()
 
     @property
@@ -189,8 +199,14 @@ class TrainingMemory:
         )
 
     @property
+    def host_bytes(self) -> float:
+        return self.host_optimizer_bytes + self.host_weights_bytes + self.host_activations_bytes
+
+    @property
     def fits(self) -> bool:
-        return self.total_bytes <= self.capacity_bytes
+        """On the GPU, and on the host where something is offloaded to it."""
+        host_ok = not self.host_capacity_bytes or self.host_bytes <= self.host_capacity_bytes
+        return self.total_bytes <= self.capacity_bytes and host_ok
 
     def terms(self) -> dict[str, float]:
         return {name: getattr(self, name) for name in TERMS}
@@ -354,6 +370,10 @@ class StageTerms(NamedTuple):
     in_flight: Num
     microbatch_activations_bytes: Num
     working_layer_bytes: Num
+    # CPU offload (``estimator.offload``): what lives in host memory instead
+    host_optimizer_bytes: Num  # master weights and optimizer states
+    host_weights_bytes: Num  # the GPU's weight shard (ZeRO-3 parameter offload)
+    host_activations_bytes: Num  # saved activations beyond the two layers the GPU keeps
 
 
 STAGE_KEYS = StageTerms._fields
@@ -402,6 +422,7 @@ def _stage_values(
     tables = _memory_tables(model, precision, setup.optimizer, flash, convention, setup.finetune)
     w_lin, w_other, cache_b, grad_b, master_b, state_b, w_exp = tables.bytes_per_param
     lora = tables.adapters  # None: full fine-tuning
+    offload = setup.offload
     # ZeRO stage z divides a term by the data-parallel ranks (dense parameters over dp * cp,
     # experts over the expert data-parallel ranks) and by 1 below z: 1 + on * (ranks - 1) works
     # alike for one layout (bools) and for arrays, and x / 1 is exactly x. Megatron's
@@ -508,6 +529,15 @@ def _stage_values(
         microbatch_acts = per_mb + first * embed
         flight = in_flight_microbatches(pp, vp, stage, microbatches)
         acts = flight * microbatch_acts + peak_layer
+        host_opt = host_weights = host_acts = 0.0
+        if offload.optimizer:
+            host_opt, master, states = master + states, 0.0, 0.0
+        if offload.params:
+            host_weights, weights = weights, 0.0  # the gather buffers hold what is in use
+        if offload.activations:  # the GPU keeps the layer in use and the next one in flight
+            on_gpu = peak_layer + 2 * per_mb / maximum(sum(counts), 1)
+            host_acts = maximum(acts - on_gpu, 0.0)
+            acts = acts - host_acts
         logits = last * head
         allocated = weights + cache + grads + master + states + acts + logits + gather + dequant
         fragmentation = allocated * FRAGMENTATION_FRACTION
@@ -532,6 +562,9 @@ def _stage_values(
                     flight,
                     microbatch_acts,
                     peak_layer,
+                    host_opt,
+                    host_weights,
+                    host_acts,
                 )
             )
         )
@@ -615,6 +648,13 @@ def validate_training(model: ModelSpec, p: Parallelism, setup: TrainingSetup) ->
         )
     if setup.optimizer not in OPTIMIZERS:
         raise SpecError("optimizer", f"must be one of {', '.join(OPTIMIZERS)}", setup.optimizer)
+    if setup.offload.params and p.zero_stage != 3:
+        raise SpecError(
+            "offload_params",
+            "parameter offload needs ZeRO-3 / FSDP (layout.zero_stage=3), as DeepSpeed and FSDP"
+            " offload only sharded parameters",
+            p.zero_stage,
+        )
     gbs = setup.global_batch_size
     if gbs is not None and (gbs < 1 or gbs % (setup.micro_batch_size * p.dp)):
         raise SpecError(
@@ -681,6 +721,7 @@ def training_memory(
     """Per-GPU memory of a training step on the most-loaded GPU, with its breakdown."""
     validate_training(model, parallel, setup)
     best, stage = _most_loaded(model, parallel, setup, precision)
+    host = host_of(accelerator.id, setup.offload) if setup.offload.any else None
     values = {  # the TrainingMemory fields (a literal: a third of a comprehension's cost)
         "weights_bytes": float(best.weights_bytes),
         "weight_cache_bytes": float(best.weight_cache_bytes),
@@ -699,7 +740,11 @@ def training_memory(
         "params_on_gpu": float(best.params_on_gpu),
         "trainable_params_on_gpu": float(best.trainable_params_on_gpu),
         "in_flight_microbatches": int(ceil_div(best.in_flight * 1000, 1000)),
-        "notes": _training_notes(model, parallel, setup, stage),
+        "host_optimizer_bytes": float(best.host_optimizer_bytes),
+        "host_weights_bytes": float(best.host_weights_bytes),
+        "host_activations_bytes": float(best.host_activations_bytes),
+        "host_capacity_bytes": host.memory_bytes if host else 0.0,
+        "notes": _training_notes(model, parallel, setup, stage) + _host_notes(best, host),
     }
     return from_fields(TrainingMemory, values)
 
@@ -710,6 +755,19 @@ _OVERHEAD_NOTE = (
     f"{NCCL_BUFFER_BYTES_PER_GROUP / GIB:.2f} GiB per parallel group, allocator "
     f"fragmentation {FRAGMENTATION_FRACTION:.0%} of allocated memory."
 )
+
+
+def _host_notes(best: StageTerms, host: Host | None) -> tuple[str, ...]:
+    if host is None:
+        return ()
+    need = float(best.host_optimizer_bytes + best.host_weights_bytes + best.host_activations_bytes)
+    notes = [
+        host.note(),
+        f"Host memory for this GPU's offloaded state: {need / GIB:,.2f} GiB of"
+        f" {host.memory_bytes / GIB:,.2f} GiB"
+        + ("." if need <= host.memory_bytes else ": it does not fit in host memory."),
+    ]
+    return tuple(notes)
 
 
 def _training_notes(

@@ -83,6 +83,7 @@ from estimator.memory.training import (
     candidate_stages,
     training_memory,
 )
+from estimator.offload import CPU_ADAM_BYTES_PER_PARAM, host_of
 from estimator.spec.accelerator import Accelerator
 from estimator.spec.architecture import AttentionCore, LayerKind
 from estimator.spec.cluster import Cluster, cluster_of
@@ -623,6 +624,37 @@ def _stage_times(
     return {"forward": fwd, "backward": bwd, "recompute": rec, "pp_comm": pp_comm, **comm}
 
 
+def _offload_time(
+    setup: TrainingSetup,
+    accelerator_id: str,
+    worst: dict[str, Num],
+    m: Num,
+    sharded: Num,
+    grad_b: float,
+    w_b: float,
+    host_weights: Num,
+    host_activations: Num,
+) -> Num:
+    """Exposed seconds of CPU offload per step (``estimator.offload``): the optimizer's
+    gradient / weight transfers and CPU step after the backward; weight fetches and activation
+    round trips behind each micro-batch's compute, exposed where the link is slower."""
+    off = setup.offload
+    host = host_of(accelerator_id, off)
+    link = host.link_bytes_per_s
+    out: Num = 0.0
+    if off.optimizer:  # both directions at once: the larger of the two, then the CPU step
+        transfer = maximum(sharded * grad_b, sharded * w_b) / link
+        out = out + transfer + sharded * CPU_ADAM_BYTES_PER_PARAM / host.memory_bytes_per_s
+    fwd, bwd, rec = worst["forward"], worst["backward"], worst["recompute"]
+    if off.params:  # the shard comes up for the forward, the backward and a full recompute
+        passes = 3 if setup.recompute == "full" else 2
+        out = out + m * maximum(passes * host_weights / link - (fwd + bwd + rec), 0.0)
+    if off.activations:  # down during the forward, back up during the backward
+        per_mb = host_activations / link
+        out = out + m * (maximum(per_mb - fwd, 0.0) + maximum(per_mb - bwd - rec, 0.0))
+    return out
+
+
 def training_time_terms(
     model: ModelSpec,
     accelerator: Accelerator,
@@ -635,13 +667,16 @@ def training_time_terms(
     stages: Sequence[Num],
     options: TimingOptions,
     trainable_params_on_gpu: Num | None = None,
+    host_weights_bytes: Num = 0.0,
+    host_activations_bytes: Num = 0.0,
 ) -> dict[str, Num]:
     """The step-time breakdown for ints or arrays of layouts: the ``TrainingTime`` breakdown
     keys plus ``step_s``, ``microbatches``, ``forward_s``, ``backward_s``, ``recompute_s`` and
     ``stage`` (the slowest of ``stages``). ``parallel`` and ``setup.micro_batch_size`` may hold
     numpy arrays; this is the one formula the single estimate and the sweep share.
     ``trainable_params_on_gpu`` (default: every parameter) are what gradients, the optimizer
-    and the parameter all-gather move."""
+    and the parameter all-gather move; ``host_weights_bytes`` and ``host_activations_bytes``
+    what CPU offload keeps on the host (``setup.offload``)."""
     prof = kernel_profile(accelerator.id)
     domain = options.cluster or cluster_of(accelerator)
     p = parallel
@@ -750,6 +785,14 @@ def training_time_terms(
     state_b = optimizer_states_bytes / maximum(sharded, 1.0)
     per_param = grad_b + 2 * precision.bytes("master_weights") + 2 * state_b + w_b
     optimizer = memory_time(accelerator, prof, sharded * per_param, 4)
+    offload: Num = 0.0
+    if setup.offload.any:
+        offload = _offload_time(
+            setup, accelerator.id, worst, m, sharded, grad_b, w_b,
+            host_weights_bytes, host_activations_bytes,
+        )  # fmt: skip
+        if setup.offload.optimizer:
+            optimizer = 0.0  # the CPU's step, in offload_time
 
     compute = m * (worst["forward"] + worst["backward"] + worst["recompute"])
     out = {
@@ -761,6 +804,7 @@ def training_time_terms(
         "pp_comm": m * worst["pp_comm"],
         "dp_comm": dp_comm,
         "zero3_comm": zero3,
+        "offload": offload,
         "optimizer": optimizer,
     }
     out["step_s"] = sum(out.values())
@@ -816,6 +860,9 @@ def training_time(
         stages=candidate_stages(model, parallel.pp, parallel.stage_layers),
         options=options or TimingOptions(),
         trainable_params_on_gpu=memory.trainable_params_on_gpu,
+        host_weights_bytes=memory.host_weights_bytes,
+        host_activations_bytes=memory.host_activations_bytes
+        / max(memory.in_flight_microbatches, 1),
     )
     breakdown = {k: float(t[k]) for k in BREAKDOWN}
     return TrainingTime(
