@@ -286,6 +286,8 @@ def training_plan(req: TrainingRequest) -> TrainingPlan:
             host_memory_gb_per_gpu=req.host_memory_gb_per_gpu,
             host_memory_gb_per_s=req.host_memory_gb_per_s,
         ),
+        moe_imbalance=req.moe_imbalance,
+        moe_capacity_factor=req.moe_capacity_factor,
     )
     accelerator = resolve_accelerator(req.accelerator)
     cluster = _cluster(accelerator, req)

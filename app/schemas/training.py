@@ -205,7 +205,27 @@ class OffloadFields(Request):
     )
 
 
-class TrainingRequest(FineTuneFields, OffloadFields, ClusterFields):
+MOE_GROUP = "MoE routing"
+
+
+class MoEFields(Request):
+    """How evenly a mixture-of-experts router spreads tokens (MoE models only)."""
+
+    moe_imbalance: Annotated[float, Field(ge=1, le=64)] = Field(
+        1.0,
+        description="The busiest expert-parallel rank's routed tokens over the mean (1:"
+        " balanced); its experts' GEMMs and saved activations scale with it",
+        json_schema_extra=form("Expert load imbalance", MOE_GROUP, "1"),
+    )
+    moe_capacity_factor: Annotated[float, Field(gt=0, le=64)] | None = Field(
+        None,
+        description="Per-expert capacity over the balanced share (Megatron-Core"
+        " --moe-expert-capacity-factor); tokens past it are dropped. Default: dropless",
+        json_schema_extra=form("Expert capacity factor", MOE_GROUP, "dropless"),
+    )
+
+
+class TrainingRequest(FineTuneFields, OffloadFields, MoEFields, ClusterFields):
     """A training plan. Only ``model`` is required; every default is listed here."""
 
     model: ModelRef = Field(json_schema_extra=MODEL_FORM)

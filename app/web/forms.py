@@ -188,6 +188,8 @@ TRAINING_INPUTS = inputs_of(
     "host_link_gb_per_s",
     "host_memory_gb_per_gpu",
     "host_memory_gb_per_s",
+    "moe_imbalance",
+    "moe_capacity_factor",
     "stack",
     "gpus_per_node",
     "scale_up_domain",

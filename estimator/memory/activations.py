@@ -304,18 +304,21 @@ def saved_bytes(
     return tokens * per_token
 
 
-def region_scales(*, keys: Num, tp: Num, sp: Num, etp: Num, recompute: str) -> dict[Region, Num]:
+def region_scales(
+    *, keys: Num, tp: Num, sp: Num, etp: Num, recompute: str, expert_load: Num = 1.0
+) -> dict[Region, Num]:
     """What one GPU keeps of an item's per-token bytes, by region: ``seq`` items split over TP
     only with sequence parallelism, ``tp`` and ``expert_i`` items always, ``full`` items never,
     routed tokens (``expert_h``) as all-gathered over ETP, score matrices per key unless selective
-    recompute drops them."""
+    recompute drops them; the routed-token regions at ``expert_load`` times the balanced share
+    (the busiest expert-parallel rank's)."""
     per_rank = 1 / tp
     return {
         "seq": 1 / where(sp, tp, 1),
         "tp": per_rank,
-        "expert_i": per_rank,
+        "expert_i": per_rank * expert_load,
         "full": 1,
-        "expert_h": etp / tp,
+        "expert_h": etp / tp * expert_load,
         "scores": 0 if recompute == "selective" else keys / tp,
     }
 

@@ -109,7 +109,9 @@ class TrainingSetup:
     ``activation_convention`` whose saved tensors are counted: ``megatron`` (Megatron-Core's fused
     kernels, Korthikanti et al.) or ``hf`` (Hugging Face eager/SDPA modules, op by op; Llama-style
     families only); ``finetune`` what is trained (``estimator.finetune``: full, LoRA or QLoRA);
-    ``offload`` what lives in host memory (``estimator.offload``).
+    ``offload`` what lives in host memory (``estimator.offload``); ``moe_imbalance`` (>= 1)
+    the busiest expert-parallel rank's routed tokens over the mean, ``moe_capacity_factor`` the
+    per-expert cap (None: dropless), for MoE models.
     Frozen, filled in one step like ``Parallelism``.
     """
 
@@ -122,6 +124,8 @@ class TrainingSetup:
     activation_convention: ActivationConvention = "megatron"
     finetune: FineTune = FULL
     offload: Offload = NO_OFFLOAD
+    moe_imbalance: float = 1.0
+    moe_capacity_factor: float | None = None
 
     def __init__(
         self,
@@ -134,6 +138,8 @@ class TrainingSetup:
         activation_convention: ActivationConvention = "megatron",
         finetune: FineTune = FULL,
         offload: Offload = NO_OFFLOAD,
+        moe_imbalance: float = 1.0,
+        moe_capacity_factor: float | None = None,
     ) -> None:
         object.__setattr__(  # fill the frozen record in one step (see ``records``)
             self,
@@ -148,8 +154,19 @@ class TrainingSetup:
                 "activation_convention": activation_convention,
                 "finetune": finetune,
                 "offload": offload,
+                "moe_imbalance": moe_imbalance,
+                "moe_capacity_factor": moe_capacity_factor,
             },
         )
+
+    @property
+    def expert_load(self) -> float:
+        """Tokens the busiest expert-parallel rank's experts take, over the balanced share:
+        ``moe_imbalance``, capped by ``moe_capacity_factor`` (tokens past an expert's capacity
+        are dropped, as Megatron-Core's --moe-expert-capacity-factor drops them; without a
+        factor the router is dropless)."""
+        cap = self.moe_capacity_factor
+        return self.moe_imbalance if cap is None else min(self.moe_imbalance, cap)
 
 
 @dataclass(frozen=True)
@@ -442,7 +459,9 @@ def _stage_values(
     # Full recompute keeps each layer's input, and the layer being recomputed holds its full
     # activations (the "none" policy's).
     policy = "none" if recompute == "full" else recompute
-    scales = region_scales(keys=seq_len, tp=tp, sp=sp_on, etp=etp, recompute=policy)
+    scales = region_scales(
+        keys=seq_len, tp=tp, sp=sp_on, etp=etp, recompute=policy, expert_load=setup.expert_load
+    )
 
     regions = tables.regions
     if recompute == "full":
@@ -648,6 +667,15 @@ def validate_training(model: ModelSpec, p: Parallelism, setup: TrainingSetup) ->
         )
     if setup.optimizer not in OPTIMIZERS:
         raise SpecError("optimizer", f"must be one of {', '.join(OPTIMIZERS)}", setup.optimizer)
+    if setup.moe_imbalance < 1 or setup.moe_imbalance > 64:
+        raise SpecError("moe_imbalance", "must be between 1 (balanced) and 64", setup.moe_imbalance)
+    cap = setup.moe_capacity_factor
+    if cap is not None and not 0 < cap <= 64:
+        raise SpecError("moe_capacity_factor", "must be > 0 and <= 64", cap)
+    if model.moe is None and setup.moe_imbalance != 1:
+        raise SpecError("moe_imbalance", "applies to mixture-of-experts models", model.id)
+    if model.moe is None and cap is not None:
+        raise SpecError("moe_capacity_factor", "applies to mixture-of-experts models", model.id)
     if setup.offload.params and p.zero_stage != 3:
         raise SpecError(
             "offload_params",
@@ -791,4 +819,22 @@ def _training_notes(
         notes.append(f"Vocabulary padded by {padded} rows to a multiple of 128*tp (Megatron).")
     if setup.finetune.frozen:
         notes.append(adapters(model, setup.finetune).note())
+    if model.moe is not None:
+        load, cap = setup.expert_load, setup.moe_capacity_factor
+        if load != 1 or cap is not None:
+            dropped = (
+                f"; tokens past a capacity factor of {cap:g} are dropped, not computed"
+                if cap is not None and cap < setup.moe_imbalance
+                else ""
+            )
+            notes.append(
+                f"MoE load: the busiest expert-parallel rank's experts take {load:g}x the"
+                f" balanced share of routed tokens (imbalance {setup.moe_imbalance:g}"
+                f"{dropped}); their GEMMs and saved activations scale with it."
+            )
+        else:
+            notes.append(
+                "MoE routing assumed balanced (moe_imbalance=1, dropless): real routers are"
+                " not; give moe_imbalance for the busiest rank's share."
+            )
     return (*notes, *model.notes)

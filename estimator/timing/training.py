@@ -203,9 +203,11 @@ class TrainingEstimate:
 
 
 def _linear_gemms(
-    kind: LayerKind, tp: Num, ep: Num, etp: Num, tokens: Num
+    kind: LayerKind, tp: Num, ep: Num, etp: Num, tokens: Num, expert_load: Num = 1.0
 ) -> list[tuple[Num, Num, Num, Num, str]]:
-    """(M, K, N, count, component) of each GEMM one rank runs for one layer's forward."""
+    """(M, K, N, count, component) of each GEMM one rank runs for one layer's forward; routed
+    experts at ``expert_load`` times the balanced share (the busiest rank's, which the others
+    wait for: ``TrainingSetup.expert_load``)."""
     out: list[tuple[Num, Num, Num, Num, str]] = []
     for m in kind.linears:
         if m.copies > 1:
@@ -213,7 +215,7 @@ def _linear_gemms(
             # training micro-batch, a few for a small decode batch), then balanced routing.
             touched = 1 - (1 - m.active / m.copies) ** tokens
             local = m.copies // ep * touched
-            routed = tokens * m.active * ep * etp / (tp * m.copies * touched)
+            routed = tokens * m.active * ep * etp / (tp * m.copies * touched) * expert_load
             if m.tp == "column":
                 out.append((routed, m.in_features, m.out_features / etp, local, m.component))
             else:
@@ -260,6 +262,7 @@ def linear_gemm_time(
     p: Parallelism,
     precision: Precision,
     tokens: Num,
+    expert_load: Num = 1.0,
 ) -> Num:
     """Forward time of one layer's linears on one rank for ``tokens`` tokens.
 
@@ -281,7 +284,7 @@ def linear_gemm_time(
         t = gemm_time(acc, prof, per_row * tokens, row_bytes * tokens + fixed, precision.compute)
         total = t.sum(axis=0)  # zeros for a layer of experts only
     for linear, (m_rows, k, n, count, _) in zip(
-        kind.linears, _linear_gemms(kind, p.tp, p.ep, p.expert_tp, tokens), strict=True
+        kind.linears, _linear_gemms(kind, p.tp, p.ep, p.expert_tp, tokens, expert_load), strict=True
     ):
         if stacked and linear.copies == 1:
             continue
@@ -343,6 +346,7 @@ def layer_time(
     flash: bool = True,
     kernel: AttentionKernel = "fused",
     attention_format: str | None = None,
+    expert_load: Num = 1.0,
 ) -> _LayerTime:
     """Forward time of one layer of ``kind`` for one micro-batch on one rank (and the backward
     time of its attention, whose ratio to the forward depends on the kernel).
@@ -353,7 +357,7 @@ def layer_time(
     gemm_b = DTYPES[precision.gemm_inputs].bytes
     act_b = DTYPES[precision.activations].bytes
     tokens = seq_len * micro_batch / p.cp
-    gemm = linear_gemm_time(model, kind, acc, prof, p, precision, tokens)
+    gemm = linear_gemm_time(model, kind, acc, prof, p, precision, tokens, expert_load)
 
     term = attention_terms(model)[kind_index]
     a = kind.attention
@@ -698,6 +702,7 @@ def training_time_terms(
             setup.flash_attention,
             options.attention_kernel,
             training_attention_format(precision),
+            setup.expert_load,
         )
         for k, kind in enumerate(model.kinds)
     ]
