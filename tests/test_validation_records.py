@@ -26,10 +26,10 @@ ROOT = Path(__file__).resolve().parents[1]
 # validation report covers: update the pins together with validation/data/README.md.
 TRAINING_COUNTS = {
     ("mosaicml_llm_foundry_mpt_benchmarks", "TrainingCase"): 116,
-    ("nvidia_megatron_bridge_perf_summary", "TrainingCase"): 126,
-    ("nvidia_megatron_bridge_perf_summary", "Skip"): 17,
-    ("nvidia_nemo_24.07_perf_summary", "TrainingCase"): 12,
-    ("nvidia_nemo_24.07_perf_summary", "Skip"): 6,
+    ("nvidia_megatron_bridge_perf_summary", "TrainingCase"): 130,
+    ("nvidia_megatron_bridge_perf_summary", "Skip"): 13,
+    ("nvidia_nemo_24.07_perf_summary", "TrainingCase"): 15,
+    ("nvidia_nemo_24.07_perf_summary", "Skip"): 3,
     ("nvidia_nemo_long_sequence_cp", "Skip"): 17,
 }
 INFERENCE_COUNTS = {
@@ -222,3 +222,16 @@ def test_project_never_reads_the_shared_reference_folder() -> None:
         or "/work/shared" in f.read_text(encoding="utf-8")
     ]
     assert offenders == []
+
+
+def test_lora_records_are_compared_as_lora() -> None:
+    """No published record is skipped for fine-tuning: LoRA rows run LoRA with the framework's
+    default adapters (rank 32), their assumption listed."""
+    lora = [c for c in training_cases() if "LoRA" in c.id or c.id.endswith("-L185")]
+    assert len(lora) == 7
+    for case in lora:
+        assert isinstance(case, TrainingCase), case
+        assert case.setup.finetune.method == "lora" and case.setup.finetune.rank == 32
+        assert any("LoRA settings not published" in a for a in case.assumptions)
+    reasons = [c.reason for c in training_cases() if isinstance(c, Skip)]
+    assert not any("LoRA" in r or "fine-tun" in r for r in reasons)

@@ -51,6 +51,7 @@ from estimator import (
     training_memory,
 )
 from estimator.counts.flops import Recompute
+from estimator.finetune import FULL, FineTune
 from estimator.layout.pipeline import model_split
 
 __all__ = [
@@ -403,8 +404,10 @@ def _nemo_case(r: Record, ident: str) -> TrainingCase:
     assumptions: list[str] = []
     name = str(r["model"])
     task = str(r.get("task") or "")
+    finetune = FULL
     if task.lower() == "lora":
-        raise _Refused("LoRA fine-tuning (frozen base weights) is not modelled")
+        finetune, lora_note = _nemo_lora(str(r["group"]))
+        assumptions.append(lora_note)
     hw = r["hardware"]
     hw_name = str(hw.get("system") or hw.get("gpu"))
     num_gpus = _int(hw["num_gpus"], "GPU count")
@@ -502,6 +505,22 @@ def _nemo_case(r: Record, ident: str) -> TrainingCase:
         precision,
         "none",
         assumptions,
+        finetune=finetune,
+    )
+
+
+def _nemo_lora(group: str) -> tuple[FineTune, str]:
+    """The LoRA a NeMo / Megatron-Bridge LoRA row ran: the framework's defaults (the tables
+    publish no adapter settings), rank 32 either way."""
+    if group == "nvidia_nemo_24.07_perf_summary":
+        return FineTune("lora", rank=32, targets=("q_proj", "k_proj", "v_proj")), (
+            "LoRA settings not published: NeMo 1.x's defaults assumed (adapter_dim 32 on the"
+            " fused attention_qkv, modelled as q/k/v adapters; recalled, not verified)"
+        )
+    return FineTune("lora", rank=32, targets=("all-linear",)), (
+        "LoRA settings not published: Megatron-Bridge's LoRA defaults (dim 32 on linear_qkv,"
+        " linear_proj, linear_fc1, linear_fc2; megatron/bridge/peft/lora.py), modelled as"
+        " all-linear adapters (separate q/k/v and gate/up: slightly more adapter FLOPs)"
     )
 
 
@@ -557,6 +576,7 @@ def _case(
     assumptions: list[str],
     tokens_key: str = "tokens_per_s_per_gpu",
     stack: str = "megatron-core",
+    finetune: FineTune = FULL,
 ) -> TrainingCase:
     """A training record's case from what its reader made of it (``hardware``: accelerator id,
     GPUs, GPUs per node), once the core accepts the layout; measured throughput under
@@ -567,6 +587,7 @@ def _case(
         micro_batch_size=_int(r.get("micro_batch_size"), "micro-batch size"),
         global_batch_size=_int(r.get("global_batch_size"), "global batch size"),
         recompute=recompute,
+        finetune=finetune,
     )
     _checked_training(model, acc_id, parallel, setup, precision)
     measured = r["measured"]
