@@ -63,6 +63,7 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python -m pip install --quiet --no-deps llm-analysis==0.2.2 "fire>=0.5,<0.6" six termcolor
 	$(BIN)/python -m benchmarks.bench_estimate
 	$(BIN)/python -m benchmarks.bench_sweep
+	$(BIN)/python -m benchmarks.bench_load
 	$(BIN)/python -m benchmarks.bench_api
 
 clean:

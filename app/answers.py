@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
@@ -44,6 +45,7 @@ from estimator.memory.timeline import Timeline
 from estimator.memory.training import TrainingMemory
 from estimator.offload import Offload
 from estimator.serving.estimate import InferenceEstimate
+from estimator.serving.load import LoadPoint
 from estimator.spec.cluster import Cluster
 from estimator.spec.precision import DTYPES
 from estimator.sweep.serving import ServingSweep
@@ -215,6 +217,15 @@ def offload_dict(off: Offload, m: TrainingMemory) -> dict[str, Any]:
     }
 
 
+def load_dict(load: LoadPoint | None) -> dict[str, Any] | None:
+    """A serving answer's steady state under load (``estimator.serving.load``); a latency an
+    overloaded replica never reaches (the queue grows without bound) is null."""
+    if load is None:
+        return None
+    out = {f.name: getattr(load, f.name) for f in fields(load)}
+    return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in out.items()}
+
+
 def stack_dict(options: TimingOptions) -> dict[str, Any]:
     """The software stack profile a training answer assumed, as its options applied it."""
     profile = stack_profile(options.stack)
@@ -292,6 +303,7 @@ def inference_out(
         },
         "params": params_dict(plan.model),
         "cluster": cluster_dict(plan.cluster),
+        "load": load_dict(e.load),
         "exact": plan.model.exact,
         "notes": list(e.notes),
     }

@@ -438,6 +438,12 @@ class InferencePlan(_Resolved[InferenceSetup]):
 
 def inference_plan(req: InferenceRequest) -> InferencePlan:
     lay = req.layout
+    if req.request_rate is not None and "concurrency" in req.model_fields_set:
+        raise SpecError(
+            "request_rate",
+            "give a request rate (open loop) or a concurrency (closed loop), not both",
+            req.request_rate,
+        )
     if req.num_gpus is not None and req.num_gpus != lay.tp * lay.pp:
         raise SpecError(
             "num_gpus", f"must equal tp*pp = {lay.tp * lay.pp} (one replica)", req.num_gpus
@@ -475,6 +481,8 @@ def run_inference(req: InferenceRequest) -> tuple[InferencePlan, InferenceEstima
         ttft_target_s=req.ttft_target_s,
         tpot_target_s=req.tpot_target_s,
         cluster=plan.cluster,
+        engine=req.engine,
+        request_rate=req.request_rate,
     )
     return plan, estimate
 

@@ -57,6 +57,7 @@ from estimator.layout.pipeline import model_split
 __all__ = [
     "DATA",
     "InferenceCase",
+    "Refused",
     "Skip",
     "TrainingCase",
     "inference_cases",
@@ -122,7 +123,7 @@ class Skip:
     reason: str
 
 
-class _Refused(Exception):
+class Refused(Exception):
     """A record cannot become a case; the message is the Skip reason."""
 
 
@@ -270,25 +271,25 @@ def _int(value: Any, name: str, default: int | None = None) -> int:
     text, _ = _primary(value)
     if text is None:
         if default is None:
-            raise _Refused(f"{name} not published")
+            raise Refused(f"{name} not published")
         return default
     try:
         number = float(text)
     except ValueError:
-        raise _Refused(f"{name}={value!r} is not a number") from None
+        raise Refused(f"{name}={value!r} is not a number") from None
     if not number.is_integer() or number < 0:
-        raise _Refused(f"{name}={value!r} is not a whole number")
+        raise Refused(f"{name}={value!r} is not a whole number")
     return int(number)
 
 
 def _float(value: Any, name: str) -> float:
     text, _ = _primary(value)
     if text is None:
-        raise _Refused(f"{name} not published")
+        raise Refused(f"{name} not published")
     try:
         return float(text.replace(",", ""))
     except ValueError:
-        raise _Refused(f"{name}={value!r} is not a number") from None
+        raise Refused(f"{name}={value!r} is not a number") from None
 
 
 def _source(src: Any) -> str:
@@ -311,7 +312,7 @@ def _accelerator(name: str, serving: bool = False) -> tuple[str, int, list[str]]
     """Catalog id, GPUs per node (NVLink domain for NVL72 racks), assumptions."""
     acc_id = _ACCELERATORS.get(name)
     if acc_id is None:
-        raise _Refused(f"accelerator {name} not in the catalog")
+        raise Refused(f"accelerator {name} not in the catalog")
     acc = get_accelerator(acc_id)
     if acc_id in _NVL72 and not serving:
         return (
@@ -331,7 +332,7 @@ def _accelerator(name: str, serving: bool = False) -> tuple[str, int, list[str]]
 def _catalog_model(name: str) -> ModelSpec:
     ident = _CATALOG_MODELS.get(name)
     if ident is None:
-        raise _Refused(f"model {name} not in the catalog")
+        raise Refused(f"model {name} not in the catalog")
     return get_model(ident)
 
 
@@ -393,7 +394,7 @@ def _checked_training(
         acc.peak(prec.compute)
         training_memory(model, acc, parallel, setup, prec)
     except SpecError as exc:
-        raise _Refused(f"estimator refuses it: {exc}") from None
+        raise Refused(f"estimator refuses it: {exc}") from None
 
 
 # --- training --------------------------------------------------------------------------------
@@ -426,10 +427,10 @@ def _nemo_case(r: Record, ident: str) -> TrainingCase:
     assumptions += notes
     raw_precision, alt = _primary(r.get("precision"))
     if raw_precision is None:
-        raise _Refused("precision not published")
+        raise Refused("precision not published")
     precision = _TRAINING_PRECISION.get(raw_precision)
     if precision is None:
-        raise _Refused(f"precision {raw_precision} has no preset")
+        raise Refused(f"precision {raw_precision} has no preset")
     if alt:
         assumptions.append(
             f"row reports two configurations ({r['precision']}); the first ({raw_precision}) "
@@ -443,7 +444,7 @@ def _nemo_case(r: Record, ident: str) -> TrainingCase:
     if any(_primary(p.get(k))[1] for k in ("tp", "pp", "cp", "vp", "ep", "fsdp")):
         assumptions.append("parenthesized alternative layout ignored; first values used")
     if num_gpus % (tp * pp * cp):
-        raise _Refused(f"{num_gpus} GPUs is not a multiple of tp*pp*cp = {tp * pp * cp}")
+        raise Refused(f"{num_gpus} GPUs is not a multiple of tp*pp*cp = {tp * pp * cp}")
     dp = num_gpus // (tp * pp * cp)
     fsdp = _int(p.get("fsdp"), "FSDP", 0)
     if p.get("fsdp") is None:
@@ -459,7 +460,7 @@ def _nemo_case(r: Record, ident: str) -> TrainingCase:
     try:
         split = model_split(model, pp, vp)
     except SpecError as exc:
-        raise _Refused(f"estimator refuses it: {exc}") from None
+        raise Refused(f"estimator refuses it: {exc}") from None
     parallel = Parallelism(
         tp=tp,
         pp=pp,
@@ -535,11 +536,11 @@ def _mosaic_case(r: Record, ident: str) -> TrainingCase:
     strategy = p.get("sharding_strategy")
     zero = {"FULL_SHARD": 3, "SHARD_GRAD_OP": 2, "NO_SHARD": 0}.get(str(strategy))
     if zero is None:
-        raise _Refused(f"FSDP sharding strategy {strategy} has no ZeRO equivalent")
+        raise Refused(f"FSDP sharding strategy {strategy} has no ZeRO equivalent")
     parallel = Parallelism(tp=1, pp=1, dp=num_gpus, zero_stage=zero)
     precision = _TRAINING_PRECISION.get(str(r.get("precision")))
     if precision is None:
-        raise _Refused(f"precision {r.get('precision')} not published or has no preset")
+        raise Refused(f"precision {r.get('precision')} not published or has no preset")
     recompute: Recompute = "full" if r.get("activation_checkpointing") else "none"
     assumptions += [
         f"FSDP {strategy} modelled as ZeRO-{zero}, tp = pp = 1, dp = {num_gpus}",
@@ -614,12 +615,12 @@ def _case(
 def _training_case(r: Record, ident: str) -> TrainingCase:
     group = str(r.get("group"))
     if group == _LONG_SEQUENCE_GROUP:
-        raise _Refused("reports TFLOP/s only")
+        raise Refused("reports TFLOP/s only")
     if group in _NEMO_GROUPS:
         return _nemo_case(r, ident)
     if group == _MOSAIC_GROUP:
         return _mosaic_case(r, ident)
-    raise _Refused(f"group {group} has no mapping")
+    raise Refused(f"group {group} has no mapping")
 
 
 _Case = TypeVar("_Case")
@@ -633,7 +634,7 @@ def _map_records(
     for r, ident in zip(records, _unique_ids(records), strict=True):
         try:
             out.append(convert(r, ident))
-        except (_Refused, UnknownIdError) as exc:
+        except (Refused, UnknownIdError) as exc:
             out.append(Skip(ident, str(r.get("group")), str(exc)))
     return tuple(out)
 
@@ -675,7 +676,7 @@ def _inference_case(r: Record, ident: str) -> InferenceCase:
     tp = _int(p.get("tp"), "TP", 1)
     pp = _int(p.get("pp"), "PP", 1)
     if tp * pp != num_gpus:
-        raise _Refused(f"tp*pp = {tp * pp} differs from the {num_gpus} GPUs of the row")
+        raise Refused(f"tp*pp = {tp * pp} differs from the {num_gpus} GPUs of the row")
     ep = 1
     if model.moe is not None and tp > 1:
         ep = tp
@@ -686,7 +687,7 @@ def _inference_case(r: Record, ident: str) -> InferenceCase:
     raw_precision = str(r.get("precision"))
     precision = _SERVING_PRECISION.get(raw_precision)
     if precision is None:
-        raise _Refused(f"precision {raw_precision} has no serving preset")
+        raise Refused(f"precision {raw_precision} has no serving preset")
     assumptions.append(
         f"{raw_precision} ModelOpt checkpoint modelled by the {precision} preset "
         "(quantized linear weights, FP8 KV cache, bf16 activations)"
@@ -701,7 +702,7 @@ def _inference_case(r: Record, ident: str) -> InferenceCase:
         acc.peak(prec.compute)
         inference_memory(model, acc, layout, InferenceSetup(input_len, output_len, 1), prec)
     except SpecError as exc:
-        raise _Refused(f"estimator refuses it: {exc}") from None
+        raise Refused(f"estimator refuses it: {exc}") from None
     total = _float(r["measured"].get("total_output_tokens_per_s"), "output tokens/s")
     return InferenceCase(
         id=ident,

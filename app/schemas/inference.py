@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
@@ -73,6 +73,19 @@ class InferenceRequest(ClusterFields):
         1,
         description="Sequences decoded together",
         json_schema_extra=form("Concurrency", "Workload", "1"),
+    )
+    engine: Literal["vllm", "vllm-small-gpu", "sglang", "trtllm"] = Field(
+        "vllm",
+        description="Serving engine whose scheduler the load model follows (token budget,"
+        " sequence cap, mixed or separate prefill steps): vllm (V1, >= 70 GiB GPUs), vllm-small-gpu"
+        " (V1 on A100 or < 70 GiB), sglang, trtllm",
+        json_schema_extra=form("Engine", "Workload"),
+    )
+    request_rate: Annotated[float, Field(gt=0, le=1e6)] | None = Field(
+        None,
+        description="Poisson arrivals, requests/s (open loop): the load model's alternative to"
+        " concurrency (requests kept in flight); give one or the other",
+        json_schema_extra=form("Request rate (req/s)", "Workload", "none"),
     )
     prefill_chunk: TokenCount | None = Field(None, description="Chunked prefill; default whole")
     max_batch_size: Concurrency = Field(2048, description="Largest concurrency the curve tries")
@@ -161,6 +174,36 @@ class InferenceCostOut(BaseModel):
     usd_per_1m_input_tokens: float | None
 
 
+class LoadOut(BaseModel):
+    """The replica in steady state at the request's load (closed loop at ``concurrency``, or
+    open loop at ``request_rate``): means, TTFT percentiles (approximate), the regime."""
+
+    engine: str
+    concurrency: float | None
+    request_rate: float | None
+    regime: str = Field(
+        description="light, shared (prompts and decodes share steps), budget-limited (prompts"
+        " queue for the token budget), slot-limited (requests queue for a KV / sequence slot)"
+        " or overloaded (arrivals past capacity: TTFT grows without bound)"
+    )
+    running: float
+    decoding: float
+    queued: float
+    ttft_s: float | None = Field(description="Mean; null when overloaded (no steady state)")
+    tpot_s: float
+    e2e_s: float | None
+    ttft_p50_s: float | None
+    ttft_p90_s: float | None
+    ttft_p99_s: float | None
+    step_s: float
+    prefill_steps: float
+    requests_per_s: float = Field(description="Completed; at capacity when overloaded")
+    output_tokens_per_s: float
+    capacity_requests_per_s: float = Field(
+        description="The most requests/s the replica completes at this load's lengths"
+    )
+
+
 class InferenceEstimateOut(BaseModel):
     model: str
     accelerator: str
@@ -184,6 +227,7 @@ class InferenceEstimateOut(BaseModel):
     cost: InferenceCostOut
     params: Params
     cluster: ClusterOut
+    load: LoadOut
     exact: bool = Field(
         description="Whether the model's architecture is read exactly (parameters, FLOPs and"
         " caches checked against transformers); false for a model read approximately, whose"

@@ -210,6 +210,8 @@ SERVING_INPUTS = inputs_of(
     "input_len",
     "output_len",
     "concurrency",
+    "request_rate",
+    "engine",
     "ttft_target_s",
     "tpot_target_s",
     "gpus_per_node",

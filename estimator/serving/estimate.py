@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -31,6 +32,17 @@ from estimator.layout.parallel import Parallelism
 from estimator.layout.ranks import group_shapes
 from estimator.layout.sharding import StageShape, distinct_stages, padded_vocab
 from estimator.memory.inference import InferenceMemory, InferenceSetup, inference_memory, kv_elems
+from estimator.serving.load import (
+    ENGINES,
+    LoadPoint,
+    Regime,
+    budget_cap,
+    quantile_wait,
+    steady_state_steps,
+)
+from estimator.serving.load import (
+    prefill_wait as _prefill_wait,
+)
 from estimator.spec.accelerator import Accelerator
 from estimator.spec.cluster import Cluster, cluster_of
 from estimator.spec.model import ModelSpec
@@ -55,6 +67,11 @@ from estimator.xp import Num, minimum, where
 __all__ = ["DEFAULT_MAX_BATCH", "ConcurrencyPoint", "InferenceEstimate", "estimate_inference"]
 
 DEFAULT_MAX_BATCH = 2048
+LOAD_NOTE = (
+    "Under load (load.*): a steady-state model of {label}'s scheduler (chunked prefill within"
+    " its token budget, its sequence cap and the KV cache's), fixed lengths; the percentiles"
+    " are approximate (an exponential tail on the prefill queue's wait)."
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +105,7 @@ class InferenceEstimate:
     usd_per_1m_input_tokens: float | None  # prefill's share of the GPU time over input tokens
     usd_per_1m_output_tokens_decode: float | None = None  # decode's share over output tokens
     usd_per_hour: float | None = None  # the replica's GPUs
+    load: LoadPoint | None = None  # steady state under load (``estimate_load``)
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -268,10 +286,14 @@ def estimate_inference(
     ttft_target_s: float | None = None,
     tpot_target_s: float | None = None,
     cluster: Cluster | None = None,
+    engine: str | None = None,
+    request_rate: float | None = None,
 ) -> InferenceEstimate:
     """Serving memory, TTFT/TPOT with breakdowns, throughput at ``setup.concurrency`` (``0``
     would be refused by the memory model; use ``max_concurrency`` from the result), the
-    throughput-vs-concurrency curve and the best concurrency under the optional targets."""
+    throughput-vs-concurrency curve and the best concurrency under the optional targets; with
+    an ``engine`` preset (or a ``request_rate``), the steady state under that load as ``load``
+    (``estimate_load``)."""
     memory = inference_memory(model, accelerator, parallel, setup, precision)
     if max_batch_size < 1:
         raise SpecError("max_batch_size", "must be >= 1", max_batch_size)
@@ -377,6 +399,20 @@ def estimate_inference(
             f"Concurrency {conc} exceeds what the KV cache holds ({memory.max_concurrency})."
         )
     notes += model.notes
+    load = None
+    if engine is not None or request_rate is not None:
+        load = estimate_load(
+            model, accelerator, parallel, setup, precision, engine=engine or "vllm",
+            request_rate=request_rate, cluster=cluster, memory=memory,
+        )  # fmt: skip
+        notes.append(LOAD_NOTE.format(label=ENGINES[load.engine].label))
+        if load.regime == "overloaded":
+            notes.append(
+                f"Arrivals at {request_rate:g} requests/s exceed what the replica completes"
+                f" ({load.capacity_requests_per_s:.3g} requests/s at these lengths): the queue"
+                " grows without bound and TTFT has no steady state. Add replicas or lower"
+                " the rate."
+            )
     return InferenceEstimate(
         memory=memory,
         concurrency=conc,
@@ -396,5 +432,139 @@ def estimate_inference(
         usd_per_1m_input_tokens=usd_in,
         usd_per_1m_output_tokens_decode=usd_decode,
         usd_per_hour=usd_hour,
+        load=load,
         notes=tuple(notes),
+    )
+
+
+def estimate_load(
+    model: ModelSpec,
+    accelerator: Accelerator,
+    parallel: Parallelism,
+    setup: InferenceSetup,
+    precision: Precision,
+    *,
+    engine: str = "vllm",
+    request_rate: float | None = None,
+    cluster: Cluster | None = None,
+    memory: InferenceMemory | None = None,
+) -> LoadPoint:
+    """TTFT, TPOT and throughput of a replica in steady state under load (``serving.load``):
+    ``setup.concurrency`` requests kept in flight (closed loop), or Poisson arrivals at
+    ``request_rate`` requests/s (open loop), on ``engine``'s scheduler preset."""
+    preset = ENGINES.get(engine)
+    if preset is None:
+        raise SpecError("engine", f"must be one of {', '.join(ENGINES)}", engine)
+    if request_rate is not None and not 0 < request_rate <= 1e6:
+        raise SpecError("request_rate", "must be > 0 and <= 1,000,000 requests/s", request_rate)
+    memory = memory or inference_memory(model, accelerator, parallel, setup, precision)
+    prof = kernel_profile(accelerator.id)
+    domain = cluster or cluster_of(accelerator)
+    p = _serving_layout(model, parallel)
+    stages = distinct_stages(model, p.pp)
+    isl, osl, dec = setup.input_len, setup.output_len, max(setup.output_len - 1, 1)
+    args = (model, accelerator, prof, p, precision)
+    prompt = _prefill_kinds(*args, isl, 1, domain)  # one whole prompt: chunks take it pro rata
+
+    def step_s(decoding: Num, prompt_tokens: Num) -> Num:
+        """Seconds per engine step carrying ``decoding`` sequences and ``prompt_tokens``."""
+        d = np.maximum(np.asarray(decoding, dtype=float) / p.pp, 1e-9)  # per micro-batch
+        tok = np.asarray(prompt_tokens, dtype=float) / p.pp
+        frac = tok / isl
+        kinds = []
+        decode = _decode_kinds(*args, d, isl + osl / 2, domain)
+        for kind, dk, pk in zip(model.kinds, decode, prompt, strict=True):
+            if preset.mixed:  # one GEMM over the decodes' and the chunks' rows
+                gemm = linear_gemm_time(model, kind, accelerator, prof, p, precision, d + tok)
+            else:
+                gemm = dk[0] + frac * pk[0]
+            kinds.append((gemm, dk[1] + frac * pk[1], dk[2] + frac * pk[2], dk[3] + frac * pk[3]))
+        times = _pipeline(_stage_times(kinds, stages, _head_time(*args, d)), p.pp)
+        return np.asarray(sum(times.values()), dtype=float)
+
+    slots = max(min(preset.max_seqs, memory.max_concurrency), 0)
+    budget = preset.token_budget
+    if slots < 1:
+        field_name = "concurrency" if request_rate is None else "request_rate"
+        raise SpecError(field_name, "the KV cache holds no sequence of this length", 0)
+    top = min(budget_cap(isl, osl, budget), float(slots))
+    top_tau = float(step_s(top, top * isl / dec))
+    capacity = top / (dec * top_tau)
+    if request_rate is None:
+        counts = steady_state_steps(
+            isl=isl, osl=osl, engine=preset, kv_slots=memory.max_concurrency,
+            concurrency=setup.concurrency,
+        )  # fmt: skip
+        overloaded = False
+    else:  # open loop: decoding level where arrivals equal completions, D = rate dec tau(D)
+        overloaded = request_rate >= capacity
+        d = min(top, 1.0)
+        for _ in range(40):
+            nxt = min(request_rate * dec * float(step_s(d, d * isl / dec)), top)
+            if abs(nxt - d) <= 1e-6 * max(d, 1.0):
+                d = nxt
+                break
+            d = nxt
+        s, rho, wait = _prefill_wait(d, isl, osl, budget)
+        counts = {
+            "running": d + d * (s + wait) / dec if not overloaded else float(slots),
+            "decoding": d,
+            "queued": 0.0,
+            "prompt_tokens": d * isl / dec,
+            "service_steps": s,
+            "wait_steps": wait if not overloaded else math.inf,
+            "rho": min(rho, 1.0),
+            "budget_bound": float(d >= top * (1 - 1e-6)),
+        }
+    d = counts["decoding"]
+    running = counts["running"]
+    chunk = min(isl, budget - d)
+    others = counts["prompt_tokens"] * max(running - 1, 0) / max(running, 1)
+    tau, tau_chunk, tau_decode = step_s(
+        np.array([d, d, d]), np.array([counts["prompt_tokens"], chunk, others])
+    ).tolist()
+    per_step = d / dec  # requests finishing a step
+    req_per_s = per_step / tau
+    wait_s = counts["wait_steps"] * tau
+    queue_s = counts["queued"] / req_per_s if counts["queued"] else 0.0
+    service_s = counts["service_steps"] * tau_chunk
+    if request_rate is not None:  # a Poisson arrival lands mid-step: it waits for the step's end
+        service_s += tau / 2
+    ttft = queue_s + wait_s + service_s
+    rho = counts["rho"]
+    if overloaded:
+        regime: Regime = "overloaded"
+    elif counts["queued"] > 0:
+        regime = "slot-limited"
+    elif counts["budget_bound"]:
+        regime = "budget-limited"
+    elif d <= 1.5:
+        regime = "light"
+    else:
+        regime = "shared"
+
+    def ttft_at(q: float) -> float:
+        if overloaded:
+            return math.inf
+        return float(queue_s + service_s + quantile_wait(wait_s, rho, q))
+
+    return LoadPoint(
+        engine=preset.name,
+        concurrency=None if request_rate is not None else float(setup.concurrency),
+        request_rate=request_rate,
+        regime=regime,
+        running=running,
+        decoding=d,
+        queued=counts["queued"],
+        ttft_s=ttft,
+        tpot_s=tau_decode,
+        e2e_s=ttft + dec * tau_decode,
+        ttft_p50_s=ttft_at(0.5),
+        ttft_p90_s=ttft_at(0.9),
+        ttft_p99_s=ttft_at(0.99),
+        step_s=tau,
+        prefill_steps=counts["service_steps"],
+        requests_per_s=req_per_s,
+        output_tokens_per_s=req_per_s * osl,
+        capacity_requests_per_s=capacity,
     )

@@ -1,0 +1,75 @@
+"""How fast is the serving load model? (issue 22: one load point under 20 ms, a curve of 20 load
+points under 200 ms.)
+
+Prints, in one run (no timed assertions; targets are reported, never enforced): the median wall
+time of ``estimate_load`` at one concurrency, of a curve of 20 concurrencies and of 20 request
+rates, and of a whole ``estimate_inference`` with and without its ``load`` block (the baseline
+measured in the same run), for Llama-3.3-70B FP8 on 2 x H100 (5,000 / 500 tokens) and
+DeepSeek-V3 FP8 on 8 x H200 (1,024 / 1,024).
+
+Run: ``make bench`` or ``.venv/bin/python -m benchmarks.bench_load``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+from estimator import InferenceSetup, Parallelism, get_accelerator, get_model, get_precision
+from estimator.serving.estimate import estimate_inference, estimate_load
+
+RUNS = 15
+POINT_TARGET_S = 0.020
+CURVE_TARGET_S = 0.200
+PLANS = (
+    ("llama-3.3-70b", "h100-sxm-80gb", 2, 5000, 500),
+    ("deepseek-v3", "h200-sxm-141gb", 8, 1024, 1024),
+)
+
+
+def _median_s(fn: Callable[[], object]) -> float:
+    fn()  # warm the per-model tables
+    times = []
+    for _ in range(RUNS):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _plan(model_id: str, acc_id: str, tp: int, isl: int, osl: int) -> None:
+    fp8 = get_precision("fp8-serving")
+    model, acc, p = get_model(model_id), get_accelerator(acc_id), Parallelism(tp=tp)
+
+    def at(n: int, rate: float | None = None) -> object:
+        setup = InferenceSetup(input_len=isl, output_len=osl, concurrency=n)
+        return estimate_load(model, acc, p, setup, fp8, request_rate=rate)
+
+    point = _median_s(lambda: at(32))
+    curve = _median_s(lambda: [at(n) for n in range(1, 401, 20)])
+    rates = _median_s(lambda: [at(1, 0.1 * (k + 1)) for k in range(20)])
+    setup = InferenceSetup(input_len=isl, output_len=osl, concurrency=32)
+    plain = _median_s(lambda: estimate_inference(model, acc, p, setup, fp8))
+    loaded = _median_s(lambda: estimate_inference(model, acc, p, setup, fp8, engine="vllm"))
+    print(f"  {model_id} on {tp} x {acc_id}, {isl}/{osl} tokens:")
+    print(
+        f"    one load point {point * 1e3:.2f} ms (target {POINT_TARGET_S * 1e3:.0f} ms:"
+        f" {point / POINT_TARGET_S:.2f} of it); 20 concurrencies {curve * 1e3:.1f} ms,"
+        f" 20 rates {rates * 1e3:.1f} ms (target {CURVE_TARGET_S * 1e3:.0f} ms:"
+        f" {max(curve, rates) / CURVE_TARGET_S:.2f} of it)"
+    )
+    print(
+        f"    estimate_inference {plain * 1e3:.2f} ms without the load block,"
+        f" {loaded * 1e3:.2f} ms with it ({loaded / plain:.2f}x)"
+    )
+
+
+def main() -> None:
+    print("Serving load model speed (median of", RUNS, "runs)")
+    for plan in PLANS:
+        _plan(*plan)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,234 @@
+"""Serving under load: TTFT, TPOT and throughput of a continuous-batching engine in steady state.
+
+A replica runs engine steps. Each step carries ``D`` decoding sequences (one token each) and
+``P`` prompt tokens (chunks of prompts being prefilled), within the engine's token budget ``B``
+(``max_num_batched_tokens``) and sequence cap ``S`` (``max_num_seqs``); the KV cache holds at
+most ``K`` sequences (``InferenceMemory.max_concurrency``). The model counts steps first and
+times them after:
+
+- **Flow balance.** A request prefills ``ISL`` tokens, then decodes ``OSL - 1`` steps (its first
+  token comes out of its last prefill step). With ``D`` sequences decoding, requests finish at
+  ``r = D / (OSL - 1)`` per step, so prompts need ``P = r ISL`` tokens per step, and
+  ``D + P <= B`` caps ``D`` at ``B (OSL - 1) / (OSL - 1 + ISL)``.
+- **The prefill stage** is a queue served ``B - D`` tokens a step, first come first served (as
+  vLLM's and TensorRT-LLM's schedulers take waiting prompts): a prompt takes
+  ``s = max(1, ISL / (B - D))`` steps once at the head, at utilization ``rho = r ISL / (B - D)``,
+  and waits ``s rho / (2 (1 - rho))`` steps on average before (M/D/1: deterministic service).
+- **Closed loop** (``concurrency`` N requests kept in flight, as ``vllm bench serve
+  --max-concurrency``): ``M = min(N, S, K)`` run and ``N - M`` queue for a slot. Little's law on
+  the running requests, ``M = D + r T``, with ``T`` the steps a request spends waiting for and
+  in prefill, fixes ``D`` (bisection: the right side grows with ``D``); past the budget's cap
+  the extra requests wait in the prefill queue. **Open loop** (Poisson arrivals at ``rate``
+  req/s): ``D = rate (OSL - 1) tau(D)``, by fixed-point iteration; at or past the capacity (the
+  largest ``D`` the budget, the sequence cap and the KV cache allow) the queue grows without
+  bound and the answer says so (``regime = "overloaded"``).
+- **Step times** come from the same kernel-level costs as the single estimate: a step's GEMMs
+  run over its ``D + P`` rows at once (weights read once: ``mixed`` engines, vLLM V1 and
+  TensorRT-LLM's in-flight batching), or as separate prefill and decode batches (SGLang's default:
+  decoding pauses while a prefill batch runs); decode attention reads each sequence's KV cache at
+  the mean context ``ISL + OSL / 2``; a prompt chunk's attention, elementwise and TP
+  communication are a whole prompt's, pro rata.
+- **Latencies.** TPOT = the mean step time while a request decodes (steps carry the other
+  requests' prompt chunks); TTFT = the queue for a slot (closed loop: ``(N - M) / X``) + the wait
+  in the prefill queue + its ``s`` prefill steps, each carrying a chunk of ``min(ISL, B - D)``
+  tokens and the decodes; throughput X = ``r / tau`` requests/s. Percentiles put an
+  exponential tail on the prefill-queue wait (``P(W > t) = rho exp(-t rho / W)``, the mean
+  ``W``) and take TPOT as its mean: approximate, and said so.
+
+Fixed input and output lengths; no prefix caching, speculative decoding or preemption.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from estimator.errors import SpecError
+
+__all__ = [
+    "ENGINES",
+    "EnginePreset",
+    "LoadPoint",
+    "Regime",
+    "budget_cap",
+    "prefill_wait",
+    "quantile_wait",
+    "solve_decoding",
+    "steady_state_steps",
+]
+
+# A prefill queue this busy is the token budget binding: prompts wait for it, not for slots.
+BUDGET_BOUND_UTILIZATION = 0.99
+
+Regime = Literal["light", "shared", "budget-limited", "slot-limited", "overloaded"]
+
+
+@dataclass(frozen=True, slots=True)
+class EnginePreset:
+    name: str
+    label: str
+    token_budget: int  # max tokens a step carries (prompt chunks + decodes)
+    max_seqs: int  # sequences a step carries
+    mixed: bool  # prompt chunks and decodes in one step (GEMMs over both at once)
+    sources: tuple[str, ...]
+
+
+ENGINES: dict[str, EnginePreset] = {
+    e.name: e
+    for e in (
+        EnginePreset(
+            name="vllm",
+            label="vLLM V1 (OpenAI server defaults)",
+            token_budget=8192,
+            max_seqs=1024,
+            mixed=True,
+            sources=(
+                "vllm/engine/arg_utils.py EngineArgs.get_batch_defaults: on GPUs with >= 70 GiB"
+                " that are not A100s, the OpenAI API server defaults to max_num_batched_tokens"
+                " 8192 and max_num_seqs 1024 (2048 and 256 otherwise); V1 always chunks"
+                " prefills and schedules decodes first",
+            ),
+        ),
+        EnginePreset(
+            name="vllm-small-gpu",
+            label="vLLM V1 (defaults below 70 GiB or on A100)",
+            token_budget=2048,
+            max_seqs=256,
+            mixed=True,
+            sources=("vllm/engine/arg_utils.py EngineArgs.get_batch_defaults (as above)",),
+        ),
+        EnginePreset(
+            name="sglang",
+            label="SGLang (chunked prefill 8192, prefill and decode batches apart)",
+            token_budget=8192,
+            max_seqs=1024,
+            mixed=False,
+            sources=(
+                "SGLang server arguments: --chunked-prefill-size (8192 on large GPUs),"
+                " --enable-mixed-chunk off by default (a prefill batch runs on its own)",
+            ),
+        ),
+        EnginePreset(
+            name="trtllm",
+            label="TensorRT-LLM (in-flight batching, max_num_tokens 8192)",
+            token_budget=8192,
+            max_seqs=2048,
+            mixed=True,
+            sources=(
+                "TensorRT-LLM LLM API / trtllm-serve defaults: max_num_tokens 8192,"
+                " max_batch_size 2048; in-flight batching runs context and generation"
+                " requests in one iteration",
+            ),
+        ),
+    )
+}
+
+
+@dataclass(frozen=True, slots=True)
+class LoadPoint:
+    """One steady-state load point of a replica (seconds, requests/s, tokens/s)."""
+
+    engine: str
+    concurrency: float | None  # closed loop: requests kept in flight
+    request_rate: float | None  # open loop: Poisson arrivals, requests/s
+    regime: Regime
+    running: float  # requests holding a slot (KV cache and sequence cap)
+    decoding: float  # mean sequences decoding per step
+    queued: float  # requests waiting for a slot (closed loop)
+    ttft_s: float  # means
+    tpot_s: float
+    e2e_s: float
+    ttft_p50_s: float
+    ttft_p90_s: float
+    ttft_p99_s: float
+    step_s: float  # mean step time
+    prefill_steps: float  # steps a prompt takes once at the head of the queue
+    requests_per_s: float
+    output_tokens_per_s: float
+    capacity_requests_per_s: float  # at the most sequences the budget, cap and KV cache allow
+
+
+def prefill_wait(d: float, isl: int, osl: int, budget: int) -> tuple[float, float, float]:
+    """(service steps s, utilization rho, mean wait in steps) of the prefill queue with ``d``
+    sequences decoding."""
+    free = budget - d
+    r = d / max(osl - 1, 1)
+    s = max(1.0, isl / free)
+    rho = r * isl / free
+    wait = s * rho / (2 * (1 - rho)) if rho < 1 else math.inf
+    return s, rho, wait
+
+
+def budget_cap(isl: int, osl: int, budget: int) -> float:
+    """The most sequences that can decode while prompts keep up: ``D + D ISL / (OSL - 1) <= B``
+    (a hair under it, where the prefill queue is still finite)."""
+    dec = max(osl - 1, 1)
+    return budget * dec / (dec + isl) * (1 - 1e-9)
+
+
+def solve_decoding(running: float, isl: int, osl: int, budget: int) -> tuple[float, bool]:
+    """Mean sequences decoding per step with ``running`` requests holding slots (closed loop),
+    and whether the token budget binds (the rest then wait in the prefill queue)."""
+    dec = max(osl - 1, 1)
+    cap = min(budget_cap(isl, osl, budget), running)
+
+    def held(d: float) -> float:  # requests a decoding level d keeps busy: decoding + prefill
+        s, _, wait = prefill_wait(d, isl, osl, budget)
+        return d + d * (s + wait) / dec
+
+    if held(cap) <= running:  # the budget binds: prompts queue for it
+        return cap, cap < running
+    lo, hi = 0.0, cap
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if held(mid) < running:
+            lo = mid
+        else:
+            hi = mid
+    d = (lo + hi) / 2
+    return d, prefill_wait(d, isl, osl, budget)[1] > BUDGET_BOUND_UTILIZATION
+
+
+def steady_state_steps(
+    *,
+    isl: int,
+    osl: int,
+    engine: EnginePreset,
+    kv_slots: int,
+    concurrency: float | None = None,
+    rate_per_step: float | None = None,
+) -> dict[str, float]:
+    """The step-count side of a load point (no times): ``running``, ``decoding``, ``queued``,
+    prompt tokens per step, prefill service steps, wait steps and utilization. Closed loop
+    (``concurrency``) only; the open loop needs the step time and is solved by the caller."""
+    if concurrency is None or concurrency < 1:
+        raise SpecError("concurrency", "must be >= 1", concurrency)
+    slots = max(min(engine.max_seqs, kv_slots), 0)
+    if slots < 1:
+        raise SpecError("concurrency", "the KV cache holds no sequence of this length", kv_slots)
+    running = min(concurrency, slots)
+    decoding, budget_bound = solve_decoding(running, isl, osl, engine.token_budget)
+    s, rho, wait = prefill_wait(decoding, isl, osl, engine.token_budget)
+    if budget_bound:  # the prompts beyond what the budget serves wait in the prefill queue
+        wait = (running - decoding) * max(osl - 1, 1) / decoding - s
+    return {
+        "running": running,
+        "decoding": decoding,
+        "queued": concurrency - running,
+        "prompt_tokens": decoding * isl / max(osl - 1, 1),
+        "service_steps": s,
+        "wait_steps": max(wait, 0.0),
+        "rho": min(rho, 1.0),
+        "budget_bound": float(budget_bound),
+    }
+
+
+def quantile_wait(mean_wait: float, rho: float, p: float) -> float:
+    """The ``p`` quantile of a wait with mean ``mean_wait`` and ``P(W > 0) = rho``, with an
+    exponential tail (an approximation of the M/D/1 waiting time)."""
+    if mean_wait <= 0 or rho <= 0 or rho <= 1 - p:
+        return 0.0
+    return float(mean_wait / rho * np.log(rho / (1 - p)))

@@ -1,0 +1,134 @@
+"""Serving under load (issue 22): the steady state of a continuous-batching replica at a
+concurrency or a request rate, its regimes, and its error on published measurements."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import app
+from estimator import (
+    InferenceSetup,
+    Parallelism,
+    SpecError,
+    get_accelerator,
+    get_model,
+    get_precision,
+)
+from estimator.serving.estimate import estimate_inference, estimate_load
+from estimator.serving.load import budget_cap, solve_decoding
+from validation.load import LoadCase, Skip, cases, rows, summary
+
+H100 = get_accelerator("h100-sxm-80gb")
+MODEL = get_model("llama-3.3-70b")
+FP8 = get_precision("fp8-serving")
+TP2 = Parallelism(tp=2)
+
+
+def _load(concurrency: int = 1, rate: float | None = None, engine: str = "vllm") -> object:
+    setup = InferenceSetup(input_len=5000, output_len=500, concurrency=concurrency)
+    return estimate_load(MODEL, H100, TP2, setup, FP8, engine=engine, request_rate=rate)
+
+
+def test_a_lone_request_is_the_single_estimate() -> None:
+    """At concurrency 1 the load model's TTFT and TPOT are the lone prefill and decode step."""
+    lone = estimate_inference(
+        MODEL, H100, TP2, InferenceSetup(input_len=5000, output_len=500, concurrency=1), FP8
+    )
+    point = _load(1)
+    assert point.regime == "light"  # type: ignore[attr-defined]
+    assert point.ttft_s == pytest.approx(lone.ttft_s, rel=0.05)  # type: ignore[attr-defined]
+    assert point.tpot_s == pytest.approx(lone.tpot_s, rel=0.01)  # type: ignore[attr-defined]
+
+
+def test_latency_grows_with_load_and_throughput_saturates() -> None:
+    points = [_load(n) for n in (1, 5, 25, 50, 100, 150, 250)]
+    for a, b in itertools.pairwise(points):
+        assert b.ttft_s >= a.ttft_s and b.tpot_s >= a.tpot_s  # type: ignore[attr-defined]
+        assert b.output_tokens_per_s >= a.output_tokens_per_s * 0.999  # type: ignore[attr-defined]
+    slot = points[-1]
+    assert slot.regime == "slot-limited" and slot.queued > 0  # type: ignore[attr-defined]
+    # past the slots, each extra request waits one more completion: TTFT grows by 1 / X
+    a, b = points[-2], points[-1]
+    grow = (250 - 150) / b.requests_per_s  # type: ignore[attr-defined]
+    assert b.ttft_s - a.ttft_s == pytest.approx(grow, rel=0.02)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("concurrency", [5, 50, 150])
+def test_littles_law_holds_in_the_closed_loop(concurrency: int) -> None:
+    p = _load(concurrency)
+    in_flight = p.requests_per_s * p.e2e_s  # type: ignore[attr-defined]
+    assert in_flight == pytest.approx(concurrency, rel=0.1)
+
+
+def test_open_loop_completes_what_arrives_until_it_cannot() -> None:
+    light = _load(rate=0.5)
+    assert light.requests_per_s == pytest.approx(0.5, rel=1e-4)  # type: ignore[attr-defined]
+    assert light.regime in ("shared", "light")  # type: ignore[attr-defined]
+    capacity = light.capacity_requests_per_s  # type: ignore[attr-defined]
+    over = _load(rate=2 * capacity)
+    assert over.regime == "overloaded" and math.isinf(over.ttft_s)  # type: ignore[attr-defined]
+    assert over.requests_per_s == pytest.approx(capacity, rel=1e-6)  # type: ignore[attr-defined]
+
+
+def test_budget_and_decoding_levels() -> None:
+    cap = budget_cap(5000, 500, 8192)
+    assert cap == pytest.approx(8192 * 499 / (499 + 5000), rel=1e-6)
+    d, bound = solve_decoding(1.0, 5000, 500, 8192)
+    assert 0.9 < d < 1.0 and not bound
+    d, bound = solve_decoding(5000.0, 5000, 500, 8192)
+    assert bound and d == pytest.approx(cap, rel=1e-3)  # the prompts queue for the budget
+
+
+def test_separate_prefill_batches_slow_the_decodes() -> None:
+    """SGLang's default runs a prefill batch on its own: decodes wait for it."""
+    mixed, apart = _load(50, engine="vllm"), _load(50, engine="sglang")
+    assert apart.tpot_s > mixed.tpot_s  # type: ignore[attr-defined]
+    with pytest.raises(SpecError) as bad:
+        _load(5, engine="nope")
+    assert bad.value.field == "engine"
+
+
+def test_api_page_and_refusals() -> None:
+    client = TestClient(app)
+    req = {"model": "llama-3.3-70b", "num_gpus": 2, "layout": {"tp": 2},
+           "precision": "fp8-serving", "input_len": 5000, "output_len": 500}  # fmt: skip
+    body = client.post("/api/v1/inference/estimate", json={**req, "concurrency": 50}).json()
+    assert body["load"]["regime"] == "shared" and body["load"]["ttft_p99_s"] > 0
+    over = client.post("/api/v1/inference/estimate", json={**req, "request_rate": 1000})
+    assert over.status_code == 200 and over.json()["load"]["ttft_s"] is None
+    assert any("grows without bound" in n for n in over.json()["notes"])
+    both = client.post(
+        "/api/v1/inference/estimate", json={**req, "request_rate": 1, "concurrency": 4}
+    )
+    assert both.status_code == 422 and both.json()["detail"][0]["field"] == "request_rate"
+    bad = client.post("/api/v1/inference/estimate", json={**req, "request_rate": -1})
+    assert bad.status_code == 422
+    page = client.get("/serving", params={"model": "llama-3-8b", "concurrency": 64}).text
+    assert "Under load" in page and "requests kept in flight" in page
+
+
+def test_every_load_record_is_a_case_or_a_skip_with_its_reason() -> None:
+    found = cases()
+    assert len(found) == 129
+    skips = [c for c in found if isinstance(c, Skip)]
+    assert all(s.reason for s in skips)
+    compared = [c for c in found if isinstance(c, LoadCase)]
+    assert len(compared) == 26 and all(c.assumptions for c in compared)
+
+
+def test_accuracy_under_load_is_pinned() -> None:
+    """Measured, not tuned (docs/validation.md): TPOT and throughput hold on Llama-3.3-70B
+    (NIM), TTFT under load is under-predicted (benchmark warm-up bursts and per-request
+    overheads are not modelled), and the hybrid Nemotron-3-Nano decode is far off."""
+    found, _ = rows()
+    table = {(s["metric"], s["group"]): s for s in summary(found)}
+    nim = "nvidia_nim_benchmarking_docs"
+    assert table[("itl", nim)]["median_ape"] <= 0.17
+    assert table[("throughput", nim)]["median_ape"] <= 0.10
+    assert table[("ttft", nim)]["median_ape"] <= 0.40
+    assert table[("tpot", "sglang_repo_benchmark_dsv3_datacrunch")]["median_ape"] <= 0.16
+    assert table[("tpot", "all")]["median_ape"] <= 0.50

@@ -1,0 +1,238 @@
+"""Serving latency under load: the steady-state model (``estimator.serving.load``) against
+published TTFT / TPOT / throughput measurements (``validation/data/serving_load_measured.json``).
+
+Each record becomes one ``LoadCase`` or one ``Skip`` with its reason, listing what had to be
+assumed; ``rows()`` evaluates the cases: error = predicted / measured - 1 for each statistic
+the record publishes (TTFT and TPOT as the mean, or as the median where only the median is
+published, compared with the model's mean and p50; ITL where no TPOT is given; output
+tokens/s of the replica). Nothing is fitted on these records.
+
+``python -m validation.load`` prints the comparison.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from estimator import (
+    InferenceSetup,
+    Parallelism,
+    SpecError,
+    get_accelerator,
+    get_model,
+    get_precision,
+)
+from estimator.serving.estimate import estimate_load
+from validation.records import Refused, Skip
+
+__all__ = ["LoadCase", "LoadRow", "Skip", "cases", "main", "rows", "summary"]
+
+DATA = Path(__file__).parent / "data" / "serving_load_measured.json"
+
+_MODELS = {
+    "meta-llama/Llama-3.3-70B-Instruct": "llama-3.3-70b",
+    "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8": "nemotron-3-nano-30b-a3b",
+    "deepseek-ai/DeepSeek-V3": "deepseek-v3",
+}
+_ENGINES = {"nim": "trtllm", "vllm": "vllm", "sglang": "sglang", "tensorrt-llm": "trtllm"}
+
+
+@dataclass(frozen=True)
+class LoadCase:
+    id: str
+    group: str
+    model: str
+    accelerator: str
+    tp: int
+    precision: str
+    engine: str
+    input_len: int
+    output_len: int
+    concurrency: int | None
+    request_rate: float | None
+    measured: dict[str, Any]
+    source: str
+    assumptions: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LoadRow:
+    id: str
+    group: str
+    engine: str
+    metric: str  # ttft, tpot, itl, throughput
+    statistic: str  # mean, median, unspecified
+    regime: str
+    measured: float
+    predicted: float
+
+    @property
+    def error(self) -> float:
+        return self.predicted / self.measured - 1
+
+
+def _accelerator(gpu: str) -> tuple[str, list[str]]:
+    g = gpu.lower()
+    if "b200" in g:
+        return "b200", []
+    if "h200" in g:
+        return "h200-sxm-141gb", ["H200 form factor not stated: SXM 141 GB assumed"]
+    if "h100" in g and "80" in g:
+        return "h100-sxm-80gb", ["H100 80GB form factor not stated: SXM assumed"]
+    raise Refused(f"accelerator {gpu} not mapped")
+
+
+def _precision(label: str) -> tuple[str, list[str]]:
+    low = label.lower()
+    if "fp8" in low:
+        return "fp8-serving", ["FP8 weights and FP8 KV cache (the fp8-serving preset)"]
+    raise Refused(f"precision {label!r} is ambiguous or has no serving preset")
+
+
+def _case(r: dict[str, Any]) -> LoadCase:
+    if not isinstance(r.get("input_len"), int) or not isinstance(r.get("output_len"), int):
+        raise Refused("length distribution (dataset prompts) not modelled: fixed lengths only")
+    model = _MODELS.get(str(r["model"]))
+    if model is None:
+        raise Refused(f"model {r['model']} not in the catalog")
+    engine_label = str(r.get("engine") or "").lower()
+    engine_name = next((k for k in _ENGINES if k in engine_label), "")
+    engine = _ENGINES.get(engine_name)
+    if engine is None:
+        raise Refused(f"engine {r.get('engine')} has no scheduler preset")
+    num_gpus, tp = int(r.get("num_gpus") or 0), r.get("tp")
+    if not isinstance(tp, int) or tp != num_gpus:
+        raise Refused(f"{num_gpus} GPUs as TP {tp}: only one tensor-parallel replica is modelled")
+    if num_gpus > 8:
+        raise Refused("multi-node replica: inter-node TP not modelled by the load model")
+    acc, notes = _accelerator(str(r["gpu"]))
+    precision, more = _precision(str(r["precision"]))
+    notes += more
+    if engine_name == "nim":
+        notes.append("NIM for Llama runs a TensorRT-LLM engine: the trtllm preset")
+    load = r["load"]
+    return LoadCase(
+        id=str(r["id"]),
+        group=str(r["group"]),
+        model=model,
+        accelerator=acc,
+        tp=tp,
+        precision=precision,
+        engine=engine,
+        input_len=int(r["input_len"]),
+        output_len=int(r["output_len"]),
+        concurrency=load.get("concurrency"),
+        request_rate=load.get("request_rate"),
+        measured=r["measured"],
+        source=str(r["source"]),
+        assumptions=tuple(notes),
+    )
+
+
+def cases() -> list[LoadCase | Skip]:
+    data = json.loads(DATA.read_text(encoding="utf-8"))
+    out: list[LoadCase | Skip] = []
+    for r in data["records"]:
+        try:
+            out.append(_case(r))
+        except Refused as why:
+            out.append(Skip(str(r["id"]), str(r["group"]), str(why)))
+    return out
+
+
+def _stat(value: dict[str, Any] | None) -> tuple[str, float] | None:
+    for key in ("mean", "median", "unspecified_stat"):
+        if value and isinstance(value.get(key), int | float):
+            return ("unspecified" if key == "unspecified_stat" else key), float(value[key])
+    return None
+
+
+def rows() -> tuple[list[LoadRow], list[tuple[str, str]]]:
+    out: list[LoadRow] = []
+    skipped: list[tuple[str, str]] = []
+    for case in cases():
+        if isinstance(case, Skip):
+            skipped.append((case.id, case.reason))
+            continue
+        setup = InferenceSetup(
+            input_len=case.input_len,
+            output_len=case.output_len,
+            concurrency=int(case.concurrency or 1),
+        )
+        try:
+            point = estimate_load(
+                get_model(case.model),
+                get_accelerator(case.accelerator),
+                Parallelism(tp=case.tp),
+                setup,
+                get_precision(case.precision),
+                engine=case.engine,
+                request_rate=case.request_rate,
+            )
+        except SpecError as exc:
+            skipped.append((case.id, f"estimator refuses it: {exc}"))
+            continue
+        m = case.measured
+        ttft = point.ttft_p50_s if (_stat(m.get("ttft_ms")) or ("", 0))[0] == "median" else None
+        predictions = {
+            "ttft": (m.get("ttft_ms"), 1e3 * (ttft if ttft is not None else point.ttft_s)),
+            "tpot": (m.get("tpot_ms") or m.get("itl_ms"), 1e3 * point.tpot_s),
+        }
+        for metric, (published, predicted) in predictions.items():
+            stat = _stat(published)
+            if stat is None or predicted != predicted or predicted == float("inf"):
+                continue
+            name = metric if metric != "tpot" or m.get("tpot_ms") else "itl"
+            out.append(
+                LoadRow(case.id, case.group, case.engine, name, stat[0], point.regime,
+                        stat[1], predicted)
+            )  # fmt: skip
+        tps = m.get("output_tokens_per_s")
+        if isinstance(tps, int | float) and tps > 0:
+            out.append(
+                LoadRow(case.id, case.group, case.engine, "throughput", "mean", point.regime,
+                        float(tps), point.output_tokens_per_s)
+            )  # fmt: skip
+    return out, skipped
+
+
+def summary(found: list[LoadRow]) -> list[dict[str, Any]]:
+    """Median and p90 APE and median signed error per metric, over all rows and per group."""
+    out = []
+    keys = sorted({(r.metric, "all") for r in found} | {(r.metric, r.group) for r in found})
+    for metric, group in keys:
+        errs = [r.error for r in found if r.metric == metric and group in ("all", r.group)]
+        ape = sorted(abs(e) for e in errs)
+        p90 = statistics.quantiles(ape, n=10)[-1] if len(ape) > 1 else ape[0]
+        out.append(
+            {
+                "metric": metric,
+                "group": group,
+                "n": len(errs),
+                "median_ape": statistics.median(ape),
+                "p90_ape": p90,
+                "median_signed": statistics.median(errs),
+            }
+        )
+    return out
+
+
+def main() -> None:
+    found, skipped = rows()
+    for s in summary(found):
+        print(
+            f"{s['metric']:<10} {s['group']:<40} n={s['n']:<3} median APE {s['median_ape']:6.1%}"
+            f"  p90 {s['p90_ape']:6.1%}  signed {s['median_signed']:+6.1%}"
+        )
+    reasons: dict[str, int] = {}
+    for _, why in skipped:
+        reasons[why] = reasons.get(why, 0) + 1
+    print(f"skipped {len(skipped)}:", reasons)
+
+
+if __name__ == "__main__":
+    main()
