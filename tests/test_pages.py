@@ -99,3 +99,14 @@ def test_serving_page_says_which_load_it_shows_and_the_cost_split() -> None:
     assert "Figures at concurrency 1, the load asked for" in page
     assert "show the plan at it" in page and "concurrency=" in page
     assert "All-in cost" in page and "Split by phase" in page
+
+
+def test_serving_sweep_recommends_and_prices_per_million() -> None:
+    """The serving explorer leads with its picks (cheapest, most tokens/s per GPU, quickest
+    first token), each with why and a link; costs are per 1M tokens (issue 22)."""
+    client = TestClient(app)
+    page = client.get("/sweep", params={"mode": "serving", "model": "llama-3-8b"}).text
+    assert 'id="recommendations"' in page
+    for title in ("Cheapest per output token", "Most tokens/s per GPU", "Quickest first token"):
+        assert title in page
+    assert "$ / 1k out" not in page and "$0.0000<" not in page

@@ -392,6 +392,39 @@ def _run_serving_sweep(req: ServingSweepRequest) -> dict[str, Any]:
     return {"sweep": sweep, "out": serving_sweep_out(sweep, req).model_dump(), "req": req}
 
 
+def _serving_picks(rows: list[dict[str, Any]], query: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The serving sweep's recommendations over every served layout: the cheapest per output
+    token, the most tokens/s per GPU and the quickest first token, each with why."""
+    served = [r for r in rows if r["ok"]]
+    if not served:
+        return []
+    priced = [r for r in served if r.get("usd_per_1m_output_tokens") is not None]
+    picks = []
+    if priced:
+        r = min(priced, key=lambda r: r["usd_per_1m_output_tokens"])
+        picks.append(
+            (
+                "Cheapest per output token",
+                r,
+                f"${r['usd_per_1m_output_tokens']:.3g} per 1M output tokens all-in",
+            )
+        )
+    r = max(served, key=lambda r: r["output_tokens_per_s_per_gpu"])
+    picks.append(
+        (
+            "Most tokens/s per GPU",
+            r,
+            f"{r['output_tokens_per_s_per_gpu']:,.0f} output tokens/s per GPU",
+        )
+    )
+    r = min(served, key=lambda r: r["ttft_s"])
+    picks.append(("Quickest first token", r, f"TTFT {r['ttft_s'] * 1e3:,.1f} ms"))
+    return [
+        {"title": title, "row": row, "why": why, "planner_url": _serving_planner_url(row, query)}
+        for title, row, why in picks
+    ]
+
+
 def serving_sweep_page(request: Request) -> Response:
     """The serving side of the explorer: replica layouts at their best concurrency."""
     sub = _submit(request, SERVING_SWEEP_INPUTS, ServingSweepRequest, _run_serving_sweep)
@@ -415,8 +448,10 @@ def serving_sweep_page(request: Request) -> Response:
         ]
         refused = [r for r in result["sweep"].rows if not r["ok"]]
     base = {k: v for k, v in query.items() if k != "page" and v}
+    picks = _serving_picks(result["sweep"].rows, query) if result is not None else []
     context = {
         "inputs": pickers(SERVING_SWEEP_INPUTS),
+        "picks": picks,
         "query": query,
         "outcome": outcome,
         "save": save_form(request, "inference_sweep", result),
