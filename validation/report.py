@@ -1,4 +1,4 @@
-"""Predicted vs measured: kernels, training runs and serving runs.
+"""Predicted vs measured: kernels, training runs, serving runs and peak training memory.
 
 ``python -m validation.report`` (or ``llm-planner validate``) evaluates the estimator on every
 usable record of ``validation/data`` and prints, per group, accelerator and model family, the
@@ -7,7 +7,9 @@ median and p90 absolute percentage error; ``--write`` also stores ``validation/r
 records: the kernel constants come from ``calibrate.py`` (kernel tables only) and the
 framework behaviours are the software stack profile of each record's framework
 (``estimator.timing.stacks``; ``records.py`` names it): one compute factor per stack is fitted
-on that stack's whole group (``fit_stacks.py``), never per record.
+on that stack's whole group (``fit_stacks.py``), never per record. Peak memory per GPU
+(``memory.py``) is reported in its own section: the measured statistic against the part of the
+estimate it counts, and whether the planner's ``fits`` matches what happened.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from estimator import (
     InferenceSetup,
@@ -41,6 +43,7 @@ from estimator.timing.kernels import (
 from estimator.timing.training import TimingOptions, estimate_training
 
 if TYPE_CHECKING:
+    from validation.memory import MemoryRow
     from validation.records import TrainingCase
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -233,7 +236,17 @@ def serving_rows() -> tuple[list[Row], list[tuple[str, str]]]:
     return rows, skipped
 
 
-def summarize(rows: Iterable[Row], key: Callable[[Row], str]) -> list[dict[str, Any]]:
+class _Compared(Protocol):
+    """A compared record: anything with an error (predicted / measured - 1)."""
+
+    @property
+    def error(self) -> float: ...
+
+
+_Row = TypeVar("_Row", bound=_Compared)
+
+
+def summarize(rows: Iterable[_Row], key: Callable[[_Row], str]) -> list[dict[str, Any]]:
     groups: dict[str, list[float]] = {}
     signed: dict[str, list[float]] = {}
     for r in rows:
@@ -263,6 +276,7 @@ def build() -> dict[str, Any]:
     return {
         "rows": everything,
         "skipped": {"training": t_skip, "serving": s_skip},
+        "memory": memory_section(),
         "summary": {
             "by kind": summarize(everything, lambda r: r.kind),
             "kernels by op": summarize(kernels, lambda r: f"{r.group} / {r.accelerator}"),
@@ -275,17 +289,105 @@ def build() -> dict[str, Any]:
     }
 
 
+def memory_section() -> dict[str, Any]:
+    """Peak memory per GPU (``validation/memory.py``): every compared record, the summaries
+    over those with a measurement, the fits calls (out-of-memory runs included) and the skips."""
+    from validation.memory import fits_summary, rows, skip_reasons
+
+    found, skipped = rows()
+    measured = [r for r in found if r.measured_gib is not None]
+    return {
+        "rows": found,
+        "summary": {
+            "peak memory, all": summarize(measured, lambda r: "all"),
+            "peak memory by group": summarize(measured, lambda r: r.group),
+            "peak memory by framework": summarize(measured, lambda r: r.framework),
+            "peak memory by statistic": summarize(measured, lambda r: r.statistic),
+        },
+        "fits": fits_summary(found),
+        "skip reasons": skip_reasons(skipped),
+        "skipped": skipped,
+    }
+
+
+def _table(title: str, table: list[dict[str, Any]]) -> list[str]:
+    lines = ["", f"## {title}", "", "| | n | median APE | p90 APE | median signed |"]
+    lines.append("|---|---:|---:|---:|---:|")
+    for s in table:
+        lines.append(
+            f"| {s['name']} | {s['n']} | {s['median_ape']:.1%} | {s['p90_ape']:.1%} |"
+            f" {s['median_signed']:+.1%} |"
+        )
+    return lines
+
+
+def render_memory(memory: dict[str, Any], details: bool = False) -> list[str]:
+    """The peak-memory section of report.md."""
+    found: list[MemoryRow] = memory["rows"]
+    fits = memory["fits"]
+    skipped = memory["skipped"]
+    lines = [
+        "",
+        "# Peak memory per GPU (training and fine-tuning)",
+        "",
+        f"{len(found)} of {len(found) + len(skipped)} records of memory_measured.json compared"
+        f" ({len([r for r in found if r.oom])} out of memory), {len(skipped)} skipped."
+        " Predicted = the estimate's part that the measured statistic counts (allocated /"
+        " active: the allocated terms; reserved: with fragmentation; unknown: the whole"
+        " estimate); the fits call reads the planner's total against the card.",
+    ]
+    for title, table in memory["summary"].items():
+        lines += _table(title, table)
+    rate = "n/a" if fits["rate"] is None else f"{fits['rate']:.1%}"
+    lines += [
+        "",
+        "## fits called right",
+        "",
+        f"{fits['right']} of {fits['n']} records whose card size is known ({rate};"
+        f" {fits['oom_records']} of them out of memory). Wrong:"
+        f" {', '.join(fits['wrong']) or 'none'}. Not judged (card size not stated):"
+        f" {', '.join(fits['not_judged']) or 'none'}.",
+    ]
+    for ident, over in fits["oom_over_capacity"].items():
+        lines.append(f"- {ident} (out of memory): the planner's total is {over:+.1%} of capacity")
+    if details:
+        lines += [
+            "",
+            "## peak memory records",
+            "",
+            "| id | statistic | measured GiB | predicted GiB | error | planner total GiB |"
+            " capacity GiB | fits | ran |",
+            "|---|---|---:|---:|---:|---:|---:|---|---|",
+        ]
+        for r in found:
+            measured = "OOM" if r.measured_gib is None else f"{r.measured_gib:.2f}"
+            error = "" if r.measured_gib is None else f"{r.error:+.1%}"
+            capacity = f"{r.capacity_gib:.1f}" if r.capacity_known else "not stated"
+            lines.append(
+                f"| {r.id} | {r.statistic} | {measured} | {r.predicted_gib:.2f} | {error} |"
+                f" {r.total_gib:.2f} | {capacity} | {'yes' if r.fits else 'no'} |"
+                f" {'OOM' if r.oom else 'yes'} |"
+            )
+    lines += [
+        "",
+        "## skipped peak-memory records, by reason",
+        "",
+        "A record with several reasons counts under each; sole = the records that reason alone"
+        " keeps out. Every skip's reasons in full, with the bounded options' sizes: report.json.",
+        "",
+        "| reason | records | sole |",
+        "|---|---:|---:|",
+    ]
+    for reason, counts in memory["skip reasons"].items():
+        lines.append(f"| {reason} | {counts['records']} | {counts['sole']} |")
+    return lines
+
+
 def render(report: dict[str, Any], details: bool = False) -> str:
     lines = ["# LLM Planner validation: predicted vs measured", ""]
     lines.append("APE = |predicted / measured - 1|; signed = median of predicted / measured - 1.")
     for title, table in report["summary"].items():
-        lines += ["", f"## {title}", "", "| | n | median APE | p90 APE | median signed |"]
-        lines.append("|---|---:|---:|---:|---:|")
-        for s in table:
-            lines.append(
-                f"| {s['name']} | {s['n']} | {s['median_ape']:.1%} | {s['p90_ape']:.1%} |"
-                f" {s['median_signed']:+.1%} |"
-            )
+        lines += _table(title, table)
     skipped = report["skipped"]
     lines += [
         "",
@@ -301,14 +403,32 @@ def render(report: dict[str, Any], details: bool = False) -> str:
             lines.append(
                 f"| {r.kind} | {r.id} | {r.measured:,.1f} | {r.predicted:,.1f} | {r.error:+.1%} |"
             )
+    if "memory" in report:
+        lines += render_memory(report["memory"], details)
     return "\n".join(lines) + "\n"
 
 
 def to_json(report: dict[str, Any]) -> dict[str, Any]:
+    memory = report["memory"]
     return {
         "summary": report["summary"],
         "skipped": report["skipped"],
         "rows": [{**r.__dict__, "error": r.error} for r in report["rows"]],
+        "memory": {
+            "summary": memory["summary"],
+            "fits": memory["fits"],
+            "skip reasons": memory["skip reasons"],
+            "skipped": [(s.id, s.reason) for s in memory["skipped"]],
+            "rows": [
+                {
+                    **r.__dict__,
+                    "error": None if r.measured_gib is None else r.error,
+                    "fits_right": r.fits_right,
+                    "over_capacity": r.over_capacity,
+                }
+                for r in memory["rows"]
+            ],
+        },
     }
 
 

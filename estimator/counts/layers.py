@@ -238,7 +238,7 @@ def layer_table(
     head = None if head is None else _resident(head, p)
     total = count_params(model).total
     trained = adapters(model, setup.finetune).trainable_params  # every parameter, in full
-    state_bytes = optimizer_state_bytes_per_param(model, setup.optimizer)
+    state_bytes = optimizer_state_bytes_per_param(model, setup.optimizer, precision)
     weights = total * w_bytes
     if setup.finetune.method == "qlora":  # NF4 for the linears bitsandbytes quantizes only
         linear = sum(

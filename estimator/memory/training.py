@@ -232,16 +232,28 @@ class TrainingMemory:
 TERMS = tuple(t.key for t in TRAINING_MEMORY)  # the registry's order (``estimator.terms``)
 
 
-def optimizer_state_bytes_per_param(model: ModelSpec, optimizer: str) -> float:
-    """Optimizer-state bytes per parameter the optimizer holds (AdamW: two fp32 moments)."""
-    return float(_optimizer_state_bytes(model, optimizer, 1))
+def optimizer_state_bytes_per_param(
+    model: ModelSpec, optimizer: str, precision: Precision | None = None
+) -> float:
+    """Optimizer-state bytes per parameter the optimizer holds (AdamW: two moments in the
+    precision's ``optimizer_states`` format, fp32 by default)."""
+    return float(_optimizer_state_bytes(model, optimizer, 1, _state_dtype(optimizer, precision)))
 
 
-def _optimizer_state_bytes(model: ModelSpec, optimizer: str, params: Num) -> Num:
-    count, fmt = OPTIMIZERS[optimizer]
+def _state_dtype(optimizer: str, precision: Precision | None) -> str:
+    """The moments' format: the optimizer's own (8-bit Adam's blockwise 8 bits), else the
+    precision's ``optimizer_states`` (bf16 for torchtune's and LitGPT's pure-bf16 runs)."""
+    own = OPTIMIZERS[optimizer][1]
+    if own != "fp32" or precision is None:
+        return own
+    return precision.optimizer_states or own
+
+
+def _optimizer_state_bytes(model: ModelSpec, optimizer: str, params: Num, dtype: str) -> Num:
+    count = OPTIMIZERS[optimizer][0]
     if optimizer == "adafactor":
-        return params * _adafactor_ratio(model) * DTYPES["fp32"].bytes
-    return params * count * DTYPES[fmt].bytes
+        return params * _adafactor_ratio(model) * DTYPES[dtype].bytes
+    return params * count * DTYPES[dtype].bytes
 
 
 def _adafactor_ratio(model: ModelSpec) -> float:
@@ -305,12 +317,13 @@ def _memory_tables(
     optimizer: str,
     flash: bool,
     convention: str,
-    finetune: FineTune,
+    finetune: FineTune | None,
 ) -> _MemoryTables:
     """``_MemoryTables`` of a model for one precision, optimizer, attention kernel, activation
     convention and fine-tuning setting (which is resolved and checked here, so every estimate
     refuses a bad one). QLoRA stores the linear weights in NF4 and keeps the routed experts,
     fused parameters that bitsandbytes does not quantize, in the compute dtype."""
+    finetune = finetune or FULL  # None: full fine-tuning (a cheaper memo key than the record)
     lora = adapters(model, finetune)  # validates the setting against the model
     check_finetune_precision(finetune, precision)
     act_b = DTYPES[precision.activations].bytes
@@ -322,7 +335,7 @@ def _memory_tables(
             precision.bytes("weight_cache"),
             precision.bytes("gradients"),
             precision.bytes("master_weights"),
-            float(_optimizer_state_bytes(model, optimizer, 1)),
+            float(_optimizer_state_bytes(model, optimizer, 1, _state_dtype(optimizer, precision))),
             act_b if quantized else DTYPES[precision.expert_format].bytes,
         ),
         placements(model),
@@ -335,11 +348,11 @@ def _memory_tables(
 def _adapter_tables(
     lora: Adapters, precision: Precision, optimizer: str, act_b: float
 ) -> _AdapterTables:
-    count, fmt = OPTIMIZERS[optimizer]
+    count, fmt = OPTIMIZERS[optimizer][0], _state_dtype(optimizer, precision)
     if optimizer == "adafactor":  # each of A and B keeps its row and column statistics
         every = [a for kind in lora.per_kind for a in kind]
         stats = sum(a.in_features + 2 * a.rank + a.out_features for a in every)
-        state = stats / sum(a.params for a in every) * DTYPES["fp32"].bytes
+        state = stats / sum(a.params for a in every) * DTYPES[fmt].bytes
     else:
         state = count * DTYPES[fmt].bytes
     return _AdapterTables(
@@ -436,10 +449,14 @@ def _stage_values(
     sp_on = parallel.sequence_parallel & (tp > 1)  # bools, or arrays of them
     dense_shards = dp * cp
     expert_shards = tp * cp * dp // (ep * etp)
-    tables = _memory_tables(model, precision, setup.optimizer, flash, convention, setup.finetune)
+    ft = setup.finetune
+    tables = _memory_tables(
+        model, precision, setup.optimizer, flash, convention, None if ft is FULL else ft
+    )
     w_lin, w_other, cache_b, grad_b, master_b, state_b, w_exp = tables.bytes_per_param
     lora = tables.adapters  # None: full fine-tuning
     offload = setup.offload
+    offloading = offload is not NO_OFFLOAD and offload.any
     # ZeRO stage z divides a term by the data-parallel ranks (dense parameters over dp * cp,
     # experts over the expert data-parallel ranks) and by 1 below z: 1 + on * (ranks - 1) works
     # alike for one layout (bools) and for arrays, and x / 1 is exactly x. Megatron's
@@ -549,14 +566,15 @@ def _stage_values(
         flight = in_flight_microbatches(pp, vp, stage, microbatches)
         acts = flight * microbatch_acts + peak_layer
         host_opt = host_weights = host_acts = 0.0
-        if offload.optimizer:
-            host_opt, master, states = master + states, 0.0, 0.0
-        if offload.params:
-            host_weights, weights = weights, 0.0  # the gather buffers hold what is in use
-        if offload.activations:  # the GPU keeps the layer in use and the next one in flight
-            on_gpu = peak_layer + 2 * per_mb / maximum(sum(counts), 1)
-            host_acts = maximum(acts - on_gpu, 0.0)
-            acts = acts - host_acts
+        if offloading:
+            if offload.optimizer:
+                host_opt, master, states = master + states, 0.0, 0.0
+            if offload.params:
+                host_weights, weights = weights, 0.0  # the gather buffers hold what is in use
+            if offload.activations:  # the GPU keeps the layer in use and the next one
+                on_gpu = peak_layer + 2 * per_mb / maximum(sum(counts), 1)
+                host_acts = maximum(acts - on_gpu, 0.0)
+                acts = acts - host_acts
         logits = last * head
         allocated = weights + cache + grads + master + states + acts + logits + gather + dequant
         fragmentation = allocated * FRAGMENTATION_FRACTION
@@ -647,6 +665,18 @@ def check_seq_len(model: ModelSpec, seq_len: int, field: str = "seq_len") -> Non
         )
 
 
+def _check_moe_load(model: ModelSpec, setup: TrainingSetup) -> None:
+    if setup.moe_imbalance < 1 or setup.moe_imbalance > 64:
+        raise SpecError("moe_imbalance", "must be between 1 (balanced) and 64", setup.moe_imbalance)
+    cap = setup.moe_capacity_factor
+    if cap is not None and not 0 < cap <= 64:
+        raise SpecError("moe_capacity_factor", "must be > 0 and <= 64", cap)
+    if model.moe is None and setup.moe_imbalance != 1:
+        raise SpecError("moe_imbalance", "applies to mixture-of-experts models", model.id)
+    if model.moe is None and cap is not None:
+        raise SpecError("moe_capacity_factor", "applies to mixture-of-experts models", model.id)
+
+
 def validate_training(model: ModelSpec, p: Parallelism, setup: TrainingSetup) -> None:
     validate_layout(model, p, training=True)
     check_seq_len(model, setup.seq_len)
@@ -667,15 +697,8 @@ def validate_training(model: ModelSpec, p: Parallelism, setup: TrainingSetup) ->
         )
     if setup.optimizer not in OPTIMIZERS:
         raise SpecError("optimizer", f"must be one of {', '.join(OPTIMIZERS)}", setup.optimizer)
-    if setup.moe_imbalance < 1 or setup.moe_imbalance > 64:
-        raise SpecError("moe_imbalance", "must be between 1 (balanced) and 64", setup.moe_imbalance)
-    cap = setup.moe_capacity_factor
-    if cap is not None and not 0 < cap <= 64:
-        raise SpecError("moe_capacity_factor", "must be > 0 and <= 64", cap)
-    if model.moe is None and setup.moe_imbalance != 1:
-        raise SpecError("moe_imbalance", "applies to mixture-of-experts models", model.id)
-    if model.moe is None and cap is not None:
-        raise SpecError("moe_capacity_factor", "applies to mixture-of-experts models", model.id)
+    if setup.moe_imbalance != 1.0 or setup.moe_capacity_factor is not None:
+        _check_moe_load(model, setup)
     if setup.offload.params and p.zero_stage != 3:
         raise SpecError(
             "offload_params",
@@ -749,7 +772,8 @@ def training_memory(
     """Per-GPU memory of a training step on the most-loaded GPU, with its breakdown."""
     validate_training(model, parallel, setup)
     best, stage = _most_loaded(model, parallel, setup, precision)
-    host = host_of(accelerator.id, setup.offload) if setup.offload.any else None
+    off = setup.offload
+    host = host_of(accelerator.id, off) if off is not NO_OFFLOAD and off.any else None
     values = {  # the TrainingMemory fields (a literal: a third of a comprehension's cost)
         "weights_bytes": float(best.weights_bytes),
         "weight_cache_bytes": float(best.weight_cache_bytes),
@@ -768,12 +792,18 @@ def training_memory(
         "params_on_gpu": float(best.params_on_gpu),
         "trainable_params_on_gpu": float(best.trainable_params_on_gpu),
         "in_flight_microbatches": int(ceil_div(best.in_flight * 1000, 1000)),
-        "host_optimizer_bytes": float(best.host_optimizer_bytes),
-        "host_weights_bytes": float(best.host_weights_bytes),
-        "host_activations_bytes": float(best.host_activations_bytes),
-        "host_capacity_bytes": host.memory_bytes if host else 0.0,
-        "notes": _training_notes(model, parallel, setup, stage) + _host_notes(best, host),
+        "host_optimizer_bytes": 0.0,
+        "host_weights_bytes": 0.0,
+        "host_activations_bytes": 0.0,
+        "host_capacity_bytes": 0.0,
+        "notes": _training_notes(model, parallel, setup, stage),
     }
+    if host is not None:  # what CPU offload keeps on the host, and the host's share
+        values["host_optimizer_bytes"] = float(best.host_optimizer_bytes)
+        values["host_weights_bytes"] = float(best.host_weights_bytes)
+        values["host_activations_bytes"] = float(best.host_activations_bytes)
+        values["host_capacity_bytes"] = host.memory_bytes
+        values["notes"] += _host_notes(best, host)
     return from_fields(TrainingMemory, values)
 
 
@@ -785,9 +815,7 @@ _OVERHEAD_NOTE = (
 )
 
 
-def _host_notes(best: StageTerms, host: Host | None) -> tuple[str, ...]:
-    if host is None:
-        return ()
+def _host_notes(best: StageTerms, host: Host) -> tuple[str, ...]:
     need = float(best.host_optimizer_bytes + best.host_weights_bytes + best.host_activations_bytes)
     notes = [
         host.note(),

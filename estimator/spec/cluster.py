@@ -19,6 +19,9 @@ __all__ = ["DEFAULT_SCALE_OUT_BYTES_PER_S", "Cluster", "cluster_of"]
 DEFAULT_SCALE_OUT_BYTES_PER_S = 12.5e9
 
 
+_CATALOG_CLUSTERS: dict[tuple[str, int, int, float | None], Cluster] = {}
+
+
 @dataclass(frozen=True, slots=True)
 class Cluster:
     """``scale_out_bytes_per_s`` is per GPU and per direction, after oversubscription."""
@@ -59,7 +62,17 @@ def cluster_of(
     scale_out_gbit_per_s: float | None = None,
     oversubscription: float = 1.0,
 ) -> Cluster:
-    """The cluster of ``acc`` with the user's overrides (None: the catalog's)."""
+    """The cluster of ``acc`` with the user's overrides (None: the catalog's). The catalog's own
+    cluster is built once per accelerator (every estimate asks for it)."""
+    plain = (
+        gpus_per_node is None
+        and scale_up_domain is None
+        and scale_out_gbit_per_s is None
+        and oversubscription == 1.0
+    )
+    key = (acc.id, acc.gpus_per_node, acc.scale_up_domain, acc.scale_out_bytes_per_s)
+    if plain and (known := _CATALOG_CLUSTERS.get(key)) is not None:
+        return known
     for name, value in (("gpus_per_node", gpus_per_node), ("scale_up_domain", scale_up_domain)):
         if value is not None and value < 1:
             raise SpecError(name, "must be >= 1", value)
@@ -76,10 +89,13 @@ def cluster_of(
         if scale_out_gbit_per_s is not None
         else acc.scale_out_bytes_per_s or DEFAULT_SCALE_OUT_BYTES_PER_S
     )
-    return Cluster(
+    cluster = Cluster(
         gpus_per_node=gpus_per_node or acc.gpus_per_node,
         scale_up_domain=scale_up_domain or acc.scale_up_domain,
         scale_out_bytes_per_s=out / oversubscription,
         oversubscription=oversubscription,
         scale_out_assumed=scale_out_gbit_per_s is None and acc.scale_out_bytes_per_s is None,
     )
+    if plain:
+        _CATALOG_CLUSTERS[key] = cluster
+    return cluster
