@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from threading import BoundedSemaphore, Lock
 from typing import Any, Generic, TypeVar
 
@@ -45,7 +45,8 @@ from estimator.layout.ranks import RankLayout, rank_layout
 from estimator.memory.timeline import Timeline, inference_timeline, training_timeline
 from estimator.memory.training import TrainingMemory
 from estimator.offload import Offload
-from estimator.serving.estimate import InferenceEstimate, estimate_inference
+from estimator.serving.estimate import InferenceEstimate, estimate_inference, estimate_load
+from estimator.serving.load import LoadPoint
 from estimator.spec.cluster import Cluster, cluster_of
 from estimator.sweep.serving import ServingSearch, ServingSweep, ServingWorkload, sweep_serving
 from estimator.sweep.training import (
@@ -485,6 +486,23 @@ def run_inference(req: InferenceRequest) -> tuple[InferencePlan, InferenceEstima
         request_rate=req.request_rate,
     )
     return plan, estimate
+
+
+def run_load_curve(
+    req: InferenceRequest, plan: InferencePlan, estimate: InferenceEstimate, points: int = 16
+) -> list[LoadPoint]:
+    """The replica's steady state under load at ``points`` concurrencies from 1 to twice its
+    slots (the serving page's latency-vs-load chart)."""
+    top = max(2 * estimate.max_concurrency, 2)
+    ns = sorted({max(1, round(top ** (i / (points - 1)))) for i in range(points)})
+    model, accelerator, parallel, setup, precision = plan.specs
+    return [
+        estimate_load(
+            model, accelerator, parallel, replace(setup, concurrency=n), precision,
+            engine=req.engine, cluster=plan.cluster, memory=estimate.memory,
+        )
+        for n in ns
+    ]  # fmt: skip
 
 
 # --- sweeps -----------------------------------------------------------------------------------

@@ -132,3 +132,11 @@ def test_accuracy_under_load_is_pinned() -> None:
     assert table[("ttft", nim)]["median_ape"] <= 0.40
     assert table[("tpot", "sglang_repo_benchmark_dsv3_datacrunch")]["median_ape"] <= 0.16
     assert table[("tpot", "all")]["median_ape"] <= 0.50
+
+
+def test_serving_page_draws_latency_against_load() -> None:
+    client = TestClient(app)
+    page = client.get(
+        "/serving", params={"model": "llama-3-8b", "concurrency": 64, "ttft_target_s": 0.5}
+    ).text
+    assert 'id="fig-load"' in page and "Latency under load" in page and "slots" in page

@@ -320,6 +320,58 @@ def serving_curve_figure(
     }
 
 
+def serving_load_figure(
+    points: Sequence[Any],
+    slots: int,
+    tpot_target_s: float | None,
+    ttft_target_s: float | None,
+) -> Figure:
+    """TTFT (mean and p99) and TPOT in steady state against the requests kept in flight, with
+    the replica's slots (past them requests queue) and the SLO lines (``serving.load``)."""
+    x = [p.concurrency for p in points]
+
+    def ms(values: Sequence[float]) -> list[float | None]:
+        return [v * 1e3 if math.isfinite(v) else None for v in values]
+
+    data = [
+        {"type": "scatter", "mode": "lines+markers", "name": name, "x": x, "y": ms(ys),
+         "line": {"color": color, "dash": dash}}
+        for name, ys, color, dash in (
+            ("TTFT mean (ms)", [p.ttft_s for p in points], COLORS["optimizer_states"], "solid"),
+            ("TTFT p99 (ms)", [p.ttft_p99_s for p in points], COLORS["optimizer_states"], "dot"),
+            ("TPOT (ms)", [p.tpot_s for p in points], COLORS["comm"], "solid"),
+        )
+    ]  # fmt: skip
+    shapes: list[dict[str, Any]] = [
+        {"type": "line", "name": "slots", "xref": "x", "yref": "paper", "x0": slots,
+         "x1": slots, "y0": 0, "y1": 1, "line": {"color": "#C00000", "dash": "dash", "width": 2}}
+    ]  # fmt: skip
+    annotations = [
+        {"x": math.log10(max(slots, 1)), "y": 1, "xref": "x", "yref": "paper",
+         "text": f"{slots} slots: more requests queue", "showarrow": False,
+         "yanchor": "bottom", "font": {"color": "#C00000"}}
+    ]  # fmt: skip
+    for name, target in (("TPOT", tpot_target_s), ("TTFT", ttft_target_s)):
+        if target is not None:
+            shapes.append(
+                {"type": "line", "name": f"{name} target", "xref": "paper", "yref": "y",
+                 "x0": 0, "x1": 1, "y0": target * 1e3, "y1": target * 1e3,
+                 "line": {"color": "#555", "dash": "dot", "width": 2}}
+            )  # fmt: skip
+    return {
+        "data": data,
+        "layout": {
+            **_LAYOUT,
+            "title": {"text": "Latency under load (steady state)"},
+            "height": 380,
+            "xaxis": {"title": {"text": "requests kept in flight", "standoff": 4}, "type": "log"},
+            "yaxis": {"title": {"text": "latency (ms)"}, "type": "log"},
+            "shapes": shapes,
+            "annotations": annotations,
+        },
+    }
+
+
 def _finite(value: Any) -> Any:
     if isinstance(value, float):
         return value if math.isfinite(value) else None

@@ -42,6 +42,7 @@ from app.resolve import (
     resolve_model,
     run_inference,
     run_inference_timeline,
+    run_load_curve,
     run_serving_sweep,
     run_training,
     run_training_sweep,
@@ -72,6 +73,7 @@ from app.web.forms import (
 )
 from estimator import model_ids
 from estimator.errors import SpecError, UnknownIdError
+from estimator.serving.load import ENGINES
 from estimator.timing.stacks import STACKS
 
 __all__ = ["page_query", "router", "templates"]
@@ -322,13 +324,20 @@ def _serving_figures(result: dict[str, Any], query: Mapping[str, str]) -> dict[s
             result, target("tpot_target_s"), target("ttft_target_s")
         ),
         "timeline": charts.timeline_figure(result["_timeline"]),
+        "load": charts.serving_load_figure(
+            result["_load_curve"],
+            result["_slots"],
+            target("tpot_target_s"),
+            target("ttft_target_s"),
+        ),
     }
 
 
 @router.get("/serving", response_class=HTMLResponse)
 def serving_page(request: Request) -> Response:
     def run(req: InferenceRequest) -> dict[str, Any]:
-        out = inference_out(req, *run_inference(req))
+        plan, estimate = run_inference(req)
+        out = inference_out(req, plan, estimate)
         best = out["best_concurrency"]
         at_best = None
         if best is not None and best != out["concurrency"]:  # a link to the same plan at it
@@ -338,6 +347,8 @@ def serving_page(request: Request) -> Response:
             **out,
             "_timeline": timeline_out(run_inference_timeline(req)),
             "_at_best": at_best,
+            "_load_curve": run_load_curve(req, plan, estimate),
+            "_slots": min(ENGINES[req.engine].max_seqs, estimate.max_concurrency),
         }
 
     return _page(
