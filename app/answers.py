@@ -36,7 +36,7 @@ from app.schemas.sweep import (
     TrainingSweepRow,
 )
 from app.store import catalog as team
-from estimator import PRESETS, ModelSpec, count_params
+from estimator import PRESETS, ModelSpec, count_params, model_entry, model_ids
 from estimator.counts.layers import LayerTable, ModuleRow
 from estimator.counts.tree import ModuleNode, top_modules
 from estimator.finetune import FineTune, adapters
@@ -45,7 +45,8 @@ from estimator.memory.timeline import Timeline
 from estimator.memory.training import TrainingMemory
 from estimator.offload import Offload
 from estimator.serving.estimate import InferenceEstimate
-from estimator.serving.load import LoadPoint
+from estimator.serving.launch import launch_commands
+from estimator.serving.load import ENGINES, LoadPoint
 from estimator.spec.cluster import Cluster
 from estimator.spec.precision import DTYPES
 from estimator.sweep.serving import ServingSweep
@@ -217,6 +218,25 @@ def offload_dict(off: Offload, m: TrainingMemory) -> dict[str, Any]:
     }
 
 
+def launch_dict(req: InferenceRequest, plan: InferencePlan, e: InferenceEstimate) -> dict[str, Any]:
+    """The replica's launch commands for vLLM, SGLang and trtllm-serve (catalog models by their
+    Hugging Face id; a pasted or team model by a placeholder path)."""
+    model = plan.model
+    hf_id = (model_entry(model.id).get("hf_id") if model.id in model_ids() else None) or (
+        "/path/to/your/model"
+    )
+    preset = ENGINES[req.engine]
+    commands = launch_commands(
+        hf_id,
+        plan.parallel,
+        plan.precision,
+        max_model_len=plan.setup.input_len + plan.setup.output_len,
+        max_seqs=max(min(preset.max_seqs, e.max_concurrency), 1),
+        token_budget=preset.token_budget,
+    )
+    return {f.name: getattr(commands, f.name) for f in fields(commands)}
+
+
 def load_dict(load: LoadPoint | None) -> dict[str, Any] | None:
     """A serving answer's steady state under load (``estimator.serving.load``); a latency an
     overloaded replica never reaches (the queue grows without bound) is null."""
@@ -304,6 +324,7 @@ def inference_out(
         "params": params_dict(plan.model),
         "cluster": cluster_dict(plan.cluster),
         "load": load_dict(e.load),
+        "launch": launch_dict(req, plan, e),
         "exact": plan.model.exact,
         "notes": list(e.notes),
     }

@@ -17,6 +17,7 @@ from estimator import (
     get_accelerator,
     get_model,
     get_precision,
+    model_entry,
 )
 from estimator.serving.estimate import estimate_inference, estimate_load
 from estimator.serving.load import budget_cap, solve_decoding
@@ -140,3 +141,30 @@ def test_serving_page_draws_latency_against_load() -> None:
         "/serving", params={"model": "llama-3-8b", "concurrency": 64, "ttft_target_s": 0.5}
     ).text
     assert 'id="fig-load"' in page and "Latency under load" in page and "slots" in page
+
+
+def test_launch_commands_carry_the_plan() -> None:
+    """A plan turns into a deployment (issue 22 item 5): each engine's command carries the
+    replica's parallelism, lengths, caps, budget and formats."""
+    client = TestClient(app)
+    req = {"model": "deepseek-v3", "accelerator": "h200-sxm-141gb", "num_gpus": 8,
+           "layout": {"tp": 8, "ep": 8}, "precision": "fp8-serving",
+           "input_len": 1024, "output_len": 1024}  # fmt: skip
+    body = client.post("/api/v1/inference/estimate", json=req).json()
+    launch = body["launch"]
+    assert launch["vllm"].startswith("vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 8")
+    assert "--enable-expert-parallel" in launch["vllm"] and "--max-model-len 2048" in launch["vllm"]
+    assert "--kv-cache-dtype fp8" in launch["vllm"] and "--quantization fp8" in launch["vllm"]
+    assert "--tp-size 8 --ep-size 8" in launch["sglang"] and "fp8_e4m3" in launch["sglang"]
+    assert "--tp_size 8 --pp_size 1 --ep_size 8" in launch["trtllm"]
+    assert "--max_num_tokens 8192" in launch["trtllm"] and "dtype: fp8" in launch["trtllm"]
+    slots = min(1024, body["max_concurrency"])
+    assert f"--max-num-seqs {slots}" in launch["vllm"]
+    nvfp4 = client.post(
+        "/api/v1/inference/estimate",
+        json={"model": "llama-3-8b", "precision": "nvfp4-serving", "accelerator": "b200"},
+    ).json()["launch"]
+    assert "--quantization" not in nvfp4["vllm"] and "quantized ahead of time" in nvfp4["notes"][0]
+    pasted = client.post("/api/v1/inference/estimate", json={
+        "model": {**model_entry("llama-3-8b")["config"]}}).json()["launch"]  # fmt: skip
+    assert "/path/to/your/model" in pasted["vllm"]

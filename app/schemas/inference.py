@@ -204,6 +204,15 @@ class LoadOut(BaseModel):
     )
 
 
+class LaunchOut(BaseModel):
+    """The replica's launch commands (estimator.serving.launch)."""
+
+    vllm: str
+    sglang: str
+    trtllm: str
+    notes: list[str]
+
+
 class InferenceEstimateOut(BaseModel):
     model: str
     accelerator: str
@@ -228,6 +237,7 @@ class InferenceEstimateOut(BaseModel):
     params: Params
     cluster: ClusterOut
     load: LoadOut
+    launch: LaunchOut
     exact: bool = Field(
         description="Whether the model's architecture is read exactly (parameters, FLOPs and"
         " caches checked against transformers); false for a model read approximately, whose"
