@@ -692,7 +692,15 @@ def _serving_sweep(req: ServingSweepRequest) -> ServingSweep:
         tpot_target_s=req.tpot_target_s,
         output_tokens_per_s=req.output_tokens_per_s,
         prices=_prices(accelerators, req.price_usd_per_gpu_hour, req.prices),
+        request_rate=req.request_rate,
+        engine=req.engine,
     )
+    if req.request_rate is not None and req.output_tokens_per_s is not None:
+        raise SpecError(
+            "request_rate",
+            "size the fleet by a request rate or by output tokens/s, not both",
+            req.request_rate,
+        )
     model = resolve_model(req.model)
     try:
         return sweep_serving(

@@ -168,3 +168,38 @@ def test_launch_commands_carry_the_plan() -> None:
     pasted = client.post("/api/v1/inference/estimate", json={
         "model": {**model_entry("llama-3-8b")["config"]}}).json()["launch"]  # fmt: skip
     assert "/path/to/your/model" in pasted["vllm"]
+
+
+def test_plan_a_fleet_from_a_request_rate_and_slos() -> None:
+    """Issue 22 item 2: "lambda req/s at ISL/OSL with TTFT p99 <= X and TPOT <= Y": each layout
+    serves the highest rate per replica whose steady state meets the targets, the fleet takes
+    as many replicas as the rate needs, cheapest first, all-in cost at the rate served."""
+    from estimator.sweep.serving import ServingSearch, ServingWorkload, sweep_serving
+
+    workload = ServingWorkload(
+        input_len=2000, output_len=500, ttft_target_s=2.0, tpot_target_s=0.05,
+        request_rate=20.0, prices={"h100-sxm-80gb": 3.0},
+    )  # fmt: skip
+    space = ServingSearch(accelerators=("h100-sxm-80gb",), tp=(1, 2, 4), pp=(1,))
+    sweep = sweep_serving(MODEL, workload, space)
+    served = [r for r in sweep.rows if r["ok"]]
+    assert served
+    for r in served:
+        assert r["ttft_p99_s"] <= 2.0 and r["tpot_s"] <= 0.05
+        assert r["replicas"] * r["rate_per_replica"] >= 20.0 and r["headroom"] >= 0
+        gpus = r["tp"] * r["pp"]
+        spend = 3.0 * gpus * r["replicas"] / 3600
+        assert r["usd_per_1m_output_tokens"] == pytest.approx(spend / (20.0 * 500) * 1e6)
+        # one replica at its rate meets the targets; a bit more does not (within the search)
+        precision = get_precision(r["precision"])
+        over = estimate_load(MODEL, H100, Parallelism(tp=r["tp"]), InferenceSetup(2000, 500),
+                             precision, request_rate=r["rate_per_replica"] * 1.01)  # fmt: skip
+        assert over.ttft_p99_s > 2.0 or over.tpot_s > 0.05 or over.regime == "overloaded"
+    costs = [r["usd_per_1m_output_tokens"] for r in served]
+    assert costs == sorted(costs)
+    client = TestClient(app)
+    both = client.post(
+        "/api/v1/inference/sweep",
+        json={"model": "llama-3-8b", "request_rate": 5, "output_tokens_per_s": 1000},
+    )
+    assert both.status_code == 422 and both.json()["detail"][0]["field"] == "request_rate"

@@ -293,6 +293,18 @@ class ServingSweepRequest(Request):
         description="Fleet traffic to carry: sizes the replica count",
         json_schema_extra=form("Fleet output tokens/s", "Workload", "one replica"),
     )
+    request_rate: Annotated[float, Field(gt=0, le=1e7)] | None = Field(
+        None,
+        description="Fleet requests/s (Poisson arrivals): the targets become TTFT p99 and TPOT"
+        " under that load; each layout serves the highest rate per replica that meets them and"
+        " the fleet as many replicas as the rate needs",
+        json_schema_extra=form("Fleet requests/s", "Workload", "none"),
+    )
+    engine: Literal["vllm", "vllm-small-gpu", "sglang", "trtllm"] = Field(
+        "vllm",
+        description="The scheduler the load model follows (with request_rate)",
+        json_schema_extra=form("Engine", "Workload"),
+    )
     price_usd_per_gpu_hour: Price | None = Field(None, json_schema_extra=PRICE_FORM)
     prices: dict[Names, Price] | None = None
     rows: Literal["ok", "all"] = "ok"
@@ -319,6 +331,14 @@ class ServingSweepRow(BaseModel):
     usd_per_1m_input_tokens: float | None = None
     replicas: int | None = None
     fleet_gpus: int | None = None
+    ttft_p99_s: float | None = Field(None, description="With request_rate: under that load")
+    rate_per_replica: float | None = Field(
+        None,
+        description="With request_rate: the most requests/s a replica takes within the targets",
+    )
+    headroom: float | None = Field(
+        None, description="With request_rate: the fleet's rate capacity over the rate, minus 1"
+    )
 
 
 class ServingSweepOut(BaseModel):

@@ -260,5 +260,7 @@ SERVING_SWEEP_INPUTS = inputs_of(
     "ttft_target_s",
     "tpot_target_s",
     "output_tokens_per_s",
+    "request_rate",
+    "engine",
     "page",
 )

@@ -498,8 +498,13 @@ def estimate_load(
         overloaded = False
     else:  # open loop: decoding level where arrivals equal completions, D = rate dec tau(D)
         overloaded = request_rate >= capacity
-        d = min(top, 1.0)
-        for _ in range(40):
+        # D - rate dec tau(D) rises with D: its root from one array evaluation on a grid (the
+        # step time is smooth in D), then refined by fixed-point steps from the bracket
+        grid = top * np.linspace(0.0, 1.0, 65)[1:]
+        gap = grid - request_rate * dec * step_s(grid, grid * isl / dec)
+        k = int(np.searchsorted(gap, 0.0))
+        d = float(grid[min(k, len(grid) - 1)]) if k < len(grid) else top
+        for _ in range(8):
             nxt = min(request_rate * dec * float(step_s(d, d * isl / dec)), top)
             if abs(nxt - d) <= 1e-6 * max(d, 1.0):
                 d = nxt

@@ -15,11 +15,12 @@ from typing import Any
 
 from estimator.errors import SpecError
 from estimator.layout.parallel import Parallelism
-from estimator.memory.inference import InferenceSetup
-from estimator.serving.estimate import estimate_inference
+from estimator.memory.inference import InferenceSetup, inference_memory
+from estimator.serving.estimate import estimate_inference, estimate_load
+from estimator.serving.load import LoadPoint
 from estimator.spec.accelerator import GIB, Accelerator
 from estimator.spec.model import ModelSpec
-from estimator.spec.precision import get_precision
+from estimator.spec.precision import Precision, get_precision
 from estimator.sweep.pareto import cheapest_front
 from estimator.sweep.training import (
     DEFAULT_ACCELERATORS,
@@ -27,6 +28,7 @@ from estimator.sweep.training import (
     accelerator_spec,
     price_of,
 )
+from estimator.timing.rates import SECONDS_PER_HOUR
 
 __all__ = ["ServingSearch", "ServingSweep", "ServingWorkload", "sweep_serving"]
 
@@ -34,7 +36,11 @@ __all__ = ["ServingSearch", "ServingSweep", "ServingWorkload", "sweep_serving"]
 @dataclass(frozen=True)
 class ServingWorkload:
     """What to serve: prompt and output lengths, latency targets, and the traffic to carry
-    (``output_tokens_per_s`` over the whole fleet; None sizes one replica)."""
+    (``output_tokens_per_s`` over the whole fleet; None sizes one replica). With a
+    ``request_rate`` (requests/s over the fleet, Poisson arrivals) the targets are TTFT p99 and
+    TPOT under that load on ``engine``'s scheduler (``serving.load``): each layout serves the
+    highest rate per replica that meets them, and the fleet is as many replicas as the rate
+    needs."""
 
     input_len: int
     output_len: int
@@ -42,6 +48,8 @@ class ServingWorkload:
     tpot_target_s: float | None = None
     output_tokens_per_s: float | None = None
     prices: Mapping[str, float] = field(default_factory=dict)
+    request_rate: float | None = None
+    engine: str = "vllm"
 
 
 @dataclass(frozen=True)
@@ -129,7 +137,8 @@ def _serving_row(
     pp: int,
     workload: ServingWorkload,
 ) -> dict[str, Any]:
-    """One replica layout at its best concurrency under the targets, or why it has none."""
+    """One replica layout at its best concurrency under the targets (or, with a request rate,
+    at the highest rate per replica that meets them under load), or why it has none."""
     row: dict[str, Any] = {
         "accelerator": acc.id,
         "precision": prec_name,
@@ -141,6 +150,8 @@ def _serving_row(
     usd = price_of(acc.id, workload.prices)
     layout = Parallelism(tp=tp, pp=pp, ep=tp if model.moe is not None else 1)
     lengths = (workload.input_len, workload.output_len)
+    if workload.request_rate is not None:
+        return row | _rate_row(model, acc, layout, precision, usd, workload)
     try:
         probe = estimate_inference(
             model,
@@ -186,4 +197,80 @@ def _serving_row(
         "usd_per_1m_input_tokens": best.usd_per_1m_input_tokens,
         "replicas": replicas,
         "fleet_gpus": replicas * tp * pp,
+    }
+
+
+RATE_STEPS = 10  # bisection steps on the rate per replica: within 0.1% of the capacity
+
+
+def _meets(point: LoadPoint, workload: ServingWorkload) -> bool:
+    ttft, tpot = workload.ttft_target_s, workload.tpot_target_s
+    if point.regime == "overloaded":
+        return False
+    return (ttft is None or point.ttft_p99_s <= ttft) and (tpot is None or point.tpot_s <= tpot)
+
+
+def _rate_row(
+    model: ModelSpec,
+    acc: Accelerator,
+    layout: Parallelism,
+    precision: Precision,
+    usd: float | None,
+    workload: ServingWorkload,
+) -> dict[str, Any]:
+    """The highest Poisson rate per replica whose steady state meets the TTFT p99 and TPOT
+    targets (bisection below the replica's capacity), the replicas the fleet's rate needs and
+    the all-in cost per 1M output tokens at that rate."""
+    total = workload.request_rate
+    assert total is not None
+    setup = InferenceSetup(workload.input_len, workload.output_len)
+    try:
+        memory = inference_memory(model, acc, layout, setup, precision)
+        if memory.max_concurrency < 1:
+            reason = (
+                f"out of memory: weights need {memory.weights_bytes / GIB:.1f} GiB of "
+                f"{memory.capacity_bytes / GIB:.1f} GiB per GPU, no room for a KV cache"
+            )
+            return {"ok": False, "field": "memory", "reason": reason}
+
+        def at(rate: float) -> LoadPoint:
+            return estimate_load(
+                model, acc, layout, setup, precision, engine=workload.engine,
+                request_rate=rate, memory=memory,
+            )  # fmt: skip
+
+        capacity = at(1e-6).capacity_requests_per_s
+        lo, hi = 0.0, capacity
+        for _ in range(RATE_STEPS):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if _meets(at(mid), workload) else (lo, mid)
+    except SpecError as exc:
+        return {"ok": False, "field": exc.field, "reason": str(exc)}
+    if lo <= 0:
+        return {
+            "ok": False,
+            "field": "targets",
+            "reason": "no load meets the TTFT p99/TPOT targets",
+        }
+    replicas = math.ceil(total / lo)
+    point = at(total / replicas)  # each replica's share of the fleet's rate
+    gpus = layout.tp * layout.pp
+    per_1m = None
+    if usd is not None:  # all-in: the fleet's GPU-hours over the output tokens it serves
+        per_1m = usd * gpus * replicas / SECONDS_PER_HOUR / (total * workload.output_len) * 1e6
+    return {
+        "ok": True,
+        "concurrency": round(point.running),
+        "ttft_s": point.ttft_s,
+        "ttft_p99_s": point.ttft_p99_s,
+        "tpot_s": point.tpot_s,
+        "rate_per_replica": lo,
+        "output_tokens_per_s": point.output_tokens_per_s,
+        "output_tokens_per_s_per_gpu": point.output_tokens_per_s / gpus,
+        "usd_per_gpu_hour": usd,
+        "usd_per_1m_output_tokens": per_1m,
+        "usd_per_1m_input_tokens": None,
+        "replicas": replicas,
+        "fleet_gpus": replicas * gpus,
+        "headroom": lo * replicas / total - 1,
     }
