@@ -214,6 +214,9 @@ def test_sweep_explorer_charts_table_and_planner_link(tab: Tab, server: str) -> 
         scatter["names"]
     )
     assert figure(page, "heatmap")["drawn"] >= 1 and figure(page, "bars")["drawn"] >= 1
+    # drawn as SVG points: WebGL traces need eval, which the CSP forbids (a grey box before)
+    points = page.eval_on_selector_all("#fig-scatter .scatterlayer .point", "ps => ps.length")
+    assert points > 0 and "WebGL is not supported" not in page.inner_text("body")
     shown = page.eval_on_selector_all(
         "#layouts tbody tr td[data-value]", "cells => cells.map(c => Number(c.dataset.value))"
     )

@@ -81,7 +81,7 @@ class InferenceRequest(ClusterFields):
         " (V1 on A100 or < 70 GiB), sglang, trtllm",
         json_schema_extra=form("Engine", "Workload"),
     )
-    request_rate: Annotated[float, Field(gt=0, le=1e6)] | None = Field(
+    request_rate: Annotated[float, Field(ge=1e-6, le=1e6)] | None = Field(
         None,
         description="Poisson arrivals, requests/s (open loop): the load model's alternative to"
         " concurrency (requests kept in flight); give one or the other",

@@ -293,7 +293,7 @@ class ServingSweepRequest(Request):
         description="Fleet traffic to carry: sizes the replica count",
         json_schema_extra=form("Fleet output tokens/s", "Workload", "one replica"),
     )
-    request_rate: Annotated[float, Field(gt=0, le=1e7)] | None = Field(
+    request_rate: Annotated[float, Field(ge=1e-6, le=1e7)] | None = Field(
         None,
         description="Fleet requests/s (Poisson arrivals): the targets become TTFT p99 and TPOT"
         " under that load; each layout serves the highest rate per replica that meets them and"

@@ -420,7 +420,9 @@ def _thin(index: Any, keep: Any, limit: int) -> Any:
 def sweep_scatter_figure(s: Any) -> Figure:
     """Feasible layouts as points of throughput against cost per 1M tokens (time per step when
     nothing is priced), colored by accelerator, with the Pareto front; layouts that do not fit in
-    memory in grey, their reason on hover."""
+    memory in grey, their reason on hover. SVG traces (``scatter``), thinned to ``MAX_POINTS``:
+    Plotly's WebGL traces need ``eval``, which the site's CSP (``script-src 'self'``) forbids, so
+    they drew a grey "WebGL is not supported" box for everyone."""
     c = s.columns
     priced = s.objective == "cost"
     y_name = "usd_per_1m_tokens" if priced else "step_s"
@@ -434,7 +436,7 @@ def sweep_scatter_figure(s: Any) -> Figure:
             continue
         data.append(
             {
-                "type": "scattergl",
+                "type": "scatter",
                 "mode": "markers",
                 "name": name,
                 "x": c["tokens_per_s"][idx].tolist(),
@@ -450,7 +452,7 @@ def sweep_scatter_figure(s: Any) -> Figure:
         y = c[y_name][oom]
         data.append(
             {
-                "type": "scattergl",
+                "type": "scatter",
                 "mode": "markers",
                 "name": "does not fit",
                 "x": c["tokens_per_s"][oom].tolist(),

@@ -252,7 +252,7 @@ def _rate_row(
             "field": "targets",
             "reason": "no load meets the TTFT p99/TPOT targets",
         }
-    replicas = math.ceil(total / lo)
+    replicas = max(math.ceil(total / lo), 1)
     point = at(total / replicas)  # each replica's share of the fleet's rate
     gpus = layout.tp * layout.pp
     per_1m = None

@@ -754,10 +754,13 @@ def training_time_terms(
                 sum(stage_kind_counts(model, p.pp, p.vp, r, p.stage_layers)) for r in range(p.pp)
             ]
             layers_on_stage = take(sizes, stage)
+        # A stage of the embedding or the loss alone (uneven splits) has no layer to gather:
+        # its gathers count zero, and the per-layer divisions take one layer.
+        per_layer_div = maximum(layers_on_stage, 1)
         layer_w, layer_g = rules.zero3_layer_payloads(
             params,
             trainable,
-            layers_on_stage,
+            per_layer_div,
             linear_weight_bytes(setup.finetune, precision),
             grad_b,
             setup.finetune.frozen,
@@ -767,7 +770,7 @@ def training_time_terms(
         ) + collective_time(
             accelerator, prof, "reduce_scatter", layer_g, dense_size, dense_stride, domain
         )
-        layer_compute = (worst["forward"] + worst["backward"]) / layers_on_stage
+        layer_compute = (worst["forward"] + worst["backward"]) / per_layer_div
         zero3 = where(zero >= 3, m * layers_on_stage * maximum(per_layer - layer_compute, 0.0), 0.0)
     if type(zero) is not int or zero < 3:
         grads = trainable * grad_b
