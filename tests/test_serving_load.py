@@ -203,3 +203,14 @@ def test_plan_a_fleet_from_a_request_rate_and_slos() -> None:
         json={"model": "llama-3-8b", "request_rate": 5, "output_tokens_per_s": 1000},
     )
     assert both.status_code == 422 and both.json()["detail"][0]["field"] == "request_rate"
+
+
+def test_report_has_a_latency_under_load_section() -> None:
+    from validation.report import load_section, render_load
+
+    section = load_section()
+    metrics = {s["name"] for s in section["summary"]["latency under load, by metric"]}
+    assert metrics == {"itl", "throughput", "tpot", "ttft"}
+    assert sum(section["skip reasons"].values()) == 103
+    text = "\n".join(render_load(section, details=True))
+    assert "# Serving latency under load" in text and "nim-1.8.0-llama3.3-70b" in text

@@ -277,6 +277,7 @@ def build() -> dict[str, Any]:
         "rows": everything,
         "skipped": {"training": t_skip, "serving": s_skip},
         "memory": memory_section(),
+        "load": load_section(),
         "summary": {
             "by kind": summarize(everything, lambda r: r.kind),
             "kernels by op": summarize(kernels, lambda r: f"{r.group} / {r.accelerator}"),
@@ -308,6 +309,57 @@ def memory_section() -> dict[str, Any]:
         "skip reasons": skip_reasons(skipped),
         "skipped": skipped,
     }
+
+
+def load_section() -> dict[str, Any]:
+    """Serving latency under load (``validation/load.py``): TTFT, TPOT / ITL and throughput of
+    the steady-state load model against the published measurements, by metric and source."""
+    from validation.load import rows as load_rows
+
+    found, skipped = load_rows()
+    reasons: dict[str, int] = {}
+    for _, why in skipped:
+        reasons[why] = reasons.get(why, 0) + 1
+    return {
+        "rows": found,
+        "summary": {
+            "latency under load, by metric": summarize(found, lambda r: r.metric),
+            "latency under load, by metric and source": summarize(
+                found, lambda r: f"{r.metric} / {r.group}"
+            ),
+            "latency under load, by metric and regime": summarize(
+                found, lambda r: f"{r.metric} / {r.regime}"
+            ),
+        },
+        "skip reasons": reasons,
+    }
+
+
+def render_load(load: dict[str, Any], details: bool = False) -> list[str]:
+    """The latency-under-load section of report.md."""
+    found = load["rows"]
+    skipped = sum(load["skip reasons"].values())
+    lines = [
+        "",
+        "# Serving latency under load",
+        "",
+        f"{len({r.id for r in found})} records of serving_load_measured.json compared,"
+        f" {skipped} skipped ("
+        + "; ".join(f"{why}: {n}" for why, n in load["skip reasons"].items())
+        + "). TTFT and TPOT as each source states them (mean, or median against the model's"
+        " p50); ITL where a source gives no TPOT; output tokens/s of the replica.",
+    ]
+    for title, table in load["summary"].items():
+        lines += _table(title, table)
+    if details:
+        lines += ["", "## load records", "", "| id | metric | regime | measured | predicted |"
+                  " error |", "|---|---|---|---:|---:|---:|"]  # fmt: skip
+        for r in found:
+            lines.append(
+                f"| {r.id} | {r.metric} ({r.statistic}) | {r.regime} | {r.measured:,.1f} |"
+                f" {r.predicted:,.1f} | {r.error:+.1%} |"
+            )
+    return lines
 
 
 def _table(title: str, table: list[dict[str, Any]]) -> list[str]:
@@ -405,12 +457,19 @@ def render(report: dict[str, Any], details: bool = False) -> str:
             )
     if "memory" in report:
         lines += render_memory(report["memory"], details)
+    if "load" in report:
+        lines += render_load(report["load"], details)
     return "\n".join(lines) + "\n"
 
 
 def to_json(report: dict[str, Any]) -> dict[str, Any]:
-    memory = report["memory"]
+    memory, load = report["memory"], report["load"]
     return {
+        "load": {
+            "summary": load["summary"],
+            "skip reasons": load["skip reasons"],
+            "rows": [{**r.__dict__, "error": r.error} for r in load["rows"]],
+        },
         "summary": report["summary"],
         "skipped": report["skipped"],
         "rows": [{**r.__dict__, "error": r.error} for r in report["rows"]],
