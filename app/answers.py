@@ -231,7 +231,7 @@ def launch_dict(req: InferenceRequest, plan: InferencePlan, e: InferenceEstimate
         plan.parallel,
         plan.precision,
         max_model_len=plan.setup.input_len + plan.setup.output_len,
-        max_seqs=max(min(preset.max_seqs, e.max_concurrency), 1),
+        max_seqs=max(preset.slots(e.max_concurrency), 1),
         token_budget=preset.token_budget,
     )
     return {f.name: getattr(commands, f.name) for f in fields(commands)}

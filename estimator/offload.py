@@ -27,7 +27,7 @@ memory bandwidth per GPU from the accelerator's reference system, or a stated de
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from estimator.catalog.files import load
 from estimator.errors import SpecError
@@ -46,10 +46,10 @@ class Offload:
     host_link_gb_per_s: float | None = None
     host_memory_gb_per_gpu: float | None = None
     host_memory_gb_per_s: float | None = None
+    any: bool = field(init=False, default=False)  # something is offloaded (derived)
 
-    @property
-    def any(self) -> bool:
-        return self.optimizer or self.params or self.activations
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "any", self.optimizer or self.params or self.activations)
 
 
 NO_OFFLOAD = Offload()

@@ -208,13 +208,67 @@ def inference_latency_figure(result: Mapping[str, Any]) -> Figure:
     }
 
 
+def _limit_line(x: float, name: str, text: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A vertical limit at ``x`` on a log x axis (the KV cache, the slots), and its label
+    (plotly.js 4 places shapes in data units and annotations in log10 units)."""
+    shape = {
+        "type": "line",
+        "name": name,
+        "xref": "x",
+        "yref": "paper",
+        "x0": x,
+        "x1": x,
+        "y0": 0,
+        "y1": 1,
+        "line": {"color": "#C00000", "dash": "dash", "width": 2},
+    }
+    note = {
+        "x": math.log10(max(x, 1)),
+        "y": 1,
+        "xref": "x",
+        "yref": "paper",
+        "text": text,
+        "showarrow": False,
+        "yanchor": "bottom",
+        "font": {"color": "#C00000"},
+    }
+    return shape, note
+
+
+def _target_line(name: str, target_s: float, yref: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A latency target (seconds) as a dotted horizontal line in ms on ``yref``, labelled."""
+    y = target_s * 1e3
+    shape = {
+        "type": "line",
+        "name": f"{name} target",
+        "xref": "paper",
+        "yref": yref,
+        "x0": 0,
+        "x1": 1,
+        "y0": y,
+        "y1": y,
+        "line": {"color": "#555", "dash": "dot", "width": 2},
+    }
+    note = {
+        "x": 0,
+        "y": y,
+        "xref": "paper",
+        "yref": yref,
+        "text": f"{name} target",
+        "showarrow": False,
+        "xanchor": "left",
+        "yanchor": "bottom",
+        "font": {"color": "#555"},
+    }
+    return shape, note
+
+
 def serving_curve_figure(
     result: Mapping[str, Any], tpot_target_s: float | None, ttft_target_s: float | None
 ) -> Figure:
     """Throughput and TPOT against concurrency, with the KV-cache limit and the SLO lines."""
     curve: Sequence[Mapping[str, Any]] = result["curve"]
     x = [p["concurrency"] for p in curve]
-    # On a log axis plotly.js 4 places shapes in data units and annotations in log10 units.
     limit = result["max_concurrency"]
     data = [
         {
@@ -244,62 +298,16 @@ def serving_curve_figure(
             "line": {"color": COLORS["optimizer_states"], "dash": "dash"},
         },
     ]
-    shapes: list[dict[str, Any]] = [
-        {
-            "type": "line",
-            "name": "memory limit",
-            "xref": "x",
-            "yref": "paper",
-            "x0": limit,
-            "x1": limit,
-            "y0": 0,
-            "y1": 1,
-            "line": {"color": "#C00000", "dash": "dash", "width": 2},
-        }
-    ]
-    annotations = [
-        {
-            "x": math.log10(max(limit, 1)),
-            "y": 1,
-            "xref": "x",
-            "yref": "paper",
-            "text": f"KV cache full at {result['max_concurrency']}",
-            "showarrow": False,
-            "yanchor": "bottom",
-            "font": {"color": "#C00000"},
-        }
-    ]
+    shape, note = _limit_line(limit, "memory limit", f"KV cache full at {limit}")
+    shapes, annotations = [shape], [note]
     latencies_ms = [max(p["tpot_s"], p["ttft_s"]) * 1e3 for p in curve]
     targets_ms = []
     for name, target in (("TPOT", tpot_target_s), ("TTFT", ttft_target_s)):
         if target is not None:
             targets_ms.append(target * 1e3)
-            annotations.append(
-                {
-                    "x": 0,
-                    "y": target * 1e3,
-                    "xref": "paper",
-                    "yref": "y2",
-                    "text": f"{name} target",
-                    "showarrow": False,
-                    "xanchor": "left",
-                    "yanchor": "bottom",
-                    "font": {"color": "#555"},
-                }
-            )
-            shapes.append(
-                {
-                    "type": "line",
-                    "name": f"{name} target",
-                    "xref": "paper",
-                    "yref": "y2",
-                    "x0": 0,
-                    "x1": 1,
-                    "y0": target * 1e3,
-                    "y1": target * 1e3,
-                    "line": {"color": "#555", "dash": "dot", "width": 2},
-                }
-            )
+            shape, note = _target_line(name, target, "y2")
+            shapes.append(shape)
+            annotations.append(note)
     return {
         "data": data,
         "layout": {
@@ -342,22 +350,13 @@ def serving_load_figure(
             ("TPOT (ms)", [p.tpot_s for p in points], COLORS["comm"], "solid"),
         )
     ]  # fmt: skip
-    shapes: list[dict[str, Any]] = [
-        {"type": "line", "name": "slots", "xref": "x", "yref": "paper", "x0": slots,
-         "x1": slots, "y0": 0, "y1": 1, "line": {"color": "#C00000", "dash": "dash", "width": 2}}
-    ]  # fmt: skip
-    annotations = [
-        {"x": math.log10(max(slots, 1)), "y": 1, "xref": "x", "yref": "paper",
-         "text": f"{slots} slots: more requests queue", "showarrow": False,
-         "yanchor": "bottom", "font": {"color": "#C00000"}}
-    ]  # fmt: skip
+    shape, note = _limit_line(slots, "slots", f"{slots} slots: more requests queue")
+    shapes, annotations = [shape], [note]
     for name, target in (("TPOT", tpot_target_s), ("TTFT", ttft_target_s)):
         if target is not None:
-            shapes.append(
-                {"type": "line", "name": f"{name} target", "xref": "paper", "yref": "y",
-                 "x0": 0, "x1": 1, "y0": target * 1e3, "y1": target * 1e3,
-                 "line": {"color": "#555", "dash": "dot", "width": 2}}
-            )  # fmt: skip
+            shape, note = _target_line(name, target, "y")
+            shapes.append(shape)
+            annotations.append(note)
     return {
         "data": data,
         "layout": {

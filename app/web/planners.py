@@ -348,7 +348,7 @@ def serving_page(request: Request) -> Response:
             "_timeline": timeline_out(run_inference_timeline(req)),
             "_at_best": at_best,
             "_load_curve": run_load_curve(req, plan, estimate),
-            "_slots": min(ENGINES[req.engine].max_seqs, estimate.max_concurrency),
+            "_slots": ENGINES[req.engine].slots(estimate.max_concurrency),
         }
 
     return _page(

@@ -456,7 +456,6 @@ def _stage_values(
     w_lin, w_other, cache_b, grad_b, master_b, state_b, w_exp = tables.bytes_per_param
     lora = tables.adapters  # None: full fine-tuning
     offload = setup.offload
-    offloading = offload is not NO_OFFLOAD and offload.any
     # ZeRO stage z divides a term by the data-parallel ranks (dense parameters over dp * cp,
     # experts over the expert data-parallel ranks) and by 1 below z: 1 + on * (ranks - 1) works
     # alike for one layout (bools) and for arrays, and x / 1 is exactly x. Megatron's
@@ -566,7 +565,7 @@ def _stage_values(
         flight = in_flight_microbatches(pp, vp, stage, microbatches)
         acts = flight * microbatch_acts + peak_layer
         host_opt = host_weights = host_acts = 0.0
-        if offloading:
+        if offload.any:
             if offload.optimizer:
                 host_opt, master, states = master + states, 0.0, 0.0
             if offload.params:
@@ -772,8 +771,7 @@ def training_memory(
     """Per-GPU memory of a training step on the most-loaded GPU, with its breakdown."""
     validate_training(model, parallel, setup)
     best, stage = _most_loaded(model, parallel, setup, precision)
-    off = setup.offload
-    host = host_of(accelerator.id, off) if off is not NO_OFFLOAD and off.any else None
+    host = host_of(accelerator.id, setup.offload) if setup.offload.any else None
     values = {  # the TrainingMemory fields (a literal: a third of a comprehension's cost)
         "weights_bytes": float(best.weights_bytes),
         "weight_cache_bytes": float(best.weight_cache_bytes),

@@ -37,11 +37,9 @@ from estimator.serving.load import (
     LoadPoint,
     Regime,
     budget_cap,
+    prefill_wait,
     quantile_wait,
     steady_state_steps,
-)
-from estimator.serving.load import (
-    prefill_wait as _prefill_wait,
 )
 from estimator.spec.accelerator import Accelerator
 from estimator.spec.cluster import Cluster, cluster_of
@@ -482,7 +480,7 @@ def estimate_load(
         times = _pipeline(_stage_times(kinds, stages, _head_time(*args, d)), p.pp)
         return np.asarray(sum(times.values()), dtype=float)
 
-    slots = max(min(preset.max_seqs, memory.max_concurrency), 0)
+    slots = preset.slots(memory.max_concurrency)
     budget = preset.token_budget
     if slots < 1:
         field_name = "concurrency" if request_rate is None else "request_rate"
@@ -510,7 +508,7 @@ def estimate_load(
                 d = nxt
                 break
             d = nxt
-        s, rho, wait = _prefill_wait(d, isl, osl, budget)
+        s, rho, wait = prefill_wait(d, isl, osl, budget)
         counts = {
             "running": d + d * (s + wait) / dec if not overloaded else float(slots),
             "decoding": d,

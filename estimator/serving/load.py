@@ -75,6 +75,11 @@ class EnginePreset:
     mixed: bool  # prompt chunks and decodes in one step (GEMMs over both at once)
     sources: tuple[str, ...]
 
+    def slots(self, kv_slots: int) -> int:
+        """Requests a replica runs at once: the engine's sequence cap or what the KV cache
+        holds, whichever is fewer (0: not one fits)."""
+        return max(min(self.max_seqs, kv_slots), 0)
+
 
 ENGINES: dict[str, EnginePreset] = {
     e.name: e
@@ -199,14 +204,13 @@ def steady_state_steps(
     engine: EnginePreset,
     kv_slots: int,
     concurrency: float | None = None,
-    rate_per_step: float | None = None,
 ) -> dict[str, float]:
     """The step-count side of a load point (no times): ``running``, ``decoding``, ``queued``,
     prompt tokens per step, prefill service steps, wait steps and utilization. Closed loop
     (``concurrency``) only; the open loop needs the step time and is solved by the caller."""
     if concurrency is None or concurrency < 1:
         raise SpecError("concurrency", "must be >= 1", concurrency)
-    slots = max(min(engine.max_seqs, kv_slots), 0)
+    slots = engine.slots(kv_slots)
     if slots < 1:
         raise SpecError("concurrency", "the KV cache holds no sequence of this length", kv_slots)
     running = min(concurrency, slots)

@@ -15,7 +15,7 @@ from typing import Any
 
 from estimator.errors import SpecError
 from estimator.layout.parallel import Parallelism
-from estimator.memory.inference import InferenceSetup, inference_memory
+from estimator.memory.inference import InferenceMemory, InferenceSetup, inference_memory
 from estimator.serving.estimate import estimate_inference, estimate_load
 from estimator.serving.load import LoadPoint
 from estimator.spec.accelerator import GIB, Accelerator
@@ -163,13 +163,8 @@ def _serving_row(
             tpot_target_s=workload.tpot_target_s,
         )
         if probe.best_concurrency is None:
-            mem = probe.memory
-            if mem.max_concurrency < 1:
-                reason = (
-                    f"out of memory: weights need {mem.weights_bytes / GIB:.1f} GiB of "
-                    f"{mem.capacity_bytes / GIB:.1f} GiB per GPU, no room for a KV cache"
-                )
-                return row | {"ok": False, "field": "memory", "reason": reason}
+            if probe.memory.max_concurrency < 1:
+                return row | _no_kv_cache(probe.memory)
             reason = "no concurrency meets the TTFT/TPOT targets"
             return row | {"ok": False, "field": "targets", "reason": reason}
         best = estimate_inference(
@@ -200,6 +195,15 @@ def _serving_row(
     }
 
 
+def _no_kv_cache(memory: InferenceMemory) -> dict[str, Any]:
+    """The refusal of a layout whose weights leave no room for one sequence's KV cache."""
+    reason = (
+        f"out of memory: weights need {memory.weights_bytes / GIB:.1f} GiB of "
+        f"{memory.capacity_bytes / GIB:.1f} GiB per GPU, no room for a KV cache"
+    )
+    return {"ok": False, "field": "memory", "reason": reason}
+
+
 RATE_STEPS = 10  # bisection steps on the rate per replica: within 0.1% of the capacity
 
 
@@ -227,11 +231,7 @@ def _rate_row(
     try:
         memory = inference_memory(model, acc, layout, setup, precision)
         if memory.max_concurrency < 1:
-            reason = (
-                f"out of memory: weights need {memory.weights_bytes / GIB:.1f} GiB of "
-                f"{memory.capacity_bytes / GIB:.1f} GiB per GPU, no room for a KV cache"
-            )
-            return {"ok": False, "field": "memory", "reason": reason}
+            return _no_kv_cache(memory)
 
         def at(rate: float) -> LoadPoint:
             return estimate_load(
