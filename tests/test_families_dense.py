@@ -67,6 +67,7 @@ BASES: dict[str, dict[str, Any]] = {
         "eos_token_id": 2,
     },
     "apertus": {**SMALL, "model_type": "apertus", "num_hidden_layers": 2},
+    "nemotron": {**SMALL, "model_type": "nemotron", "bos_token_id": 2, "eos_token_id": 3},
 }
 VARIANTS: dict[str, dict[str, dict[str, Any]]] = {
     "gemma3": {
@@ -118,6 +119,13 @@ VARIANTS: dict[str, dict[str, dict[str, Any]]] = {
         "biased-tied": {"attention_bias": True, "tie_word_embeddings": True},
         "mha": {"num_key_value_heads": 4},
     },
+    "nemotron": {
+        "base": {},  # relu2, LayerNorm1P with bias, half-rotary heads
+        "biased": {"attention_bias": True, "mlp_bias": True},
+        "mqa-tied": {"num_key_value_heads": 1, "tie_word_embeddings": True},
+        "head-dim": {"head_dim": 24, "partial_rotary_factor": 0.25},
+        "gelu": {"hidden_act": "gelu"},
+    },
 }
 CASES = [f"{family}:{variant}" for family in VARIANTS for variant in VARIANTS[family]]
 
@@ -158,11 +166,19 @@ def test_kv_cache_equals_prefill(case: str, gt: Any) -> None:
     assert ours == gt.kv_cache_bytes(config, batch, seq) + batch * sliding * per_token_layer
 
 
+# transformers cannot build a Nemotron config that leaves num_key_value_heads out (None);
+# the planner reads it as Megatron reads num_query_groups None: one KV head per query head.
+KV_WHEN_LEFT_OUT = {"nemotron": 48}
+
+
 @pytest.mark.parametrize("model_type", sorted({b["model_type"] for b in BASES.values()}))
 def test_config_class_defaults(model_type: str, gt: Any) -> None:
     # A config that names only its family is read with the config class's defaults.
     config = {"model_type": model_type}
-    assert count_params(model_from_config(config)).total == gt.param_count(config)
+    built = config
+    if model_type in KV_WHEN_LEFT_OUT:
+        built = {**config, "num_key_value_heads": KV_WHEN_LEFT_OUT[model_type]}
+    assert count_params(model_from_config(config)).total == gt.param_count(built)
 
 
 def test_layer_patterns() -> None:
@@ -281,6 +297,10 @@ CATALOG_COUNTS = {
     "llama-3.2-1b": 1_235_814_400,
     "llama-3.2-3b": 3_212_749_824,
     "llama-3.3-70b": 70_553_706_496,
+    "nemotron-3-8b": 8_540_135_424,
+    "nemotron-3-22b": 21_266_116_608,
+    "nemotron-4-15b": 15_628_775_424,
+    "nemotron-4-340b": 341_029_195_776,
 }
 
 
@@ -320,6 +340,26 @@ def test_llama_published_counts() -> None:
     # the Hub's safetensors metadata of Meta-Llama-3-8B (tests/data/published_params.json).
     assert count_params(get_model("llama-3.1-8b")).total == 8_030_261_248
     assert model_entry("llama-3.1-8b")["config"]["rope_scaling"]["rope_type"] == "llama3"
+
+
+def test_nemotron4_published_counts() -> None:
+    # Nemotron-4 340B Technical Report (arXiv:2406.11704), Table 1: 9.4B embedding and 331.6B
+    # non-embedding parameters; Nemotron-4 15B Technical Report (arXiv:2402.16819), section 2:
+    # 12.5 billion non-embedding parameters (its "3.2 billion" embedding figure is rounded up
+    # from 2 x 256,000 x 6,144 = 3.146 billion). All to one decimal.
+    for model_id, embedding, rest in (
+        ("nemotron-4-15b", None, 12.5),
+        ("nemotron-4-340b", 9.4, 331.6),
+    ):
+        model = get_model(model_id)
+        emb = 2 * model.vocab_size * model.hidden_size  # untied: embedding and head
+        assert embedding is None or round(emb / 1e9, 1) == embedding
+        assert round((count_params(model).total - emb) / 1e9, 1) == rest
+    kind = get_model("nemotron-4-340b").kinds[0]
+    assert {n.name: n.bias for n in kind.norms} == {
+        "input_layernorm": True,
+        "post_attention_layernorm": True,
+    }
 
 
 def test_nominal_sizes() -> None:

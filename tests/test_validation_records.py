@@ -28,8 +28,7 @@ TRAINING_COUNTS = {
     ("mosaicml_llm_foundry_mpt_benchmarks", "TrainingCase"): 116,
     ("nvidia_megatron_bridge_perf_summary", "TrainingCase"): 130,
     ("nvidia_megatron_bridge_perf_summary", "Skip"): 13,
-    ("nvidia_nemo_24.07_perf_summary", "TrainingCase"): 15,
-    ("nvidia_nemo_24.07_perf_summary", "Skip"): 3,
+    ("nvidia_nemo_24.07_perf_summary", "TrainingCase"): 18,
     ("nvidia_nemo_long_sequence_cp", "Skip"): 17,
 }
 INFERENCE_COUNTS = {
@@ -75,12 +74,14 @@ def test_every_skip_says_why() -> None:
     reasons = {s.id: s.reason for s in skips}
     assert reasons["nemo-longseq-LLAMA3-8B-8k"] == "reports TFLOP/s only"
     assert reasons["mbridge-25.09-LLAMA3_70B-DGX-H100-64-None-L626"] == "precision not published"
-    assert reasons["nemo2407-Nemotron-340B-pretrain-128gpu"] == (
-        "model Nemotron-340B not in the catalog"
+    assert reasons["mbridge-26.08-DeepSeekV4 Flash-DGX-GB200-128-MXFP8-L50"] == (
+        "model DeepSeekV4 Flash not in the catalog"
     )
     # compared since the catalog has Kimi K2 and uneven pipeline splits are planned (126 layers
     # over pp=8 x vp=8, the embedding and the loss counted as layers)
     compared = {c.id: c for c in training_cases() if isinstance(c, TrainingCase)}
+    # Nemotron-3 8B / 22B and Nemotron-4 340B (model_type nemotron) are read since issue 20
+    assert compared["nemo2407-Nemotron-340B-pretrain-128gpu"].model.id == "nemotron-4-340b"
     assert compared["mbridge-26.06-Kimi_K2-DGX-GB300-256-MXFP8-L143"].model.id == (
         "kimi-k2-instruct"
     )

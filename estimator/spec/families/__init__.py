@@ -37,6 +37,7 @@ from estimator.spec.families import (
     minimax_m2,
     mixtral,
     mpt,
+    nemotron,
     nemotron_h,
     olmo3,
     opt,
@@ -89,6 +90,7 @@ EXACT: dict[str, Reader] = {
         seed_oss,
         smollm3,
         apertus,
+        nemotron,
     )
     for model_type in family.MODEL_TYPES
 }
