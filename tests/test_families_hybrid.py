@@ -130,6 +130,23 @@ def test_published_nemotron_h_56b() -> None:
     assert count_params(get_model("nemotron-h-56b")).total / 1e9 == pytest.approx(56, rel=0.01)
 
 
+def test_nemotron_h_8b_47b_and_lightning() -> None:
+    # arXiv:2504.03624: "8B" and "47B"; the counts as read (both checked against transformers
+    # in tests/test_params.py with every catalog model).
+    assert count_params(get_model("nemotron-h-8b")).total == 8_100_852_736
+    assert count_params(get_model("nemotron-h-47b")).total == 46_791_554_816
+    kinds = get_model("nemotron-h-47b").layer_kinds
+    assert len(kinds) == 98
+    # Nemotron 3.5 Lightning is Nemotron 3 Nano's architecture, its layers written as
+    # layers_block_type instead of hybrid_override_pattern: the same model, counted the same.
+    lightning, nano = (
+        get_model("nemotron-3.5-lightning-30b-a3b"),
+        get_model("nemotron-3-nano-30b-a3b"),
+    )
+    assert count_params(lightning).total == count_params(nano).total == 31_577_937_344
+    assert lightning.layer_kinds == nano.layer_kinds
+
+
 def test_recurrent_layers_refuse_context_parallelism() -> None:
     model = get_model("nemotron-3-nano-30b-a3b")
     with pytest.raises(SpecError, match="context parallelism"):

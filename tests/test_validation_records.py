@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # validation report covers: update the pins together with validation/data/README.md.
 TRAINING_COUNTS = {
     ("mosaicml_llm_foundry_mpt_benchmarks", "TrainingCase"): 116,
-    ("nvidia_megatron_bridge_perf_summary", "TrainingCase"): 130,
-    ("nvidia_megatron_bridge_perf_summary", "Skip"): 13,
+    ("nvidia_megatron_bridge_perf_summary", "TrainingCase"): 131,
+    ("nvidia_megatron_bridge_perf_summary", "Skip"): 12,
     ("nvidia_nemo_24.07_perf_summary", "TrainingCase"): 18,
     ("nvidia_nemo_long_sequence_cp", "Skip"): 17,
 }

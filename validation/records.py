@@ -155,6 +155,7 @@ _CATALOG_MODELS = {
     "Nemotron_3_Nano": "nemotron-3-nano-30b-a3b",
     "Nemotron_3_Super": "nemotron-3-super-120b-a12b",
     "Nemotron_3_Ultra": "nemotron-3-ultra-550b-a55b",
+    "Nemotron_3_5_Lightning": "nemotron-3.5-lightning-30b-a3b",
     "GPT OSS 120B": "gpt-oss-120b",
     "Kimi_K2": "kimi-k2-instruct",
     "Llama 4 Scout": "llama-4-scout-17b-16e-instruct",
