@@ -17,6 +17,7 @@ import numpy as np
 from fastapi import Response
 from pydantic_core import to_json
 
+from app.accuracy import plan_accuracy, time_range
 from app.resolve import InferencePlan, TrainingPlan, price_for, resolve_accelerator
 from app.schemas.catalog import (
     AcceleratorOut,
@@ -198,10 +199,47 @@ def training_out(plan: TrainingPlan, e: TrainingEstimate) -> dict[str, Any]:
         "offload": offload_dict(plan.setup.offload, m),
         "cluster": cluster_dict(plan.cluster),
         "stack": stack_dict(plan.options),
+        "accuracy": training_accuracy(plan, e),
         "exact": plan.model.exact,
         "calibrated": e.calibrated,
         "notes": ([plan.pipeline.description] if plan.pipeline else []) + list(e.notes),
     }
+
+
+def training_accuracy(plan: TrainingPlan, e: TrainingEstimate) -> dict[str, Any]:
+    """How right the planner was on published training runs like this plan (app/accuracy.py),
+    and the ranges of its throughput and step time that implies."""
+    out = plan_accuracy(
+        accelerator=plan.accelerator.id,
+        family=plan.model.model_type,
+        model_class=plan.model.model_class,
+        stack=plan.options.stack,
+        gpus=e.num_gpus,
+        headline={"tokens_per_s_per_gpu": e.tokens_per_s_per_gpu},
+    )
+    step = time_range(e.time.step_s, out["metrics"][0])
+    out["step_s_range"] = list(step) if step else None
+    return out
+
+
+def serving_accuracy(
+    req: InferenceRequest, plan: InferencePlan, e: InferenceEstimate
+) -> dict[str, Any]:
+    """How right the planner was on published serving runs like this plan: its throughput
+    against offline max-throughput runs, its TTFT and TPOT against runs under load."""
+    load = e.load
+    return plan_accuracy(
+        accelerator=plan.accelerator.id,
+        family=plan.model.model_type,
+        model_class=plan.model.model_class,
+        stack=req.engine,
+        gpus=e.num_gpus,
+        headline={
+            "output_tokens_per_s": e.output_tokens_per_s,
+            "ttft": load.ttft_s if load is not None else e.ttft_s,
+            "tpot": load.tpot_s if load is not None else e.tpot_s,
+        },
+    )
 
 
 def offload_dict(off: Offload, m: TrainingMemory) -> dict[str, Any]:
@@ -325,6 +363,7 @@ def inference_out(
         "cluster": cluster_dict(plan.cluster),
         "load": load_dict(e.load),
         "launch": launch_dict(req, plan, e),
+        "accuracy": serving_accuracy(req, plan, e),
         "exact": plan.model.exact,
         "notes": list(e.notes),
     }

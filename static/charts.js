@@ -4,6 +4,13 @@
   function draw(el) {
     var fig = JSON.parse(el.getAttribute("data-figure"));
     Plotly.newPlot(el, fig.data, fig.layout, { displaylogo: false, responsive: true });
+    if (fig.meta && fig.meta.links) {
+      // A point that carries its source's link (customdata) opens it on click.
+      el.on("plotly_click", function (event) {
+        var url = event.points.length ? event.points[0].customdata : "";
+        if (url) { window.open(url, "_blank", "noopener"); }
+      });
+    }
   }
   function drawAll() {
     if (typeof Plotly === "undefined") { return; }

@@ -12,7 +12,9 @@ llm-foundry profile's compute factor, on the MosaicML runs (in-sample, and said 
 
 from __future__ import annotations
 
+import json
 import statistics
+from pathlib import Path
 
 import pytest
 
@@ -117,3 +119,20 @@ def test_pinned_records(built: dict[str, object], record: str, tolerance: float)
     rows = {r.id: r for r in built["rows"]}  # type: ignore[attr-defined]
     assert record in rows
     assert abs(rows[record].error) <= tolerance, rows[record]
+
+
+def test_the_shipped_report_is_the_current_model(built: dict[str, object]) -> None:
+    # validation/report.json is what the /accuracy page and every estimate's accuracy block
+    # read: it must be this estimator's, record for record (python -m validation.report --write).
+    stored = json.loads((Path(report.__file__).parent / "report.json").read_text("utf-8"))
+    fresh = report.to_json(built)
+    assert [r["id"] for r in stored["rows"]] == [r["id"] for r in fresh["rows"]]
+    assert [r["predicted"] for r in stored["rows"]] == pytest.approx(
+        [r["predicted"] for r in fresh["rows"]], rel=1e-9
+    )
+    assert [(r["id"], r["metric"]) for r in stored["load"]["rows"]] == [
+        (r["id"], r["metric"]) for r in fresh["load"]["rows"]
+    ]
+    assert [r["predicted"] for r in stored["load"]["rows"]] == pytest.approx(
+        [r["predicted"] for r in fresh["load"]["rows"]], rel=1e-9
+    )

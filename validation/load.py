@@ -27,6 +27,7 @@ from estimator import (
     get_precision,
 )
 from estimator.serving.estimate import estimate_load
+from estimator.spec.model import ModelSpec
 from validation.records import Refused, Skip
 
 __all__ = ["LoadCase", "LoadRow", "Skip", "cases", "main", "rows", "summary"]
@@ -69,6 +70,14 @@ class LoadRow:
     regime: str
     measured: float
     predicted: float
+    # What the accuracy lookup (app/accuracy.py) matches a plan on, and where the record is from
+    accelerator: str = ""
+    family: str = ""
+    model: str = ""
+    model_class: str = ""
+    gpus: int = 0
+    precision: str = ""
+    source: str = ""
 
     @property
     def error(self) -> float:
@@ -151,6 +160,35 @@ def _stat(value: dict[str, Any] | None) -> tuple[str, float] | None:
     return None
 
 
+def _row(
+    case: LoadCase,
+    model: ModelSpec,
+    metric: str,
+    statistic: str,
+    regime: str,
+    measured: float,
+    predicted: float,
+) -> LoadRow:
+    """A compared metric of ``case``, with what the accuracy lookup matches a plan on."""
+    return LoadRow(
+        case.id,
+        case.group,
+        case.engine,
+        metric,
+        statistic,
+        regime,
+        measured,
+        predicted,
+        accelerator=case.accelerator,
+        family=model.model_type,
+        model=model.id,
+        model_class=model.model_class,
+        gpus=case.tp,
+        precision=case.precision,
+        source=case.source,
+    )
+
+
 def rows() -> tuple[list[LoadRow], list[tuple[str, str]]]:
     out: list[LoadRow] = []
     skipped: list[tuple[str, str]] = []
@@ -163,9 +201,10 @@ def rows() -> tuple[list[LoadRow], list[tuple[str, str]]]:
             output_len=case.output_len,
             concurrency=int(case.concurrency or 1),
         )
+        model = get_model(case.model)
         try:
             point = estimate_load(
-                get_model(case.model),
+                model,
                 get_accelerator(case.accelerator),
                 Parallelism(tp=case.tp),
                 setup,
@@ -187,15 +226,12 @@ def rows() -> tuple[list[LoadRow], list[tuple[str, str]]]:
             if stat is None or predicted != predicted or predicted == float("inf"):
                 continue
             name = metric if metric != "tpot" or m.get("tpot_ms") else "itl"
-            out.append(
-                LoadRow(case.id, case.group, case.engine, name, stat[0], point.regime,
-                        stat[1], predicted)
-            )  # fmt: skip
+            out.append(_row(case, model, name, stat[0], point.regime, stat[1], predicted))
         tps = m.get("output_tokens_per_s")
         if isinstance(tps, int | float) and tps > 0:
             out.append(
-                LoadRow(case.id, case.group, case.engine, "throughput", "mean", point.regime,
-                        float(tps), point.output_tokens_per_s)
+                _row(case, model, "throughput", "mean", point.regime, float(tps),
+                     point.output_tokens_per_s)
             )  # fmt: skip
     return out, skipped
 

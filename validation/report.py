@@ -64,6 +64,13 @@ class Row:
     measured: float
     predicted: float
     unit: str
+    # What the accuracy lookup (app/accuracy.py) matches a plan on, and where the record is from
+    model: str = ""
+    model_class: str = ""  # dense, moe or hybrid (ModelSpec.model_class)
+    stack: str = ""  # the software stack profile (training) or the engine (serving)
+    gpus: int = 0
+    precision: str = ""
+    source: str = ""
 
     @property
     def error(self) -> float:
@@ -133,12 +140,31 @@ def _kernel(op: str, r: dict[str, str], acc: str, predicted_s: float, label: str
         measured=float(r["measured_ms"]),
         predicted=float(predicted_s) * 1e3,
         unit="ms",
+        source=r.get("source_file") or r.get("source") or "validation/data/kernels/README.md",
     )
 
 
 def _family(model: ModelSpec) -> str:
     """The family a record is summarized under: its ``model_type`` (the reader that read it)."""
     return model.model_type
+
+
+def _engine_of(group: str) -> str:
+    """The serving engine a throughput group measured (its name says it)."""
+    for engine, marks in (
+        ("trtllm", ("tensorrt", "trtllm")),
+        ("vllm", ("vllm",)),
+        ("sglang", ("sglang",)),
+    ):
+        if any(m in group.lower() for m in marks):
+            return engine
+    return ""
+
+
+def _precision_name(precision: str | dict[str, str]) -> str:
+    if isinstance(precision, str):
+        return precision
+    return ", ".join(f"{k} {v}" for k, v in sorted(precision.items()))
 
 
 def case_throughput(
@@ -184,6 +210,12 @@ def training_rows() -> tuple[list[Row], list[tuple[str, str]]]:
                 measured=case.measured_tokens_per_s_per_gpu,
                 predicted=predicted,
                 unit="tokens/s/GPU",
+                model=case.model.id,
+                model_class=case.model.model_class,
+                stack=case.stack,
+                gpus=case.num_gpus,
+                precision=case.precision,
+                source=case.source,
             )
         )
     return rows, skipped
@@ -231,6 +263,12 @@ def serving_rows() -> tuple[list[Row], list[tuple[str, str]]]:
                 measured=case.measured_output_tokens_per_s,
                 predicted=est.output_tokens_per_s,
                 unit="output tokens/s",
+                model=case.model.id,
+                model_class=case.model.model_class,
+                stack=_engine_of(case.group),
+                gpus=case.num_gpus,
+                precision=_precision_name(case.precision),
+                source=case.source,
             )
         )
     return rows, skipped

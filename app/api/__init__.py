@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, FastAPI
 
-from app.api import catalog, inference, plans, team, training
+from app.api import accuracy, catalog, inference, plans, team, training
 from app.api.fast import PREFIX, add_fast_routes
 from app.deps import bind_team
 from app.schemas.common import ERROR_RESPONSES
@@ -22,6 +22,7 @@ router.include_router(inference.router)
 router.include_router(catalog.router)
 router.include_router(plans.router)
 router.include_router(team.router)
+router.include_router(accuracy.router)
 
 
 def add_estimate_routes(app: FastAPI, fast: bool = True) -> None:

@@ -265,3 +265,55 @@ class ClusterOut(BaseModel):
     scale_up_domain: int
     scale_out_gbit_per_s: float = Field(description="Per GPU and direction, after oversubscription")
     oversubscription: float
+
+
+class AccuracyRecordOut(BaseModel):
+    """A published measurement near the plan, and the planner's error on it."""
+
+    id: str
+    group: str
+    accelerator: str
+    model: str
+    stack: str = Field(description="Software stack profile (training) or engine (serving)")
+    gpus: int
+    measured: float
+    predicted: float
+    error: float = Field(description="predicted / measured - 1")
+    source: str
+    url: str | None = Field(description="A link to the source, where its citation names one")
+
+
+class AccuracyMetricOut(BaseModel):
+    """How right the planner was on published runs like the plan, for one headline number."""
+
+    metric: str = Field(description="tokens_per_s_per_gpu, output_tokens_per_s, ttft or tpot")
+    label: str
+    unit: str
+    predicted: float | None = Field(description="The plan's own number")
+    n: int = Field(description="Similar published records compared (at most 12)")
+    median_ape: float | None
+    p90_ape: float | None
+    median_signed: float | None
+    p10_signed: float | None
+    p90_signed: float | None
+    range_low: float | None = Field(
+        description="predicted / (1 + the records' 90th percentile signed error); null below"
+        " 5 records"
+    )
+    range_high: float | None = Field(
+        description="predicted / (1 + the records' 10th percentile signed error)"
+    )
+    matched_on: str = Field(description="What the records share with the plan")
+    summary: str
+    records: list[AccuracyRecordOut]
+
+
+class AccuracyOut(BaseModel):
+    """The validation records nearest to the plan (app/accuracy.py: same accelerator or
+    generation, model family or class, stack or engine, scale) and their observed error."""
+
+    metrics: list[AccuracyMetricOut]
+    report: str = Field(description="The full validation report's page")
+    step_s_range: list[float] | None = Field(
+        default=None, description="Training: the step time's range, from the throughput's"
+    )

@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from app.schemas.catalog import Params
 from app.schemas.common import (
+    AccuracyOut,
     ClusterFields,
     ClusterOut,
     GpuCount,
@@ -238,6 +239,7 @@ class InferenceEstimateOut(BaseModel):
     cluster: ClusterOut
     load: LoadOut
     launch: LaunchOut
+    accuracy: AccuracyOut
     exact: bool = Field(
         description="Whether the model's architecture is read exactly (parameters, FLOPs and"
         " caches checked against transformers); false for a model read approximately, whose"

@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from app.schemas.catalog import Params
 from app.schemas.common import (
+    AccuracyOut,
     AttentionKernel,
     ClusterFields,
     ClusterOut,
@@ -437,6 +438,7 @@ class TrainingEstimateOut(BaseModel):
     offload: OffloadOut
     cluster: ClusterOut
     stack: StackOut
+    accuracy: AccuracyOut
     exact: bool = Field(
         description="Whether the model's architecture is read exactly (parameters, FLOPs and"
         " caches checked against transformers); false for a model read approximately, whose"

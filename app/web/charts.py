@@ -19,6 +19,7 @@ from estimator.spec.accelerator import GIB
 
 __all__ = [
     "COLORS",
+    "accuracy_figure",
     "compare_memory_figure",
     "compare_time_figure",
     "figure_json",
@@ -897,4 +898,65 @@ def timeline_figure(timeline: Mapping[str, Any]) -> Figure:
                 }
             ],
         },
+    }
+
+
+# --- accuracy ---------------------------------------------------------------------------------
+
+
+def accuracy_figure(title: str, unit: str, records: Sequence[Mapping[str, Any]]) -> Figure:
+    """Predicted against measured, log-log, one trace per source group; the identity line and
+    the +-10% and +-25% bands. Each point carries its source's link (``customdata``), which
+    ``static/charts.js`` opens on click; the records table under the chart holds the same."""
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for r in records:
+        groups.setdefault(r["group"], []).append(r)
+    data: list[dict[str, Any]] = []
+    for i, (group, rows) in enumerate(sorted(groups.items())):
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": group,
+                "x": [r["measured"] for r in rows],
+                "y": [r["predicted"] for r in rows],
+                "customdata": [r["url"] or "" for r in rows],
+                "text": [f"{r['id']}<br>error {100 * r['error']:+.1f}%" for r in rows],
+                "hovertemplate": "%{text}<extra>%{fullData.name}</extra>",
+                "marker": {"size": 7, "color": ACCELERATOR_COLORS[i % len(ACCELERATOR_COLORS)]},
+            }
+        )
+    values = [v for r in records for v in (r["measured"], r["predicted"]) if v > 0]
+    lo, hi = (min(values) / 1.5, max(values) * 1.5) if values else (1.0, 10.0)
+    for factor, name, dash in (
+        (1.0, "predicted = measured", "solid"),
+        (1.1, "±10%", "dot"),
+        (0.9, "±10%", "dot"),
+        (1.25, "±25%", "dash"),
+        (0.75, "±25%", "dash"),
+    ):
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": name,
+                "x": [lo, hi],
+                "y": [lo * factor, hi * factor],
+                "line": {"color": "#555555" if factor == 1.0 else "#AAAAAA", "dash": dash},
+                "hoverinfo": "skip",
+                "showlegend": factor >= 1.0,
+                "legendgroup": name,
+            }
+        )
+    return {
+        "data": data,
+        "layout": {
+            "title": {"text": title},
+            "xaxis": {"title": {"text": f"measured ({unit})"}, "type": "log"},
+            "yaxis": {"title": {"text": f"predicted ({unit})"}, "type": "log"},
+            "legend": {"orientation": "h", "y": -0.25},
+            "margin": {"t": 48, "r": 16},
+            "height": 460,
+        },
+        "meta": {"links": True},
     }

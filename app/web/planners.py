@@ -19,6 +19,7 @@ from fastapi.templating import Jinja2Templates
 from pydantic import BaseModel, ValidationError
 from starlette.datastructures import QueryParams
 
+from app import accuracy
 from app import format as fmt
 from app.answers import (
     catalog_accelerators,
@@ -627,4 +628,49 @@ def catalog_page(request: Request) -> Response:
     }
     return templates.TemplateResponse(
         request, "catalog.html", context, status_code=422 if error else 200
+    )
+
+
+ACCURACY_UNITS = {"kernel": "ms", "training": "tokens/s per GPU", "serving": "output tokens/s"}
+
+
+@router.get("/accuracy", response_class=HTMLResponse)
+def accuracy_page(request: Request) -> Response:
+    """The validation report in the product: predicted against measured per kind and metric,
+    summaries by group, accelerator, family and stack, every record linked to its source;
+    filtered by the query (``?format=json``: the JSON twin, as ``GET /api/v1/accuracy``)."""
+    query = {k: request.query_params.get(k, "") for k in accuracy.FILTERS}
+    try:
+        view = accuracy.report_view(query)
+    except SpecError as exc:
+        if request.query_params.get("format") == "json":
+            raise
+        view, error = accuracy.report_view({}), f"{exc.field}: {exc.rule}"
+    else:
+        error = ""
+    if request.query_params.get("format") == "json":
+        return _json(view)
+    panels: dict[str, list[dict[str, Any]]] = {}
+    for r in view["records"]:
+        panels.setdefault(f"{r['kind']} / {r['metric']}", []).append(r)
+    figures = {
+        f"accuracy-{i}": charts.accuracy_figure(
+            accuracy.KINDS[rows[0]["kind"]]
+            + ("" if rows[0]["kind"] in ("training", "serving") else f": {rows[0]['metric']}"),
+            ACCURACY_UNITS.get(rows[0]["kind"], rows[0]["unit"]),
+            rows,
+        )
+        for i, (_, rows) in enumerate(sorted(panels.items()))
+    }
+    context = {
+        "view": view,
+        "error": error,
+        "figures": figures,
+        "panels": sorted(panels),
+        "json_url": f"/accuracy?{request.url.query}&format=json"
+        if request.url.query
+        else "/accuracy?format=json",
+    }
+    return templates.TemplateResponse(
+        request, "accuracy.html", context, status_code=422 if error else 200
     )

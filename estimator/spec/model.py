@@ -110,6 +110,14 @@ class ModelSpec:
         return self.moe is not None
 
     @property
+    def model_class(self) -> str:
+        """``hybrid`` (any recurrent layer), ``moe`` (routed experts) or ``dense``: the coarse
+        kind of model, as the accuracy lookup matches a plan to published runs."""
+        if self.has_recurrent_layers:
+            return "hybrid"
+        return "moe" if self.is_moe else "dense"
+
+    @property
     def token_embedding_params(self) -> int:
         return self.vocab_size * self.embed_dim
 

@@ -1,0 +1,453 @@
+"""How right the planner was on published runs like a plan.
+
+The validation report (``validation/report.json``, written by ``python -m validation.report
+--write`` and checked by ``make test``) holds every published measurement the estimator was
+compared with: kernels, training throughput, serving throughput and serving latency under load,
+each with the accelerator, model, software stack or engine, scale and source. This module reads
+it once and answers two questions:
+
+* ``report_view``: the records and their summaries, filtered, for the ``/accuracy`` page and
+  its JSON twin;
+* ``plan_accuracy``: for one plan, the records nearest to it and their observed error, and the
+  range that error implies for the plan's headline numbers.
+
+Nearness, scored per record (highest first, ties to the nearest scale): the same accelerator
+(2) or the same generation (1); the same model family, i.e. ``model_type`` (2), or the same
+class, dense / MoE / hybrid (1); the same software stack or engine (1); a scale within 2x (1)
+or 8x (0.5) of the plan's GPU count. A record must match at least the accelerator generation
+or the model class to count. The predicted range is the plan's number divided by (1 + the
+10th and 90th percentile signed error) of those records: where the planner over-predicted
+similar runs, the range sits below its number. Below ``MIN_RANGE`` records no range is given.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cache, lru_cache
+from importlib import resources
+from typing import Any
+
+from estimator import get_accelerator
+from estimator.errors import SpecError
+
+__all__ = [
+    "KINDS",
+    "Record",
+    "plan_accuracy",
+    "records",
+    "report_view",
+    "source_url",
+]
+
+LIMIT = 12  # the nearest records a plan's accuracy is read from
+MIN_RANGE = 5  # fewer similar records than this: no predicted range
+# The kinds of record, as the page names them; "load" rows carry their metric.
+KINDS = {
+    "kernel": "Kernels (time per call)",
+    "training": "Training throughput (tokens/s per GPU)",
+    "serving": "Serving throughput (output tokens/s)",
+    "load": "Serving latency and throughput under load",
+}
+METRIC_UNITS = {
+    "tokens_per_s_per_gpu": "tokens/s per GPU",
+    "output_tokens_per_s": "output tokens/s",
+    "ttft": "s",
+    "tpot": "s",
+}
+METRIC_LABELS = {
+    "tokens_per_s_per_gpu": "training throughput",
+    "output_tokens_per_s": "serving throughput",
+    "ttft": "TTFT under load",
+    "tpot": "TPOT under load",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One compared published measurement."""
+
+    kind: str  # kernel, training, serving, load
+    metric: str  # what was measured: op time, tokens_per_s_per_gpu, ttft, tpot, ...
+    id: str
+    group: str
+    accelerator: str
+    generation: str
+    family: str
+    model: str
+    model_class: str
+    stack: str
+    gpus: int
+    precision: str
+    regime: str
+    measured: float
+    predicted: float
+    unit: str
+    source: str
+    url: str | None
+
+    @property
+    def error(self) -> float:
+        return self.predicted / self.measured - 1
+
+
+_GITHUB_AT = re.compile(r"^([\w.-]+/[\w.-]+)@([0-9a-f]{7,40}):([^\s:]+)(?::(\d+))?")
+_GITHUB_SPACED = re.compile(r"^([\w.-]+/[\w.-]+)/(\S+) @ ([0-9a-f]{7,40})(?: line (\d+))?")
+_URL = re.compile(r"https?://[^\s)\"']+")
+
+
+def source_url(source: str) -> str | None:
+    """A link to a record's source where its citation names one: a URL in it, or a GitHub
+    ``owner/repo@commit:path[:line]`` or ``owner/repo/path @ commit line N`` citation."""
+    text = source.strip()
+    if text.startswith("github "):
+        text = text[len("github ") :]
+    if m := _GITHUB_AT.match(text):
+        repo, commit, path, line = m.groups()
+        return f"https://github.com/{repo}/blob/{commit}/{path}" + (f"#L{line}" if line else "")
+    if m := _GITHUB_SPACED.match(text):
+        repo, path, commit, line = m.groups()
+        return f"https://github.com/{repo}/blob/{commit}/{path}" + (f"#L{line}" if line else "")
+    if m := _URL.search(text):
+        return m.group(0).rstrip(".,;")
+    return None
+
+
+def _generation(accelerator: str) -> str:
+    try:
+        return get_accelerator(accelerator).generation or ""
+    except SpecError:
+        return ""
+
+
+def _record(kind: str, metric: str, row: dict[str, Any], unit: str) -> Record:
+    source = str(row.get("source") or "")
+    return Record(
+        kind=kind,
+        metric=metric,
+        id=str(row["id"]),
+        group=str(row["group"]),
+        accelerator=str(row.get("accelerator") or ""),
+        generation=_generation(str(row.get("accelerator") or "")),
+        family=str(row.get("family") or ""),
+        model=str(row.get("model") or ""),
+        model_class=str(row.get("model_class") or ""),
+        stack=str(row.get("stack") or row.get("engine") or ""),
+        gpus=int(row.get("gpus") or 0),
+        precision=str(row.get("precision") or ""),
+        regime=str(row.get("regime") or ""),
+        measured=float(row["measured"]),
+        predicted=float(row["predicted"]),
+        unit=unit,
+        source=source,
+        url=source_url(source),
+    )
+
+
+@cache
+def _report() -> dict[str, Any]:
+    text = resources.files("validation").joinpath("report.json").read_text(encoding="utf-8")
+    report: dict[str, Any] = json.loads(text)
+    return report
+
+
+_ROW_METRIC = {"training": "tokens_per_s_per_gpu", "serving": "output_tokens_per_s"}
+_LOAD_UNITS = {"ttft": "ms", "tpot": "ms", "itl": "ms", "throughput": "output tokens/s"}
+
+
+@cache
+def records() -> tuple[Record, ...]:
+    """Every compared record of the validation report, latency under load included (its ITL
+    rows read as TPOT: the inter-token latency a source gives where it gives no TPOT)."""
+    report = _report()
+    out = [
+        _record(r["kind"], _ROW_METRIC.get(r["kind"], r["group"]), r, r["unit"])
+        for r in report["rows"]
+    ]
+    for r in report["load"]["rows"]:
+        metric = "tpot" if r["metric"] == "itl" else r["metric"]
+        out.append(_record("load", metric, r, _LOAD_UNITS.get(r["metric"], "")))
+    return tuple(out)
+
+
+def _quantile(sorted_values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile by linear interpolation between the closest ranks."""
+    if len(sorted_values) == 1:
+        return sorted_values[0]
+    pos = q * (len(sorted_values) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def summary(rows: Iterable[Record]) -> dict[str, Any] | None:
+    """n, median and p90 absolute error, the median and the 10th / 90th percentile signed
+    error of ``rows``; None for none."""
+    errors = sorted(r.error for r in rows)
+    if not errors:
+        return None
+    ape = sorted(abs(e) for e in errors)
+    return {
+        "n": len(errors),
+        "median_ape": statistics.median(ape),
+        "p90_ape": _quantile(ape, 0.9),
+        "median_signed": statistics.median(errors),
+        "p10_signed": _quantile(errors, 0.1),
+        "p90_signed": _quantile(errors, 0.9),
+    }
+
+
+# --- one plan's accuracy -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a plan is matched on."""
+
+    accelerator: str
+    family: str
+    model_class: str
+    stack: str
+    gpus: int
+
+    @property
+    def generation(self) -> str:
+        return _generation(self.accelerator)
+
+
+def _score(r: Record, p: Plan, generation: str) -> float:
+    score = 0.0
+    if r.accelerator == p.accelerator:
+        score += 2
+    elif generation and r.generation == generation:
+        score += 1
+    if r.family == p.family:
+        score += 2
+    elif r.model_class == p.model_class:
+        score += 1
+    if p.stack and r.stack == p.stack:
+        score += 1
+    if r.gpus and p.gpus:
+        ratio = max(r.gpus, p.gpus) / min(r.gpus, p.gpus)
+        score += 1 if ratio <= 2 else 0.5 if ratio <= 8 else 0
+    return score
+
+
+def _related(r: Record, p: Plan, generation: str) -> bool:
+    """A record counts when it shares at least the accelerator generation or the model class."""
+    same_hardware = r.accelerator == p.accelerator or (generation and r.generation == generation)
+    return bool(same_hardware) or r.model_class == p.model_class or r.family == p.family
+
+
+def nearest(candidates: Iterable[Record], plan: Plan, limit: int = LIMIT) -> list[Record]:
+    """The ``limit`` records nearest to ``plan`` (see the module's docstring)."""
+    generation = plan.generation
+    scored = [
+        (_score(r, plan, generation), -abs(math.log2(max(r.gpus, 1) / max(plan.gpus, 1))), r.id, r)
+        for r in candidates
+        if _related(r, plan, generation)
+    ]
+    scored.sort(key=lambda t: (t[0], t[1], t[2]), reverse=True)
+    return [t[3] for t in scored[:limit]]
+
+
+def _matched_on(chosen: Sequence[Record], plan: Plan, generation: str) -> str:
+    """What the chosen records share with the plan, said in words, most specific first."""
+    n = len(chosen)
+
+    def share(test: Any) -> int:
+        return sum(1 for r in chosen if test(r))
+
+    parts = []
+    same_acc = share(lambda r: r.accelerator == plan.accelerator)
+    same_gen = share(lambda r: generation and r.generation == generation)
+    if same_acc:
+        parts.append(f"{same_acc} on {plan.accelerator}")
+    elif same_gen:
+        parts.append(f"{same_gen} on {generation} GPUs")
+    same_family = share(lambda r: r.family == plan.family)
+    same_class = share(lambda r: r.model_class == plan.model_class)
+    if same_family:
+        parts.append(f"{same_family} of the {plan.family} family")
+    elif same_class:
+        parts.append(f"{same_class} {plan.model_class} models")
+    if plan.stack:
+        same_stack = share(lambda r: r.stack == plan.stack)
+        if same_stack:
+            parts.append(f"{same_stack} on {plan.stack}")
+    return f"{n} records: " + ", ".join(parts) if parts else f"{n} records"
+
+
+@lru_cache(maxsize=4096)
+def _neighbours(metric: str, plan: Plan) -> tuple[tuple[Record, ...], dict[str, Any] | None]:
+    """The records nearest to ``plan`` for ``metric`` and their summary (cached: a plan's
+    neighbours depend only on what it is matched on)."""
+    kind, load_metric = POOLS[metric]
+    pool = [
+        r for r in records() if r.kind == kind and (load_metric is None or r.metric == load_metric)
+    ]
+    chosen = tuple(nearest(pool, plan))
+    return chosen, summary(chosen)
+
+
+def _metric(metric: str, value: float | None, plan: Plan) -> dict[str, Any]:
+    """The accuracy of one headline number: the nearest records, their error, the range."""
+    chosen, stats = _neighbours(metric, plan)
+    label = METRIC_LABELS[metric]
+    if value is not None and not math.isfinite(value):
+        value = None  # an overloaded replica's latency: unbounded
+    out: dict[str, Any] = {
+        "metric": metric,
+        "label": label,
+        "unit": METRIC_UNITS[metric],
+        "predicted": value,
+        "n": 0,
+        "median_ape": None,
+        "p90_ape": None,
+        "median_signed": None,
+        "p10_signed": None,
+        "p90_signed": None,
+        "range_low": None,
+        "range_high": None,
+        "matched_on": "",
+        "summary": f"No published {label} record is near this plan: its error is unknown.",
+        "records": [],
+    }
+    if stats is None:
+        return out
+    generation = plan.generation
+    out.update(
+        **stats,
+        matched_on=_matched_on(chosen, plan, generation),
+        records=[
+            {
+                "id": r.id,
+                "group": r.group,
+                "accelerator": r.accelerator,
+                "model": r.model,
+                "stack": r.stack,
+                "gpus": r.gpus,
+                "measured": r.measured,
+                "predicted": r.predicted,
+                "error": r.error,
+                "source": r.source,
+                "url": r.url,
+            }
+            for r in chosen
+        ],
+    )
+    lean = stats["median_signed"]
+    direction = "over" if lean > 0 else "under"
+    out["summary"] = (
+        f"On {stats['n']} similar published runs ({out['matched_on'].split(': ', 1)[-1]}) the "
+        f"planner's {label} was within {stats['median_ape']:.0%} (median), "
+        f"{stats['p90_ape']:.0%} at p90, {direction}-predicting by {abs(lean):.0%} in the median."
+    )
+    if value is not None and stats["n"] >= MIN_RANGE:
+        # error = predicted / measured - 1, so measured = predicted / (1 + error)
+        out["range_low"] = value / (1 + stats["p90_signed"])
+        out["range_high"] = value / (1 + stats["p10_signed"])
+    return out
+
+
+def plan_accuracy(
+    *,
+    accelerator: str,
+    family: str,
+    model_class: str,
+    stack: str,
+    gpus: int,
+    headline: dict[str, float | None],
+) -> dict[str, Any]:
+    """A plan's ``accuracy`` block: for each headline number (``tokens_per_s_per_gpu`` for a
+    training plan; ``output_tokens_per_s``, ``ttft`` and ``tpot`` for a serving one), the
+    nearest published records of that metric, their error and the range it implies."""
+    plan = Plan(accelerator, family, model_class, stack, gpus)
+    return {
+        "metrics": [_metric(metric, value, plan) for metric, value in headline.items()],
+        "report": "/accuracy",
+    }
+
+
+def time_range(step_s: float, throughput: dict[str, Any]) -> tuple[float, float] | None:
+    """The range of a time the planner derives from a throughput it predicts (a training step
+    from tokens/s): measured time = predicted time x (1 + the throughput's error)."""
+    if throughput["range_low"] is None:
+        return None
+    return step_s * (1 + throughput["p10_signed"]), step_s * (1 + throughput["p90_signed"])
+
+
+# headline metric -> (the record kind it is read from, the load metric within it)
+POOLS: dict[str, tuple[str, str | None]] = {
+    "tokens_per_s_per_gpu": ("training", None),
+    "output_tokens_per_s": ("serving", None),
+    "ttft": ("load", "ttft"),
+    "tpot": ("load", "tpot"),
+}
+
+
+# --- the report page ------------------------------------------------------------------------
+
+FILTERS = ("kind", "metric", "accelerator", "family", "stack", "group")
+
+
+def report_view(filters: dict[str, str]) -> dict[str, Any]:
+    """The records passing ``filters`` (exact matches on the ``FILTERS`` fields; empty means
+    any), their summaries per kind/metric and by group, accelerator, family and stack, and the
+    values each filter can take."""
+    everything = records()
+    options = {k: sorted({getattr(r, k) for r in everything if getattr(r, k)}) for k in FILTERS}
+    for k, v in filters.items():
+        if k not in FILTERS:
+            raise SpecError(f"query.{k}", f"is not a filter; the filters are {', '.join(FILTERS)}")
+        if v and v not in options[k]:
+            raise SpecError(f"query.{k}", "must be one of the report's values (or empty)", v)
+    chosen = [r for r in everything if all(not v or getattr(r, k) == v for k, v in filters.items())]
+
+    def by(field: str | None) -> list[dict[str, Any]]:
+        """Summaries per kind and metric, and per ``field`` within them."""
+        groups: dict[tuple[str, str], list[Record]] = {}
+        for r in chosen:
+            name = (getattr(r, field) or "-") if field else ""
+            groups.setdefault((f"{r.kind} / {r.metric}", name), []).append(r)
+        return [
+            {"kind": k, "name": name, **(summary(rows) or {})}
+            for (k, name), rows in sorted(groups.items())
+        ]
+
+    return {
+        "filters": {k: filters.get(k, "") for k in FILTERS},
+        "options": options,
+        "n": len(chosen),
+        "summary": by(None),
+        "by_group": by("group"),
+        "by_accelerator": by("accelerator"),
+        "by_family": by("family"),
+        "by_stack": by("stack"),
+        "records": [
+            {
+                "kind": r.kind,
+                "metric": r.metric,
+                "id": r.id,
+                "group": r.group,
+                "accelerator": r.accelerator,
+                "family": r.family,
+                "model": r.model,
+                "stack": r.stack,
+                "gpus": r.gpus,
+                "precision": r.precision,
+                "regime": r.regime,
+                "measured": r.measured,
+                "predicted": r.predicted,
+                "unit": r.unit,
+                "error": r.error,
+                "source": r.source,
+                "url": r.url,
+            }
+            for r in chosen
+        ],
+    }

@@ -1,0 +1,236 @@
+"""How right the planner was on published runs like a plan (app/accuracy.py): the records read
+from the shipped validation report, the nearest-record lookup, the predicted range, the
+``accuracy`` block of every estimate, the ``/accuracy`` page and its JSON twin."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from app import accuracy
+from app.accuracy import Plan, Record, nearest, plan_accuracy, records, report_view, source_url
+from app.main import app
+from app.schemas.common import AccuracyOut
+from app.schemas.inference import InferenceEstimateOut
+from app.schemas.training import TrainingEstimateOut
+
+client = TestClient(app)
+
+TRAINING = {
+    "model": "llama-3-70b",
+    "accelerator": "h100-sxm-80gb",
+    "num_gpus": 64,
+    "layout": {"tp": 4, "pp": 4},
+}
+SERVING = {
+    "model": "llama-3-70b",
+    "accelerator": "h100-sxm-80gb",
+    "layout": {"tp": 2},
+    "concurrency": 32,
+}
+
+
+def test_source_links() -> None:
+    assert source_url("sgl-project/sglang@26db155e335c:benchmark/benchmark_dsv3/README.md:23") == (
+        "https://github.com/sgl-project/sglang/blob/26db155e335c/benchmark/benchmark_dsv3/"
+        "README.md#L23"
+    )
+    assert source_url(
+        "mosaicml/llm-foundry/scripts/train/benchmarking/README.md @ 8c8dd48f line 73 table 'x'"
+    ) == (
+        "https://github.com/mosaicml/llm-foundry/blob/8c8dd48f/scripts/train/benchmarking/README.md#L73"
+    )
+    assert source_url("NVIDIA NIM docs, https://docs.nvidia.com/nim/benchmarking.html.") == (
+        "https://docs.nvidia.com/nim/benchmarking.html"
+    )
+    assert source_url("aiconfigurator_core/systems/data/a100_sxm/gemm_perf.parquet") is None
+
+
+def test_records_are_the_shipped_report() -> None:
+    stored = json.loads((accuracy.resources.files("validation") / "report.json").read_text())
+    found = records()
+    assert len(found) == len(stored["rows"]) + len(stored["load"]["rows"])
+    by_kind = {k: [r for r in found if r.kind == k] for k in accuracy.KINDS}
+    assert len(by_kind["training"]) >= 260 and len(by_kind["serving"]) >= 120
+    # Every end-to-end record says what it is matched on and where it comes from.
+    for r in by_kind["training"] + by_kind["serving"] + by_kind["load"]:
+        assert r.model and r.model_class in {"dense", "moe", "hybrid"} and r.gpus > 0, r.id
+        assert r.source and r.generation, r.id
+    assert all(r.stack for r in by_kind["training"])
+    # ITL rows are read as TPOT; the other load metrics keep their names.
+    assert {r.metric for r in by_kind["load"]} == {"ttft", "tpot", "throughput"}
+    links = [r.url for r in by_kind["training"] if r.url]
+    assert len(links) >= 0.9 * len(by_kind["training"])
+    assert all(u.startswith("https://") for u in links)
+
+
+def _record(ident: str, **changes: Any) -> Record:
+    base = Record(
+        kind="training",
+        metric="tokens_per_s_per_gpu",
+        id=ident,
+        group="g",
+        accelerator="h100-sxm-80gb",
+        generation="hopper",
+        family="llama",
+        model="m",
+        model_class="dense",
+        stack="megatron-core",
+        gpus=64,
+        precision="bf16",
+        regime="",
+        measured=100.0,
+        predicted=110.0,
+        unit="tokens/s/GPU",
+        source="",
+        url=None,
+    )
+    return replace(base, **changes)
+
+
+def test_nearest_ranks_by_hardware_family_stack_and_scale() -> None:
+    plan = Plan("h100-sxm-80gb", "llama", "dense", "megatron-core", 64)
+    pool = [
+        _record("far", accelerator="a100-sxm-80gb", generation="ampere", family="qwen3",
+                stack="fsdp2", gpus=4096),  # class only: 1
+        _record("same"),  # accelerator 2, family 2, stack 1, scale 1: 6
+        _record("h200", accelerator="h200-sxm-141gb", gpus=128),  # generation 1: 5
+        _record("big", gpus=1024),  # 16x the plan's GPUs: 5, and farther in scale
+        _record("moe-b200", accelerator="b200", generation="blackwell", family="x",
+                model_class="moe"),  # nothing in common but the stack: unrelated
+    ]  # fmt: skip
+    order = [r.id for r in nearest(pool, plan, limit=10)]
+    assert order == ["same", "h200", "big", "far"]
+    assert [r.id for r in nearest(pool, plan, limit=2)] == ["same", "h200"]
+
+
+def _llama_on_h100(stack: str, gpus: int, metric: str, value: float) -> dict[str, Any]:
+    """The accuracy of one headline number of a Llama plan on H100s."""
+    out = plan_accuracy(
+        accelerator="h100-sxm-80gb",
+        family="llama",
+        model_class="dense",
+        stack=stack,
+        gpus=gpus,
+        headline={metric: value},
+    )
+    metric_out: dict[str, Any] = out["metrics"][0]
+    return metric_out
+
+
+def test_predicted_range_follows_the_records_errors() -> None:
+    m = _llama_on_h100("megatron-core", 64, "tokens_per_s_per_gpu", 1000.0)
+    errors = np.array([x["error"] for x in m["records"]])
+    assert m["n"] == len(errors) == accuracy.LIMIT
+    # recomputed independently: numpy's linear percentiles, statistics' median
+    assert m["median_ape"] == pytest.approx(statistics.median(np.abs(errors)))
+    assert m["p90_ape"] == pytest.approx(np.percentile(np.abs(errors), 90))
+    assert m["range_low"] == pytest.approx(1000.0 / (1 + np.percentile(errors, 90)))
+    assert m["range_high"] == pytest.approx(1000.0 / (1 + np.percentile(errors, 10)))
+    assert m["range_low"] < m["range_high"]
+    # the nearest records of a Llama plan on H100 under Megatron-Core are exactly that
+    assert all(x["accelerator"] == "h100-sxm-80gb" for x in m["records"])
+    assert all(x["stack"] == "megatron-core" for x in m["records"])
+    assert m["summary"].startswith(f"On {accuracy.LIMIT} similar published runs")
+
+
+def test_no_range_for_an_unbounded_latency() -> None:
+    m = _llama_on_h100("vllm", 1, "ttft", float("inf"))  # an overloaded replica's TTFT
+    assert m["predicted"] is None and m["range_low"] is None and m["n"] > 0
+
+
+def test_training_estimate_carries_its_accuracy() -> None:
+    r = client.post("/api/v1/training/estimate", json=TRAINING)
+    assert r.status_code == 200
+    body = r.json()
+    TrainingEstimateOut.model_validate(body)
+    acc = AccuracyOut.model_validate(body["accuracy"])
+    (tput,) = acc.metrics
+    assert tput.metric == "tokens_per_s_per_gpu"
+    assert tput.predicted == pytest.approx(body["throughput"]["tokens_per_s_per_gpu"])
+    assert tput.range_low is not None and tput.range_high is not None
+    assert tput.range_low < tput.range_high
+    step = body["time"]["step_s"]
+    # measured step = predicted step x (1 + the throughput's error)
+    assert acc.step_s_range == pytest.approx(
+        [step * (1 + tput.p10_signed), step * (1 + tput.p90_signed)]  # type: ignore[operator]
+    )
+    assert acc.report == "/accuracy"
+
+
+def test_serving_estimate_carries_its_accuracy() -> None:
+    r = client.post("/api/v1/inference/estimate", json=SERVING)
+    assert r.status_code == 200
+    body = r.json()
+    InferenceEstimateOut.model_validate(body)
+    metrics = {m["metric"]: m for m in body["accuracy"]["metrics"]}
+    assert set(metrics) == {"output_tokens_per_s", "ttft", "tpot"}
+    assert metrics["ttft"]["predicted"] == pytest.approx(body["load"]["ttft_s"])
+    assert metrics["tpot"]["predicted"] == pytest.approx(body["load"]["tpot_s"])
+    assert metrics["output_tokens_per_s"]["predicted"] == pytest.approx(
+        body["throughput"]["output_tokens_per_s"]
+    )
+    assert all(m["n"] > 0 for m in metrics.values())
+
+
+def test_report_view_filters_and_summaries() -> None:
+    everything = report_view({})
+    assert everything["n"] == len(records())
+    training = report_view({"kind": "training", "family": "llama"})
+    assert training["n"] == sum(
+        1 for r in records() if r.kind == "training" and r.family == "llama"
+    )
+    (s,) = training["summary"]
+    errors = [x["error"] for x in training["records"]]
+    assert s["n"] == len(errors)
+    assert s["median_signed"] == pytest.approx(statistics.median(errors))
+    assert {x["family"] for x in training["records"]} == {"llama"}
+    assert "llama" in everything["options"]["family"]
+
+
+def test_accuracy_api_and_refusals() -> None:
+    r = client.get("/api/v1/accuracy", params={"kind": "load", "metric": "ttft"})
+    assert r.status_code == 200
+    body = r.json()
+    assert body["n"] > 0 and {x["metric"] for x in body["records"]} == {"ttft"}
+    bad = client.get("/api/v1/accuracy", params={"accelerator": "no-such-gpu"})
+    assert bad.status_code == 422
+    assert bad.json()["detail"][0]["field"] == "query.accelerator"
+
+
+def test_accuracy_page() -> None:
+    page = client.get("/accuracy", params={"kind": "training"})
+    assert page.status_code == 200
+    text = page.text
+    assert 'id="accuracy-summary"' in text and 'id="fig-accuracy-0"' in text
+    assert text.count('<tr><td><a href="https://') >= 200  # records linked to their sources
+    twin = client.get("/accuracy", params={"kind": "training", "format": "json"}).json()
+    assert twin == report_view({**dict.fromkeys(accuracy.FILTERS, ""), "kind": "training"})
+    refused = client.get("/accuracy", params={"family": "nope"})
+    assert refused.status_code == 422 and 'id="accuracy-error"' in refused.text
+    assert 'href="/accuracy"' in client.get("/").text  # in the main navigation
+
+
+def test_planner_pages_show_the_range() -> None:
+    page = client.get(
+        "/training",
+        params={"model": "llama-3-70b", "accelerator": "h100-sxm-80gb", "num_gpus": 64, "tp": 4,
+                "pp": 4},
+    )  # fmt: skip
+    assert page.status_code == 200
+    assert 'id="kpi-tps-range"' in page.text and 'id="kpi-step-range"' in page.text
+    assert 'id="accuracy-tokens_per_s_per_gpu"' in page.text
+    serving = client.get(
+        "/serving",
+        params={"model": "llama-3-70b", "accelerator": "h100-sxm-80gb", "tp": 2,
+                "concurrency": 32},
+    )  # fmt: skip
+    assert serving.status_code == 200
+    for metric in ("output_tokens_per_s", "ttft", "tpot"):
+        assert f'id="accuracy-{metric}"' in serving.text
