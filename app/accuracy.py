@@ -33,7 +33,7 @@ from importlib import resources
 from typing import Any
 
 from estimator import get_accelerator
-from estimator.errors import SpecError
+from estimator.errors import SpecError, UnknownIdError
 
 __all__ = [
     "KINDS",
@@ -118,9 +118,10 @@ def source_url(source: str) -> str | None:
 
 
 def _generation(accelerator: str) -> str:
+    """A catalog accelerator's generation; "" for any other (a record's are all catalog ids)."""
     try:
         return get_accelerator(accelerator).generation or ""
-    except SpecError:
+    except (SpecError, UnknownIdError):
         return ""
 
 
@@ -209,21 +210,18 @@ class Plan:
     """What a plan is matched on."""
 
     accelerator: str
+    generation: str  # the accelerator's (a team accelerator's may be "")
     family: str
     model_class: str
     stack: str
     gpus: int
 
-    @property
-    def generation(self) -> str:
-        return _generation(self.accelerator)
 
-
-def _score(r: Record, p: Plan, generation: str) -> float:
+def _score(r: Record, p: Plan) -> float:
     score = 0.0
     if r.accelerator == p.accelerator:
         score += 2
-    elif generation and r.generation == generation:
+    elif p.generation and r.generation == p.generation:
         score += 1
     if r.family == p.family:
         score += 2
@@ -237,25 +235,26 @@ def _score(r: Record, p: Plan, generation: str) -> float:
     return score
 
 
-def _related(r: Record, p: Plan, generation: str) -> bool:
+def _related(r: Record, p: Plan) -> bool:
     """A record counts when it shares at least the accelerator generation or the model class."""
-    same_hardware = r.accelerator == p.accelerator or (generation and r.generation == generation)
+    same_hardware = r.accelerator == p.accelerator or (
+        p.generation and r.generation == p.generation
+    )
     return bool(same_hardware) or r.model_class == p.model_class or r.family == p.family
 
 
 def nearest(candidates: Iterable[Record], plan: Plan, limit: int = LIMIT) -> list[Record]:
     """The ``limit`` records nearest to ``plan`` (see the module's docstring)."""
-    generation = plan.generation
     scored = [
-        (_score(r, plan, generation), -abs(math.log2(max(r.gpus, 1) / max(plan.gpus, 1))), r.id, r)
+        (_score(r, plan), -abs(math.log2(max(r.gpus, 1) / max(plan.gpus, 1))), r.id, r)
         for r in candidates
-        if _related(r, plan, generation)
+        if _related(r, plan)
     ]
     scored.sort(key=lambda t: (t[0], t[1], t[2]), reverse=True)
     return [t[3] for t in scored[:limit]]
 
 
-def _matched_on(chosen: Sequence[Record], plan: Plan, generation: str) -> str:
+def _matched_on(chosen: Sequence[Record], plan: Plan) -> str:
     """What the chosen records share with the plan, said in words, most specific first."""
     n = len(chosen)
 
@@ -264,6 +263,7 @@ def _matched_on(chosen: Sequence[Record], plan: Plan, generation: str) -> str:
 
     parts = []
     same_acc = share(lambda r: r.accelerator == plan.accelerator)
+    generation = plan.generation
     same_gen = share(lambda r: generation and r.generation == generation)
     if same_acc:
         parts.append(f"{same_acc} on {plan.accelerator}")
@@ -319,10 +319,9 @@ def _metric(metric: str, value: float | None, plan: Plan) -> dict[str, Any]:
     }
     if stats is None:
         return out
-    generation = plan.generation
     out.update(
         **stats,
-        matched_on=_matched_on(chosen, plan, generation),
+        matched_on=_matched_on(chosen, plan),
         records=[
             {
                 "id": r.id,
@@ -357,6 +356,7 @@ def _metric(metric: str, value: float | None, plan: Plan) -> dict[str, Any]:
 def plan_accuracy(
     *,
     accelerator: str,
+    generation: str,
     family: str,
     model_class: str,
     stack: str,
@@ -366,7 +366,7 @@ def plan_accuracy(
     """A plan's ``accuracy`` block: for each headline number (``tokens_per_s_per_gpu`` for a
     training plan; ``output_tokens_per_s``, ``ttft`` and ``tpot`` for a serving one), the
     nearest published records of that metric, their error and the range it implies."""
-    plan = Plan(accelerator, family, model_class, stack, gpus)
+    plan = Plan(accelerator, generation, family, model_class, stack, gpus)
     return {
         "metrics": [_metric(metric, value, plan) for metric, value in headline.items()],
         "report": "/accuracy",

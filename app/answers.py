@@ -211,6 +211,7 @@ def training_accuracy(plan: TrainingPlan, e: TrainingEstimate) -> dict[str, Any]
     and the ranges of its throughput and step time that implies."""
     out = plan_accuracy(
         accelerator=plan.accelerator.id,
+        generation=plan.accelerator.generation,
         family=plan.model.model_type,
         model_class=plan.model.model_class,
         stack=plan.options.stack,
@@ -230,6 +231,7 @@ def serving_accuracy(
     load = e.load
     return plan_accuracy(
         accelerator=plan.accelerator.id,
+        generation=plan.accelerator.generation,
         family=plan.model.model_type,
         model_class=plan.model.model_class,
         stack=req.engine,

@@ -95,7 +95,7 @@ def _record(ident: str, **changes: Any) -> Record:
 
 
 def test_nearest_ranks_by_hardware_family_stack_and_scale() -> None:
-    plan = Plan("h100-sxm-80gb", "llama", "dense", "megatron-core", 64)
+    plan = Plan("h100-sxm-80gb", "hopper", "llama", "dense", "megatron-core", 64)
     pool = [
         _record("far", accelerator="a100-sxm-80gb", generation="ampere", family="qwen3",
                 stack="fsdp2", gpus=4096),  # class only: 1
@@ -114,6 +114,7 @@ def _llama_on_h100(stack: str, gpus: int, metric: str, value: float) -> dict[str
     """The accuracy of one headline number of a Llama plan on H100s."""
     out = plan_accuracy(
         accelerator="h100-sxm-80gb",
+        generation="hopper",
         family="llama",
         model_class="dense",
         stack=stack,

@@ -76,7 +76,7 @@ def test_pages_load_without_console_errors(tab: Tab, path: str) -> None:
 
 
 def test_training_form_shows_the_api_numbers(tab: Tab, server: str) -> None:
-    page = tab.open("/training")
+    page = tab.open("/training?blank=1")  # the form as a first visit leaves it (no example)
     page.select_option("#f-model", "llama-3-70b")
     page.select_option("#f-accelerator", "h100-sxm-80gb")
     page.fill("#f-num_gpus", "64")
@@ -327,7 +327,7 @@ def test_team_accelerator_in_picker_and_saving_a_plan(tab: Tab, server: str) -> 
     }
     created = httpx.post(f"{server}/api/v1/team/accelerators", json=team_gpu)
     assert created.status_code in (201, 409)  # 409: made by an earlier run of this session
-    page = tab.open("/training")
+    page = tab.open("/training?blank=1")
     label = page.inner_text('#f-accelerator option[value="h100-browser-team"]')
     assert label == "h100-browser-team (team)"
     page.select_option("#f-model", "llama-3-8b")
@@ -382,3 +382,33 @@ def test_compare_two_saved_plans(tab: Tab, server: str) -> None:
     assert "capacity" in memory["names"] and memory["drawn"] > 0
     assert tab.errors == []
     tab.shot("saved-plans-compare")
+
+
+@pytest.mark.parametrize(("path", "kpi"), [("/training", "#kpi-tps"), ("/serving", "#kpi-otps")])
+def test_first_visit_opens_on_a_worked_example(tab: Tab, server: str, path: str, kpi: str) -> None:
+    """A first-time visitor sees an answer, labelled as a worked example, with its inputs in
+    the form; the same numbers as the API gives for that plan; a link starts from blank."""
+    page = tab.open(path)
+    assert page.inner_text("#example").startswith("Worked example:")
+    assert page.input_value("#f-model") == "llama-3.1-70b"
+    assert page.is_visible(kpi) and page.is_visible("#accuracy")
+    json_twin = httpx.get(server + page.get_attribute("a[href*='format=json']", "href")).json()
+    assert float(page.get_attribute(kpi, "data-value")) == pytest.approx(
+        json_twin["throughput"]["tokens_per_s" if path == "/training" else "output_tokens_per_s"]
+    )
+    page.click("#blank-form")
+    page.wait_for_load_state("networkidle")
+    assert page.locator("#example").count() == 0 and page.locator("#verdict").count() == 0
+    assert tab.errors == []
+
+
+def test_home_answers_three_questions(tab: Tab, server: str) -> None:
+    page = tab.open("/")
+    links = page.locator("#examples li a")
+    assert links.count() == 3
+    answers = page.locator("#examples .answer").all_inner_texts()
+    assert answers[0].startswith(("Yes:", "No:")) and "TTFT" in answers[2]
+    links.nth(2).click()
+    page.wait_for_selector("#kpi-ttft")
+    assert page.locator("#example").count() == 0  # a question's link is a plan, not the example
+    assert tab.errors == []

@@ -104,6 +104,10 @@ def test_usable_wherever_a_public_id_is(client: TestClient) -> None:
     assert cost["price_usd_per_gpu_hour"] == 1.25 and "team catalog" in cost["price_source"]
     assert cost["usd"] == pytest.approx(cost["gpu_hours"] * 1.25)
     assert cost["usd"] < public["cost"]["usd"]  # the public default is $3.00
+    # A team accelerator has no generation in common with the published runs: its accuracy
+    # block reads the nearest records by model class and scale, and says what they share.
+    accuracy = estimate["accuracy"]["metrics"][0]
+    assert accuracy["n"] > 0 and "on h100-reserved" not in accuracy["matched_on"]
 
     serving = c.post(
         "/api/v1/inference/estimate", json={"model": "our-2b", "accelerator": "h100-reserved"}

@@ -197,19 +197,58 @@ def _csv(rows: Iterable[dict[str, Any]], row_model: type[BaseModel]) -> Response
     return Response(rows_csv(rows, list(row_model.model_fields)), media_type="text/csv")
 
 
-def save_form(request: Request, kind: str, result: Any) -> dict[str, Any] | None:
-    """The "Save this plan" form under an evaluated plan: the page's query travels with it;
-    it asks for the token where one is configured and says so in read-only mode."""
+def save_form(
+    request: Request, kind: str, result: Any, shown: Mapping[str, str] | None = None
+) -> dict[str, Any] | None:
+    """The "Save this plan" form under an evaluated plan: the page's query (or ``shown``, the
+    query of a worked example) travels with it; it asks for the token where one is configured
+    and says so in read-only mode."""
     if result is None:
         return None
     cfg = settings_of(request.app)
-    query = [(k, v) for k, v in request.query_params.multi_items() if k != "format"]
+    query = (
+        list(shown.items())
+        if shown is not None
+        else [(k, v) for k, v in request.query_params.multi_items() if k != "format"]
+    )
     return {
         "kind": kind,
         "query": urlencode(query),
         "read_only": cfg.read_only,
         "needs_token": cfg.api_token is not None,
     }
+
+
+# What a planner opens on when a first-time visitor brings no query: a worked example, estimated
+# and labelled as such, its inputs filled into the form.
+EXAMPLES: dict[str, tuple[str, dict[str, str]]] = {
+    "training": (
+        "pre-training Llama 3.1 70B on 1T tokens, 256 H100s, TP 4 x PP 4, FP8",
+        {
+            "model": "llama-3.1-70b",
+            "accelerator": "h100-sxm-80gb",
+            "num_gpus": "256",
+            "tp": "4",
+            "pp": "4",
+            "global_batch_size": "512",
+            "precision": "fp8",
+            "tokens": "1000000000000",
+        },
+    ),
+    "inference": (
+        "Llama 3.1 70B in FP8 on 2 H100s (TP 2), 8k-token prompts, 1k-token answers, 32 requests"
+        " in flight",
+        {
+            "model": "llama-3.1-70b",
+            "accelerator": "h100-sxm-80gb",
+            "tp": "2",
+            "precision": "fp8-serving",
+            "input_len": "8192",
+            "output_len": "1024",
+            "concurrency": "32",
+        },
+    ),
+}
 
 
 def _page(
@@ -222,6 +261,10 @@ def _page(
     figures: Callable[[dict[str, Any], Mapping[str, str]], dict[str, Any]],
 ) -> Response:
     sub = _submit(request, inputs, model, run)
+    example = None
+    if not request.url.query and kind in EXAMPLES:  # a first visit: the worked example
+        example, query = EXAMPLES[kind]
+        sub = Submission(dict(query), "html", True, evaluate(inputs, dict(query), model, run))
     query, outcome = sub.query, sub.outcome
     if sub.fmt == "json":
         if outcome.result is None:
@@ -230,12 +273,11 @@ def _page(
     context = {
         "inputs": pickers(inputs),
         "query": query,
+        "example": example,
         "outcome": outcome,
-        "save": save_form(request, kind, outcome.result),
+        "save": save_form(request, kind, outcome.result, query if example else None),
         "figures": figures(outcome.result, query) if outcome.result else {},
-        "json_url": f"{request.url.path}?{request.url.query}&format=json"
-        if request.url.query
-        else "",
+        "json_url": f"{request.url.path}?{urlencode(query)}&format=json" if query else "",
         "compare_url": "/compare?"
         + urlencode({f"a.{k}": v for k, v in query.items() if v and k != "config"}),
     }
@@ -244,6 +286,71 @@ def _page(
 
 
 # --- pages ------------------------------------------------------------------------------------
+
+
+LORA_EXAMPLE = {
+    "model": "llama-3.1-70b",
+    "accelerator": "h100-sxm-80gb",
+    "num_gpus": "2",
+    "tp": "2",
+    "finetune": "lora",
+    "lora_rank": "16",
+    "seq_len": "4096",
+    "micro_batch_size": "1",
+    "global_batch_size": "16",
+    "recompute": "full",
+}
+
+
+def _home_examples() -> list[dict[str, str]]:
+    """Three questions a first-time visitor brings, answered by the planner itself: each links
+    to the plan that answers it."""
+
+    def training(query: Mapping[str, str]) -> dict[str, Any] | None:
+        return evaluate(
+            TRAINING_INPUTS, query, TrainingRequest, lambda r: training_out(*run_training(r))
+        ).result
+
+    lora = training(LORA_EXAMPLE)
+    pretrain_text, pretrain_query = EXAMPLES["training"]
+    pretrain = training(pretrain_query)
+    serve_text, serve_query = EXAMPLES["inference"]
+    serve = evaluate(
+        SERVING_INPUTS, serve_query, InferenceRequest, lambda r: inference_out(r, *run_inference(r))
+    ).result
+    out = []
+    if lora is not None:
+        m = lora["memory_per_gpu"]
+        verdict = "Yes" if m["fits"] else "No"
+        out.append(
+            {
+                "question": "Will a LoRA fine-tune (rank 16) of Llama 3.1 70B fit on 2 H100s?",
+                "answer": f"{verdict}: it needs {fmt.gib(m['total_bytes'])} of"
+                f" {fmt.gib(m['capacity_bytes'])} per GPU at 4k tokens, full recompute.",
+                "link": "/training?" + urlencode(LORA_EXAMPLE),
+            }
+        )
+    if pretrain is not None:
+        out.append(
+            {
+                "question": f"How long and how much: {pretrain_text}?",
+                "answer": f"{fmt.seconds(pretrain['cost']['time_to_train_s'])} and"
+                f" {fmt.usd(pretrain['cost']['usd'])} at"
+                f" {fmt.pct(pretrain['throughput']['mfu'])} MFU.",
+                "link": "/training?" + urlencode(pretrain_query),
+            }
+        )
+    if serve is not None:
+        load = serve["load"]
+        out.append(
+            {
+                "question": f"What will users see: {serve_text}?",
+                "answer": f"TTFT {fmt.seconds(load['ttft_s'])}, TPOT {fmt.seconds(load['tpot_s'])}"
+                f", {fmt.usd(serve['cost']['usd_per_1m_output_tokens'])} per 1M output tokens.",
+                "link": "/serving?" + urlencode(serve_query),
+            }
+        )
+    return out
 
 
 @router.get("/", response_class=HTMLResponse)
@@ -255,6 +362,7 @@ def home(request: Request) -> Response:
             "models": team.model_choices(),
             "accelerators": team.accelerator_choices(),
             "query": dict(request.query_params),
+            "examples": _home_examples(),
         },
     )
 
@@ -343,6 +451,7 @@ def serving_page(request: Request) -> Response:
         at_best = None
         if best is not None and best != out["concurrency"]:  # a link to the same plan at it
             query = {k: v for k, v in request.query_params.items() if k != "format"}
+            query = query or EXAMPLES["inference"][1]  # the first visit's worked example
             at_best = f"{request.url.path}?{urlencode({**query, 'concurrency': best})}"
         return {
             **out,
