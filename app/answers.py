@@ -571,6 +571,7 @@ def training_sweep_out(s: TrainingSweep, req: TrainingSweepRequest) -> TrainingS
         model=s.model_id,
         objective=s.objective,
         counts=s.counts,
+        min_headroom=s.workload.min_headroom,
         rows_kind=req.rows,
         total_rows=int(ordered.size),
         page=req.page,

@@ -626,6 +626,7 @@ def _training_sweep(req: TrainingSweepRequest) -> TrainingSweep:
         tokens=req.tokens,
         deadline_s=req.deadline_s,
         budget_usd=req.budget_usd,
+        min_headroom=req.min_headroom,
         prices=_prices(accelerators, req.price_usd_per_gpu_hour, req.prices),
         flash_attention=req.flash_attention,
         optimizer=req.optimizer,

@@ -7,6 +7,7 @@ integers: every request then answers in bounded time.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from functools import cache
 from types import UnionType
@@ -14,6 +15,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     WithJsonSchema,
@@ -53,6 +55,35 @@ LayoutSize = Annotated[int, Field(ge=1, le=MAX_LAYOUT)]
 GpuCount = Annotated[int, Field(ge=1, le=MAX_GPUS)]
 TokenCount = Annotated[int, Field(ge=1, le=MAX_TOKENS_PER_SEQUENCE)]
 Price = Annotated[float, Field(ge=0, le=1e4, description="USD per GPU-hour")]
+
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-z]*)\s*$")
+_UNIT_SECONDS = {
+    **dict.fromkeys(("", "s", "sec", "secs", "second", "seconds"), 1),
+    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), 60),
+    **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), 3600),
+    **dict.fromkeys(("d", "day", "days"), 86400),
+    **dict.fromkeys(("w", "wk", "week", "weeks"), 604800),
+}
+
+
+def _duration_seconds(value: Any) -> Any:
+    """A duration as seconds: a number (seconds), or a string of a number and a unit (``30d``,
+    ``36h``, ``90m``, ``2w``, ``45s``, ``30 days``)."""
+    if not isinstance(value, str):
+        return value
+    match = _DURATION.match(value.lower())
+    if match is None or match.group(2) not in _UNIT_SECONDS:
+        raise ValueError(
+            "must be a duration: seconds, or a number with a unit d, h, m, s or w (e.g. 30d)"
+        )
+    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+Duration = Annotated[
+    float,
+    BeforeValidator(_duration_seconds),
+    Field(gt=0, le=1e10, description="Seconds, or a number with a unit: 30d, 36h, 90m, 2w"),
+]
 AttentionKernel = Literal["fused", "flash2"]
 Stack = Literal["megatron-core", "fsdp2", "deepspeed", "llm-foundry"]  # estimator.timing.stacks
 

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field
 
 from app.schemas.common import (
+    Duration,
     GpuCount,
     LayoutSize,
     ModelRef,
@@ -127,10 +128,16 @@ class TrainingSweepRequest(FineTuneFields):
     tokens: Tokens | None = Field(
         None, json_schema_extra=form("Tokens to train", "Workload", "e.g. 2e12")
     )
-    deadline_s: Annotated[float, Field(gt=0, le=1e10)] | None = Field(
+    deadline_s: Duration | None = Field(
         None,
-        description="Feasible only if training the tokens takes at most this long",
-        json_schema_extra=form("Deadline (s)", "Workload", "none"),
+        description="Feasible only if training the tokens takes at most this long: seconds,"
+        " or a number with a unit (30d, 36h, 90m, 2w)",
+        json_schema_extra=form("Deadline", "Workload", "e.g. 30d or 36h", kind="text"),
+    )
+    min_headroom: Annotated[float, Field(ge=0, le=0.5)] = Field(
+        0.05,
+        description="Share of each GPU's memory a feasible layout leaves free (0.05: 5%)",
+        json_schema_extra=form("Min. memory headroom", "Workload", "0.05"),
     )
     budget_usd: Annotated[float, Field(gt=0, le=1e12)] | None = Field(
         None, json_schema_extra=form("Budget ($)", "Workload", "none")
@@ -234,13 +241,20 @@ class SweepCounts(BaseModel):
     invalid: int = Field(description="Broke a framework rule (divisibility, node size ...)")
     evaluated: int
     out_of_memory: int
-    feasible: int = Field(description="Fit, and meet the deadline and budget when given")
+    under_headroom: int = Field(description="Fit, but leave less free memory than min_headroom")
+    past_deadline: int = Field(description="Fit with headroom, but miss the deadline")
+    over_budget: int = Field(description="Fit with headroom and meet the deadline, over budget")
+    feasible: int = Field(
+        description="Fit with the headroom, and meet the deadline and budget when given;"
+        " evaluated = out_of_memory + under_headroom + past_deadline + over_budget + feasible"
+    )
 
 
 class TrainingSweepOut(BaseModel):
     model: str
     objective: Literal["cost", "time"]
     counts: SweepCounts
+    min_headroom: float = Field(description="The headroom a feasible layout leaves (a share)")
     rows_kind: Literal["feasible", "evaluated"]
     total_rows: int
     page: int

@@ -103,15 +103,18 @@ class SweepTooLarge(SpecError):
 @dataclass(frozen=True)
 class TrainingWorkload:
     """What to train. ``tokens`` gives time to train and cost per run; ``deadline_s`` and
-    ``budget_usd`` filter the feasible set; ``prices`` (USD per GPU-hour by accelerator id)
-    override the catalog's defaults; ``finetune`` is what every layout trains (full, LoRA or
-    QLoRA, ``estimator.finetune``)."""
+    ``budget_usd`` filter the feasible set, as ``min_headroom`` does: the share of each GPU's
+    memory a feasible layout leaves free (a plan that fills a GPU to the last 0.2 GiB fails on
+    the first allocator hiccup or longer batch); ``prices`` (USD per GPU-hour by accelerator
+    id) override the catalog's defaults; ``finetune`` is what every layout trains (full, LoRA
+    or QLoRA, ``estimator.finetune``)."""
 
     seq_len: int
     global_batch_size: int
     tokens: float | None = None
     deadline_s: float | None = None
     budget_usd: float | None = None
+    min_headroom: float = 0.05
     prices: Mapping[str, float] = field(default_factory=dict)
     flash_attention: bool = True
     optimizer: str = "adamw"
@@ -262,6 +265,8 @@ def _check(model: ModelSpec, workload: TrainingWorkload, space: TrainingSearch) 
         v = getattr(workload, name)
         if v is not None and not v > 0:
             raise SpecError(f"workload.{name}", "must be > 0", v)
+    if not 0 <= workload.min_headroom < 1:
+        raise SpecError("workload.min_headroom", "must be in [0, 1)", workload.min_headroom)
     if workload.deadline_s is not None and workload.tokens is None:
         raise SpecError("workload.deadline_s", "needs workload.tokens (time to train)", None)
     if workload.budget_usd is not None and workload.tokens is None:
@@ -609,13 +614,22 @@ def sweep_training(
         columns = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     else:
         columns = _empty(workload)
+    # Each evaluated layout is counted once, under the first filter it fails, so that
+    # evaluated = out_of_memory + under_headroom + past_deadline + over_budget + feasible.
     fits = columns["fits"].astype(bool)
     counts["out_of_memory"] = int((~fits).sum())
     feasible = fits.copy()
-    if workload.deadline_s is not None:
-        feasible &= columns["time_to_train_s"] <= workload.deadline_s
-    if workload.budget_usd is not None:
-        feasible &= np.nan_to_num(columns["cost_usd"], nan=np.inf) <= workload.budget_usd
+    limit = columns["capacity_bytes"] * (1 - workload.min_headroom)
+    for name, passes in (
+        ("under_headroom", columns["memory_bytes"] <= limit),
+        ("past_deadline", None if workload.deadline_s is None else (
+            columns["time_to_train_s"] <= workload.deadline_s)),
+        ("over_budget", None if workload.budget_usd is None else (
+            np.nan_to_num(columns["cost_usd"], nan=np.inf) <= workload.budget_usd)),
+    ):  # fmt: skip
+        failed = np.zeros_like(feasible) if passes is None else feasible & ~passes
+        counts[name] = int(failed.sum())
+        feasible &= ~failed
     idx = np.flatnonzero(feasible)
     counts["feasible"] = int(idx.size)
     priced = idx[np.isfinite(columns["usd_per_1m_tokens"][idx])]
