@@ -18,7 +18,14 @@ from fastapi import Response
 from pydantic_core import to_json
 
 from app.accuracy import plan_accuracy, time_range
-from app.resolve import InferencePlan, TrainingPlan, price_for, resolve_accelerator
+from app.resolve import (
+    InferencePlan,
+    TrainingPlan,
+    fitting_alternatives,
+    price_for,
+    resolve_accelerator,
+    run_training,
+)
 from app.schemas.catalog import (
     AcceleratorOut,
     ModelSpecOut,
@@ -36,6 +43,7 @@ from app.schemas.sweep import (
     TrainingSweepRequest,
     TrainingSweepRow,
 )
+from app.schemas.training import TrainingRequest
 from app.store import catalog as team
 from estimator import PRESETS, ModelSpec, count_params, model_entry, model_ids
 from estimator.counts.layers import LayerTable, ModuleRow
@@ -200,10 +208,24 @@ def training_out(plan: TrainingPlan, e: TrainingEstimate) -> dict[str, Any]:
         "cluster": cluster_dict(plan.cluster),
         "stack": stack_dict(plan.options),
         "accuracy": training_accuracy(plan, e),
+        "fit_suggestions": None,  # filled by the callers that hold the request when it misses
         "exact": plan.model.exact,
         "calibrated": e.calibrated,
         "notes": ([plan.pipeline.description] if plan.pipeline else []) + list(e.notes),
     }
+
+
+def training_answer(req: TrainingRequest) -> dict[str, Any]:
+    """A training plan's answer: the estimate and, for a plan that does not fit, the nearest
+    layouts that do (``app.resolve.fitting_alternatives``)."""
+    plan, e = run_training(req)
+    return with_fit_suggestions(req, training_out(plan, e))
+
+
+def with_fit_suggestions(req: TrainingRequest, out: dict[str, Any]) -> dict[str, Any]:
+    if not out["memory_per_gpu"]["fits"]:
+        out["fit_suggestions"] = fitting_alternatives(req)
+    return out
 
 
 def training_accuracy(plan: TrainingPlan, e: TrainingEstimate) -> dict[str, Any]:

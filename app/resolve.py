@@ -8,6 +8,7 @@ limit: a request never runs unbounded.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -15,7 +16,7 @@ from dataclasses import dataclass, replace
 from threading import BoundedSemaphore, Lock
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from app.schemas.catalog import TreeRequest
 from app.schemas.common import PrecisionRoles
@@ -714,3 +715,66 @@ def _serving_sweep(req: ServingSweepRequest) -> ServingSweep:
     except SpecError as exc:
         exc.field = _request_field(exc.field)
         raise
+
+
+# --- the nearest layouts that fit --------------------------------------------------------------
+
+# What a plan that does not fit may change, one step each, in the order a practitioner reaches
+# for them: recompute activations, shard more state (ZeRO), split the model wider or deeper,
+# smaller micro-batches, more GPUs. Values are page inputs (query names) and request updates.
+_FIT_STEPS: tuple[tuple[str, Callable[[TrainingRequest], list[Any]]], ...] = (
+    ("recompute", lambda r: [v for v in ("selective", "full") if v != r.recompute]),
+    ("zero_stage", lambda r: [z for z in (1, 2, 3) if z > r.layout.zero_stage]),
+    ("tp", lambda r: [r.layout.tp * k for k in (2, 4) if r.layout.tp * k <= 8]),
+    ("pp", lambda r: [r.layout.pp * k for k in (2, 4)]),
+    ("micro_batch_size", lambda r: [r.micro_batch_size // 2] if r.micro_batch_size > 1 else []),
+    ("num_gpus", lambda r: [r.num_gpus * k for k in (2, 4, 8)] if r.num_gpus else []),
+)
+_LAYOUT_INPUTS = ("tp", "pp", "zero_stage")
+
+
+def _changed(req: TrainingRequest, changes: dict[str, Any]) -> TrainingRequest:
+    """``req`` with ``changes`` (page inputs), validated again as a request."""
+    body = req.model_dump(exclude_unset=True)
+    layout = {**body.get("layout", {}), **{k: v for k, v in changes.items() if k in _LAYOUT_INPUTS}}
+    if req.num_gpus is not None or "num_gpus" in changes:
+        layout.pop("dp", None)  # the GPU count decides the data parallelism again
+    top = {k: v for k, v in changes.items() if k not in _LAYOUT_INPUTS}
+    return TrainingRequest.model_validate({**body, **top, "layout": layout})
+
+
+def fitting_alternatives(req: TrainingRequest, limit: int = 3) -> list[dict[str, Any]]:
+    """The layouts nearest to a plan that does not fit which do: every single change of
+    ``_FIT_STEPS`` first, then pairs of them if fewer than ``limit`` single changes fit; the
+    fitting ones with the fewest changes, those on the plan's GPUs before those that add GPUs,
+    then the most tokens/s per GPU. Each with its changes (page inputs), memory and speed."""
+    singles = [{name: v} for name, values in _FIT_STEPS for v in values(req)]
+    found: list[tuple[tuple[int, bool, float], dict[str, Any], TrainingEstimate]] = []
+
+    def attempt(changes: dict[str, Any]) -> None:
+        try:
+            _, e = run_training(_changed(req, changes))
+        except (SpecError, ValidationError):
+            return
+        if e.memory.fits:
+            rank = (len(changes), "num_gpus" in changes, -e.tokens_per_s_per_gpu)
+            found.append((rank, changes, e))
+
+    for changes in singles:
+        attempt(changes)
+    if len(found) < limit:
+        for a, b in itertools.combinations(singles, 2):
+            if a.keys() != b.keys():
+                attempt({**a, **b})
+    found.sort(key=lambda t: t[0])
+    return [
+        {
+            "changes": changes,
+            "memory_bytes": e.memory.total_bytes,
+            "capacity_bytes": e.memory.capacity_bytes,
+            "tokens_per_s": e.tokens_per_s,
+            "mfu": e.mfu,
+            "usd_per_1m_tokens": e.usd_per_1m_tokens,
+        }
+        for _, changes, e in found[:limit]
+    ]

@@ -14,7 +14,7 @@ from app.answers import (
     ranks_csv,
     rows_csv,
     timeline_out,
-    training_out,
+    training_answer,
     training_sweep_out,
     training_sweep_rows,
 )
@@ -23,7 +23,6 @@ from app.resolve import (
     run_comms,
     run_layers,
     run_ranks,
-    run_training,
     run_training_sweep,
     run_training_timeline,
 )
@@ -71,7 +70,7 @@ async def estimate(req: TrainingRequest, request: Request) -> Response:
 
 
 def _estimate(req: TrainingRequest) -> Response:
-    return json_response(training_out(*run_training(req)))
+    return json_response(training_answer(req))
 
 
 @router.post("/comms", response_model=CommPlanOut)

@@ -386,13 +386,12 @@ def _migrate(_: argparse.Namespace) -> int:
 
 def _train(args: argparse.Namespace) -> int:
 
-    from app.answers import training_out
+    from app.answers import training_answer
     from app.cli.tables import training_text
-    from app.resolve import run_training
     from app.schemas.training import TrainingRequest
 
     req = _from_args(args, TrainingRequest)
-    return _print(args, training_out(*run_training(req)), training_text)
+    return _print(args, training_answer(req), training_text)
 
 
 def _infer(args: argparse.Namespace) -> int:

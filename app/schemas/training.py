@@ -423,6 +423,20 @@ class OffloadOut(BaseModel):
     host_capacity_bytes: float = Field(description="This GPU's share of host memory; 0: none")
 
 
+class FitSuggestionOut(BaseModel):
+    """A layout near a plan that does not fit which does: the inputs it changes (as the page's
+    query names them) and what it gives."""
+
+    changes: dict[str, int | str] = Field(
+        description="Inputs changed: recompute, zero_stage, tp, pp, micro_batch_size, num_gpus"
+    )
+    memory_bytes: float
+    capacity_bytes: float
+    tokens_per_s: float
+    mfu: float
+    usd_per_1m_tokens: float | None
+
+
 class TrainingEstimateOut(BaseModel):
     model: str
     accelerator: str
@@ -439,6 +453,10 @@ class TrainingEstimateOut(BaseModel):
     cluster: ClusterOut
     stack: StackOut
     accuracy: AccuracyOut
+    fit_suggestions: list[FitSuggestionOut] | None = Field(
+        description="For a plan that does not fit: the nearest layouts that do (fewest changes"
+        " first, then fastest); null for a plan that fits"
+    )
     exact: bool = Field(
         description="Whether the model's architecture is read exactly (parameters, FLOPs and"
         " caches checked against transformers); false for a model read approximately, whose"

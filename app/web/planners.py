@@ -32,10 +32,12 @@ from app.answers import (
     serving_sweep_out,
     serving_sweep_rows,
     timeline_out,
+    training_answer,
     training_out,
     training_sweep_out,
     training_sweep_rows,
     tree_out,
+    with_fit_suggestions,
 )
 from app.api.training import check_csv_rows
 from app.deps import bind_team, settings_of
@@ -45,7 +47,6 @@ from app.resolve import (
     run_inference_timeline,
     run_load_curve,
     run_serving_sweep,
-    run_training,
     run_training_sweep,
     run_training_views,
 )
@@ -307,9 +308,7 @@ def _home_examples() -> list[dict[str, str]]:
     to the plan that answers it."""
 
     def training(query: Mapping[str, str]) -> dict[str, Any] | None:
-        return evaluate(
-            TRAINING_INPUTS, query, TrainingRequest, lambda r: training_out(*run_training(r))
-        ).result
+        return evaluate(TRAINING_INPUTS, query, TrainingRequest, training_answer).result
 
     lora = training(LORA_EXAMPLE)
     pretrain_text, pretrain_query = EXAMPLES["training"]
@@ -371,7 +370,7 @@ def _run_training_page(req: TrainingRequest) -> dict[str, Any]:
     """The estimate, and the deep dives the page shows under it (keys with a leading
     underscore stay out of the JSON twin)."""
     v = run_training_views(req)
-    out = training_out(v.plan, v.estimate)
+    out = with_fit_suggestions(req, training_out(v.plan, v.estimate))
     return {
         **out,
         "_ranks": v.ranks,
@@ -679,9 +678,7 @@ def compare_page(request: Request) -> Response:
         inputs = COMPARE_INPUTS[slot]
         outcome = Outcome()
         if query.get(f"{slot}.model"):
-            outcome = evaluate(
-                inputs, query, TrainingRequest, lambda req: training_out(*run_training(req))
-            )
+            outcome = evaluate(inputs, query, TrainingRequest, training_answer)
             if outcome.result is not None:
                 plans.append((f"Plan {slot.upper()}", outcome.result))
         slots.append({"key": slot, "inputs": pickers(inputs), "outcome": outcome})
