@@ -40,7 +40,7 @@ from estimator.counts.layers import LayerTable, layer_table
 from estimator.counts.tree import ModuleNode, module_tree
 from estimator.errors import SpecError
 from estimator.finetune import ALL_LINEAR, DEFAULT_RANK, FineTune
-from estimator.layout.parallel import validate_layout
+from estimator.layout.parallel import layout_violations, validate_layout
 from estimator.layout.pipeline import PipelineSplit, model_split
 from estimator.layout.ranks import RankLayout, rank_layout
 from estimator.memory.timeline import Timeline, inference_timeline, training_timeline
@@ -778,3 +778,46 @@ def fitting_alternatives(req: TrainingRequest, limit: int = 3) -> list[dict[str,
         }
         for _, changes, e in found[:limit]
     ]
+
+
+# --- every refusal at once ------------------------------------------------------------------
+
+
+def all_refusals(req: BaseModel, first: SpecError) -> list[SpecError]:
+    """Every rule a plan's layout breaks, the model's own (TP must divide the heads, PP x VP
+    the layers, ...) before the ones derived from them (the GPU count a multiple of tp*pp*cp),
+    then ``first`` (the refusal the estimate stopped at) if it is not among them. For a page
+    that shows all that is wrong at once; the API keeps its one refusal."""
+    out: list[SpecError] = []
+    if isinstance(req, TrainingRequest | InferenceRequest):
+        lay = req.layout
+        training = isinstance(req, TrainingRequest)
+        try:
+            model = resolve_model(req.model)
+        except (SpecError, KeyError):
+            model = None
+        per_replica = lay.tp * lay.pp * (lay.cp if training else 1)  # type: ignore[union-attr]
+        if model is not None:
+            dp = max((req.num_gpus or per_replica) // per_replica, 1) if training else 1
+            for field, broken, rule, value in layout_violations(
+                model,
+                tp=lay.tp,
+                pp=lay.pp,
+                dp=dp,
+                cp=getattr(lay, "cp", 1),
+                ep=lay.ep,
+                etp=getattr(lay, "etp", None) or lay.tp,
+                vp=getattr(lay, "vp", 1),
+                training=training,
+            ):
+                if broken:
+                    out.append(SpecError(field, rule.format(v=value), value))
+        if training and req.num_gpus is not None and req.num_gpus % per_replica:
+            out.append(
+                SpecError(
+                    "num_gpus", f"must be a multiple of tp*pp*cp = {per_replica}", req.num_gpus
+                )
+            )
+    if all(e.field != first.field for e in out):
+        out.append(first)
+    return out

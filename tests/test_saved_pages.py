@@ -60,7 +60,10 @@ def test_each_planner_page_offers_to_save_and_saves(client: TestClient) -> None:
         planner = re.search(r'href="([^"]*)" id="open-planner"', c.get(f"/plans/{pid}").text)
         assert planner is not None  # and the planner it links to shows the same plan
         assert c.get(planner.group(1).replace("&amp;", "&")).status_code == 200
-    assert "Save this plan" not in c.get("/training").text  # nothing evaluated, no form
+    assert "Save this plan" not in c.get("/training?blank=1").text  # nothing evaluated, no form
+    # the first visit's worked example is a plan like any other: its query travels with it
+    example = re.search(r'name="query" value="([^"]*)"', c.get("/training").text)
+    assert example is not None and "model=llama-3.1-70b" in example.group(1)
 
 
 def test_share_link_shows_saved_and_current_numbers(client: TestClient) -> None:

@@ -79,10 +79,19 @@ def _duration_seconds(value: Any) -> Any:
     return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
 
 
+# The schema advertises the number (seconds); the strings with a unit are for people typing.
 Duration = Annotated[
     float,
+    Field(gt=0, le=1e10),
     BeforeValidator(_duration_seconds),
-    Field(gt=0, le=1e10, description="Seconds, or a number with a unit: 30d, 36h, 90m, 2w"),
+    WithJsonSchema(
+        {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "maximum": 1e10,
+            "description": "Seconds; a string of a number and a unit (30d, 36h, 90m, 2w) too",
+        }
+    ),
 ]
 AttentionKernel = Literal["fused", "flash2"]
 Stack = Literal["megatron-core", "fsdp2", "deepspeed", "llm-foundry"]  # estimator.timing.stacks

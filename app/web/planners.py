@@ -42,6 +42,7 @@ from app.answers import (
 from app.api.training import check_csv_rows
 from app.deps import bind_team, settings_of
 from app.resolve import (
+    all_refusals,
     resolve_model,
     run_inference,
     run_inference_timeline,
@@ -120,7 +121,9 @@ def evaluate(
     model: type[BaseModel],
     run: Callable[[Any], dict[str, Any]],
 ) -> Outcome:
-    """Read the query into the API request, run it, and sort any refusal by input."""
+    """Read the query into the API request, run it, and sort any refusal by input: every rule
+    the plan's layout breaks at once (``all_refusals``), the model's own first."""
+    req = None
     try:
         req = model.model_validate(request_body(inputs, query))
         return Outcome(result=run(req))
@@ -131,8 +134,13 @@ def evaluate(
             errors.setdefault(name, str(e["msg"]))
         return Outcome(errors=errors, message="Some inputs need a look.")
     except SpecError as exc:
-        name = _input_for(inputs, exc.field, query)
-        return Outcome(errors={name: exc.rule}, message=f"{exc.field}: {exc.rule}")
+        refusals = [exc] if req is None else all_refusals(req, exc)
+        errors = {}
+        for refusal in refusals:
+            errors.setdefault(_input_for(inputs, refusal.field, query), refusal.rule)
+        first = refusals[0]
+        more = f" (and {len(errors) - 1} more, by their fields)" if len(errors) > 1 else ""
+        return Outcome(errors=errors, message=f"{first.field}: {first.rule}{more}")
     except UnknownIdError as exc:
         name = "config" if exc.kind == "model" and query.get("config") else exc.kind
         return Outcome(errors={name: f"unknown {exc.kind} id {exc.ident!r}"}, message=str(exc))
