@@ -280,14 +280,19 @@ def offload_dict(off: Offload, m: TrainingMemory) -> dict[str, Any]:
     }
 
 
+def _hf_id(model_id: str, placeholder: str = "/path/to/your/model") -> str:
+    """A catalog model's Hugging Face id, or a placeholder path (a pasted or team model)."""
+    hf_id = model_entry(model_id).get("hf_id") if model_id in model_ids() else None
+    return str(hf_id or placeholder)
+
+
 def launch_dict(req: InferenceRequest, plan: InferencePlan, e: InferenceEstimate) -> dict[str, Any]:
     """The replica's launch commands for vLLM, SGLang and trtllm-serve (catalog models by their
     Hugging Face id; a pasted or team model by a placeholder path)."""
-    model = plan.model
-    hf_id = (model_entry(model.id).get("hf_id") if model.id in model_ids() else None) or (
-        "/path/to/your/model"
-    )
+    hf_id = _hf_id(plan.model.id)
     preset = ENGINES[req.engine]
+    spec = plan.setup.speculative
+    draft = spec.draft if spec is not None else None
     commands = launch_commands(
         hf_id,
         plan.parallel,
@@ -295,8 +300,16 @@ def launch_dict(req: InferenceRequest, plan: InferencePlan, e: InferenceEstimate
         max_model_len=plan.setup.input_len + plan.setup.output_len,
         max_seqs=max(preset.slots(e.max_concurrency), 1),
         token_budget=preset.token_budget,
+        speculative=spec,
+        draft_id=None if draft is None else _hf_id(draft.id, "/path/to/your/draft-model"),
+        prefix_caching=plan.setup.prefix_cache_hit_rate > 0,
     )
     return {f.name: getattr(commands, f.name) for f in fields(commands)}
+
+
+def _record(record: Any) -> dict[str, Any] | None:
+    """A frozen result record (a dataclass) as a plain dict, field by field; None stays None."""
+    return None if record is None else {f.name: getattr(record, f.name) for f in fields(record)}
 
 
 def load_dict(load: LoadPoint | None) -> dict[str, Any] | None:
@@ -386,6 +399,8 @@ def inference_out(
         "params": params_dict(plan.model),
         "cluster": cluster_dict(plan.cluster),
         "load": load_dict(e.load),
+        "speculative": _record(e.speculative),
+        "prefix_cache": _record(e.prefix_cache),
         "launch": launch_dict(req, plan, e),
         "accuracy": serving_accuracy(req, plan, e),
         "exact": plan.model.exact,

@@ -38,7 +38,7 @@ from estimator import (
 )
 from estimator.counts.layers import LayerTable, layer_table
 from estimator.counts.tree import ModuleNode, module_tree
-from estimator.errors import SpecError
+from estimator.errors import SpecError, UnknownIdError
 from estimator.finetune import ALL_LINEAR, DEFAULT_RANK, FineTune
 from estimator.layout.parallel import layout_violations, validate_layout
 from estimator.layout.pipeline import PipelineSplit, model_split
@@ -49,6 +49,7 @@ from estimator.offload import Offload
 from estimator.serving.estimate import InferenceEstimate, estimate_inference, estimate_load
 from estimator.serving.load import LoadPoint
 from estimator.spec.cluster import Cluster, cluster_of
+from estimator.spec.speculative import Speculative
 from estimator.sweep.serving import ServingSearch, ServingSweep, ServingWorkload, sweep_serving
 from estimator.sweep.training import (
     DEFAULT_ACCELERATORS,
@@ -84,6 +85,7 @@ __all__ = [
     "run_training_timeline",
     "run_training_views",
     "run_tree",
+    "speculative_of",
     "sweep_limit_s",
     "training_plan",
 ]
@@ -438,6 +440,41 @@ class InferencePlan(_Resolved[InferenceSetup]):
     """A serving request resolved into the core's specs."""
 
 
+_SPECULATIVE_FIELDS = ("num_speculative_tokens", "acceptance_length", "draft_model")
+
+
+def speculative_of(req: InferenceRequest) -> Speculative | None:
+    """The request's speculative decoding: none without a ``speculative_method``, whose
+    companions are then refused rather than ignored; with one, ``num_speculative_tokens`` and
+    ``acceptance_length`` are required, and ``draft_model`` with ``draft`` only (a catalog or
+    team model)."""
+    method = req.speculative_method
+    if method is None:
+        given = [f for f in _SPECULATIVE_FIELDS if getattr(req, f) is not None]
+        if given:
+            rule = "applies with a speculative_method (mtp, eagle, eagle3 or draft)"
+            raise SpecError(given[0], rule, getattr(req, given[0]))
+        return None
+    k, accepted = req.num_speculative_tokens, req.acceptance_length
+    if k is None:
+        raise SpecError("num_speculative_tokens", f"is required with speculative_method={method}")
+    if accepted is None:
+        raise SpecError("acceptance_length", f"is required with speculative_method={method}")
+    if (method == "draft") != (req.draft_model is not None):
+        raise SpecError(
+            "draft_model",
+            "is required by speculative_method=draft and applies to it only",
+            req.draft_model,
+        )
+    draft = None
+    if req.draft_model is not None:
+        try:
+            draft = team.get_model(req.draft_model)
+        except UnknownIdError as exc:  # named as the request names it
+            raise UnknownIdError("draft_model", exc.ident, exc.known) from None
+    return Speculative(method, k, accepted, draft)
+
+
 def inference_plan(req: InferenceRequest) -> InferencePlan:
     lay = req.layout
     if req.request_rate is not None and "concurrency" in req.model_fields_set:
@@ -462,6 +499,8 @@ def inference_plan(req: InferenceRequest) -> InferencePlan:
             output_len=req.output_len,
             concurrency=req.concurrency,
             prefill_chunk=req.prefill_chunk,
+            speculative=speculative_of(req),
+            prefix_cache_hit_rate=req.prefix_cache_hit_rate,
         ),
         precision=resolve_precision(req.precision),
         price_usd_per_gpu_hour=usd,

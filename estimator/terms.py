@@ -76,6 +76,17 @@ INFERENCE_MEMORY = (
         "SSM, linear-attention and convolution states of the sequences in flight (a fixed size"
         " per sequence, whatever its length)",
     ),
+    Term(
+        "draft_weights_bytes",
+        "Drafter weights",
+        "speculative decoding's drafter: MTP modules, an EAGLE head or a draft model (0 without"
+        " speculation)",
+    ),
+    Term(
+        "draft_kv_cache_bytes",
+        "Drafter KV cache",
+        "the drafter's own KV cache (and recurrent state) of the sequences in flight",
+    ),
     Term("activation_peak_bytes", "Activations (peak)", "the largest forward's live tensors"),
     Term(
         "runtime_overhead_bytes",

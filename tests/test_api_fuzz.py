@@ -135,6 +135,21 @@ def test_training_plans_never_fail(
     lengths=st.tuples(st.sampled_from([1, 100, 4096]), st.sampled_from([0, 1, 512])),
     concurrency=st.sampled_from([1, 7, 256, 100_000]),
     targets=st.sampled_from([{}, {"ttft_target_s": 0.5, "tpot_target_s": 0.05}]),
+    speculation=st.sampled_from(
+        [
+            {},
+            {"prefix_cache_hit_rate": 0.9},
+            {"speculative_method": "mtp", "num_speculative_tokens": 2, "acceptance_length": 2.0},
+            {"speculative_method": "eagle3", "num_speculative_tokens": 4, "acceptance_length": 5},
+            {
+                "speculative_method": "draft",
+                "draft_model": "llama-3.2-1b",
+                "num_speculative_tokens": 1,
+                "acceptance_length": 1.5,
+                "prefix_cache_hit_rate": 1.0,
+            },
+        ]
+    ),
 )
 def test_serving_plans_never_fail(
     model: str,
@@ -146,6 +161,7 @@ def test_serving_plans_never_fail(
     lengths: tuple[int, int],
     concurrency: int,
     targets: dict[str, float],
+    speculation: dict[str, object],
 ) -> None:
     body = {
         "model": model,
@@ -156,6 +172,7 @@ def test_serving_plans_never_fail(
         "output_len": lengths[1],
         "concurrency": concurrency,
         **targets,
+        **speculation,
     }
     _answered(client.post("/api/v1/inference/estimate", json=body), InferenceEstimateOut)
 

@@ -18,7 +18,8 @@ from estimator import (
     get_precision,
 )
 from estimator.layout.sharding import StageShape, distinct_stages, stage_kind_counts
-from estimator.serving.estimate import _decode_kinds, _pipeline, _stage_times, estimate_inference
+from estimator.serving.estimate import estimate_inference
+from estimator.serving.steps import decode_kinds, pipeline, stage_times
 from estimator.spec.cluster import cluster_of
 from estimator.timing import training as timing
 from estimator.timing.kernels import collective_time, gemm_time, kernel_profile
@@ -285,10 +286,10 @@ def test_pipeline_ranks_alike_are_timed_once(model_id: str) -> None:
         prec = get_precision("bf16")
         batch = np.array([1, 8, 64])
         prof = kernel_profile(H100.id)
-        kinds = _decode_kinds(model, H100, prof, p, prec, batch, 2048.0, cluster_of(H100))
+        kinds = decode_kinds(model, H100, prof, p, prec, batch, 2048.0, cluster_of(H100))
         head = 1e-4 * batch  # any head time; the last rank carries it
-        fast = _pipeline(_stage_times(kinds, shapes, head), pp)
-        slow = _pipeline(_stage_times(kinds, tuple(every), head), pp)
+        fast = pipeline(stage_times(kinds, shapes, head), pp)
+        slow = pipeline(stage_times(kinds, tuple(every), head), pp)
         for part in fast:
             assert np.array_equal(fast[part], slow[part]), (pp, part)
 

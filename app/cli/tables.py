@@ -141,6 +141,7 @@ def serving_text(out: Mapping[str, Any]) -> str:
         f"cost: {_usd(c['usd_per_1m_output_tokens'])} per 1M output tokens all-in at "
         f"{_price(c)} (decode {_usd(c['usd_per_1m_output_tokens_decode'])} per 1M output, "
         f"prefill {_usd(c['usd_per_1m_input_tokens'])} per 1M input tokens)",
+        *_effects(out),
         "",
         *_terms("memory per GPU", "GiB", memory, m["total_bytes"]),
         "",
@@ -149,6 +150,27 @@ def serving_text(out: Mapping[str, Any]) -> str:
         *_terms("time per output token", "ms", lat["tpot_breakdown"], lat["tpot_s"]),
     ]
     return "\n".join(lines + _notes(out["notes"]))
+
+
+def _effects(out: Mapping[str, Any]) -> list[str]:
+    """What speculative decoding and the prefix cache change, where the plan has them."""
+    lines = []
+    sp, pc = out.get("speculative"), out.get("prefix_cache")
+    if sp:
+        lines.append(
+            f"speculative decoding: {sp['method']}, {sp['num_speculative_tokens']} draft tokens,"
+            f" acceptance length {sp['acceptance_length']:g}: step {_ms(sp['step_s'])} ms"
+            f" (verify {_ms(sp['verify_s_per_step'])}, draft {_ms(sp['draft_s_per_step'])}),"
+            f" TPOT {_ms(out['latency']['tpot_s'])} ms vs {_ms(sp['tpot_without_s'])} ms"
+            f" without ({sp['tpot_speedup']:.2f}x)"
+        )
+    if pc:
+        lines.append(
+            f"prefix cache: {pc['cached_tokens']:,} tokens cached, {pc['computed_tokens']:,}"
+            f" computed: TTFT {_ms(out['latency']['ttft_s'])} ms vs"
+            f" {_ms(pc['ttft_without_s'])} ms uncached ({pc['ttft_speedup']:.2f}x)"
+        )
+    return lines
 
 
 def training_sweep_text(out: Mapping[str, Any]) -> str:

@@ -28,6 +28,7 @@ from app.schemas.training import (
     LAYOUT_TP,
     MODEL_FORM,
 )
+from estimator.spec.speculative import Method
 from estimator.terms import INFERENCE_MEMORY, LATENCY
 
 __all__ = [
@@ -35,6 +36,8 @@ __all__ = [
     "InferenceLayout",
     "InferenceRequest",
     "LatencyBreakdown",
+    "PrefixCacheOut",
+    "SpeculativeOut",
 ]
 
 Concurrency = Annotated[int, Field(ge=1, le=2**20)]
@@ -87,6 +90,38 @@ class InferenceRequest(ClusterFields):
         description="Poisson arrivals, requests/s (open loop): the load model's alternative to"
         " concurrency (requests kept in flight); give one or the other",
         json_schema_extra=form("Request rate (req/s)", "Workload", "none"),
+    )
+    speculative_method: Method | None = Field(
+        None,
+        description="Speculative decoding: mtp (the model's own multi-token-prediction"
+        " modules), eagle (an EAGLE-1/2 head), eagle3 (an EAGLE-3 head) or draft (a smaller"
+        " model: draft_model); none by default",
+        json_schema_extra=form("Speculative decoding", "Speculation", "none"),
+    )
+    num_speculative_tokens: Annotated[int, Field(ge=1, le=16)] | None = Field(
+        None,
+        description="Draft tokens per step (k); the target verifies k + 1 per sequence",
+        json_schema_extra=form("Draft tokens per step (k)", "Speculation", "3"),
+    )
+    acceptance_length: Annotated[float, Field(ge=1, le=17)] | None = Field(
+        None,
+        description="Mean tokens a step emits per sequence: the drafts accepted plus the one"
+        " the verification samples, between 1 and k + 1 (vLLM's mean acceptance length,"
+        " SGLang's accept length, measured on your data)",
+        json_schema_extra=form("Acceptance length", "Speculation", "2.5"),
+    )
+    draft_model: str | None = Field(
+        None,
+        max_length=128,
+        description="The draft model of speculative_method=draft, by catalog id",
+        json_schema_extra=form("Draft model", "Speculation", "none", choices="models"),
+    )
+    prefix_cache_hit_rate: Annotated[float, Field(ge=0, le=1)] = Field(
+        0.0,
+        description="Fraction of each prompt's tokens found in the prefix cache: prefill"
+        " computes only the rest (their attention still reads the cached keys); the KV cache"
+        " still counts each request's whole prompt",
+        json_schema_extra=form("Prefix-cache hit rate", "Workload", "0"),
     )
     prefill_chunk: TokenCount | None = Field(None, description="Chunked prefill; default whole")
     max_batch_size: Concurrency = Field(2048, description="Largest concurrency the curve tries")
@@ -214,6 +249,35 @@ class LaunchOut(BaseModel):
     notes: list[str]
 
 
+class SpeculativeOut(BaseModel):
+    """Speculative decoding as the plan runs it (estimator.serving.speculative), at the
+    requested concurrency: the inputs, a step's verification and drafting seconds, TPOT without
+    speculation on the same replica, and the drafter's memory per GPU."""
+
+    method: str
+    num_speculative_tokens: int
+    acceptance_length: float
+    draft_model: str | None
+    verify_s_per_step: float = Field(description="The target verifying k + 1 tokens/sequence")
+    draft_s_per_step: float = Field(description="The drafter's k passes")
+    step_s: float
+    tpot_without_s: float = Field(description="TPOT of the same replica without speculation")
+    tpot_speedup: float = Field(description="tpot_without_s over TPOT")
+    draft_weights_bytes: float
+    draft_kv_cache_bytes_per_sequence: float
+
+
+class PrefixCacheOut(BaseModel):
+    """What the prefix cache does to a prompt: tokens read from it and computed, and a lone
+    request's TTFT against the prompt computed whole."""
+
+    hit_rate: float
+    cached_tokens: int
+    computed_tokens: int
+    ttft_without_s: float
+    ttft_speedup: float
+
+
 class InferenceEstimateOut(BaseModel):
     model: str
     accelerator: str
@@ -238,6 +302,8 @@ class InferenceEstimateOut(BaseModel):
     params: Params
     cluster: ClusterOut
     load: LoadOut
+    speculative: SpeculativeOut | None = Field(description="Null without speculative decoding")
+    prefix_cache: PrefixCacheOut | None = Field(description="Null at a hit rate of 0")
     launch: LaunchOut
     accuracy: AccuracyOut
     exact: bool = Field(

@@ -51,6 +51,8 @@ COLORS = {
     "zero3_gather": "#999999",
     "dequant_buffer": "#56B4E9",
     "kv_cache": "#E69F00",
+    "draft_weights": "#56B4E9",
+    "draft_kv_cache": "#F0E442",
     "activation_peak": "#009E73",
     "runtime_overhead": "#777777",
     "cuda_context": "#777777",
@@ -173,9 +175,10 @@ def training_time_figure(result: Mapping[str, Any]) -> Figure:
 
 def inference_memory_figure(result: Mapping[str, Any]) -> Figure:
     m = result["memory_per_gpu"]
-    terms = {
-        k: m[f"{k}_bytes"] for k in ("weights", "kv_cache", "activation_peak", "runtime_overhead")
-    }
+    shown = ("weights", "draft_weights", "kv_cache", "draft_kv_cache", "activation_peak",
+             "runtime_overhead")  # fmt: skip
+    # the drafter's terms only where speculative decoding holds any
+    terms = {k: m[f"{k}_bytes"] for k in shown if m[f"{k}_bytes"] or not k.startswith("draft")}
     title = f"Memory per GPU at concurrency {result['concurrency']}"
     return _memory_figure(terms, m["capacity_bytes"], title)
 

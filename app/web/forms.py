@@ -86,6 +86,7 @@ def _input(leaf: Leaf) -> Input:
         help=leaf.help if kind == "multi" else "",
         group=str(leaf.hints.get("group", "Plan")),
         default=PAGE_DEFAULTS.get(leaf.name, ""),
+        blank=str(leaf.hints.get("placeholder") or "default"),  # a select's empty choice
     )
 
 
@@ -212,6 +213,11 @@ SERVING_INPUTS = inputs_of(
     "concurrency",
     "request_rate",
     "engine",
+    "prefix_cache_hit_rate",
+    "speculative_method",
+    "num_speculative_tokens",
+    "acceptance_length",
+    "draft_model",
     "ttft_target_s",
     "tpot_target_s",
     "gpus_per_node",

@@ -15,8 +15,22 @@ last ``conv_kernel - 1`` inputs (vLLM's ``MambaStateShapeCalculator``; transform
 (``mamba_ssm_cache_dtype``).
 
 Activation peaks are the live tensors of one layer for the tokens in flight (a prefill chunk, or
-one token per sequence when decoding): the residual stream, the norm output, q/k/v, the attention
-output and the MLP's intermediate (gate and up), plus fp32 logits for one token per sequence.
+one token per sequence when decoding, ``k + 1`` when a speculative step verifies ``k`` drafts):
+the residual stream, the norm output, q/k/v, the attention output and the MLP's intermediate
+(gate and up), plus fp32 logits for each of those tokens.
+
+Speculative decoding (``spec.speculative``) adds the drafter: a draft model's weights and KV
+cache (and recurrent state) at the target's TP, or an MTP / EAGLE head's layers in the target's
+formats, its fusing projection (``eh_proj`` / ``fc``, replicated on every rank in the model's
+dtype, as vLLM's ``ReplicatedLinear``), EAGLE-3's own head over its draft vocabulary and the
+KV cache of its layers; the embedding and output head they share with the model are not counted
+twice (the DeepSeek-V3 report's MTP shares them; an engine that loads the checkpoint's copies
+holds ``2 x vocab x hidden`` more); the heads' norms (a few ``hidden`` each) are left out.
+
+A prefix-cache hit (``InferenceSetup.prefix_cache_hit_rate``) changes no memory here: every
+request is counted with its whole KV cache, the cached prefix's blocks included, as if no
+other request shared them (the conservative reading: an engine shares a common prefix's blocks
+between the requests that hit it, so it may hold more sequences than ``max_concurrency``).
 """
 
 from __future__ import annotations
@@ -27,10 +41,17 @@ from typing import Any
 
 from estimator.errors import SpecError
 from estimator.layout.parallel import Parallelism, validate_layout
-from estimator.layout.sharding import distinct_stages, padded_vocab, stage_kind_counts, stage_params
+from estimator.layout.sharding import (
+    distinct_stages,
+    layer_params,
+    padded_vocab,
+    stage_kind_counts,
+    stage_params,
+)
 from estimator.spec.accelerator import GIB, Accelerator
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
+from estimator.spec.speculative import Speculative, draft_pass, validate_speculative
 from estimator.terms import INFERENCE_MEMORY
 from estimator.xp import Num, maximum, minimum
 
@@ -38,6 +59,7 @@ __all__ = [
     "RUNTIME_OVERHEAD_BYTES",
     "InferenceMemory",
     "InferenceSetup",
+    "drafter_bytes",
     "inference_memory",
     "kv_cache_bytes_per_token",
     "kv_elems",
@@ -54,13 +76,32 @@ class InferenceSetup:
     """A serving workload: ``concurrency`` sequences of ``input_len + output_len`` tokens.
 
     ``prefill_chunk`` is the number of prompt tokens processed in one forward (chunked prefill);
-    by default one whole prompt.
+    by default one whole prompt. ``speculative``: speculative decoding (None: none).
+    ``prefix_cache_hit_rate``: the fraction of each prompt's tokens found in the prefix cache
+    (computed: the rest).
     """
 
     input_len: int
     output_len: int
     concurrency: int = 1
     prefill_chunk: int | None = None
+    speculative: Speculative | None = None
+    prefix_cache_hit_rate: float = 0.0
+
+    @property
+    def cached_prompt_tokens(self) -> int:
+        """Prompt tokens read from the prefix cache: the hit rate's share, at most all but the
+        last, which is always computed for its logits (vLLM's
+        ``KVCacheManager.get_computed_blocks`` caps a hit at ``num_tokens - 1``)."""
+        if not self.prefix_cache_hit_rate:
+            return 0
+        return min(int(self.prefix_cache_hit_rate * self.input_len), self.input_len - 1)
+
+    @property
+    def queries(self) -> int:
+        """Tokens per sequence a decode step runs: 1, or ``k + 1`` when it verifies ``k``
+        drafts."""
+        return 1 if self.speculative is None else self.speculative.queries
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,12 +111,15 @@ class InferenceMemory:
     weights_bytes: float
     kv_cache_bytes: float
     state_bytes: float
+    draft_weights_bytes: float
+    draft_kv_cache_bytes: float
     activation_peak_bytes: float
     runtime_overhead_bytes: float
     capacity_bytes: float
     kv_cache_bytes_per_token: float
     kv_cache_bytes_per_sequence: float
     state_bytes_per_sequence: float
+    draft_kv_cache_bytes_per_sequence: float
     max_concurrency: int
     prefill_peak_bytes: float
     decode_peak_bytes: float
@@ -203,6 +247,86 @@ def _layer_live_elems(model: ModelSpec, tp: Num) -> Num:
     return peak
 
 
+def _weights_bytes(linear: Num, expert: Num, other: Num, precision: Precision, act_b: float) -> Num:
+    """Weight bytes of linear weights, routed experts' weights and the rest (norms, biases,
+    embeddings) in their formats."""
+    return (
+        linear * DTYPES[precision.weights].bytes
+        + expert * DTYPES[precision.expert_format].bytes
+        + other * act_b
+    )
+
+
+def _validate_draft(draft: ModelSpec, tp: int, context: int) -> None:
+    """A draft model runs at the target's TP (vLLM's ``draft_tensor_parallel_size`` default)
+    and must reach the target's context."""
+    try:
+        validate_layout(draft, Parallelism(tp=tp), training=False)
+    except SpecError as exc:
+        raise SpecError("draft_model", f"{draft.id} at tp={tp}: {exc.rule}", draft.id) from None
+    _check_context(draft, context, "draft_model", draft.id)
+
+
+def _check_context(model: ModelSpec, context: int, field: str, value: object) -> None:
+    """``input_len + output_len`` within the model's ``max_position_embeddings``."""
+    if model.max_seq_len is not None and context > model.max_seq_len:
+        raise SpecError(
+            field,
+            f"input_len + output_len = {context} exceeds {model.id or 'the model'}'s"
+            f" max_position_embeddings={model.max_seq_len}",
+            value,
+        )
+
+
+def drafter_bytes(
+    model: ModelSpec,
+    spec: Speculative,
+    parallel: Parallelism,
+    precision: Precision,
+    context: int,
+) -> tuple[float, float]:
+    """(weights on one GPU, KV cache and recurrent state per sequence on one GPU) of the
+    speculative drafter: see the module docstring; nothing for ``k = 0``."""
+    if not spec.drafting:
+        return 0.0, 0.0
+    tp = parallel.tp
+    act_b = DTYPES[precision.activations].bytes
+    one = draft_pass(model, spec)
+    if one is None:  # a draft model, whole on each replica at the target's TP
+        d = spec.draft
+        if d is None:
+            raise SpecError("draft_model", "is required by speculative_method=draft")
+        p = stage_params(d, tp, 1, 1, 1, tp if d.moe is not None else 1, 0)
+        weights = _weights_bytes(p.linear_weights, p.expert_weights, p.other + p.expert_other,
+                                 precision, act_b)  # fmt: skip
+        per_seq = kv_cache_bytes_per_sequence(
+            d, precision, context, tp=tp
+        ) + state_bytes_per_sequence(d, precision, tp=tp)
+        return float(weights), float(per_seq)
+    etp = tp // parallel.ep if model.moe is not None else 1
+    counts = [n * one.modules for n in one.counts]
+    linear = expert = other = 0.0
+    for kind, n in zip(model.kinds, counts, strict=True):
+        if n:
+            lw, o, ew, eo, _ = layer_params(model, kind, tp, parallel.ep, etp)
+            linear, expert, other = linear + n * lw, expert + n * ew, other + n * (o + eo)
+    h = model.hidden_size
+    other += one.modules * one.fuse_in * h  # eh_proj / fc, replicated on every rank
+    if one.wide_qkv:  # EAGLE-3's QKV reads the embedding too: h more input features
+        first = model.kinds[model.layer_kinds[0]]
+        qkv = sum(
+            m.out_features for m in first.linears if m.component == "attention" and m.tp == "column"
+        )
+        linear += h * qkv / tp
+    if one.head_vocab is not None:  # its own head, split over TP as the model's
+        other += one.head_vocab * model.embed_dim / tp
+    weights = _weights_bytes(linear, expert, other, precision, act_b)
+    per_seq = kv_cache_bytes_per_sequence(
+        model, precision, context, tp=tp, counts=counts
+    ) + state_bytes_per_sequence(model, precision, tp=tp, counts=counts)
+    return float(weights), float(per_seq)
+
+
 def inference_memory(
     model: ModelSpec,
     accelerator: Accelerator,
@@ -228,13 +352,17 @@ def inference_memory(
                 getattr(setup, name),
             )
     context = setup.input_len + setup.output_len
-    if model.max_seq_len is not None and context > model.max_seq_len:
-        raise SpecError(
-            "input_len",
-            f"input_len + output_len = {context} exceeds the model's "
-            f"max_position_embeddings={model.max_seq_len}",
-            setup.input_len,
-        )
+    _check_context(model, context, "input_len", setup.input_len)
+    if not 0 <= setup.prefix_cache_hit_rate <= 1:
+        raise SpecError("prefix_cache_hit_rate", "must be between 0 and 1",
+                        setup.prefix_cache_hit_rate)  # fmt: skip
+    spec = setup.speculative
+    draft_weights, draft_per_seq = 0.0, 0.0
+    if spec is not None:
+        validate_speculative(model, spec, parallel.pp)
+        if spec.draft is not None:
+            _validate_draft(spec.draft, parallel.tp, context)
+        draft_weights, draft_per_seq = drafter_bytes(model, spec, parallel, precision, context)
     tp, pp, ep = parallel.tp, parallel.pp, parallel.ep
     etp = tp // ep if model.moe is not None else 1
     act_b = DTYPES[precision.activations].bytes
@@ -248,21 +376,22 @@ def inference_memory(
     for shape in distinct_stages(model, pp):  # ranks alike hold the same bytes
         stage = shape.stage
         p = stage_params(model, tp, pp, 1, ep, etp, stage, counts=shape.counts)
-        weights = (
-            p.linear_weights * DTYPES[precision.weights].bytes
-            + p.expert_weights * DTYPES[precision.expert_format].bytes
-            + (p.other + p.expert_other) * act_b
+        weights = _weights_bytes(
+            p.linear_weights, p.expert_weights, p.other + p.expert_other, precision, act_b
         )
         per_seq = kv_cache_bytes_per_sequence(model, precision, context, tp=tp, counts=shape.counts)
         state = state_bytes_per_sequence(model, precision, tp=tp, counts=shape.counts)
         last = shape.last
         prefill = chunk * live + last * logits
-        decode = setup.concurrency * (live + last * logits)
+        decode = setup.concurrency * setup.queries * (live + last * logits)
         peak = max(prefill, decode)
-        free = accelerator.memory_bytes - weights - peak - RUNTIME_OVERHEAD_BYTES
+        free = accelerator.memory_bytes - weights - draft_weights - peak - RUNTIME_OVERHEAD_BYTES
+        held = per_seq + state + draft_per_seq  # bytes each sequence holds
         values = {
             "weights_bytes": float(weights),
             "kv_cache_bytes": float(setup.concurrency * per_seq),
+            "draft_weights_bytes": draft_weights,
+            "draft_kv_cache_bytes": setup.concurrency * draft_per_seq,
             "activation_peak_bytes": float(peak),
             "runtime_overhead_bytes": RUNTIME_OVERHEAD_BYTES,
             "capacity_bytes": float(accelerator.memory_bytes),
@@ -270,7 +399,8 @@ def inference_memory(
             "kv_cache_bytes_per_sequence": float(per_seq),
             "state_bytes": float(setup.concurrency * state),
             "state_bytes_per_sequence": float(state),
-            "max_concurrency": max(int(free // (per_seq + state)), 0) if per_seq + state else 0,
+            "draft_kv_cache_bytes_per_sequence": draft_per_seq,
+            "max_concurrency": max(int(free // held), 0) if held else 0,
             "prefill_peak_bytes": float(prefill),
             "decode_peak_bytes": float(decode),
             "stage": stage,

@@ -130,11 +130,15 @@ def inference_timeline(
     precision: Precision,
 ) -> Timeline:
     mem = inference_memory(model, accelerator, parallel, setup, precision)
-    per_token = mem.kv_cache_bytes_per_sequence / (setup.input_len + setup.output_len)
+    context = setup.input_len + setup.output_len
+    per_token = mem.kv_cache_bytes_per_sequence / context
+    draft_per_token = mem.draft_kv_cache_bytes_per_sequence / context
     base = {
         "weights_bytes": mem.weights_bytes,
         "runtime_overhead_bytes": mem.runtime_overhead_bytes,
     }
+    if mem.draft_weights_bytes:  # a speculative drafter's weights and cache
+        base["draft_weights_bytes"] = mem.draft_weights_bytes
     n = setup.concurrency
 
     def point(label: str, phase: str, tokens: float, activations: float) -> MemoryPoint:
@@ -143,6 +147,8 @@ def inference_timeline(
             "kv_cache_bytes": n * per_token * tokens,
             "activation_peak_bytes": activations,
         }
+        if draft_per_token:
+            parts["draft_kv_cache_bytes"] = n * draft_per_token * tokens
         return MemoryPoint(label, phase, parts)
 
     points = [

@@ -17,12 +17,19 @@
   batch limit (``max_batch_size``, TensorRT-LLM's default 2048).
 - Cost per token splits the GPU-hours between prefill (input tokens) and decode (output tokens)
   by their share of the time.
+- Speculative decoding (``setup.speculative``): a decode step becomes a verification of ``k + 1``
+  tokens per sequence plus the drafter's passes (``serving.speculative``), and TPOT is that step
+  over the acceptance length; TTFT adds the drafter's pass over the prompt.
+- A prefix-cache hit rate (``setup.prefix_cache_hit_rate``): prefill computes only the uncached
+  prompt tokens (``serving.steps.prefill_kinds``), in the lone request and under load.
+
+The per-layer step costs are in ``serving.steps``.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -30,39 +37,55 @@ import numpy as np
 from estimator.errors import SpecError
 from estimator.layout.parallel import Parallelism
 from estimator.layout.ranks import group_shapes
-from estimator.layout.sharding import StageShape, distinct_stages, padded_vocab
-from estimator.memory.inference import InferenceMemory, InferenceSetup, inference_memory, kv_elems
+from estimator.layout.sharding import StageShape, distinct_stages
+from estimator.memory.inference import InferenceMemory, InferenceSetup, inference_memory
 from estimator.serving.load import (
     ENGINES,
     LoadPoint,
     Regime,
     budget_cap,
+    decode_steps,
     prefill_wait,
     quantile_wait,
     steady_state_steps,
+)
+from estimator.serving.speculative import (
+    Replica,
+    SpeculativeStep,
+    draft_prefill,
+    draft_step,
+    speculative_step,
+)
+from estimator.serving.steps import (
+    PARTS,
+    decode_kinds,
+    head_time,
+    per_size,
+    pipeline,
+    prefill_kinds,
+    serving_layout,
+    stage_times,
+    through_stages,
 )
 from estimator.spec.accelerator import Accelerator
 from estimator.spec.cluster import Cluster, cluster_of
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
-from estimator.timing.kernels import (
-    KernelProfile,
-    attention_decode_time,
-    collective_time,
-    gemm_time,
-    kernel_profile,
-    memory_time,
-)
+from estimator.spec.speculative import Speculative
+from estimator.timing.kernels import collective_time, kernel_profile
 from estimator.timing.rates import SECONDS_PER_HOUR
-from estimator.timing.training import (
-    gemm_coefficients,
-    layer_time,
-    linear_gemm_time,
-    weight_read_bytes,
-)
-from estimator.xp import Num, minimum, where
+from estimator.timing.training import linear_gemm_time
+from estimator.xp import Num
 
-__all__ = ["DEFAULT_MAX_BATCH", "ConcurrencyPoint", "InferenceEstimate", "estimate_inference"]
+__all__ = [
+    "DEFAULT_MAX_BATCH",
+    "ConcurrencyPoint",
+    "InferenceEstimate",
+    "PrefixCacheEffect",
+    "SpeculationEffect",
+    "estimate_inference",
+    "estimate_load",
+]
 
 DEFAULT_MAX_BATCH = 2048
 LOAD_NOTE = (
@@ -79,6 +102,37 @@ class ConcurrencyPoint:
     tpot_s: float
     output_tokens_per_s: float
     fits: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SpeculationEffect:
+    """What speculative decoding does to the plan at its concurrency: the step's verification
+    and drafting seconds, the tokens it emits per sequence, TPOT against the same replica
+    decoding one token a step, and the drafter's memory."""
+
+    method: str
+    num_speculative_tokens: int
+    acceptance_length: float
+    draft_model: str | None
+    verify_s_per_step: float
+    draft_s_per_step: float
+    step_s: float
+    tpot_without_s: float
+    tpot_speedup: float
+    draft_weights_bytes: float
+    draft_kv_cache_bytes_per_sequence: float
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixCacheEffect:
+    """What the prefix cache does to a prompt: the tokens read from it and computed, and a lone
+    request's TTFT against the same prompt computed whole."""
+
+    hit_rate: float
+    cached_tokens: int
+    computed_tokens: int
+    ttft_without_s: float
+    ttft_speedup: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +158,8 @@ class InferenceEstimate:
     usd_per_1m_output_tokens_decode: float | None = None  # decode's share over output tokens
     usd_per_hour: float | None = None  # the replica's GPUs
     load: LoadPoint | None = None  # steady state under load (``estimate_load``)
+    speculative: SpeculationEffect | None = None
+    prefix_cache: PrefixCacheEffect | None = None
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -117,159 +173,70 @@ class InferenceEstimate:
         return None if self.usd_per_1m_input_tokens is None else self.usd_per_1m_input_tokens / 1e3
 
 
-def _serving_layout(model: ModelSpec, parallel: Parallelism) -> Parallelism:
-    """Serving places experts over ``ep`` ranks of the TP group, each split over ``tp / ep``."""
-    if model.moe is not None and parallel.etp is None:
-        return replace(parallel, etp=parallel.tp // parallel.ep)
-    return parallel
-
-
-def serving_attention_format(acc: Accelerator, precision: Precision) -> str:
-    """The tensor-core rate of prefill attention: fp8 where the KV cache is FP8 and the chip has
-    an fp8 rate (TensorRT-LLM runs FP8 context FMHA with an FP8 KV cache,
-    ``use_fp8_context_fmha``), else the activations'. Weight formats never reach attention: an
-    NVFP4 checkpoint quantizes the linear layers, and there is no FP4 attention kernel."""
-    act = DTYPES[precision.activations].compute or "bf16"
-    if DTYPES[precision.kv_cache].compute == "fp8" and "fp8" in acc.peak_flop_per_s:
-        return "fp8"
-    return act
-
-
-PARTS = ("gemm", "attention", "elementwise", "comm")
-"""The parts of a stage's time, in the order the breakdowns list them."""
-
-KindTimes = tuple[Num, Num, Num, Num]  # one layer of a kind: its PARTS
-
-
-def _prefill_kinds(
-    model: ModelSpec,
-    acc: Accelerator,
-    prof: KernelProfile,
-    p: Parallelism,
-    precision: Precision,
-    prompt: int,
+def _prefill_stages(
+    r: Replica,
+    setup: InferenceSetup,
     batch: Num,
-    domain: Cluster,
-) -> list[KindTimes]:
-    """One layer of each kind prefilling ``batch`` prompts of ``prompt`` tokens."""
-    att = serving_attention_format(acc, precision)
-    out = []
-    for k, kind in enumerate(model.kinds):
-        shape = (model, kind, k, acc, prof, p, precision, prompt, batch, domain)
-        lt = layer_time(*shape, attention_format=att)
-        out.append((lt.gemm, lt.attention + lt.mixer, lt.elementwise, lt.tp_comm + lt.ep_comm))
-    return out
-
-
-def _decode_kinds(
-    model: ModelSpec,
-    acc: Accelerator,
-    prof: KernelProfile,
-    p: Parallelism,
-    precision: Precision,
-    batch: Num,
-    context: Num,
-    domain: Cluster,
-) -> list[KindTimes]:
-    """One layer of each kind in a decode step of ``batch`` sequences at ``context`` tokens."""
-    act_b = DTYPES[precision.activations].bytes
-    kv_b = DTYPES[precision.kv_cache].bytes
-    h = model.hidden_size
-    allreduce = collective_time(acc, prof, "all_reduce", batch * h * act_b, p.tp, 1, domain)
-    out = []
-    for k, kind in enumerate(model.kinds):
-        kv_bytes: Num = 0.0
-        if kind.attention is not None:
-            window = kind.attention.cache_window
-            cached = context if window is None else minimum(context, window)
-            kv_bytes = batch * cached * kv_elems(model, k, p.tp) * kv_b
-        if kind.mixer is not None:  # the state is read and written back each step
-            r = kind.mixer
-            kv_bytes = kv_bytes + 2 * batch * (r.state_elems + r.conv_state_elems) / p.tp * act_b
-        moe = any(m.copies > 1 for m in kind.linears)
-        a2a = 0.0
-        if moe and p.ep > 1 and model.moe is not None:
-            routed = batch * model.moe.top_k * h * act_b
-            a2a = 2 * collective_time(acc, prof, "all_to_all", routed, p.ep, p.expert_tp, domain)
-        out.append(
-            (
-                linear_gemm_time(model, kind, acc, prof, p, precision, batch),
-                attention_decode_time(acc, prof, kv_bytes),
-                memory_time(acc, prof, batch * 8 * h * act_b, 3),
-                kind.tp_exchanges * allreduce + a2a,
-            )
-        )
-    return out
-
-
-def _stage_times(
-    kinds: list[KindTimes], stages: tuple[StageShape, ...], head: Num
+    stages: tuple[StageShape, ...],
+    cached: int,
 ) -> list[dict[str, Num]]:
-    """Each distinct stage's time by part: its layers of each kind, and the output head on the
-    last."""
-    out = []
-    for stage in stages:
-        acc: list[Num] = [0.0, 0.0, 0.0, 0.0]
-        for times, n in zip(kinds, stage.counts, strict=True):
-            if n:
-                acc = [a + n * t for a, t in zip(acc, times, strict=True)]
-        if stage.last:
-            acc[0] = acc[0] + head
-        out.append(dict(zip(PARTS, acc, strict=True)))
+    """Each distinct stage prefilling ``batch`` prompts, ``cached`` tokens of each from the
+    prefix cache; with speculation (one stage) the drafter's pass over them too."""
+    prompt = setup.input_len
+    kinds = prefill_kinds(*r.args, prompt, batch, r.domain, cached)
+    out = stage_times(kinds, stages, head_time(*r.args, batch))
+    spec = setup.speculative
+    if spec is not None:
+        drafted = draft_prefill(r, spec, prompt, batch, cached, kinds)
+        out = [{k: v + drafted[k] for k, v in out[0].items()}]
     return out
 
 
-def _head_time(
-    model: ModelSpec,
-    acc: Accelerator,
-    prof: KernelProfile,
-    p: Parallelism,
-    precision: Precision,
-    rows: Num,
-) -> Num:
-    vocab = padded_vocab(model, p.tp) / p.tp
-    gemm_b = DTYPES[precision.gemm_inputs].bytes
-    # fp32 logits out: 4 bytes per output element.
-    per_row, row_bytes, fixed = gemm_coefficients(
-        model.embed_dim, vocab, gemm_b, 4, weight_read_bytes(precision)
+def _lone(
+    r: Replica, prefill: list[dict[str, Num]], stages: tuple[StageShape, ...], tokens: int
+) -> dict[str, float]:
+    """A lone prompt's TTFT by part (the first entry of ``prefill``'s batch sizes): it crosses
+    every stage in turn and is handed from stage to stage, ``tokens`` computed tokens at each
+    hop; pipeline parallelism adds hops to it, it divides nothing."""
+    through = through_stages(prefill, stages)
+    lone = {k: float(np.asarray(v).reshape(-1)[0]) for k, v in through.items()}
+    p = r.p
+    if p.pp > 1:
+        hop_bytes = tokens * r.model.hidden_size * DTYPES[r.precision.activations].bytes
+        size, stride = group_shapes(p)["pp"]
+        hop = collective_time(r.acc, r.prof, "send_recv", hop_bytes, size, stride, r.domain)
+        lone["comm"] = lone["comm"] + (p.pp - 1) * float(hop)
+    return lone
+
+
+def _speculation_effect(
+    spec: Speculative,
+    step: SpeculativeStep,
+    plain: dict[str, Num],
+    memory: InferenceMemory,
+    i: int,
+    n: int,
+) -> SpeculationEffect:
+    """The speculative step at batch-size entry ``i`` of ``n``, against ``plain`` decoding."""
+
+    def total(parts: dict[str, Num]) -> float:
+        return float(sum(per_size(parts, n)[k][i] for k in PARTS))
+
+    verify, draft, without = total(step.verify), total(step.draft), total(plain)
+    tpot = (verify + draft) / spec.acceptance_length
+    return SpeculationEffect(
+        method=spec.method,
+        num_speculative_tokens=spec.num_tokens,
+        acceptance_length=spec.acceptance_length,
+        draft_model=None if spec.draft is None else spec.draft.id,
+        verify_s_per_step=verify,
+        draft_s_per_step=draft,
+        step_s=verify + draft,
+        tpot_without_s=without,
+        tpot_speedup=without / tpot if tpot else 0.0,
+        draft_weights_bytes=memory.draft_weights_bytes,
+        draft_kv_cache_bytes_per_sequence=memory.draft_kv_cache_bytes_per_sequence,
     )
-    return gemm_time(acc, prof, per_row * rows, row_bytes * rows + fixed, precision.compute)
-
-
-def _pipeline(stage_time: list[dict[str, Num]], pp: int) -> dict[str, Num]:
-    """Per-token latency through ``pp`` stages: the slowest stage ``pp`` times (every stage
-    holds one of the ``pp`` micro-batches in flight). Stage times may be arrays (one entry per
-    batch size): the slowest stage is then chosen entry by entry (the first of equals)."""
-    worst = stage_time[0]
-    if len(stage_time) > 1:  # one stage: no totals to compare (each is an array operation)
-        worst_total = sum(worst.values())
-        for times in stage_time[1:]:
-            total = sum(times.values())
-            slower = total > worst_total
-            worst = {k: where(slower, times[k], v) for k, v in worst.items()}
-            worst_total = where(slower, total, worst_total)
-    return worst if pp == 1 else {k: pp * v for k, v in worst.items()}
-
-
-def _through_stages(
-    stage_time: list[dict[str, Num]], stages: tuple[StageShape, ...]
-) -> dict[str, Num]:
-    """One micro-batch's latency through every pipeline stage in turn: each distinct stage's
-    time as many times as ranks are like it (a lone prompt crosses them one after another; the
-    pipeline overlaps nothing for it)."""
-    total = {k: v * stages[0].ranks for k, v in stage_time[0].items()}
-    for times, stage in zip(stage_time[1:], stages[1:], strict=True):
-        total = {k: v + stage.ranks * times[k] for k, v in total.items()}
-    return total
-
-
-def _per_size(times: dict[str, Num], n: int) -> dict[str, Any]:
-    """Each part as an array of ``n`` floats (parts that no batch size changes, such as the
-    communication of a single GPU, come back from the formulas as one number)."""
-    return {
-        k: v if isinstance(v, np.ndarray) and v.shape == (n,) else np.full(n, float(v))
-        for k, v in times.items()
-    }
 
 
 def estimate_inference(
@@ -300,10 +267,12 @@ def estimate_inference(
             raise SpecError(name, "must be > 0", target)
     prof = kernel_profile(accelerator.id)
     domain = cluster or cluster_of(accelerator)
-    p = _serving_layout(model, parallel)
+    p = serving_layout(model, parallel)
     pp = p.pp
     context = setup.input_len + setup.output_len / 2  # the mean over a sequence's decode
     conc = setup.concurrency
+    spec = setup.speculative
+    cached = setup.cached_prompt_tokens
 
     # The concurrency curve: 1, 2, 4 ... up to what the KV cache and the engine's batch limit
     # allow. Every batch size the estimate needs (the curve's, the requested concurrency's) is
@@ -315,28 +284,24 @@ def estimate_inference(
     sizes = sorted({*points, conc})
     at = {b: i for i, b in enumerate(sizes)}
     batch = np.array(sizes, dtype=np.int64)
-    prompt = setup.input_len
     # Stages alike take the same time: each distinct one is timed once (a 126-stage
     # Llama-3.1-405B has three), from one layer of each kind timed once.
     stages = distinct_stages(model, pp)
     args = (model, accelerator, prof, p, precision)
-    prefill_kinds = _prefill_kinds(*args, prompt, batch, domain)
-    prefill_stages = _stage_times(prefill_kinds, stages, _head_time(*args, batch))
-    prefill = _per_size(_pipeline(prefill_stages, 1), len(sizes))
-    # A lone prompt (the TTFT at light load) crosses every stage in turn, and is handed from
-    # stage to stage: pipeline parallelism adds hops to it, it divides nothing.
-    through = _through_stages(prefill_stages, stages)
-    lone = {k: float(np.asarray(v).reshape(-1)[0]) for k, v in through.items()}  # batch 1
-    if pp > 1:
-        hop_bytes = prompt * model.hidden_size * DTYPES[precision.activations].bytes
-        size, stride = group_shapes(p)["pp"]
-        hop = collective_time(accelerator, prof, "send_recv", hop_bytes, size, stride, domain)
-        lone["comm"] = lone["comm"] + (pp - 1) * float(hop)
+    replica = Replica(*args, domain)
+    prefill_stages = _prefill_stages(replica, setup, batch, stages, cached)
+    prefill = per_size(pipeline(prefill_stages, 1), len(sizes))
+    # A lone prompt (the TTFT at light load): batch size 1, the first entry.
+    lone = _lone(replica, prefill_stages, stages, setup.input_len - cached)
     per_mb = np.maximum(batch / pp, 1.0)
-    decode_kinds = _decode_kinds(*args, per_mb, context, domain)
-    decode = _per_size(
-        _pipeline(_stage_times(decode_kinds, stages, _head_time(*args, per_mb)), pp), len(sizes)
-    )
+    plain_kinds = decode_kinds(*args, per_mb, context, domain)
+    plain = pipeline(stage_times(plain_kinds, stages, head_time(*args, per_mb)), pp)
+    step = None
+    if spec is None:
+        decode = per_size(plain, len(sizes))
+    else:  # per token: the step over the tokens it emits
+        step = speculative_step(replica, spec, per_mb, context, plain_kinds)
+        decode = per_size(step.per_token(spec), len(sizes))
     prefill_s: list[float] = sum(prefill.values()).tolist()  # per batch size, Python floats
     lone_s = sum(lone.values())
     decode_s: list[float] = sum(decode.values()).tolist()
@@ -396,6 +361,33 @@ def estimate_inference(
         notes.append(
             f"Concurrency {conc} exceeds what the KV cache holds ({memory.max_concurrency})."
         )
+    speculation = prefix = None
+    if spec is not None and step is not None:
+        speculation = _speculation_effect(spec, step, plain, memory, at[conc], len(sizes))
+        notes.append(
+            f"Speculative decoding ({spec.method}, {spec.num_tokens} draft tokens, acceptance"
+            f" length {spec.acceptance_length:g}): each step verifies {spec.queries} tokens per"
+            f" sequence and drafts {spec.num_tokens}; TPOT is the step over the"
+            f" {spec.acceptance_length:g} tokens it emits ({speculation.tpot_speedup:.2f}x the"
+            " TPOT without speculation at this concurrency). The acceptance length is an input,"
+            " measured on your data and sampling settings."
+        )
+    if setup.prefix_cache_hit_rate:
+        whole = _prefill_stages(replica, setup, 1, stages, 0)
+        without = sum(_lone(replica, whole, stages, setup.input_len).values())
+        prefix = PrefixCacheEffect(
+            hit_rate=setup.prefix_cache_hit_rate,
+            cached_tokens=cached,
+            computed_tokens=setup.input_len - cached,
+            ttft_without_s=without,
+            ttft_speedup=without / lone_s if lone_s else 0.0,
+        )
+        notes.append(
+            f"Prefix cache: {cached} of each prompt's {setup.input_len} tokens are read from it"
+            f" and {setup.input_len - cached} computed (their attention still reads the cached"
+            " keys); the KV cache still counts every request's whole prompt, shared prefix"
+            " included (the conservative reading)."
+        )
     notes += model.notes
     load = None
     if engine is not None or request_rate is not None:
@@ -431,6 +423,8 @@ def estimate_inference(
         usd_per_1m_output_tokens_decode=usd_decode,
         usd_per_hour=usd_hour,
         load=load,
+        speculative=speculation,
+        prefix_cache=prefix,
         notes=tuple(notes),
     )
 
@@ -458,26 +452,43 @@ def estimate_load(
     memory = memory or inference_memory(model, accelerator, parallel, setup, precision)
     prof = kernel_profile(accelerator.id)
     domain = cluster or cluster_of(accelerator)
-    p = _serving_layout(model, parallel)
+    p = serving_layout(model, parallel)
     stages = distinct_stages(model, p.pp)
-    isl, osl, dec = setup.input_len, setup.output_len, max(setup.output_len - 1, 1)
+    spec = setup.speculative
+    accepted = 1.0 if spec is None else spec.acceptance_length  # tokens a step emits each
+    q = setup.queries  # tokens a step runs per decoding sequence
+    flow = (accepted, q)
+    isl, osl = setup.input_len, setup.output_len
+    cached = setup.cached_prompt_tokens
+    new = isl - cached  # the prompt tokens a request computes (the rest: prefix cache)
+    dec = decode_steps(osl, accepted)  # steps a request decodes
+    context = isl + osl / 2
     args = (model, accelerator, prof, p, precision)
-    prompt = _prefill_kinds(*args, isl, 1, domain)  # one whole prompt: chunks take it pro rata
+    prompt = prefill_kinds(*args, isl, 1, domain, cached)  # one prompt: chunks take it pro rata
+    replica = Replica(*args, domain)
+    drafted = None
+    if spec is not None and spec.drafting:  # the drafter's pass over one prompt, pro rata too
+        drafted = draft_prefill(replica, spec, isl, 1, cached, prompt)
 
     def step_s(decoding: Num, prompt_tokens: Num) -> Num:
         """Seconds per engine step carrying ``decoding`` sequences and ``prompt_tokens``."""
         d = np.maximum(np.asarray(decoding, dtype=float) / p.pp, 1e-9)  # per micro-batch
         tok = np.asarray(prompt_tokens, dtype=float) / p.pp
-        frac = tok / isl
+        frac = tok / new
         kinds = []
-        decode = _decode_kinds(*args, d, isl + osl / 2, domain)
+        rows = d if q == 1 else q * d  # decoding tokens in the step
+        decode = decode_kinds(*args, d, context, domain, queries=q)
         for kind, dk, pk in zip(model.kinds, decode, prompt, strict=True):
             if preset.mixed:  # one GEMM over the decodes' and the chunks' rows
-                gemm = linear_gemm_time(model, kind, accelerator, prof, p, precision, d + tok)
+                gemm = linear_gemm_time(model, kind, accelerator, prof, p, precision, rows + tok)
             else:
                 gemm = dk[0] + frac * pk[0]
             kinds.append((gemm, dk[1] + frac * pk[1], dk[2] + frac * pk[2], dk[3] + frac * pk[3]))
-        times = _pipeline(_stage_times(kinds, stages, _head_time(*args, d)), p.pp)
+        times = pipeline(stage_times(kinds, stages, head_time(*args, rows)), p.pp)
+        if spec is not None and drafted is not None:  # k passes, the first over the chunks too
+            plain = decode_kinds(*args, d, context, domain)
+            draft = draft_step(replica, spec, d, context, decode, plain)
+            times = {k: v + draft[k] + frac * drafted[k] for k, v in times.items()}
         return np.asarray(sum(times.values()), dtype=float)
 
     slots = preset.slots(memory.max_concurrency)
@@ -485,13 +496,13 @@ def estimate_load(
     if slots < 1:
         field_name = "concurrency" if request_rate is None else "request_rate"
         raise SpecError(field_name, "the KV cache holds no sequence of this length", 0)
-    top = min(budget_cap(isl, osl, budget), float(slots))
-    top_tau = float(step_s(top, top * isl / dec))
+    top = min(budget_cap(new, osl, budget, *flow), float(slots))
+    top_tau = float(step_s(top, top * new / dec))
     capacity = top / (dec * top_tau)
     if request_rate is None:
         counts = steady_state_steps(
-            isl=isl, osl=osl, engine=preset, kv_slots=memory.max_concurrency,
-            concurrency=setup.concurrency,
+            isl=new, osl=osl, engine=preset, kv_slots=memory.max_concurrency,
+            concurrency=setup.concurrency, acceptance_length=accepted, queries=q,
         )  # fmt: skip
         overloaded = False
     else:  # open loop: decoding level where arrivals equal completions, D = rate dec tau(D)
@@ -499,21 +510,21 @@ def estimate_load(
         # D - rate dec tau(D) rises with D: its root from one array evaluation on a grid (the
         # step time is smooth in D), then refined by fixed-point steps from the bracket
         grid = top * np.linspace(0.0, 1.0, 65)[1:]
-        gap = grid - request_rate * dec * step_s(grid, grid * isl / dec)
+        gap = grid - request_rate * dec * step_s(grid, grid * new / dec)
         k = int(np.searchsorted(gap, 0.0))
         d = float(grid[min(k, len(grid) - 1)]) if k < len(grid) else top
         for _ in range(8):
-            nxt = min(request_rate * dec * float(step_s(d, d * isl / dec)), top)
+            nxt = min(request_rate * dec * float(step_s(d, d * new / dec)), top)
             if abs(nxt - d) <= 1e-6 * max(d, 1.0):
                 d = nxt
                 break
             d = nxt
-        s, rho, wait = prefill_wait(d, isl, osl, budget)
+        s, rho, wait = prefill_wait(d, new, osl, budget, *flow)
         counts = {
             "running": d + d * (s + wait) / dec if not overloaded else float(slots),
             "decoding": d,
             "queued": 0.0,
-            "prompt_tokens": d * isl / dec,
+            "prompt_tokens": d * new / dec,
             "service_steps": s,
             "wait_steps": wait if not overloaded else math.inf,
             "rho": min(rho, 1.0),
@@ -521,7 +532,7 @@ def estimate_load(
         }
     d = counts["decoding"]
     running = counts["running"]
-    chunk = min(isl, budget - d)
+    chunk = min(new, budget - q * d)
     others = counts["prompt_tokens"] * max(running - 1, 0) / max(running, 1)
     tau, tau_chunk, tau_decode = step_s(
         np.array([d, d, d]), np.array([counts["prompt_tokens"], chunk, others])
@@ -546,10 +557,10 @@ def estimate_load(
     else:
         regime = "shared"
 
-    def ttft_at(q: float) -> float:
+    def ttft_at(quantile: float) -> float:
         if overloaded:
             return math.inf
-        return float(queue_s + service_s + quantile_wait(wait_s, rho, q))
+        return float(queue_s + service_s + quantile_wait(wait_s, rho, quantile))
 
     return LoadPoint(
         engine=preset.name,
@@ -560,7 +571,7 @@ def estimate_load(
         decoding=d,
         queued=counts["queued"],
         ttft_s=ttft,
-        tpot_s=tau_decode,
+        tpot_s=tau_decode / accepted,  # a step emits ``accepted`` tokens per sequence
         e2e_s=ttft + dec * tau_decode,
         ttft_p50_s=ttft_at(0.5),
         ttft_p90_s=ttft_at(0.9),

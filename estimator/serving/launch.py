@@ -11,18 +11,38 @@ arguments (``--tp-size``, ``--ep-size``, ``--context-length``, ``--max-running-r
 (``--backend pytorch``, ``--tp_size``, ``--pp_size``, ``--ep_size``, ``--max_batch_size``,
 ``--max_num_tokens``, ``--max_seq_len``, ``--kv_cache_free_gpu_memory_fraction``; the KV-cache
 format in the ``--extra_llm_api_options`` YAML). What a flag cannot say is in ``notes``.
+
+Speculative decoding (a chain of ``k`` drafts, as the estimate models it): vLLM's
+``--speculative-config`` JSON (``method`` ``mtp``, ``eagle``, ``eagle3`` or ``draft_model``,
+``model``, ``num_speculative_tokens``; vLLM's speculative decoding docs); SGLang's
+``--speculative-algorithm`` (``EAGLE`` for MTP and EAGLE-2 heads, ``EAGLE3``, ``STANDALONE`` for a
+draft model), ``--speculative-draft-model-path``, ``--speculative-num-steps k``,
+``--speculative-eagle-topk 1`` and ``--speculative-num-draft-tokens k + 1`` (SGLang's
+speculative decoding docs: a chain has ``k + 1`` draft tokens); TensorRT-LLM's
+``speculative_config`` in the YAML (``decoding_type`` ``MTP``, ``Eagle3`` or ``DraftTarget``,
+``max_draft_len``, ``speculative_model``; MTP with ``num_nextn_predict_layers`` equal to
+``max_draft_len``, DeepSeek models only; its PyTorch backend runs no EAGLE-1/2 head: TensorRT-LLM's
+speculative decoding docs). Prefix caching: vLLM's ``--enable-prefix-caching`` (on by default in
+V1), SGLang's radix cache (on unless ``--disable-radix-cache``), TensorRT-LLM's
+``kv_cache_config.enable_block_reuse`` (default true).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from estimator.layout.parallel import Parallelism
 from estimator.spec.precision import Precision
+from estimator.spec.speculative import Speculative
 
 __all__ = ["LaunchCommands", "launch_commands"]
 
 ON_THE_FLY = {"fp8"}  # weight formats the engines quantize a 16-bit checkpoint to at load time
+HEAD_PATH = "/path/to/{}-head"  # an EAGLE head is a checkpoint of its own, trained for the model
+VLLM_METHODS = {"mtp": "mtp", "eagle": "eagle", "eagle3": "eagle3", "draft": "draft_model"}
+SGLANG_ALGORITHMS = {"mtp": "EAGLE", "eagle": "EAGLE", "eagle3": "EAGLE3", "draft": "STANDALONE"}
+TRTLLM_TYPES = {"mtp": "MTP", "eagle3": "Eagle3", "draft": "DraftTarget"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,11 +61,17 @@ def launch_commands(
     max_model_len: int,
     max_seqs: int,
     token_budget: int,
+    speculative: Speculative | None = None,
+    draft_id: str | None = None,
+    prefix_caching: bool = False,
 ) -> LaunchCommands:
-    """The three engines' commands for one replica of ``model`` (a Hugging Face id or a path)."""
+    """The three engines' commands for one replica of ``model`` (a Hugging Face id or a path);
+    ``speculative`` with the draft model's id or path (``draft_id``), and ``prefix_caching``
+    on where the plan counts on prefix-cache hits."""
     tp, pp, ep = parallel.tp, parallel.pp, parallel.ep
     weights, kv = precision.weights, precision.kv_cache
     notes: list[str] = []
+    spec_vllm, spec_sglang, spec_trtllm = _speculative_flags(speculative, draft_id, notes)
     quant_vllm = quant_sglang = ""
     if weights in ON_THE_FLY:
         quant_vllm, quant_sglang = " --quantization fp8", " --quantization fp8"
@@ -67,19 +93,25 @@ def launch_commands(
         + f" --max-model-len {max_model_len} --max-num-seqs {max_seqs}"
         + f" --max-num-batched-tokens {token_budget}{quant_vllm}{kv_vllm}"
         + " --gpu-memory-utilization 0.9"
+        + (" --enable-prefix-caching" if prefix_caching else "")
+        + spec_vllm
     )
     sglang = (
         f"python -m sglang.launch_server --model-path {model} --tp-size {tp}"
         + (f" --ep-size {ep}" if ep > 1 else "")
         + f" --context-length {max_model_len} --max-running-requests {max_seqs}"
         + f" --chunked-prefill-size {token_budget}{quant_sglang}{kv_sglang}"
+        + spec_sglang
     )
     if pp > 1:
         notes.append(
             f"SGLang: pipeline parallelism ({pp} stages) is a newer server argument; check that"
             " your version has --pp-size, or serve the replica with tensor parallelism."
         )
-    extra = "kv_cache_config:\\n  dtype: fp8\\n" if kv == "fp8" else ""
+    cache = ("  dtype: fp8\\n" if kv == "fp8" else "") + (
+        "  enable_block_reuse: true\\n" if prefix_caching else ""
+    )
+    extra = ("kv_cache_config:\\n" + cache if cache else "") + spec_trtllm
     trtllm = (
         f"trtllm-serve serve {model} --backend pytorch --tp_size {tp} --pp_size {pp}"
         + (f" --ep_size {ep}" if ep > 1 else "")
@@ -90,3 +122,45 @@ def launch_commands(
     if extra:
         trtllm = f"printf '{extra}' > extra.yaml && " + trtllm
     return LaunchCommands(vllm, sglang, trtllm, tuple(notes))
+
+
+def _speculative_flags(
+    spec: Speculative | None, draft_id: str | None, notes: list[str]
+) -> tuple[str, str, str]:
+    """(vLLM flag, SGLang flags, TensorRT-LLM YAML lines) of a speculative plan."""
+    if spec is None or not spec.drafting:
+        return "", "", ""
+    k, method = spec.num_tokens, spec.method
+    head = draft_id if method == "draft" else HEAD_PATH.format(method)
+    config: dict[str, object] = {"method": VLLM_METHODS[method]}
+    if method != "mtp":
+        config["model"] = head
+    config["num_speculative_tokens"] = k
+    vllm = f" --speculative-config '{json.dumps(config)}'"
+    sglang = f" --speculative-algorithm {SGLANG_ALGORITHMS[method]}"
+    if method != "mtp":
+        sglang += f" --speculative-draft-model-path {head}"
+    sglang += (
+        f" --speculative-num-steps {k} --speculative-eagle-topk 1"
+        f" --speculative-num-draft-tokens {k + 1}"
+    )
+    if method in ("eagle", "eagle3"):
+        notes.append(
+            f"{head}: an {method.upper()} head trained for this model (the EAGLE authors'"
+            " yuhuili/* or NVIDIA's and Red Hat's published heads); point the commands at it."
+        )
+    trtllm = ""
+    kind = TRTLLM_TYPES.get(method)
+    if kind is None:
+        notes.append("TensorRT-LLM: its PyTorch backend runs EAGLE-3 heads only, not EAGLE-1/2.")
+    else:
+        trtllm = f"speculative_config:\\n  decoding_type: {kind}\\n  max_draft_len: {k}\\n"
+        if method == "mtp":
+            trtllm += f"  num_nextn_predict_layers: {k}\\n"
+            notes.append(
+                "TensorRT-LLM runs MTP for DeepSeek-V3/R1 models (its speculative decoding"
+                " docs); vLLM and SGLang for the model families they implement it for."
+            )
+        else:
+            trtllm += f"  speculative_model: {head}\\n"
+    return vllm, sglang, trtllm

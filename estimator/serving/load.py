@@ -35,7 +35,14 @@ times them after:
   exponential tail on the prefill-queue wait (``P(W > t) = rho exp(-t rho / W)``, the mean
   ``W``) and take TPOT as its mean: approximate, and said so.
 
-Fixed input and output lengths; no prefix caching, speculative decoding or preemption.
+- **Speculative decoding** (``acceptance_length`` tau, ``queries`` = k + 1): a decoding sequence
+  takes ``k + 1`` tokens of the step's budget (vLLM schedules ``1 + num_spec_tokens`` per
+  request) and emits tau tokens a step, so a request decodes ``(OSL - 1) / tau`` steps: every
+  ``OSL - 1`` above reads ``(OSL - 1) / tau`` and the budget left to prompts is ``B - (k + 1) D``.
+- **Prefix caching**: ``ISL`` is the prompt tokens a request computes (its cached prefix is
+  not scheduled: vLLM counts it in ``num_computed_tokens``); the caller passes that.
+
+Fixed input and output lengths; no preemption.
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ __all__ = [
     "LoadPoint",
     "Regime",
     "budget_cap",
+    "decode_steps",
     "prefill_wait",
     "quantile_wait",
     "solve_decoding",
@@ -156,32 +164,50 @@ class LoadPoint:
     capacity_requests_per_s: float  # at the most sequences the budget, cap and KV cache allow
 
 
-def prefill_wait(d: float, isl: int, osl: int, budget: int) -> tuple[float, float, float]:
+def decode_steps(osl: int, acceptance_length: float = 1.0) -> float:
+    """Steps a request decodes after its first token: ``OSL - 1`` tokens, ``acceptance_length``
+    a step (at least one step)."""
+    return max(osl - 1, 1) / acceptance_length
+
+
+def prefill_wait(
+    d: float, isl: int, osl: int, budget: int, acceptance_length: float = 1.0, queries: int = 1
+) -> tuple[float, float, float]:
     """(service steps s, utilization rho, mean wait in steps) of the prefill queue with ``d``
-    sequences decoding."""
-    free = budget - d
-    r = d / max(osl - 1, 1)
+    sequences decoding, each taking ``queries`` tokens of the budget a step."""
+    free = budget - queries * d
+    r = d * acceptance_length / max(osl - 1, 1)  # requests finishing a step (decode_steps)
     s = max(1.0, isl / free)
     rho = r * isl / free
     wait = s * rho / (2 * (1 - rho)) if rho < 1 else math.inf
     return s, rho, wait
 
 
-def budget_cap(isl: int, osl: int, budget: int) -> float:
-    """The most sequences that can decode while prompts keep up: ``D + D ISL / (OSL - 1) <= B``
-    (a hair under it, where the prefill queue is still finite)."""
-    dec = max(osl - 1, 1)
-    return budget * dec / (dec + isl) * (1 - 1e-9)
+def budget_cap(
+    isl: int, osl: int, budget: int, acceptance_length: float = 1.0, queries: int = 1
+) -> float:
+    """The most sequences that can decode while prompts keep up: ``queries D + D ISL / dec <= B``
+    with ``dec`` the steps a request decodes (a hair under it, where the prefill queue is still
+    finite)."""
+    dec = decode_steps(osl, acceptance_length)
+    return budget * dec / (queries * dec + isl) * (1 - 1e-9)
 
 
-def solve_decoding(running: float, isl: int, osl: int, budget: int) -> tuple[float, bool]:
+def solve_decoding(
+    running: float,
+    isl: int,
+    osl: int,
+    budget: int,
+    acceptance_length: float = 1.0,
+    queries: int = 1,
+) -> tuple[float, bool]:
     """Mean sequences decoding per step with ``running`` requests holding slots (closed loop),
     and whether the token budget binds (the rest then wait in the prefill queue)."""
-    dec = max(osl - 1, 1)
-    cap = min(budget_cap(isl, osl, budget), running)
+    dec = decode_steps(osl, acceptance_length)
+    cap = min(budget_cap(isl, osl, budget, acceptance_length, queries), running)
 
     def held(d: float) -> float:  # requests a decoding level d keeps busy: decoding + prefill
-        s, _, wait = prefill_wait(d, isl, osl, budget)
+        s, _, wait = prefill_wait(d, isl, osl, budget, acceptance_length, queries)
         return d + d * (s + wait) / dec
 
     if held(cap) <= running:  # the budget binds: prompts queue for it
@@ -194,7 +220,8 @@ def solve_decoding(running: float, isl: int, osl: int, budget: int) -> tuple[flo
         else:
             hi = mid
     d = (lo + hi) / 2
-    return d, prefill_wait(d, isl, osl, budget)[1] > BUDGET_BOUND_UTILIZATION
+    rho = prefill_wait(d, isl, osl, budget, acceptance_length, queries)[1]
+    return d, rho > BUDGET_BOUND_UTILIZATION
 
 
 def steady_state_steps(
@@ -204,25 +231,31 @@ def steady_state_steps(
     engine: EnginePreset,
     kv_slots: int,
     concurrency: float | None = None,
+    acceptance_length: float = 1.0,
+    queries: int = 1,
 ) -> dict[str, float]:
     """The step-count side of a load point (no times): ``running``, ``decoding``, ``queued``,
     prompt tokens per step, prefill service steps, wait steps and utilization. Closed loop
-    (``concurrency``) only; the open loop needs the step time and is solved by the caller."""
+    (``concurrency``) only; the open loop needs the step time and is solved by the caller.
+    ``isl``: the prompt tokens a request computes; ``acceptance_length`` and ``queries``: a
+    speculative step's tokens emitted and scheduled per decoding sequence."""
     if concurrency is None or concurrency < 1:
         raise SpecError("concurrency", "must be >= 1", concurrency)
     slots = engine.slots(kv_slots)
     if slots < 1:
         raise SpecError("concurrency", "the KV cache holds no sequence of this length", kv_slots)
+    spec = (acceptance_length, queries)
+    dec = decode_steps(osl, acceptance_length)
     running = min(concurrency, slots)
-    decoding, budget_bound = solve_decoding(running, isl, osl, engine.token_budget)
-    s, rho, wait = prefill_wait(decoding, isl, osl, engine.token_budget)
+    decoding, budget_bound = solve_decoding(running, isl, osl, engine.token_budget, *spec)
+    s, rho, wait = prefill_wait(decoding, isl, osl, engine.token_budget, *spec)
     if budget_bound:  # the prompts beyond what the budget serves wait in the prefill queue
-        wait = (running - decoding) * max(osl - 1, 1) / decoding - s
+        wait = (running - decoding) * dec / decoding - s
     return {
         "running": running,
         "decoding": decoding,
         "queued": concurrency - running,
-        "prompt_tokens": decoding * isl / max(osl - 1, 1),
+        "prompt_tokens": decoding * isl / dec,
         "service_steps": s,
         "wait_steps": max(wait, 0.0),
         "rho": min(rho, 1.0),

@@ -15,7 +15,9 @@ An operator's time is ``max(flops / achieved_flop_s, bytes / achieved_bytes_s) +
   the vendor's fused kernel; FlashAttention-2 is capped at its published ceiling where that is
   lower (35% of peak on Hopper, FlashAttention-3 paper), and backward kernels reach 63/73 of the
   forward's FLOP/s (FlashAttention-2 paper).
-- Decode attention streams the KV cache at ``hbm * e_mem`` bytes/s.
+- Decode attention streams the KV cache at ``hbm * e_mem`` bytes/s; a speculative verification
+  step's several queries per sequence stream it once, or take their FLOPs' time at the prefill
+  kernel's rate where that is longer.
 - Collectives cost ``latency + factor * bytes / bus_bandwidth`` with the ring factors of NCCL's
   performance notes (all-reduce ``2 (n - 1) / n``, all-gather / reduce-scatter / all-to-all
   ``(n - 1) / n``, send/recv 1) and a latency that grows with ``log2 n``.
@@ -51,6 +53,7 @@ __all__ = [
     "LinkProfile",
     "attention_decode_time",
     "attention_prefill_time",
+    "attention_verify_time",
     "collective_time",
     "copy_time",
     "gemm_time",
@@ -238,6 +241,25 @@ def attention_prefill_time(
 def attention_decode_time(acc: Accelerator, prof: KernelProfile, kv_bytes: Num) -> Num:
     """One decode step's attention: stream the KV cache of every sequence in the batch."""
     return kv_bytes / (acc.hbm_bytes_per_s * prof.decode_memory_efficiency) + prof.decode_floor_s
+
+
+def attention_verify_time(
+    acc: Accelerator,
+    prof: KernelProfile,
+    kv_bytes: Num,
+    flops: Num,
+    keys: Num,
+    compute: str,
+) -> Num:
+    """A speculative verification step's attention: every sequence's queries (its last token
+    and the drafts) read its KV cache once, as a decode step does (FlashInfer's and FlashMLA's
+    decode kernels take several query tokens per sequence), unless their ``flops`` take longer
+    at the fused prefill kernel's rate over ``keys`` keys. A plain decode step keeps the fitted
+    stream time (``attention_decode_time``), which already holds its one query's work."""
+    eff = prof.attention_efficiency("fused") * keys / (keys + prof.attention_half_seq)
+    compute_s = flops / (acc.peak(compute) * eff)
+    stream_s = kv_bytes / (acc.hbm_bytes_per_s * prof.decode_memory_efficiency)
+    return maximum(stream_s, compute_s) + prof.decode_floor_s
 
 
 # --- collectives -----------------------------------------------------------------------------

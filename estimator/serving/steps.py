@@ -1,0 +1,264 @@
+"""One serving step's time by part, per layer kind: a prompt's prefill, a decode step, and a
+speculative verification step, from the same kernel-level costs (``timing.kernels``).
+
+- A prefill of ``batch`` prompts of ``prompt`` tokens is a training forward of each layer
+  (``timing.training.layer_time``: TP-sharded GEMMs, causal flash attention, elementwise work,
+  TP all-reduces, EP all-to-all). With ``cached`` of the prompt's tokens found in the prefix
+  cache the forward runs over the other ``prompt - cached`` tokens only (GEMMs, elementwise,
+  communication and recurrent scans as for a prompt that long), and their queries still attend
+  to every earlier key: the attention core keeps the share of the whole prompt's causal work
+  that the new queries do, ``(pairs(prompt) - pairs(cached)) / pairs(prompt)``
+  (``counts.flops.core_pairs_flops``; ``1 - (cached / prompt)^2`` for full attention).
+- A decode step for ``batch`` sequences reads every weight once, each sequence's KV cache at
+  ``context`` tokens (sliding-window layers at most their window), runs GEMMs with one row per
+  sequence, two TP all-reduces per layer and, for MoE layers, only the experts the rows select.
+- A verification step (speculative decoding) is a decode step with ``queries`` rows per
+  sequence (the last accepted token and the drafts): GEMMs, elementwise work and communication
+  over ``batch x queries`` rows, the same weight reads, and attention that reads each
+  sequence's KV cache once for its queries (``kernels.attention_verify_time``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from estimator.counts.flops import attention_terms, core_pairs_flops
+from estimator.layout.parallel import Parallelism
+from estimator.layout.sharding import StageShape, padded_vocab
+from estimator.memory.inference import kv_elems
+from estimator.spec.accelerator import Accelerator
+from estimator.spec.cluster import Cluster
+from estimator.spec.model import ModelSpec
+from estimator.spec.precision import DTYPES, Precision
+from estimator.timing.kernels import (
+    KernelProfile,
+    attention_decode_time,
+    attention_verify_time,
+    collective_time,
+    gemm_time,
+    memory_time,
+)
+from estimator.timing.training import (
+    gemm_coefficients,
+    layer_time,
+    linear_gemm_time,
+    weight_read_bytes,
+)
+from estimator.xp import Num, minimum, where
+
+__all__ = [
+    "PARTS",
+    "KindTimes",
+    "decode_kinds",
+    "head_time",
+    "per_size",
+    "pipeline",
+    "prefill_kinds",
+    "serving_attention_format",
+    "serving_layout",
+    "stage_times",
+    "through_stages",
+]
+
+PARTS = ("gemm", "attention", "elementwise", "comm")
+"""The parts of a stage's time, in the order the breakdowns list them."""
+
+KindTimes = tuple[Num, Num, Num, Num]  # one layer of a kind: its PARTS
+
+
+def serving_layout(model: ModelSpec, parallel: Parallelism) -> Parallelism:
+    """Serving places experts over ``ep`` ranks of the TP group, each split over ``tp / ep``."""
+    if model.moe is not None and parallel.etp is None:
+        return replace(parallel, etp=parallel.tp // parallel.ep)
+    return parallel
+
+
+def serving_attention_format(acc: Accelerator, precision: Precision) -> str:
+    """The tensor-core rate of prefill attention: fp8 where the KV cache is FP8 and the chip has
+    an fp8 rate (TensorRT-LLM runs FP8 context FMHA with an FP8 KV cache,
+    ``use_fp8_context_fmha``), else the activations'. Weight formats never reach attention: an
+    NVFP4 checkpoint quantizes the linear layers, and there is no FP4 attention kernel."""
+    act = DTYPES[precision.activations].compute or "bf16"
+    if DTYPES[precision.kv_cache].compute == "fp8" and "fp8" in acc.peak_flop_per_s:
+        return "fp8"
+    return act
+
+
+def prefill_kinds(
+    model: ModelSpec,
+    acc: Accelerator,
+    prof: KernelProfile,
+    p: Parallelism,
+    precision: Precision,
+    prompt: int,
+    batch: Num,
+    domain: Cluster,
+    cached: int = 0,
+) -> list[KindTimes]:
+    """One layer of each kind prefilling ``batch`` prompts of ``prompt`` tokens, ``cached`` of
+    them found in the prefix cache (computed: the rest)."""
+    att = serving_attention_format(acc, precision)
+    terms = attention_terms(model) if cached else ()
+    out = []
+    for k, kind in enumerate(model.kinds):
+        whole = layer_time(
+            model, kind, k, acc, prof, p, precision, prompt, batch, domain, attention_format=att
+        )
+        if not cached:
+            out.append(
+                (
+                    whole.gemm,
+                    whole.attention + whole.mixer,
+                    whole.elementwise,
+                    whole.tp_comm + whole.ep_comm,
+                )
+            )
+            continue
+        new = layer_time(
+            model, kind, k, acc, prof, p, precision, prompt - cached, batch, domain,
+            attention_format=att,
+        )  # fmt: skip
+        term = terms[k]
+        share = 0.0
+        if term is not None:  # the new queries' share of the whole prompt's causal work
+            share = 1 - core_pairs_flops(term, cached) / core_pairs_flops(term, prompt)
+        out.append(
+            (
+                new.gemm,
+                share * whole.attention + new.mixer,
+                new.elementwise,
+                new.tp_comm + new.ep_comm,
+            )
+        )
+    return out
+
+
+def decode_kinds(
+    model: ModelSpec,
+    acc: Accelerator,
+    prof: KernelProfile,
+    p: Parallelism,
+    precision: Precision,
+    batch: Num,
+    context: Num,
+    domain: Cluster,
+    queries: int = 1,
+) -> list[KindTimes]:
+    """One layer of each kind in a decode step of ``batch`` sequences at ``context`` tokens,
+    ``queries`` tokens per sequence (a speculative verification step: more than one)."""
+    act_b = DTYPES[precision.activations].bytes
+    kv_b = DTYPES[precision.kv_cache].bytes
+    h = model.hidden_size
+    rows = batch * queries if queries != 1 else batch
+    allreduce = collective_time(acc, prof, "all_reduce", rows * h * act_b, p.tp, 1, domain)
+    terms = attention_terms(model) if queries != 1 else ()
+    att_format = serving_attention_format(acc, precision) if terms else ""
+    out = []
+    for k, kind in enumerate(model.kinds):
+        kv_bytes: Num = 0.0
+        cached: Num = 0.0
+        if kind.attention is not None:
+            window = kind.attention.cache_window
+            cached = context if window is None else minimum(context, window)
+            kv_bytes = batch * cached * kv_elems(model, k, p.tp) * kv_b
+        if kind.mixer is not None:  # the state is read and written back each step
+            r = kind.mixer
+            kv_bytes = kv_bytes + 2 * batch * (r.state_elems + r.conv_state_elems) / p.tp * act_b
+        moe = any(m.copies > 1 for m in kind.linears)
+        a2a = 0.0
+        if moe and p.ep > 1 and model.moe is not None:
+            routed = rows * model.moe.top_k * h * act_b
+            a2a = 2 * collective_time(acc, prof, "all_to_all", routed, p.ep, p.expert_tp, domain)
+        term = terms[k] if terms else None
+        if term is None or kind.attention is None:
+            attention = attention_decode_time(acc, prof, kv_bytes)
+        else:  # each query against the cached keys (a window's, a sparse selection's at most)
+            top = kind.attention.topk
+            keys = cached if top is None else minimum(cached, top)
+            flops = rows * (keys * term[1] + cached * term[4]) / p.tp
+            attention = attention_verify_time(acc, prof, kv_bytes, flops, cached, att_format)
+        out.append(
+            (
+                linear_gemm_time(model, kind, acc, prof, p, precision, rows),
+                attention,
+                memory_time(acc, prof, rows * 8 * h * act_b, 3),
+                kind.tp_exchanges * allreduce + a2a,
+            )
+        )
+    return out
+
+
+def stage_times(
+    kinds: list[KindTimes], stages: tuple[StageShape, ...], head: Num
+) -> list[dict[str, Num]]:
+    """Each distinct stage's time by part: its layers of each kind, and the output head on the
+    last."""
+    out = []
+    for stage in stages:
+        acc: list[Num] = [0.0, 0.0, 0.0, 0.0]
+        for times, n in zip(kinds, stage.counts, strict=True):
+            if n:
+                acc = [a + n * t for a, t in zip(acc, times, strict=True)]
+        if stage.last:
+            acc[0] = acc[0] + head
+        out.append(dict(zip(PARTS, acc, strict=True)))
+    return out
+
+
+def head_time(
+    model: ModelSpec,
+    acc: Accelerator,
+    prof: KernelProfile,
+    p: Parallelism,
+    precision: Precision,
+    rows: Num,
+    vocab: int | None = None,
+) -> Num:
+    """The output head over ``rows`` rows on one TP rank: the model's vocabulary, or ``vocab``
+    rows of a drafter's own head (EAGLE-3's draft vocabulary)."""
+    out = (padded_vocab(model, p.tp) if vocab is None else vocab) / p.tp
+    gemm_b = DTYPES[precision.gemm_inputs].bytes
+    # fp32 logits out: 4 bytes per output element.
+    per_row, row_bytes, fixed = gemm_coefficients(
+        model.embed_dim, out, gemm_b, 4, weight_read_bytes(precision)
+    )
+    return gemm_time(acc, prof, per_row * rows, row_bytes * rows + fixed, precision.compute)
+
+
+def pipeline(stage_time: list[dict[str, Num]], pp: int) -> dict[str, Num]:
+    """Per-token latency through ``pp`` stages: the slowest stage ``pp`` times (every stage
+    holds one of the ``pp`` micro-batches in flight). Stage times may be arrays (one entry per
+    batch size): the slowest stage is then chosen entry by entry (the first of equals)."""
+    worst = stage_time[0]
+    if len(stage_time) > 1:  # one stage: no totals to compare (each is an array operation)
+        worst_total = sum(worst.values())
+        for times in stage_time[1:]:
+            total = sum(times.values())
+            slower = total > worst_total
+            worst = {k: where(slower, times[k], v) for k, v in worst.items()}
+            worst_total = where(slower, total, worst_total)
+    return worst if pp == 1 else {k: pp * v for k, v in worst.items()}
+
+
+def through_stages(
+    stage_time: list[dict[str, Num]], stages: tuple[StageShape, ...]
+) -> dict[str, Num]:
+    """One micro-batch's latency through every pipeline stage in turn: each distinct stage's
+    time as many times as ranks are like it (a lone prompt crosses them one after another; the
+    pipeline overlaps nothing for it)."""
+    total = {k: v * stages[0].ranks for k, v in stage_time[0].items()}
+    for times, stage in zip(stage_time[1:], stages[1:], strict=True):
+        total = {k: v + stage.ranks * times[k] for k, v in total.items()}
+    return total
+
+
+def per_size(times: dict[str, Num], n: int) -> dict[str, Any]:
+    """Each part as an array of ``n`` floats (parts that no batch size changes, such as the
+    communication of a single GPU, come back from the formulas as one number)."""
+    return {
+        k: v if isinstance(v, np.ndarray) and v.shape == (n,) else np.full(n, float(v))
+        for k, v in times.items()
+    }
