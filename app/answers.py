@@ -24,6 +24,7 @@ from app.resolve import (
     fitting_alternatives,
     price_for,
     resolve_accelerator,
+    run_inference,
     run_training,
 )
 from app.schemas.catalog import (
@@ -220,6 +221,11 @@ def training_answer(req: TrainingRequest) -> dict[str, Any]:
     layouts that do (``app.resolve.fitting_alternatives``)."""
     plan, e = run_training(req)
     return with_fit_suggestions(req, training_out(plan, e))
+
+
+def inference_answer(req: InferenceRequest) -> dict[str, Any]:
+    """A serving plan's answer."""
+    return inference_out(req, *run_inference(req))
 
 
 def with_fit_suggestions(req: TrainingRequest, out: dict[str, Any]) -> dict[str, Any]:

@@ -248,7 +248,8 @@ def test_compare_plans_side_by_side(tab: Tab, server: str) -> None:
     twin = httpx.get(page.url + "&format=json").json()
     assert list(twin) == ["Plan A", "Plan B"]
     cells = page.eval_on_selector_all(
-        "#comparison tbody tr:nth-child(4) td", "cells => cells.map(c => Number(c.dataset.value))"
+        "#comparison tr[data-label='Step time'] td",
+        "cells => cells.map(c => Number(c.dataset.value))",
     )
     assert cells == [twin["Plan A"]["time"]["step_s"], twin["Plan B"]["time"]["step_s"]]
     memory = figure(page, "memory")

@@ -93,6 +93,14 @@ def test_list_search_tags_and_compare(client: TestClient) -> None:
     page = c.get(f"/plans/compare?ids={a},{b},{s}")
     assert page.status_code == 200
     assert 'id="fig-memory"' in page.text and 'id="fig-time"' in page.text
+    # serving plans get the serving compare charts (memory, latency at load, throughput curve)
+    s2 = _save(c, "inference", "model=llama-3-8b&accelerator=h200-sxm-141gb", "on H200", "q3")
+    served = c.get(f"/plans/compare?ids={s},{s2}").text
+    assert re.findall(r'id="fig-([\w-]+)"', served) == [
+        "serving-memory",
+        "serving-latency",
+        "serving-curve",
+    ]
     twin = c.get(f"/plans/compare?ids={a}&ids={b}&format=json").json()
     assert list(twin) == [a, b]
     assert twin[a]["current_result"]["step_s"] > twin[b]["current_result"]["step_s"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -20,11 +20,15 @@ from estimator.spec.accelerator import GIB
 __all__ = [
     "COLORS",
     "accuracy_figure",
+    "at_load",
+    "compare_curve_figure",
+    "compare_latency_figure",
     "compare_memory_figure",
     "compare_time_figure",
     "figure_json",
     "inference_latency_figure",
     "inference_memory_figure",
+    "inference_terms",
     "rank_grid_figure",
     "serving_curve_figure",
     "serving_sweep_bars_figure",
@@ -34,6 +38,7 @@ __all__ = [
     "sweep_scatter_figure",
     "timeline_figure",
     "training_memory_figure",
+    "training_terms",
     "training_time_figure",
 ]
 
@@ -173,14 +178,26 @@ def training_time_figure(result: Mapping[str, Any]) -> Figure:
     }
 
 
-def inference_memory_figure(result: Mapping[str, Any]) -> Figure:
+def inference_terms(result: Mapping[str, Any]) -> dict[str, float]:
+    """A serving answer's memory per GPU by term (bytes); the drafter's terms only where
+    speculative decoding holds any."""
     m = result["memory_per_gpu"]
     shown = ("weights", "draft_weights", "kv_cache", "draft_kv_cache", "activation_peak",
              "runtime_overhead")  # fmt: skip
-    # the drafter's terms only where speculative decoding holds any
-    terms = {k: m[f"{k}_bytes"] for k in shown if m[f"{k}_bytes"] or not k.startswith("draft")}
+    return {k: m[f"{k}_bytes"] for k in shown if m[f"{k}_bytes"] or not k.startswith("draft")}
+
+
+def training_terms(result: Mapping[str, Any]) -> dict[str, float]:
+    """A training answer's memory per GPU by term (bytes)."""
+    totals = ("total", "capacity", "headroom")
+    return {k: v for k, v in _strip(result["memory_per_gpu"], "_bytes").items() if k not in totals}
+
+
+def inference_memory_figure(result: Mapping[str, Any]) -> Figure:
     title = f"Memory per GPU at concurrency {result['concurrency']}"
-    return _memory_figure(terms, m["capacity_bytes"], title)
+    return _memory_figure(
+        inference_terms(result), result["memory_per_gpu"]["capacity_bytes"], title
+    )
 
 
 def inference_latency_figure(result: Mapping[str, Any]) -> Figure:
@@ -372,6 +389,14 @@ def serving_load_figure(
             "shapes": shapes,
             "annotations": annotations,
         },
+    }
+
+
+def _figure(data: list[dict[str, Any]], title: str, height: int, **layout: Any) -> Figure:
+    """A figure in the pages' common layout, titled, ``layout`` (axes, barmode ...) over it."""
+    return {
+        "data": data,
+        "layout": {**_LAYOUT, "title": {"text": title}, "height": height, **layout},
     }
 
 
@@ -603,17 +628,14 @@ def _by_plan(plans: Sequence[tuple[str, Mapping[str, Any]]], terms: Any) -> dict
     return out
 
 
-def compare_memory_figure(plans: Sequence[tuple[str, Mapping[str, Any]]]) -> Figure:
-    """Memory per GPU of each plan, stacked by term side by side, each with its GPU's capacity
-    (a marker, since plans may be on different GPUs)."""
+def compare_memory_figure(
+    plans: Sequence[tuple[str, Mapping[str, Any]]],
+    terms_of: Callable[[Mapping[str, Any]], dict[str, float]],
+) -> Figure:
+    """Memory per GPU of each plan, stacked by term (``terms_of`` an answer, in bytes) side by
+    side, each with its GPU's capacity (a marker, since plans may be on different GPUs)."""
     labels = [label for label, _ in plans]
-    totals = ("total", "capacity", "headroom")
-    terms = _by_plan(
-        plans,
-        lambda r: {
-            k: v / GIB for k, v in _strip(r["memory_per_gpu"], "_bytes").items() if k not in totals
-        },
-    )
+    terms = _by_plan(plans, lambda r: {k: v / GIB for k, v in terms_of(r).items()})
     data = _plan_bars(labels, terms, "%{y:.2f} GiB")
     data.append(
         {
@@ -626,16 +648,7 @@ def compare_memory_figure(plans: Sequence[tuple[str, Mapping[str, Any]]]) -> Fig
             "hovertemplate": "%{x} capacity: %{y:.1f} GiB<extra></extra>",
         }
     )
-    return {
-        "data": data,
-        "layout": {
-            **_LAYOUT,
-            "title": {"text": "Memory per GPU"},
-            "barmode": "stack",
-            "height": 380,
-            "yaxis": {"title": {"text": "GiB"}},
-        },
-    }
+    return _figure(data, "Memory per GPU", 380, barmode="stack", yaxis={"title": {"text": "GiB"}})
 
 
 def compare_time_figure(plans: Sequence[tuple[str, Mapping[str, Any]]]) -> Figure:
@@ -643,16 +656,71 @@ def compare_time_figure(plans: Sequence[tuple[str, Mapping[str, Any]]]) -> Figur
     labels = [label for label, _ in plans]
     parts = _by_plan(plans, lambda r: _strip(r["time"]["breakdown"], "_s"))
     data = _plan_bars(labels, parts, "%{y:.3g} s")
-    return {
-        "data": data,
-        "layout": {
-            **_LAYOUT,
-            "title": {"text": "Step time"},
-            "barmode": "stack",
-            "height": 380,
-            "yaxis": {"title": {"text": "seconds"}},
-        },
-    }
+    return _figure(data, "Step time", 380, barmode="stack", yaxis={"title": {"text": "seconds"}})
+
+
+def at_load(r: Mapping[str, Any], key: str) -> float | None:
+    """A serving answer's TTFT or TPOT (``ttft_s``, ``tpot_s``) at the load it asked for: its
+    steady state under load, the lone request's where it has none; None where the load leaves
+    it unbounded (an overloaded replica's queue grows without end)."""
+    load = r.get("load")
+    value = r["latency"][key] if load is None else load.get(key)
+    return None if value is None else float(value)
+
+
+def compare_latency_figure(plans: Sequence[tuple[str, Mapping[str, Any]]]) -> Figure:
+    """TTFT and TPOT of each serving plan at the load it asked for (ms), side by side; an
+    unbounded one is left out (a gap)."""
+    labels = [label for label, _ in plans]
+
+    def ms(r: Mapping[str, Any], key: str) -> float | None:
+        value = at_load(r, key)
+        return None if value is None else 1e3 * value
+
+    data = [
+        {
+            "type": "bar",
+            "name": name,
+            "x": labels,
+            "y": [ms(r, key) for _, r in plans],
+            "marker": {"color": color},
+            "hovertemplate": f"%{{x}} {name}: %{{y:.1f}} ms<extra></extra>",
+        }
+        for name, key, color in (
+            ("TTFT", "ttft_s", COLORS["optimizer_states"]),
+            ("TPOT", "tpot_s", COLORS["comm"]),
+        )
+    ]
+    return _figure(
+        data,
+        "Latency at each plan's load",
+        380,
+        barmode="group",
+        yaxis={"title": {"text": "ms"}, "type": "log"},
+    )
+
+
+def compare_curve_figure(plans: Sequence[tuple[str, Mapping[str, Any]]]) -> Figure:
+    """Output tokens/s against concurrency of each serving plan, up to its KV-cache limit."""
+    data = [
+        {
+            "type": "scatter",
+            "mode": "lines+markers",
+            "name": label,
+            "x": [p["concurrency"] for p in r["curve"] if p["fits"]],
+            "y": [p["output_tokens_per_s"] for p in r["curve"] if p["fits"]],
+            "marker": {"color": ACCELERATOR_COLORS[i % len(ACCELERATOR_COLORS)]},
+            "hovertemplate": f"{label}: %{{y:,.0f}} tokens/s at %{{x}}<extra></extra>",
+        }
+        for i, (label, r) in enumerate(plans)
+    ]
+    return _figure(
+        data,
+        "Throughput vs concurrency",
+        380,
+        xaxis={"title": {"text": "concurrent sequences", "standoff": 4}, "type": "log"},
+        yaxis={"title": {"text": "output tokens/s"}, "rangemode": "tozero"},
+    )
 
 
 def serving_sweep_scatter_figure(
@@ -727,16 +795,13 @@ def serving_sweep_bars_figure(
                     "marker": {"color": ACCELERATOR_COLORS[a % len(ACCELERATOR_COLORS)]},
                 }
             )
-    return {
-        "data": data,
-        "layout": {
-            **_LAYOUT,
-            "title": {"text": "Cheapest USD per 1k output tokens by accelerator and TP"},
-            "barmode": "group",
-            "height": 360,
-            "yaxis": {"title": {"text": "USD per 1k output tokens"}, "tickformat": "$.5f"},
-        },
-    }
+    return _figure(
+        data,
+        "Cheapest USD per 1k output tokens by accelerator and TP",
+        360,
+        barmode="group",
+        yaxis={"title": {"text": "USD per 1k output tokens"}, "tickformat": "$.5f"},
+    )
 
 
 # --- rank layout ------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from app.answers import (
     catalog_accelerators,
     catalog_models,
     comm_plan_out,
+    inference_answer,
     inference_out,
     layer_table_out,
     model_out,
@@ -288,7 +289,10 @@ def _page(
         "figures": figures(outcome.result, query) if outcome.result else {},
         "json_url": f"{request.url.path}?{urlencode(query)}&format=json" if query else "",
         "compare_url": "/compare?"
-        + urlencode({f"a.{k}": v for k, v in query.items() if v and k != "config"}),
+        + urlencode(
+            ({"kind": "serving"} if kind == "inference" else {})
+            | {f"a.{k}": v for k, v in query.items() if v and k != "config"}
+        ),
     }
     status = 422 if outcome.errors else 200
     return templates.TemplateResponse(request, template, context, status_code=status)
@@ -479,32 +483,52 @@ def serving_page(request: Request) -> Response:
     )
 
 
-def _row_link(
-    path: str, row_keys: str, query_keys: str, **defaults: Any
-) -> Callable[[Mapping[str, Any], Mapping[str, str]], str]:
+class _RowLink:
     """The planner's address for one sweep row: the row's layout (``row_keys``, space-separated)
-    with the sweep's model and workload (``query_keys``, else ``defaults``)."""
+    with the sweep's model and workload (``query_keys``, else ``defaults``); and the compare
+    page's address for several rows side by side."""
 
-    def link(row: Mapping[str, Any], query: Mapping[str, str]) -> str:
+    def __init__(self, path: str, kind: str, row_keys: str, query_keys: str, **defaults: Any):
+        self.path, self.kind = path, kind
+        self.row_keys, self.query_keys, self.defaults = (
+            row_keys.split(),
+            query_keys.split(),
+            defaults,
+        )
+
+    def params(self, row: Mapping[str, Any], query: Mapping[str, str]) -> dict[str, Any]:
         params = {
             "model": query.get("model", ""),
             "config": query.get("config", ""),
-            **{k: row[k] for k in row_keys.split()},
-            **{k: query.get(k) or defaults.get(k, "") for k in query_keys.split()},
+            **{k: row[k] for k in self.row_keys},
+            **{k: query.get(k) or self.defaults.get(k, "") for k in self.query_keys},
         }
-        return path + "?" + urlencode({k: v for k, v in params.items() if v not in ("", None)})
+        return {k: v for k, v in params.items() if v not in ("", None)}
 
-    return link
+    def __call__(self, row: Mapping[str, Any], query: Mapping[str, str]) -> str:
+        return self.path + "?" + urlencode(self.params(row, query))
+
+    def compare(self, rows: Sequence[Mapping[str, Any]], query: Mapping[str, str]) -> str:
+        """The compare page with the first four ``rows`` as its plans (catalog models only: a
+        pasted config does not travel into the compare page's plans)."""
+        params: dict[str, Any] = {"kind": self.kind}
+        for slot, row in zip(SLOTS, rows, strict=False):
+            params |= {
+                f"{slot}.{k}": v for k, v in self.params(row, query).items() if k != "config"
+            }
+        return "/compare?" + urlencode(params)
 
 
-_planner_url = _row_link(
+_planner_url = _RowLink(
     "/training",
+    "training",
     "accelerator num_gpus tp pp cp ep vp zero_stage micro_batch_size recompute precision",
     "seq_len global_batch_size tokens",
     global_batch_size=1024,
 )
-_serving_planner_url = _row_link(
+_serving_planner_url = _RowLink(
     "/serving",
+    "serving",
     "accelerator precision tp pp concurrency",
     "input_len output_len ttft_target_s tpot_target_s",
 )
@@ -580,6 +604,9 @@ def serving_sweep_page(request: Request) -> Response:
     context = {
         "inputs": pickers(SERVING_SWEEP_INPUTS),
         "picks": picks,
+        "compare_picks_url": _serving_planner_url.compare([p["row"] for p in picks], query)
+        if len(picks) > 1
+        else "",
         "query": query,
         "outcome": outcome,
         "save": save_form(request, "inference_sweep", result),
@@ -637,6 +664,11 @@ def sweep_page(request: Request) -> Response:
         "figures": figures,
         "rows": rows,
         "recommendations": recommendations,
+        "compare_picks_url": _planner_url.compare(
+            [r["row"] for r in (result["out"]["recommendations"] if result else [])], query
+        )
+        if result and len(result["out"]["recommendations"]) > 1
+        else "",
         "out": result["out"] if result else None,
         "sort_url": lambda key: "/sweep?" + urlencode({**base, "sort": key}),
         "page_url": lambda n: "/sweep?" + urlencode({**base, **sort, "page": n}),
@@ -648,20 +680,31 @@ def sweep_page(request: Request) -> Response:
 
 
 SLOTS = ("a", "b", "c", "d")
-# A plan of the comparison: the training inputs but the pasted config, named "<slot>.<input>".
-# An empty model leaves the plan out.
-COMPARE_INPUTS = {
-    slot: tuple(
-        replace(spec, name=f"{slot}.{spec.name}")
-        if spec.name != "model"
-        else replace(
-            spec, name=f"{slot}.model", choices=("", *model_ids()), default="", blank="(no plan)"
+
+
+def _slot_inputs(inputs: Sequence[Input]) -> dict[str, tuple[Input, ...]]:
+    """A plan of the comparison: a planner's inputs but the pasted config, named
+    "<slot>.<input>". An empty model leaves the plan out."""
+    return {
+        slot: tuple(
+            replace(spec, name=f"{slot}.{spec.name}")
+            if spec.name != "model"
+            else replace(
+                spec,
+                name=f"{slot}.model",
+                choices=("", *model_ids()),
+                default="",
+                blank="(no plan)",
+            )
+            for spec in inputs
+            if spec.kind != "textarea"
         )
-        for spec in TRAINING_INPUTS
-        if spec.kind != "textarea"
-    )
-    for slot in SLOTS
-}
+        for slot in SLOTS
+    }
+
+
+COMPARE_INPUTS = _slot_inputs(TRAINING_INPUTS)
+COMPARE_SERVING_INPUTS = _slot_inputs(SERVING_INPUTS)
 COMPARE_EXAMPLE = {
     "a.model": "llama-3-70b", "a.accelerator": "h100-sxm-80gb", "a.num_gpus": "64",
     "a.tp": "8", "a.pp": "2", "a.global_batch_size": "1024", "a.recompute": "selective",
@@ -673,38 +716,162 @@ COMPARE_EXAMPLE = {
     "c.tp": "8", "c.pp": "2", "c.global_batch_size": "1024", "c.recompute": "selective",
     "c.tokens": "2e12",
 }  # fmt: skip
+COMPARE_SERVING_EXAMPLE = {
+    "kind": "serving",
+    "a.model": "llama-3-70b", "a.accelerator": "h100-sxm-80gb", "a.tp": "2",
+    "a.precision": "fp8-serving", "a.concurrency": "32",
+    "b.model": "llama-3-70b", "b.accelerator": "h200-sxm-141gb", "b.tp": "1",
+    "b.precision": "fp8-serving", "b.concurrency": "32",
+    "c.model": "llama-3-70b", "c.accelerator": "h100-sxm-80gb", "c.tp": "4",
+    "c.precision": "fp8-serving", "c.concurrency": "32",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CompareRow:
+    """A row of a comparison: its label, the value of a plan's answer (None: not known), how to
+    show it, and which way is better (for the change against the first plan; None: neither)."""
+
+    label: str
+    value: Callable[[Mapping[str, Any]], Any]
+    shown: Callable[[Any], str]
+    better: str | None = None  # "higher" or "lower"
+
+
+def _fleet_usd_per_hour(r: Mapping[str, Any]) -> float | None:
+    price = r["cost"]["price_usd_per_gpu_hour"]
+    return None if price is None else price * r["num_gpus"]
+
+
+TRAINING_ROWS = (
+    CompareRow("GPUs", lambda r: r["num_gpus"], fmt.num, "lower"),
+    CompareRow("Fits", lambda r: r["memory_per_gpu"]["fits"], lambda v: "yes" if v else "no"),
+    CompareRow("Memory per GPU", lambda r: r["memory_per_gpu"]["total_bytes"], fmt.gib, "lower"),
+    CompareRow("Step time", lambda r: r["time"]["step_s"], fmt.seconds, "lower"),
+    CompareRow("Tokens/s", lambda r: r["throughput"]["tokens_per_s"], fmt.num, "higher"),
+    CompareRow("Tokens/s per GPU", lambda r: r["throughput"]["tokens_per_s_per_gpu"], fmt.num,
+               "higher"),
+    CompareRow("MFU", lambda r: r["throughput"]["mfu"], fmt.pct, "higher"),
+    CompareRow("Time to train", lambda r: r["cost"]["time_to_train_s"], fmt.seconds, "lower"),
+    CompareRow("GPU-hours", lambda r: r["cost"]["gpu_hours"], fmt.num, "lower"),
+    CompareRow("Fleet $ per hour", _fleet_usd_per_hour, fmt.usd, "lower"),
+    CompareRow("Cost", lambda r: r["cost"]["usd"], fmt.usd, "lower"),
+    CompareRow("$ per 1M tokens", lambda r: r["cost"]["usd_per_1m_tokens"], fmt.usd, "lower"),
+)  # fmt: skip
+SERVING_ROWS = (
+    CompareRow("GPUs (replica)", lambda r: r["num_gpus"], fmt.num, "lower"),
+    CompareRow("Fits", lambda r: r["memory_per_gpu"]["fits"], lambda v: "yes" if v else "no"),
+    CompareRow("Memory per GPU", lambda r: r["memory_per_gpu"]["total_bytes"], fmt.gib, "lower"),
+    CompareRow("Max concurrency", lambda r: r["max_concurrency"], fmt.num, "higher"),
+    CompareRow("Concurrency", lambda r: r["concurrency"], fmt.num),
+    CompareRow("TTFT (at this load)", lambda r: charts.at_load(r, "ttft_s"), fmt.seconds, "lower"),
+    CompareRow("TPOT (at this load)", lambda r: charts.at_load(r, "tpot_s"), fmt.seconds, "lower"),
+    CompareRow("Output tokens/s", lambda r: r["throughput"]["output_tokens_per_s"], fmt.num,
+               "higher"),
+    CompareRow("Output tokens/s per GPU",
+               lambda r: r["throughput"]["output_tokens_per_s_per_gpu"], fmt.num, "higher"),
+    CompareRow("$ per hour (replica)", lambda r: r["cost"]["usd_per_hour"], fmt.usd, "lower"),
+    CompareRow("$ per 1M output tokens", lambda r: r["cost"]["usd_per_1m_output_tokens"],
+               fmt.usd, "lower"),
+    CompareRow("$ per 1M input tokens", lambda r: r["cost"]["usd_per_1m_input_tokens"], fmt.usd,
+               "lower"),
+)  # fmt: skip
+
+
+def compare_table(
+    rows: Sequence[CompareRow], plans: Sequence[tuple[str, Mapping[str, Any]]]
+) -> list[dict[str, Any]]:
+    """The comparison's rows: each plan's value shown, and its change against the first plan's
+    (a share; None where either is unknown or zero), marked better or worse where that has a
+    direction."""
+    out = []
+    for row in rows:
+        values = [row.value(r) for _, r in plans]
+        first = values[0] if values else None
+        cells = []
+        for n, v in enumerate(values):
+            delta = None
+            numbers = all(
+                isinstance(x, int | float) and not isinstance(x, bool) for x in (v, first)
+            )
+            if n and numbers and first:
+                delta = v / first - 1
+            verdict = ""
+            if delta and row.better:
+                verdict = "better" if (delta > 0) == (row.better == "higher") else "worse"
+            cells.append(
+                {"value": v, "text": "–" if v is None else row.shown(v), "delta": delta,
+                 "verdict": verdict}
+            )  # fmt: skip
+        out.append({"label": row.label, "cells": cells})
+    return out
+
+
+def _plan_title(kind: str, r: Mapping[str, Any]) -> str:
+    lay = r["layout"]
+    if kind == "serving":
+        return (
+            f"{r['model']} · {r['num_gpus']} × {r['accelerator']} · tp {lay['tp']} pp {lay['pp']}"
+            f" · concurrency {r['concurrency']}"
+        )
+    return (
+        f"{r['model']} · {r['num_gpus']} × {r['accelerator']} · tp {lay['tp']} pp {lay['pp']}"
+        f" dp {lay['dp']} · ZeRO {lay['zero_stage']}"
+    )
+
+
+def compare_figures(kind: str, plans: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
+    """The aligned charts of a comparison of training or of serving plans."""
+    if not plans:
+        return {}
+    if kind == "serving":
+        return {
+            "memory": charts.compare_memory_figure(plans, charts.inference_terms),
+            "latency": charts.compare_latency_figure(plans),
+            "curve": charts.compare_curve_figure(plans),
+        }
+    return {
+        "memory": charts.compare_memory_figure(plans, charts.training_terms),
+        "time": charts.compare_time_figure(plans),
+    }
 
 
 @router.get("/compare", response_class=HTMLResponse)
 def compare_page(request: Request) -> Response:
-    """Two to four training plans side by side: their key numbers and aligned charts."""
+    """Two to four training plans, or serving plans (``kind=serving``), side by side: their key
+    numbers with the change against the first plan, and aligned charts."""
     query = dict(request.query_params)
-    fmt = query.pop("format", "html")
+    fmt_ = query.pop("format", "html")
+    kind = query.get("kind", "training")
+    if kind not in ("training", "serving"):
+        kind = "training"
+    slot_inputs = COMPARE_SERVING_INPUTS if kind == "serving" else COMPARE_INPUTS
+    model: type[BaseModel] = InferenceRequest if kind == "serving" else TrainingRequest
+    run = inference_answer if kind == "serving" else training_answer
     slots: list[dict[str, Any]] = []
     plans: list[tuple[str, dict[str, Any]]] = []
     for slot in SLOTS:
-        inputs = COMPARE_INPUTS[slot]
+        inputs = slot_inputs[slot]
         outcome = Outcome()
         if query.get(f"{slot}.model"):
-            outcome = evaluate(inputs, query, TrainingRequest, training_answer)
+            outcome = evaluate(inputs, query, model, run)
             if outcome.result is not None:
                 plans.append((f"Plan {slot.upper()}", outcome.result))
         slots.append({"key": slot, "inputs": pickers(inputs), "outcome": outcome})
-    if fmt == "json":
+    if fmt_ == "json":
         return _json(dict(plans))
-    figures = {}
-    if plans:
-        figures = {
-            "memory": charts.compare_memory_figure(plans),
-            "time": charts.compare_time_figure(plans),
-        }
+    rows = SERVING_ROWS if kind == "serving" else TRAINING_ROWS
     context = {
+        "kind": kind,
         "slots": slots,
-        "plans": plans,
-        "figures": figures,
+        "plans": [(label, r, _plan_title(kind, r)) for label, r in plans],
+        "table": compare_table(rows, plans),
+        "figures": compare_figures(kind, plans),
         "query": query,
         "json_url": f"/compare?{request.url.query}&format=json" if plans else "",
-        "example_url": "/compare?" + urlencode(COMPARE_EXAMPLE),
+        "example_url": "/compare?"
+        + urlencode(COMPARE_SERVING_EXAMPLE if kind == "serving" else COMPARE_EXAMPLE),
+        "other_url": "/compare" + ("" if kind == "serving" else "?kind=serving"),
     }
     errors = any(outcome.errors for outcome in (slot["outcome"] for slot in slots))
     return templates.TemplateResponse(

@@ -23,15 +23,14 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData, QueryParams
 
 from app import format as fmt
-from app.answers import training_out
+from app.answers import inference_answer, training_answer
 from app.deps import bind_team, open_store, settings_of, write_refusal
-from app.resolve import run_training
+from app.schemas.inference import InferenceRequest
 from app.schemas.plans import PLAN_CREATE, PlanUpdate
 from app.schemas.training import TrainingRequest
 from app.service.errors import refusal_text
 from app.store.plans import PlanStore
 from app.store.saving import duplicate, reopened, save_plan, update_plan
-from app.web import charts
 from app.web.forms import (
     SERVING_INPUTS,
     SERVING_SWEEP_INPUTS,
@@ -40,7 +39,7 @@ from app.web.forms import (
     Input,
     request_body,
 )
-from app.web.planners import page_query, templates
+from app.web.planners import compare_figures, page_query, templates
 from estimator.errors import SpecError, UnknownIdError
 
 __all__ = ["router"]
@@ -284,20 +283,21 @@ def compare_saved_page(request: Request) -> Response:
         {"label": _label(k), "cells": [_shown(k, _current(c).get(k)) for c in columns]}
         for k in keys
     ]
+    reopened = [c for c in columns if c["opened"] is not None]
     trained = [
-        (
-            c["label"],
-            training_out(*run_training(TrainingRequest.model_validate(c["plan"]["request"]))),
-        )
-        for c in columns
-        if c["plan"]["kind"] == "training" and c["opened"] is not None
+        (c["label"], training_answer(TrainingRequest.model_validate(c["plan"]["request"])))
+        for c in reopened
+        if c["plan"]["kind"] == "training"
     ]
-    figures = {}
-    if trained:
-        figures = {
-            "memory": charts.compare_memory_figure(trained),
-            "time": charts.compare_time_figure(trained),
-        }
+    served = [
+        (c["label"], inference_answer(InferenceRequest.model_validate(c["plan"]["request"])))
+        for c in reopened
+        if c["plan"]["kind"] == "inference"
+    ]
+    figures = {
+        **compare_figures("training", trained),
+        **{f"serving-{k}": v for k, v in compare_figures("serving", served).items()},
+    }
     context = {
         "columns": [
             {**c, "kind_name": KIND_NAMES[c["plan"]["kind"]], "url": f"/plans/{c['plan']['id']}"}
