@@ -31,7 +31,12 @@ from estimator.errors import SpecError
 from estimator.layout.parallel import Parallelism
 from estimator.layout.ranks import group_shapes
 from estimator.layout.sharding import StageShape, distinct_stages, padded_vocab
-from estimator.memory.inference import InferenceMemory, InferenceSetup, inference_memory, kv_elems
+from estimator.memory.inference import (
+    InferenceMemory,
+    InferenceSetup,
+    cached_elems,
+    inference_memory,
+)
 from estimator.serving.load import (
     ENGINES,
     LoadPoint,
@@ -60,7 +65,7 @@ from estimator.timing.training import (
     linear_gemm_time,
     weight_read_bytes,
 )
-from estimator.xp import Num, minimum, where
+from estimator.xp import Num, where
 
 __all__ = ["DEFAULT_MAX_BATCH", "ConcurrencyPoint", "InferenceEstimate", "estimate_inference"]
 
@@ -176,13 +181,10 @@ def _decode_kinds(
     kv_b = DTYPES[precision.kv_cache].bytes
     h = model.hidden_size
     allreduce = collective_time(acc, prof, "all_reduce", batch * h * act_b, p.tp, 1, domain)
+    streams = model.stream_traffic_per_block
     out = []
     for k, kind in enumerate(model.kinds):
-        kv_bytes: Num = 0.0
-        if kind.attention is not None:
-            window = kind.attention.cache_window
-            cached = context if window is None else minimum(context, window)
-            kv_bytes = batch * cached * kv_elems(model, k, p.tp) * kv_b
+        kv_bytes: Num = batch * cached_elems(model, k, context, p.tp) * kv_b
         if kind.mixer is not None:  # the state is read and written back each step
             r = kind.mixer
             kv_bytes = kv_bytes + 2 * batch * (r.state_elems + r.conv_state_elems) / p.tp * act_b
@@ -195,7 +197,7 @@ def _decode_kinds(
             (
                 linear_gemm_time(model, kind, acc, prof, p, precision, batch),
                 attention_decode_time(acc, prof, kv_bytes),
-                memory_time(acc, prof, batch * 8 * h * act_b, 3),
+                memory_time(acc, prof, batch * (8 * h + streams * kind.blocks) * act_b, 3),
                 kind.tp_exchanges * allreduce + a2a,
             )
         )
