@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +21,8 @@ from typing import Any
 import httpx
 import pytest
 from sqlalchemy import text
+
+from estimator.spec.model import ModelSpec
 
 DATA = Path(__file__).parent / "data"
 
@@ -31,6 +34,36 @@ os.environ.setdefault("PLANNER_WRITES_PER_MINUTE", "0")
 
 def load_data(name: str) -> Any:
     return json.loads((DATA / name).read_text())
+
+
+def by_name(model: ModelSpec) -> dict[str, int]:
+    """The spec's parameters under transformers' names, layer indices collapsed as
+    ``gt.param_breakdown`` collapses them: bare tensors for the fused experts (``gate_up_proj``,
+    ``gate_up_proj_bias``) and DeepSeek-V4's hyper-connections (``attn_hc.fn``, the ``hc_head``'s
+    ``hc_fn``, ``hc_base`` and ``hc_scale``), ``.weight`` and ``.bias`` for the rest."""
+    out: dict[str, int] = defaultdict(int)
+    out["model.embed_tokens.weight"] = model.token_embedding_params
+    if model.output_head_params:
+        out["lm_head.weight"] = model.output_head_params
+    if model.final_norm is not None:
+        out["model.norm.weight"] = model.final_norm.params
+    n = model.hyper_streams
+    if n:
+        out["model.hc_head.hc_fn"] = n * n * model.hidden_size
+        out["model.hc_head.hc_base"] = n
+        out["model.hc_head.hc_scale"] = 1
+    for kind, count in zip(model.kinds, model.kind_counts, strict=True):
+        for m in kind.linears:
+            bare = m.component in ("experts", "hyper_connections")
+            weight, bias = ("", "_bias") if bare else (".weight", ".bias")
+            out[f"model.layers.*.{m.name}{weight}"] += count * m.weight_params
+            if m.bias:
+                out[f"model.layers.*.{m.name}{bias}"] += count * m.bias_params
+        for norm in kind.norms:
+            out[f"model.layers.*.{norm.name}.weight"] += count * norm.params
+        for extra in kind.extras:
+            out[f"model.layers.*.{extra.name}"] += count * extra.params
+    return dict(out)
 
 
 @pytest.fixture(scope="session")

@@ -81,7 +81,6 @@ UNSUPPORTED = {
     "granitemoe": "experts",
     "phimoe": "experts",
     "longcat_flash": "experts",
-    "deepseek_v4": "experts",
 }
 
 

@@ -9,7 +9,6 @@ moe-2025.json says so): those two are checked on transformers' default configs a
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
@@ -26,7 +25,7 @@ from estimator import (
     used_config,
 )
 from estimator.memory.inference import kv_cache_bytes_per_sequence
-from estimator.spec.model import ModelSpec
+from tests.conftest import by_name
 
 FP32_KV = get_precision({"kv_cache": "fp32"})
 CATALOG = (
@@ -150,29 +149,6 @@ def config_of(gt: Any, case: str) -> dict[str, Any]:
     if case in DEFAULTS:
         return DEFAULTS[case]
     return tiny(gt, case)
-
-
-def by_name(model: ModelSpec) -> dict[str, int]:
-    """The spec's parameters under transformers' names, layer indices collapsed as
-    ``gt.param_breakdown`` collapses them (fused experts hold bare tensors: ``gate_up_proj``,
-    ``gate_up_proj_bias``)."""
-    out: dict[str, int] = defaultdict(int)
-    out["model.embed_tokens.weight"] = model.token_embedding_params
-    if model.output_head_params:
-        out["lm_head.weight"] = model.output_head_params
-    if model.final_norm is not None:
-        out["model.norm.weight"] = model.final_norm.params
-    for kind, n in zip(model.kinds, model.kind_counts, strict=True):
-        for m in kind.linears:
-            weight, bias = ("", "_bias") if m.component == "experts" else (".weight", ".bias")
-            out[f"model.layers.*.{m.name}{weight}"] += n * m.weight_params
-            if m.bias:
-                out[f"model.layers.*.{m.name}{bias}"] += n * m.bias_params
-        for norm in kind.norms:
-            out[f"model.layers.*.{norm.name}.weight"] += n * norm.params
-        for extra in kind.extras:
-            out[f"model.layers.*.{extra.name}"] += n * extra.params
-    return dict(out)
 
 
 @pytest.mark.parametrize("case", CATALOG + tuple(DEFAULTS) + VARIANTS)

@@ -17,7 +17,9 @@ from estimator.counts.tree import module_tree
 H100, BF16 = get_accelerator("h100-sxm-80gb"), get_precision("bf16")
 
 
-@pytest.mark.parametrize("name", ["llama-3-8b", "mixtral-8x7b", "deepseek-v3", "gpt2", "falcon-7b"])
+@pytest.mark.parametrize(
+    "name", ["llama-3-8b", "mixtral-8x7b", "deepseek-v3", "gpt2", "falcon-7b", "deepseek-v4-flash"]
+)
 def test_totals_equal_the_core(name: str) -> None:
     model = get_model(name)
     tree = module_tree(model, H100, BF16, 1024, 2)

@@ -65,6 +65,10 @@ Traps, and how this module handles each
    modelling code broadcasts the 8 KV heads to all query heads *before* ``cache.update``, so HF
    caches ``num_attention_heads`` K/V heads (16x the GQA formula for Falcon-40B).
    Falcon-7B (``multi_query``) caches its single KV head.
+   DeepSeek-V4 keeps one key-and-value tensor (its cache layers set ``values = keys``): a tensor
+   held under two names is counted once.  Its compressed layers' cache objects also hold each
+   compressor's entries, the projections of the window still open and (CSA) the last window's
+   overlap state, in dicts keyed by compressor: every floating-point tensor there is counted.
 8. Saved activations: measured with ``saved_tensors_hooks``.  Tensors are de-duplicated by
    ``untyped_storage().data_ptr()`` (a view saves, and pins, its whole storage; the same
    tensor is often saved by several ops), parameters and buffers are excluded by storage.  The
@@ -553,8 +557,12 @@ def kv_cache_layout(
         nbytes = 0
         storage = 0
         shapes: dict[str, tuple[int, ...]] = {}
+        held: set[int] = set()
         for name, t in named.items():
             shapes[name] = tuple(t.shape)
+            if id(t) in held:  # one tensor under two names (DeepSeek-V4: values is keys)
+                continue
+            held.add(id(t))
             nbytes += t.numel() * t.element_size()
             st = t.untyped_storage()
             if st.data_ptr() not in seen and st.nbytes():
@@ -582,7 +590,8 @@ def kv_cache_bytes(
     """Logical bytes of the K/V tensors in the cache after a real prefill (tiny configs only).
 
     Sliding-window layers count the ``window - 1`` tokens they logically keep; see
-    :func:`kv_cache_layout` for the storage they pin.  DeepSeek MLA: HF caches the latent.
+    :func:`kv_cache_layout` for the storage they pin.  DeepSeek MLA: HF caches the latent;
+    DeepSeek-V4: one tensor for keys and values, and the compressors' state (trap 7).
     """
     return sum(r["nbytes"] for r in kv_cache_layout(config, batch, seq, dtype, attn_implementation))
 

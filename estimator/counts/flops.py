@@ -7,11 +7,13 @@ the full ``s x s`` square (``attention_core``), as an eager or math-SDPA kernel 
 
 ``attention_core_causal`` counts only the unmasked half (and, for sliding-window layers, only the
 window; for chunked attention only the chunk; for sparse attention only the selected keys, plus
-its indexer's scores over every earlier key): the work a causal flash kernel must do, used for
-*model FLOPs* (MFU). Backward is twice the forward (two GEMMs per forward GEMM: input and weight
-gradients). LoRA and QLoRA (``estimator.finetune``) add the adapters' GEMMs to the forward and
-drop the frozen weights' gradient GEMMs from the backward: frozen GEMMs once their forward
-(input gradients), adapters and the attention and mixer cores twice.
+its indexer's scores over every earlier key; for DeepSeek-V4's compressed keys only the entries
+whose windows a query has passed, at most ``topk`` of them, with its indexer's scores over all of
+those): the work a causal flash kernel must do, used for *model FLOPs* (MFU). Backward is twice
+the forward (two GEMMs per forward GEMM: input and weight gradients). LoRA and QLoRA
+(``estimator.finetune``) add the adapters' GEMMs to the forward and drop the frozen weights'
+gradient GEMMs from the backward: frozen GEMMs once their forward (input gradients), adapters and
+the attention and mixer cores twice.
 
 Recurrent mixers (``mixer_core``) count the matrix multiplies of the algorithm their
 reference implementation runs (Mamba-2's SSD chunks, Mamba-1's scan outputs, gated DeltaNet's
@@ -29,23 +31,27 @@ Every function takes sequence length and batch as ints or numpy arrays.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple, get_args
 
 from estimator.finetune import FULL, FineTune, adapters
 from estimator.memo import per_model
 from estimator.records import from_fields
-from estimator.spec.architecture import AttentionCore, RecurrentCore
+from estimator.spec.architecture import AttentionCore, Component, Compressor, RecurrentCore
 from estimator.spec.model import ModelSpec
 from estimator.xp import Num, minimum
 
 __all__ = [
+    "CoreTerm",
     "ForwardFlops",
     "Recompute",
     "TrainingFlops",
+    "attended_keys",
     "attention_terms",
     "causal_pairs",
     "chunked_pairs",
+    "compressed_pairs",
     "core_pairs_flops",
+    "core_square_flops",
     "core_term",
     "forward_flops",
     "mixer_flops",
@@ -70,6 +76,7 @@ class ForwardFlops:
     experts: Num
     shared_experts: Num
     router: Num
+    hyper_connections: Num
     output_head: Num
 
     @property
@@ -94,6 +101,7 @@ class ForwardFlops:
             + self.experts
             + self.shared_experts
             + self.router
+            + self.hyper_connections
             + self.output_head
         )
 
@@ -112,19 +120,86 @@ def chunked_pairs(seq: Num, chunk: int) -> Num:
     return (seq // chunk) * (chunk * (chunk + 1) // 2) + rest * (rest + 1) // 2
 
 
-def core_pairs_flops(term: tuple[int, int, int | None, int | None, int], seq: Num) -> Num:
+def compressed_pairs(seq: Num, ratio: int, cap: int | None = None) -> Num:
+    """(query, compressed entry) pairs of a causal sequence: the query at position ``t`` sees the
+    ``(t + 1) // ratio`` entries whose windows it has passed (transformers'
+    ``causal_threshold``), at most ``cap`` of them (sparse attention's top-k)."""
+
+    def upto(s: Num) -> Num:  # sum of u // ratio for u = 1 .. s
+        q = s // ratio
+        return ratio * q * (q - 1) // 2 + q * (s % ratio + 1)
+
+    if cap is None:
+        return upto(seq)
+    edge = minimum(seq, (cap + 1) * ratio - 1)  # beyond it a query sees more than cap entries
+    return upto(edge) + (seq - edge) * cap
+
+
+class CoreTerm(NamedTuple):
+    """One layer kind's attention core as the FLOP formulas read it (``core_term``): its
+    ``layers``, the FLOPs of ``Q K^T`` and ``P V`` per (query, key) pair, the ``window`` capping
+    a query's keys (a sliding window or sparse attention's top-k), its attention ``chunk``, a
+    DeepSeek-V3.2 indexer's FLOPs per (query, earlier key) pair and DeepSeek-V4's
+    ``compressor``."""
+
+    layers: int
+    per_pair: int
+    window: int | None
+    chunk: int | None
+    index_per_pair: int
+    compressor: Compressor | None
+
+
+def _compressor_index_per_pair(c: Compressor) -> int:
+    """DeepSeek-V4's indexer: ``q . k`` per head (one matmul); its heads' scores are then
+    weighted and summed elementwise, which torch does not count (``DeepseekV4IndexerScorer``)."""
+    return 2 * c.index_heads * c.index_head_dim
+
+
+def core_pairs_flops(term: CoreTerm, seq: Num) -> Num:
     """Causal attention-core FLOPs of one layer of ``term`` over one ``seq``-token sequence."""
-    _, per_pair, window, chunk, index_per_pair = term
-    pairs = chunked_pairs(seq, chunk) if chunk else causal_pairs(seq, window)
-    flops = per_pair * pairs
-    if index_per_pair:
-        flops = flops + index_per_pair * causal_pairs(seq, None)
+    pairs = chunked_pairs(seq, term.chunk) if term.chunk else causal_pairs(seq, term.window)
+    flops = term.per_pair * pairs
+    if term.index_per_pair:
+        flops = flops + term.index_per_pair * causal_pairs(seq, None)
+    c = term.compressor
+    if c is not None:
+        flops = flops + term.per_pair * compressed_pairs(seq, c.ratio, c.topk)
+        if c.index_heads:
+            flops = flops + _compressor_index_per_pair(c) * compressed_pairs(seq, c.ratio)
     return flops
 
 
-def core_term(n: int, a: AttentionCore) -> tuple[int, int, int | None, int | None, int]:
+def core_square_flops(term: CoreTerm, seq: Num) -> Num:
+    """Attention-core FLOPs of one layer over one ``seq``-token sequence as an eager kernel
+    computes them (torch's count): every query against every key, the masked ones too, and, with
+    a compressor, against every compressed entry (``seq // ratio``), scored by its indexer."""
+    keys = seq
+    flops: Num = term.index_per_pair * seq * seq
+    c = term.compressor
+    if c is not None:
+        entries = seq // c.ratio
+        keys = keys + entries
+        flops = flops + _compressor_index_per_pair(c) * seq * entries
+    return flops + term.per_pair * seq * keys
+
+
+def attended_keys(term: CoreTerm, seq: Num) -> Num:
+    """The keys the last query of a ``seq``-token sequence attends to: the whole sequence, its
+    window or chunk, plus the compressed entries it may use (what a flash kernel's efficiency
+    depends on)."""
+    span = term.window if term.window is not None else term.chunk
+    keys = seq if span is None else minimum(seq, span)
+    c = term.compressor
+    if c is not None:
+        entries = seq // c.ratio
+        keys = keys + (entries if c.topk is None else minimum(entries, c.topk))
+    return keys
+
+
+def core_term(n: int, a: AttentionCore) -> CoreTerm:
     cap = a.window if a.topk is None else a.topk if a.window is None else min(a.window, a.topk)
-    return (
+    return CoreTerm(
         n,
         2 * a.num_heads * (a.qk_head_dim + a.v_head_dim),
         cap,
@@ -132,17 +207,15 @@ def core_term(n: int, a: AttentionCore) -> tuple[int, int, int | None, int | Non
         # the indexer's q.k per head, then its per-head weights summed (DeepSeek-V3.2's
         # sum_h w_h relu(q_h . k): two matmuls in transformers' DeepseekV32Indexer)
         2 * a.index_heads * (a.index_head_dim + 1),
+        a.compressor,
     )
 
 
-def attention_terms(
-    model: ModelSpec,
-) -> tuple[tuple[int, int, int | None, int | None, int] | None, ...]:
-    """Per layer kind, its attention core's ``(layers, FLOPs per (query, key) pair, capping
-    window, chunk, indexer FLOPs per pair)`` (``core_pairs_flops`` reads it), or None for a kind
-    without attention. ``Q K^T`` and ``P V`` cost ``2 heads (qk_head_dim + v_head_dim)`` per
-    pair, a sparse-attention indexer ``2 index_heads (index_head_dim + 1)`` (computed once per
-    model)."""
+def attention_terms(model: ModelSpec) -> tuple[CoreTerm | None, ...]:
+    """Per layer kind, its attention core's ``CoreTerm`` (``core_pairs_flops`` and
+    ``core_square_flops`` read it), or None for a kind without attention. ``Q K^T`` and ``P V``
+    cost ``2 heads (qk_head_dim + v_head_dim)`` per pair, a sparse-attention indexer
+    ``2 index_heads (index_head_dim + 1)`` (computed once per model)."""
     return _tables(model)[1]
 
 
@@ -207,24 +280,30 @@ def _mixer_core(model: ModelSpec, seq_len: Num, kernel: bool = False) -> Num:
     return total
 
 
-_COMPONENTS = ("embeddings", "attention", "mixer", "mlp", "experts", "shared_experts", "router")
+# the components whose linears multiply (norms do not; the output head is counted apart)
+_COMPONENTS = tuple(c for c in get_args(Component) if c not in ("norms", "output_head"))
 
 
 @per_model
-def _tables(
-    model: ModelSpec,
-) -> tuple[dict[str, int], tuple[tuple[int, int, int | None, int | None, int] | None, ...]]:
+def _tables(model: ModelSpec) -> tuple[dict[str, int], tuple[CoreTerm | None, ...]]:
     """Matmul FLOPs per token by component, plus the output ``head``, the decoder ``layers`` (all
-    but embeddings and head) and the whole ``matmul``; and the ``attention_terms``
-    (layout- and length-independent, computed once per model)."""
+    but embeddings, the hyper-connection head and the output head) and the whole ``matmul``; and
+    the ``attention_terms`` (layout- and length-independent, computed once per model)."""
     per_token = dict.fromkeys(_COMPONENTS, 0)
     for kind, n in zip(model.kinds, model.kind_counts, strict=True):
         for m in kind.linears:
             per_token[m.component] += n * m.forward_flops_per_token()
+        per_token["hyper_connections"] += n * kind.blocks * model.stream_mix_flops_per_block
     per_token["embeddings"] += sum(m.forward_flops_per_token() for m in model.embedding_projections)
     per_token["layers"] = sum(per_token[c] for c in _COMPONENTS if c != "embeddings")
+    per_token["hyper_connections"] += model.stream_head_flops_per_token
     per_token["head"] = 2 * model.vocab_size * model.embed_dim
-    per_token["matmul"] = per_token["layers"] + per_token["embeddings"] + per_token["head"]
+    per_token["matmul"] = (
+        per_token["layers"]
+        + per_token["embeddings"]
+        + model.stream_head_flops_per_token
+        + per_token["head"]
+    )
     terms = tuple(
         None if kind.attention is None else core_term(n, kind.attention)
         for kind, n in zip(model.kinds, model.kind_counts, strict=True)
@@ -238,9 +317,8 @@ def forward_flops(model: ModelSpec, seq_len: Num, batch: Num = 1) -> ForwardFlop
     core = core_causal = 0
     for term in attention:
         if term is not None:
-            n, per_pair, *_, index_per_pair = term
-            core = core + n * (per_pair + index_per_pair) * (seq_len * seq_len)
-            core_causal = core_causal + n * core_pairs_flops(term, seq_len)
+            core = core + term.layers * core_square_flops(term, seq_len)
+            core_causal = core_causal + term.layers * core_pairs_flops(term, seq_len)
     return ForwardFlops(
         embeddings=tokens * per_token["embeddings"],
         attention_proj=tokens * per_token["attention"],
@@ -253,6 +331,7 @@ def forward_flops(model: ModelSpec, seq_len: Num, batch: Num = 1) -> ForwardFlop
         experts=tokens * per_token["experts"],
         shared_experts=tokens * per_token["shared_experts"],
         router=tokens * per_token["router"],
+        hyper_connections=tokens * per_token["hyper_connections"],
         output_head=tokens * per_token["head"],
     )
 
@@ -299,7 +378,7 @@ def training_flops(
     core_causal = 0
     for term in attention:
         if term is not None:
-            core_causal = core_causal + term[0] * core_pairs_flops(term, seq_len)
+            core_causal = core_causal + term.layers * core_pairs_flops(term, seq_len)
     core_causal = batch * core_causal
     mixers = batch * _mixer_core(model, seq_len, kernel=True) if model.has_recurrent_layers else 0
     tokens = seq_len * batch

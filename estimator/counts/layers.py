@@ -25,7 +25,12 @@ from estimator.layout.sharding import (
     rank_share,
     stage_kind_counts,
 )
-from estimator.memory.activations import hf_layer_items, item_bytes, layer_items
+from estimator.memory.activations import (
+    hf_layer_items,
+    item_bytes,
+    layer_items,
+    recomputed_layer_input_bytes,
+)
 from estimator.memory.training import (
     TrainingMemory,
     TrainingSetup,
@@ -188,12 +193,8 @@ def layer_table(
         ]
         saved: tuple[tuple[str, float], ...]
         if setup.recompute == "full":
-            saved = (
-                (
-                    "layer input (full recompute)",
-                    float(tokens * model.hidden_size * o_bytes / (p.tp if sp else 1)),
-                ),
-            )
+            kept = recomputed_layer_input_bytes(model, precision, tokens, p.tp, sp)
+            saved = (("layer input (full recompute)", float(kept)),)
         else:
             saved = tuple(
                 (

@@ -1,31 +1,23 @@
 """Exact parameter counts, total and active per token, with a per-component breakdown.
 
 Counts are of unique trainable parameters as transformers holds them: tied embeddings once,
-buffers (rotary tables, DeepSeek's ``e_score_correction_bias``) never. "Active" counts a routed
-expert's parameters ``top_k / num_experts`` of the time, i.e. the parameters a single token's
-forward pass touches.
+buffers (rotary tables, DeepSeek's ``e_score_correction_bias``, DeepSeek-V4's ``tid2eid``)
+never. "Active" counts a routed expert's parameters ``top_k / num_experts`` of the time, i.e. the
+parameters a single token's forward pass touches.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import get_args
 
 from estimator.memo import per_model
+from estimator.spec.architecture import Component
 from estimator.spec.model import ModelSpec
 
 __all__ = ["ParamCounts", "count_params"]
 
-_COMPONENTS = (
-    "embeddings",
-    "attention",
-    "mixer",
-    "mlp",
-    "experts",
-    "shared_experts",
-    "router",
-    "norms",
-    "output_head",
-)
+_COMPONENTS: tuple[str, ...] = get_args(Component)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +33,7 @@ class ParamCounts:
     experts: int
     shared_experts: int
     router: int
+    hyper_connections: int
     norms: int
     output_head: int
     active_experts: int
@@ -63,6 +56,7 @@ def count_params(model: ModelSpec) -> ParamCounts:
                 active_experts += n * m.params * m.active // m.copies
     parts["embeddings"] += model.token_embedding_params + model.position_embedding_params
     parts["embeddings"] += sum(m.params for m in model.embedding_projections)
+    parts["hyper_connections"] += model.stream_head_params
     for norm in (model.embedding_norm, model.final_norm):
         if norm is not None:
             parts["norms"] += norm.params

@@ -18,7 +18,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from estimator.counts.flops import core_pairs_flops, core_term, mixer_flops
+from estimator.counts.flops import (
+    attended_keys,
+    core_pairs_flops,
+    core_square_flops,
+    core_term,
+    mixer_flops,
+)
 from estimator.spec.accelerator import Accelerator
 from estimator.spec.architecture import LayerKind
 from estimator.spec.model import ModelSpec
@@ -103,13 +109,11 @@ def _layer_node(
     a = kind.attention
     if a is not None:
         term = core_term(1, a)
-        per_pair = term[1] + term[4]
         core_flops = batch * (
-            seq_len * seq_len * per_pair if not causal else core_pairs_flops(term, seq_len)
+            core_pairs_flops(term, seq_len) if causal else core_square_flops(term, seq_len)
         )
         core_bytes = tokens * (a.num_heads + 2 * a.num_kv_heads) * a.qk_head_dim * a_b * 2
-        span = a.window if a.window is not None else a.chunk
-        keys = seq_len if span is None else min(seq_len, span)
+        keys = attended_keys(term, seq_len)
         core = ModuleNode("(attention core: QK^T, PV)", repeat=count)
         core.flops = count * float(core_flops)
         core.time_s = count * float(
@@ -138,6 +142,11 @@ def _layer_node(
         leaf.time_s = count * float(memory_time(acc, prof, tokens * nm.size * vectors * a_b * 2))
         head, _, _ = nm.name.partition(".")
         (groups.get(head) or node).add(leaf)
+    if model.hyper_streams:
+        mix = node.add(ModuleNode("(residual streams: mix before each block)", repeat=count))
+        mix.flops = count * tokens * kind.blocks * model.stream_mix_flops_per_block
+        moved = tokens * kind.blocks * model.stream_traffic_per_block * a_b
+        mix.time_s = count * float(memory_time(acc, prof, moved))
     return node
 
 
@@ -169,6 +178,10 @@ def module_tree(
         root.add(
             _layer_node(model, kind, n, accelerator, precision, tokens, seq_len, batch, causal)
         )
+    if model.hyper_streams:
+        streams = root.add(ModuleNode("hc_head"))
+        streams.params = model.stream_head_params
+        streams.flops = tokens * model.stream_head_flops_per_token
     for nm in (model.embedding_norm, model.final_norm):
         if nm is not None:
             leaf = root.add(ModuleNode(nm.name))

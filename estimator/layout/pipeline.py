@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from estimator.errors import SpecError
+from estimator.layout.sharding import embedding_extras
 from estimator.spec.model import ModelSpec
 
 __all__ = ["SPLITS", "PipelineSplit", "Split", "model_split", "parse_layout", "pipeline_split"]
@@ -390,7 +391,7 @@ def model_split(
     if split == "parameters":
         per_layer = [model.kinds[k].params for k in model.layer_kinds]
         first = model.token_embedding_params + model.position_embedding_params
-        last = model.output_head_params + (model.final_norm.params if model.final_norm else 0)
+        last = model.output_head_params + embedding_extras(model)[1]
         weights = [first, *per_layer, last]
     found = pipeline_split(
         model.num_layers,

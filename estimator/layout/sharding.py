@@ -312,11 +312,11 @@ def stage_params(
 @per_model
 def embedding_extras(model: ModelSpec) -> tuple[int, int]:
     """Parameters beside the vocabulary rows: on the first stage position embeddings, embedding
-    projections and norm; on the last the final norm."""
+    projections and norm; on the last the final norm and the hyper-connection head."""
     first = (
         model.position_embedding_params
         + sum(m.params for m in model.embedding_projections)
         + (model.embedding_norm.params if model.embedding_norm else 0)
     )
-    last = model.final_norm.params if model.final_norm else 0
+    last = (model.final_norm.params if model.final_norm else 0) + model.stream_head_params
     return first, last

@@ -90,7 +90,17 @@ def layer_items(model: ModelSpec, kind: LayerKind, flash: bool) -> tuple[Activat
         items.append(ActivationItem("attention.dropout_mask", h, "mask", "seq"))
     if _has_ffn(kind):
         items += _ffn_items(model, kind)
+    if model.hyper_streams:
+        items.append(_stream_item(model, kind))
     return tuple(items)
+
+
+def _stream_item(model: ModelSpec, kind: LayerKind) -> ActivationItem:
+    """Hyper-connections (DeepSeek-V4's mHC): before each block the residual streams are kept
+    twice, normalized as the input of the weights' projection (``*_hc.fn``) and as they are, the
+    operand of their collapse and of their mix."""
+    width = 2 * model.hyper_streams * model.hidden_size
+    return ActivationItem("hyper_connections.streams", kind.blocks * width, "act", "seq")
 
 
 def _has_ffn(kind: LayerKind) -> bool:
@@ -289,8 +299,9 @@ def layer_activation_bytes(
 def recomputed_layer_input_bytes(
     model: ModelSpec, precision: Precision, tokens: Num, tp: Num, sp: Num
 ) -> Num:
-    """What a fully recomputed layer keeps: its input (split over TP with sequence parallelism)."""
-    return tokens * model.hidden_size * DTYPES[precision.activations].bytes / where(sp, tp, 1)
+    """What a fully recomputed layer keeps: its input, the residual (``ModelSpec.residual_width``;
+    split over TP with sequence parallelism)."""
+    return tokens * model.residual_width * DTYPES[precision.activations].bytes / where(sp, tp, 1)
 
 
 def saved_bytes(

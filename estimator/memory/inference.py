@@ -5,7 +5,9 @@ and V), ``kv_lora_rank + qk_rope_head_dim`` for DeepSeek MLA's compressed latent
 per-head caches, is replicated on every TP rank), in the KV-cache format. Sliding-window layers
 keep at most ``window`` tokens (chunked-attention layers one chunk). KV heads split over TP; when
 tp exceeds their number each rank keeps one (vLLM/TensorRT-LLM replicate them). Under PP a GPU
-caches only its stage's layers.
+caches only its stage's layers. DeepSeek-V4's compressed layers add what transformers'
+``DeepseekV4CSACache``/``DeepseekV4HCACache`` hold besides the window (``compressed_cache_elems``),
+replicated on every TP rank like the single key-and-value head they extend.
 
 Recurrent layers (Mamba, gated DeltaNet, short convolutions) keep no KV cache but a state of a
 fixed size per sequence: each head's ``head_dim x state_dim`` scan state and the convolution's
@@ -49,6 +51,7 @@ from estimator.layout.sharding import (
     stage_params,
 )
 from estimator.spec.accelerator import GIB, Accelerator
+from estimator.spec.architecture import Compressor
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
 from estimator.spec.speculative import Speculative, draft_pass, validate_speculative
@@ -59,6 +62,8 @@ __all__ = [
     "RUNTIME_OVERHEAD_BYTES",
     "InferenceMemory",
     "InferenceSetup",
+    "cached_elems",
+    "compressed_cache_elems",
     "drafter_bytes",
     "inference_memory",
     "kv_cache_bytes_per_token",
@@ -158,6 +163,35 @@ def kv_elems(model: ModelSpec, kind_index: int, tp: Num) -> Num:
     return per_head * maximum(a.num_kv_heads // tp, 1)
 
 
+def compressed_cache_elems(c: Compressor, context: Num) -> Num:
+    """What a DeepSeek-V4 compressor keeps for one sequence of ``context`` tokens (transformers'
+    ``DeepseekV4HCACache``, and ``DeepseekV4CSACache`` with its indexer's entries beside): every
+    compressed entry (``context // ratio``, each ``entry_elems``), the projections and gates of
+    the tokens of the window still open (``context % ratio`` of them, two series with
+    ``overlap``), and, with ``overlap``, the first series of the last closed window (its
+    projections and gates: ``ratio`` tokens), kept for the next entry."""
+    entries = context // c.ratio
+    series = 2 if c.overlap else 1
+    pending = 2 * series * (context % c.ratio)
+    carried = 2 * c.ratio * minimum(entries, 1) if c.overlap else 0
+    return c.entry_elems * (entries + pending + carried)
+
+
+def cached_elems(model: ModelSpec, kind_index: int, context: Num, tp: Num = 1) -> Num:
+    """KV-cache elements of one sequence of ``context`` tokens in one layer of the kind on one
+    TP rank: ``kv_elems`` per token over the tokens it keeps (its window or chunk at most), and a
+    compressor's entries and state (0 without attention)."""
+    a = model.kinds[kind_index].attention
+    if a is None:
+        return 0
+    window = a.cache_window
+    tokens = context if window is None else minimum(context, window)
+    elems = tokens * kv_elems(model, kind_index, tp)
+    if a.compressor is not None:
+        elems = elems + compressed_cache_elems(a.compressor, context)
+    return elems
+
+
 def kv_cache_bytes_per_token(
     model: ModelSpec,
     precision: Precision,
@@ -189,12 +223,8 @@ def kv_cache_bytes_per_sequence(
     if counts is None:
         counts = stage_kind_counts(model, pp, 1, stage)
     total: Num = 0
-    for k, (kind, n) in enumerate(zip(model.kinds, counts, strict=True)):
-        if kind.attention is None:
-            continue
-        window = kind.attention.cache_window
-        tokens = context if window is None else minimum(context, window)
-        total = total + n * tokens * kv_elems(model, k, tp)
+    for k, n in enumerate(counts):
+        total = total + n * cached_elems(model, k, context, tp)
     return total * DTYPES[precision.kv_cache].bytes
 
 
@@ -417,6 +447,11 @@ def inference_memory(
         notes.append("Sliding-window layers cache at most their window of tokens.")
     if any(a.chunk and not a.window for a in cores):
         notes.append("Chunked-attention layers cache at most one chunk of tokens.")
+    if any(a.compressor is not None for a in cores):
+        notes.append(
+            "Compressed-attention layers also cache one compressed entry per compress ratio of"
+            " tokens (and their indexer's keys), and the compressor's open window."
+        )
     if any(not a.cache_shards_with_tp for a in cores) and tp > 1:
         notes.append("MLA's latent KV cache is replicated on every TP rank.")
     if any(a.num_kv_heads < tp for a in cores):

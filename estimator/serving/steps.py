@@ -28,7 +28,7 @@ import numpy as np
 from estimator.counts.flops import attention_terms, core_pairs_flops
 from estimator.layout.parallel import Parallelism
 from estimator.layout.sharding import StageShape, padded_vocab
-from estimator.memory.inference import kv_elems
+from estimator.memory.inference import cached_elems
 from estimator.spec.accelerator import Accelerator
 from estimator.spec.cluster import Cluster
 from estimator.spec.model import ModelSpec
@@ -156,14 +156,15 @@ def decode_kinds(
     allreduce = collective_time(acc, prof, "all_reduce", rows * h * act_b, p.tp, 1, domain)
     terms = attention_terms(model) if queries != 1 else ()
     att_format = serving_attention_format(acc, precision) if terms else ""
+    streams = model.stream_traffic_per_block  # hyper-connections' extra traffic (0 without)
     out = []
     for k, kind in enumerate(model.kinds):
-        kv_bytes: Num = 0.0
-        cached: Num = 0.0
+        # the cached keys and values a step reads (a compressor's entries too)
+        kv_bytes: Num = batch * cached_elems(model, k, context, p.tp) * kv_b
+        cached: Num = 0.0  # the tokens a query attends over (its window's at most)
         if kind.attention is not None:
             window = kind.attention.cache_window
             cached = context if window is None else minimum(context, window)
-            kv_bytes = batch * cached * kv_elems(model, k, p.tp) * kv_b
         if kind.mixer is not None:  # the state is read and written back each step
             r = kind.mixer
             kv_bytes = kv_bytes + 2 * batch * (r.state_elems + r.conv_state_elems) / p.tp * act_b
@@ -178,13 +179,13 @@ def decode_kinds(
         else:  # each query against the cached keys (a window's, a sparse selection's at most)
             top = kind.attention.topk
             keys = cached if top is None else minimum(cached, top)
-            flops = rows * (keys * term[1] + cached * term[4]) / p.tp
+            flops = rows * (keys * term.per_pair + cached * term.index_per_pair) / p.tp
             attention = attention_verify_time(acc, prof, kv_bytes, flops, cached, att_format)
         out.append(
             (
                 linear_gemm_time(model, kind, acc, prof, p, precision, rows),
                 attention,
-                memory_time(acc, prof, rows * 8 * h * act_b, 3),
+                memory_time(acc, prof, rows * (8 * h + streams * kind.blocks) * act_b, 3),
                 kind.tp_exchanges * allreduce + a2a,
             )
         )

@@ -21,6 +21,7 @@ from typing import Literal
 __all__ = [
     "AttentionCore",
     "Component",
+    "Compressor",
     "LayerKind",
     "Linear",
     "MixerKind",
@@ -38,6 +39,7 @@ Component = Literal[
     "experts",
     "shared_experts",
     "router",
+    "hyper_connections",
     "norms",
     "output_head",
 ]
@@ -121,6 +123,36 @@ class Param:
 
 
 @dataclass(frozen=True, slots=True)
+class Compressor:
+    """DeepSeek-V4's compressed keys (its report's section 2.3; transformers'
+    ``DeepseekV4CSACompressor`` and ``DeepseekV4HCACompressor``): besides the keys of its own
+    window, a layer attends to one compressed entry per ``ratio`` tokens, a softmax-gated pool of
+    their projections into one shared key-and-value head of ``head_dim``.
+
+    ``overlap`` (compressed sparse attention, CSA): the projections are two series
+    (``2 head_dim`` wide) and an entry pools the previous window's first series with its own
+    window's second, ``2 ratio`` tokens with a stride of ``ratio``; a lightning indexer of
+    ``index_heads`` heads of ``index_head_dim`` (its own overlapping compressor of the same
+    windows, at ``index_head_dim``) scores the entries and a query attends to ``topk`` of them.
+    Without (heavily compressed attention, HCA) an entry pools its own window and every entry is
+    attended. A query at position ``t`` sees the ``(t + 1) // ratio`` entries whose windows it
+    has passed.
+    """
+
+    ratio: int
+    head_dim: int
+    overlap: bool = False
+    topk: int | None = None
+    index_heads: int = 0
+    index_head_dim: int = 0
+
+    @property
+    def entry_elems(self) -> int:
+        """Cache elements per compressed entry: the entry and the indexer's key."""
+        return self.head_dim + self.index_head_dim
+
+
+@dataclass(frozen=True, slots=True)
 class AttentionCore:
     """The parameter-free part of attention: scores ``Q K^T`` and the weighted sum ``P V``.
 
@@ -134,7 +166,8 @@ class AttentionCore:
     many tokens, and its cache keeps at most one block. ``topk``: sparse attention (DeepSeek-V3.2's
     DSA) attends to at most that many selected keys per query, picked by a lightning indexer of
     ``index_heads`` heads of ``index_head_dim`` that scores every earlier key (its key cache is
-    part of ``cache_elems_per_token``).
+    part of ``cache_elems_per_token``). ``compressor``: DeepSeek-V4's compressed keys, attended
+    besides the window (``cache_elems_per_token`` then counts the window's keys only).
     """
 
     num_heads: int
@@ -148,6 +181,7 @@ class AttentionCore:
     topk: int | None = None
     index_heads: int = 0
     index_head_dim: int = 0
+    compressor: Compressor | None = None
 
     @property
     def cache_window(self) -> int | None:
@@ -225,12 +259,17 @@ class LayerKind:
         return out
 
     @property
-    def tp_exchanges(self) -> int:
-        """Row-parallel blocks (token mixer, MLP or experts), each closed by one TP exchange
-        per pass: two in a classic layer, one in a hybrid model's single-block layers."""
+    def blocks(self) -> int:
+        """Blocks on the residual (token mixer, MLP or experts): two in a classic layer, one in
+        a hybrid model's single-block layers."""
         mixes = self.attention is not None or self.mixer is not None
         ffn = any(m.component in ("mlp", "experts", "shared_experts") for m in self.linears)
         return int(mixes) + int(ffn)
+
+    @property
+    def tp_exchanges(self) -> int:
+        """Row-parallel blocks, each closed by one TP exchange per pass."""
+        return self.blocks
 
     def linear(self, suffix: str) -> Linear | None:
         for m in self.linears:

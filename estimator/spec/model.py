@@ -32,6 +32,13 @@ class ModelSpec:
     depends on a data type or a parallel layout. ``exact`` is False where the family is not read
     exactly (an unknown ``model_type`` read Llama-style, an approximate reader): every answer
     built on it says so, and ``notes`` say how.
+
+    ``hyper_streams``: the residual is that many copies of the hidden state, joined to each block
+    by hyper-connections (DeepSeek-V4's ``hc_mult``; 0: a plain residual). Each layer's
+    hyper-connection modules are in its inventory (component ``hyper_connections``); what is
+    derived here is what no layer holds a weight for: the ``streams x streams`` mix of the
+    residual before each block, and the head (``hc_head``) that collapses the streams before the
+    final norm.
     """
 
     id: str
@@ -57,6 +64,7 @@ class ModelSpec:
     config: Mapping[str, Any] = field(repr=False, compare=False)
     notes: tuple[str, ...] = ()
     exact: bool = True
+    hyper_streams: int = 0
 
     # --- derived, exact integers -------------------------------------------------------------
 
@@ -124,6 +132,44 @@ class ModelSpec:
     @property
     def position_embedding_params(self) -> int:
         return self.position_embeddings * self.hidden_size
+
+    @property
+    def residual_width(self) -> int:
+        """Elements per token of the residual between layers: the hidden state, or its
+        ``hyper_streams`` copies."""
+        return max(self.hyper_streams, 1) * self.hidden_size
+
+    @property
+    def stream_mix_flops_per_block(self) -> int:
+        """FLOPs per token of one block's mix of the residual streams (DeepSeek-V4's
+        ``comb^T @ streams``, a ``streams x streams`` matrix per token: a matmul torch counts)."""
+        n = self.hyper_streams
+        return 2 * n * n * self.hidden_size
+
+    @property
+    def stream_traffic_per_block(self) -> int:
+        """Elements per token a block's hyper-connection reads and writes beyond a plain residual
+        add (read the residual and the block's output, write the sum: 3 hidden), assuming each
+        step is one fused kernel (an assumption: no published per-kernel measurement): the
+        streams read and collapsed into the block's input (streams + 1 hidden), then read again,
+        mixed and added the block's output spread over them (2 streams + 1 hidden); the weights'
+        projection reads the streams inside its GEMM. 0 without hyper-connections."""
+        n = self.hyper_streams
+        return (3 * n - 1) * self.hidden_size if n else 0
+
+    @property
+    def stream_head_params(self) -> int:
+        """DeepSeek-V4's ``hc_head``: ``hc_fn`` (``streams x streams hidden``) weighing the
+        streams into one, ``hc_base`` (``streams``) and ``hc_scale`` (1); 0 without
+        hyper-connections."""
+        n = self.hyper_streams
+        return n * n * self.hidden_size + n + 1 if n else 0
+
+    @property
+    def stream_head_flops_per_token(self) -> int:
+        """The ``hc_head``'s one matmul: ``hc_fn`` over the flattened streams."""
+        n = self.hyper_streams
+        return 2 * n * n * self.hidden_size
 
     @property
     def output_head_params(self) -> int:

@@ -130,9 +130,10 @@ def cp_width(kind: LayerKind, p: Parallelism) -> int:
 
 
 def pp_message_bytes(model: ModelSpec, p: Parallelism, tokens: Num, precision: Precision) -> Num:
-    """The activation (or gradient) a stage sends its neighbour per micro-batch."""
+    """The activation (or gradient) a stage sends its neighbour per micro-batch: the residual
+    (``ModelSpec.residual_width``)."""
     act_b = DTYPES[precision.activations].bytes
-    return tokens * model.hidden_size * act_b / where(p.sequence_parallel, p.tp, 1)
+    return tokens * model.residual_width * act_b / where(p.sequence_parallel, p.tp, 1)
 
 
 def wire_factor(collective: str, n: int) -> float:

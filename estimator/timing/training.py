@@ -6,14 +6,16 @@ One micro-batch on one GPU of a pipeline stage is a list of operators per layer,
 - GEMMs of every linear with the TP-sharded shape (column-parallel splits N, row-parallel K);
   routed experts as ``E / ep`` grouped GEMMs over the tokens the router sends them (balanced
   routing); backward = two GEMMs of the same size (input and weight gradients).
-- Flash attention over the causal pairs (``s (s + 1) / 2``, windows applied), heads split by TP,
+- Flash attention over the causal pairs (``s (s + 1) / 2``, windows, sparse selections and
+  compressed keys applied: ``flops.core_pairs_flops``), heads split by TP,
   queries by CP; backward does 2.5x the forward FLOPs (FlashAttention-2, Dao 2023, Sec. 3.1:
   five matmuls against two) at 63/73 of the forward's FLOP/s (same paper). The kernel family is
   an option: the vendor's fused kernel the curves were fitted on (cuDNN / FlashAttention-3 class,
   Megatron-Core's default) or FlashAttention-2 (PyTorch stacks before FA3; 35% of peak on
   Hopper). Without flash attention, the full ``s x s`` scores are computed by two batched GEMMs
   and masked and softmaxed in memory; backward is twice that.
-- Memory-bound elementwise work (norms, residual adds, the MLP activation, rotary) as bytes read
+- Memory-bound elementwise work (norms, residual adds, the MLP activation, rotary; with
+  hyper-connections their streams, ``ModelSpec.stream_traffic_per_block``) as bytes read
   and written at the measured elementwise streaming rate, 3 kernels per layer forward; with
   low-precision recipes the cast of every GEMM input and in MoE layers the token dispatcher's
   permute, chunk sort, unsort and unpermute copies of every routed token (one kernel per pass) as
@@ -60,9 +62,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from estimator.counts.flops import (
+    attended_keys,
     attention_terms,
-    causal_pairs,
-    chunked_pairs,
+    core_pairs_flops,
     training_flops,
 )
 from estimator.errors import SpecError
@@ -104,7 +106,7 @@ from estimator.timing.kernels import (
 )
 from estimator.timing.rates import derive_rates
 from estimator.timing.stacks import DEFAULT_STACK, STACK_NOTES, stack_profile
-from estimator.xp import Num, is_array, logical_and, maximum, minimum, numpy, take, where
+from estimator.xp import Num, is_array, logical_and, maximum, numpy, take, where
 
 __all__ = [
     "FLASH_BACKWARD_FACTOR",
@@ -367,23 +369,16 @@ def layer_time(
     kv_local: Num = 0
     head_dim = 0
     if term is not None and a is not None:
-        _, per_pair, window, chunk, index_per_pair = term
         heads_local = a.num_heads / p.tp
         kv_local = maximum(a.num_kv_heads // p.tp, 1)
         head_dim = a.qk_head_dim
-        attended = chunked_pairs(seq_len, chunk) if chunk else causal_pairs(seq_len, window)
-        pairs = micro_batch * attended / p.cp
-        att_flops = pairs * per_pair / p.tp
-        if index_per_pair:
-            index_pairs = micro_batch * causal_pairs(seq_len, None) / p.cp
-            att_flops = att_flops + index_pairs * index_per_pair / p.tp
+        att_flops = micro_batch * core_pairs_flops(term, seq_len) / p.cp / p.tp
         att_bytes = (
             tokens * (heads_local * (a.qk_head_dim + a.v_head_dim) * 2) * act_b
             + tokens * kv_local * (a.qk_head_dim + a.v_head_dim) * act_b
         )
         if flash:
-            span = window if window is not None else chunk
-            keys = (seq_len if span is None else minimum(seq_len, span)) / p.cp
+            keys = attended_keys(term, seq_len) / p.cp
             attention = attention_prefill_time(
                 acc, prof, att_flops, att_bytes, keys, att_compute, kernel
             )
@@ -407,8 +402,9 @@ def layer_time(
     )
     act_elems = (3 if model.gated_mlp else 2) * inter  # read gate/up, write product
     rope = 2 * (heads_local + kv_local) * head_dim
+    residual = 2 * 3 * h + kind.blocks * model.stream_traffic_per_block
     elem_bytes = (
-        sp_tokens * (hidden_norms * 2 * h + 2 * 3 * h) + tokens * (act_elems + rope)
+        sp_tokens * (hidden_norms * 2 * h + residual) + tokens * (act_elems + rope)
     ) * act_b
     copy_bytes: Num = 0.0
     copies = 0

@@ -214,11 +214,13 @@ def decoder(
     notes: Sequence[str] = (),
     gated: bool = True,
     dropouts: tuple[float, float] | None = None,
+    hyper_streams: int = 0,
 ) -> ModelSpec:
     """A Llama-style decoder: an embedding of ``vocab x hidden``, ``layers``, a final RMSNorm
     and the head (tied or not); max positions and dropouts from the config. ``gated``: the MLPs
     are gated (SwiGLU/GeGLU), not a plain up/down pair; ``dropouts``: the attention and
-    residual dropout where the family reads them under its own names and defaults."""
+    residual dropout where the family reads them under its own names and defaults;
+    ``hyper_streams``: the residual streams of hyper-connections (``ModelSpec``)."""
     kinds, index = kinds_from_layers(layers)
     if dropouts is None:
         dropouts = (
@@ -248,6 +250,7 @@ def decoder(
         moe=moe,
         config=dict(c.plain),
         notes=tuple(notes),
+        hyper_streams=hyper_streams,
     )
 
 
