@@ -31,6 +31,7 @@ CATALOG = {  # transformers 5.23's count of each catalog entry (meta device)
     "kimi-k2-instruct": 1_026_408_209_408,
     "glm-4.5": 352_797_814_784,
     "glm-4.5-air": 106_852_245_504,
+    "glm-4.6": 352_797_814_784,
     "glm-4.7": 352_797_814_784,
 }
 
