@@ -19,6 +19,7 @@ from fastapi.templating import Jinja2Templates
 from pydantic import BaseModel, ValidationError
 from starlette.datastructures import QueryParams
 
+import estimator
 from app import accuracy
 from app import format as fmt
 from app.answers import (
@@ -261,6 +262,139 @@ EXAMPLES: dict[str, tuple[str, dict[str, str]]] = {
 }
 
 
+def plan_markdown(
+    request: Request, kind: str, result: Mapping[str, Any], path: str | None = None
+) -> Response:
+    """A plan as a short Markdown summary (``?format=md``): the compare page's rows for its kind,
+    the layout, the accuracy lines, the notes and a link back to the plan (this page with its
+    query, or ``path``: a saved plan's share link)."""
+    serving = kind == "inference"
+    query = [(k, v) for k, v in request.query_params.multi_items() if k != "format"]
+    base = str(request.base_url).rstrip("/")
+    link = base + path if path else f"{base}{request.url.path}?{urlencode(query)}"
+    lay = result["layout"]
+    if serving:
+        title = f"Serving plan: {result['model']} on {result['num_gpus']} × {result['accelerator']}"
+        layout = (
+            f"Layout: tp {lay['tp']} · pp {lay['pp']} · ep {lay['ep']} · concurrency"
+            f" {result['concurrency']}."
+        )
+    else:
+        title = (
+            f"Training plan: {result['model']} on {result['num_gpus']} × {result['accelerator']}"
+        )
+        layout = (
+            f"Layout: tp {lay['tp']} · pp {lay['pp']} · dp {lay['dp']} · cp {lay['cp']} · ep"
+            f" {lay['ep']} · ZeRO {lay['zero_stage']} · global batch {result['global_batch_size']}"
+            f" · stack {result['stack']['label']}."
+        )
+
+    def range_text(m: Mapping[str, Any]) -> str:
+        shown = fmt.seconds if m["metric"] in ("ttft", "tpot") else fmt.num
+        unit = "" if m["metric"] in ("ttft", "tpot") else f" {m['unit']}"
+        return f"{shown(m['range_low'])} – {shown(m['range_high'])}{unit}"
+
+    text = templates.env.get_template("plan.md").render(
+        title=title,
+        layout=layout,
+        table=compare_table(SERVING_ROWS if serving else TRAINING_ROWS, [("", result)]),
+        accuracy=result["accuracy"],
+        range_text=range_text,
+        notes=result["notes"],
+        exact=result["exact"],
+        link=link,
+        version=estimator.__version__,
+    )
+    return Response(text, media_type="text/markdown; charset=utf-8")
+
+
+def sweep_markdown(
+    request: Request,
+    title: str,
+    counts: str,
+    columns: Sequence[str],
+    rows: list[dict[str, Any]],
+    notes: Sequence[str],
+) -> Response:
+    """A sweep's recommendations as a short Markdown summary (``?format=md``): ``rows`` of a
+    ``layout`` and its ``cells`` under ``columns``, the counts, the notes, a link back."""
+    query = [(k, v) for k, v in request.query_params.multi_items() if k != "format"]
+    text = templates.env.get_template("sweep.md").render(
+        title=title,
+        counts=counts,
+        columns=columns,
+        rows=rows,
+        notes=notes,
+        link=f"{str(request.base_url).rstrip('/')}{request.url.path}?{urlencode(query)}",
+        version=estimator.__version__,
+    )
+    return Response(text, media_type="text/markdown; charset=utf-8")
+
+
+def _training_sweep_markdown(request: Request, out: Mapping[str, Any]) -> Response:
+    c = out["counts"]
+    counts = (
+        f"{c['enumerated']:,} layouts enumerated: {c['invalid']:,} break a framework rule,"
+        f" {c['out_of_memory']:,} do not fit, {c['under_headroom']:,} leave less than"
+        f" {out['min_headroom']:.0%} free, {c['past_deadline']:,} miss the deadline,"
+        f" {c['over_budget']:,} are over budget, {c['feasible']:,} feasible."
+    )
+    rows = [
+        {
+            "layout": f"{r['num_gpus']} × {r['accelerator']}: tp {r['tp']} · pp {r['pp']} · dp"
+            f" {r['dp']} · ep {r['ep']} · ZeRO {r['zero_stage']} · micro-batch"
+            f" {r['micro_batch_size']} · recompute {r['recompute']} · {r['precision']}",
+            "cells": [
+                fmt.num(r["tokens_per_s"]),
+                fmt.pct(r["mfu"]),
+                fmt.gib(r["memory_bytes"]),
+                fmt.usd(r["usd_per_1m_tokens"]),
+                fmt.seconds(r["time_to_train_s"]),
+                fmt.usd(r["cost_usd"]),
+            ],
+        }
+        for r in (rec["row"] for rec in out["recommendations"])
+    ]
+    by = "cost per token" if out["objective"] == "cost" else "throughput"
+    return sweep_markdown(
+        request,
+        f"Training sweep: {out['model']}, recommended by {by}",
+        counts,
+        ("Tokens/s", "MFU", "Memory per GPU", "$ per 1M tokens", "Time to train", "Run cost"),
+        rows,
+        out["notes"],
+    )
+
+
+def _serving_sweep_markdown(
+    request: Request, picks: list[dict[str, Any]], result: Mapping[str, Any]
+) -> Response:
+    rows = [
+        {
+            "layout": f"{p['title']}: {r['num_gpus']} × {r['accelerator']} · {r['precision']} · tp"
+            f" {r['tp']} · pp {r['pp']} at concurrency {r['concurrency']}",
+            "cells": [
+                fmt.seconds(r["ttft_s"]),
+                fmt.seconds(r["tpot_s"]),
+                fmt.num(r["output_tokens_per_s_per_gpu"]),
+                fmt.usd(r["usd_per_1m_output_tokens"]),
+                fmt.num(r["replicas"]),
+            ],
+        }
+        for p in picks
+        for r in (p["row"],)
+    ]
+    ok = sum(1 for r in result["sweep"].rows if r["ok"])
+    return sweep_markdown(
+        request,
+        f"Serving sweep: {result['out']['model']}",
+        f"{len(result['sweep'].rows):,} replica layouts, {ok:,} serve it.",
+        ("TTFT", "TPOT", "Output tokens/s per GPU", "$ per 1M output tokens", "Replicas"),
+        rows,
+        result["out"]["notes"],
+    )
+
+
 def _page(
     request: Request,
     template: str,
@@ -276,9 +410,11 @@ def _page(
         example, query = EXAMPLES[kind]
         sub = Submission(dict(query), "html", True, evaluate(inputs, dict(query), model, run))
     query, outcome = sub.query, sub.outcome
-    if sub.fmt == "json":
+    if sub.fmt in ("json", "md"):
         if outcome.result is None:
             return sub.refusal()
+        if sub.fmt == "md":
+            return plan_markdown(request, kind, outcome.result)
         return _json({k: v for k, v in outcome.result.items() if not k.startswith("_")})
     context = {
         "inputs": pickers(inputs),
@@ -288,6 +424,9 @@ def _page(
         "save": save_form(request, kind, outcome.result, query if example else None),
         "figures": figures(outcome.result, query) if outcome.result else {},
         "json_url": f"{request.url.path}?{urlencode(query)}&format=json" if query else "",
+        "md_url": f"{request.url.path}?{urlencode(query)}&format=md"
+        if outcome.result is not None
+        else "",
         "compare_url": "/compare?"
         + urlencode(
             ({"kind": "serving"} if kind == "inference" else {})
@@ -581,6 +720,9 @@ def serving_sweep_page(request: Request) -> Response:
     """The serving side of the explorer: replica layouts at their best concurrency."""
     sub = _submit(request, SERVING_SWEEP_INPUTS, ServingSweepRequest, _run_serving_sweep)
     query, outcome, submitted, result = sub.query, sub.outcome, sub.submitted, sub.outcome.result
+    if sub.fmt == "md" and result is not None:
+        picks = _serving_picks(result["sweep"].rows, query)
+        return _serving_sweep_markdown(request, picks, result)
     exported = sub.export(lambda r: serving_sweep_rows(r["sweep"], r["req"]), ServingSweepRow)
     if exported is not None:
         return exported
@@ -617,6 +759,7 @@ def serving_sweep_page(request: Request) -> Response:
         "page_url": lambda n: "/sweep?" + urlencode({**base, "page": n}),
         "csv_url": "/sweep?" + urlencode({**base, "format": "csv"}),
         "json_url": "/sweep?" + urlencode({**base, "format": "json"}) if submitted else "",
+        "md_url": "/sweep?" + urlencode({**base, "format": "md"}) if result else "",
         "training_url": "/sweep?" + urlencode({k: v for k, v in base.items() if k != "mode"}),
     }
     status = 422 if outcome.errors else 200
@@ -636,6 +779,8 @@ def sweep_page(request: Request) -> Response:
         check_csv_rows(r["out"]["total_rows"])
         return training_sweep_rows(r["sweep"], r["req"])
 
+    if sub.fmt == "md" and result is not None:
+        return _training_sweep_markdown(request, result["out"])
     exported = sub.export(csv_rows, TrainingSweepRow)
     if exported is not None:
         return exported
@@ -674,6 +819,7 @@ def sweep_page(request: Request) -> Response:
         "page_url": lambda n: "/sweep?" + urlencode({**base, **sort, "page": n}),
         "csv_url": "/sweep?" + urlencode({**base, "format": "csv"}),
         "json_url": "/sweep?" + urlencode({**base, "format": "json"}) if submitted else "",
+        "md_url": "/sweep?" + urlencode({**base, "format": "md"}) if result else "",
     }
     status = 422 if outcome.errors else 200
     return templates.TemplateResponse(request, "sweep.html", context, status_code=status)

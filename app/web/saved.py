@@ -18,7 +18,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData, QueryParams
 
@@ -39,7 +39,7 @@ from app.web.forms import (
     Input,
     request_body,
 )
-from app.web.planners import compare_figures, page_query, templates
+from app.web.planners import compare_figures, page_query, plan_markdown, templates
 from estimator.errors import SpecError, UnknownIdError
 
 __all__ = ["router"]
@@ -58,6 +58,12 @@ KIND_NAMES = {
     "inference": "serving plan",
     "training_sweep": "training sweep",
     "inference_sweep": "serving sweep",
+}
+
+# The saved-plan kinds a Markdown summary is written for: the request model and its answer.
+ANSWERS: dict[str, tuple[type[BaseModel], Callable[[Any], dict[str, Any]]]] = {
+    "training": (TrainingRequest, training_answer),
+    "inference": (InferenceRequest, inference_answer),
 }
 
 
@@ -326,9 +332,14 @@ def plan_page(request: Request, plan_id: str) -> Response:
     if plan is None:
         return _message(request, "Plan not found", f"no saved plan {plan_id!r}", 404)
     opened, problem = _reopened(plan)
-    if request.query_params.get("format") == "json":
+    fmt = request.query_params.get("format")
+    if fmt in ("json", "md"):
         if opened is None:
             return _message(request, "Plan not re-evaluated", problem, 422)
+        if fmt == "md" and plan["kind"] in ANSWERS:
+            model, answer = ANSWERS[plan["kind"]]
+            result = answer(model.model_validate(plan["request"]))
+            return plan_markdown(request, plan["kind"], result, f"/plans/{plan_id}")
         return _json(opened)
     context = {
         "plan": plan,
@@ -339,6 +350,7 @@ def plan_page(request: Request, plan_id: str) -> Response:
         "request_json": json.dumps(plan["request"], indent=2),
         "planner_url": planner_url(plan["kind"], plan["request"]),
         "json_url": f"/plans/{plan_id}?format=json",
+        "md_url": f"/plans/{plan_id}?format=md" if plan["kind"] in ANSWERS else "",
         "access": _write_access(request),
     }
     return templates.TemplateResponse(request, "plan.html", context)
