@@ -28,7 +28,7 @@ from app.settings import current
 from app.store.saving import json_size, reduced, too_big
 from app.store.team import TeamConflict, TeamInUse, TeamStore, accelerator_spec_of
 
-__all__ = ["router"]
+__all__ = ["create_team_entry", "router"]
 
 CONFLICT: dict[int | str, dict[str, Any]] = {
     409: {
@@ -87,16 +87,22 @@ CHECKS = {
 
 
 def _create(store: TeamStore, kind: str, entry: dict[str, Any]) -> Response:
+    response = json_response(create_team_entry(store, kind, entry))
+    response.status_code = 201
+    return response
+
+
+def create_team_entry(store: TeamStore, kind: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """Store a team entry once the core has built it: 409 for a public catalog id or one taken
+    (the API and the catalog page's form alike)."""
     public_ids, check = CHECKS[kind]
     if entry["id"] in public_ids():
         raise HTTPException(409, f"id {entry['id']!r} is a public catalog id; choose another")
     try:
-        created = store.create(kind, check(entry))
+        created: dict[str, Any] = store.create(kind, check(entry))
     except TeamConflict:
         raise HTTPException(409, f"team {kind} already has id {entry['id']!r}") from None
-    response = json_response(created)
-    response.status_code = 201
-    return response
+    return created
 
 
 def _replace(store: TeamStore, kind: str, entry_id: str, entry: dict[str, Any]) -> Response:

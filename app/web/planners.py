@@ -1046,9 +1046,11 @@ def catalog_page(request: Request) -> Response:
             imported = model_out(resolve_model(config, "config"), {"config": config}).model_dump()
         except SpecError as exc:
             error = f"{exc.field}: {exc.rule}"
+    cfg = settings_of(request.app)
     context = {
         "models": models,
         "accelerators": accelerators,
+        "access": {"read_only": cfg.read_only, "needs_token": cfg.api_token is not None},
         "imported": imported,
         "error": error,
         "pasted": pasted,

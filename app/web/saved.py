@@ -24,11 +24,15 @@ from starlette.datastructures import FormData, QueryParams
 
 from app import format as fmt
 from app.answers import inference_answer, training_answer
+from app.api.team import create_team_entry
 from app.deps import bind_team, open_store, settings_of, write_refusal
 from app.schemas.inference import InferenceRequest
 from app.schemas.plans import PLAN_CREATE, PlanUpdate
+from app.schemas.team import TeamModelIn
 from app.schemas.training import TrainingRequest
 from app.service.errors import refusal_text
+from app.service.guards import parse_json
+from app.settings import current
 from app.store.plans import PlanStore
 from app.store.saving import duplicate, reopened, save_plan, update_plan
 from app.web.forms import (
@@ -408,3 +412,34 @@ def _act(request: Request, plan_id: str, action: str, form: FormData) -> Respons
         return RedirectResponse(act(store, form, plan, cap), status_code=303)
     except REFUSED as exc:
         return _refused(request, title, exc)
+
+
+# --- a pasted config saved as a team model ------------------------------------------------------
+
+
+@router.post("/catalog/team-models", response_class=HTMLResponse)
+async def save_team_model_page(request: Request) -> Response:
+    """The catalog page's "Save as a team model": a pasted config.json stored under a team id,
+    as ``POST /api/v1/team/models`` would (the same checks: read by the core, not a public id,
+    not taken, within the size cap); then the planner opens on it."""
+    form = await request.form(max_files=0, max_fields=10)
+    return await run_in_threadpool(_save_team_model, request, form)
+
+
+def _save_team_model(request: Request, form: FormData) -> Response:
+    try:
+        _checked(request, form)
+        config = parse_json(str(form.get("config", "")), "config", current().max_json_depth)
+        body = TeamModelIn.model_validate(
+            {
+                "id": str(form.get("id", "")).strip(),
+                "name": str(form.get("name", "")).strip(),
+                "config": config,
+                "source": "pasted on the catalog page",
+            }
+        )
+        open_store(request.app)
+        create_team_entry(request.app.state.team, "models", body.model_dump())
+    except REFUSED as exc:
+        return _refused(request, "Team model not saved", exc)
+    return RedirectResponse(f"/training?model={body.id}", status_code=303)
