@@ -26,6 +26,7 @@ __all__ = [
     "compare_memory_figure",
     "compare_time_figure",
     "figure_json",
+    "figure_rows",
     "inference_latency_figure",
     "inference_memory_figure",
     "inference_terms",
@@ -1028,3 +1029,35 @@ def accuracy_figure(title: str, unit: str, records: Sequence[Mapping[str, Any]])
         },
         "meta": {"links": True},
     }
+
+
+# --- text alternatives ------------------------------------------------------------------------
+
+ROWS_PER_FIGURE = 300  # a figure's text alternative lists at most this many points
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, float):
+        return "" if not math.isfinite(value) else f"{value:,.4g}"
+    return "" if value is None else str(value)
+
+
+def figure_rows(figure: Figure) -> list[dict[str, str]]:
+    """A figure's points as rows (series, x, y) for its text alternative: every named trace's
+    points in order, at most ``ROWS_PER_FIGURE`` (a last row says how many were left out);
+    reference lines and bands (no legend entry of their own, or ``hoverinfo: skip``) are left
+    out."""
+    rows: list[dict[str, str]] = []
+    left = 0
+    for trace in figure.get("data", []):
+        if trace.get("hoverinfo") == "skip" or "x" not in trace or "y" not in trace:
+            continue
+        name = str(trace.get("name", ""))
+        for x, y in zip(trace["x"], trace["y"], strict=False):
+            if len(rows) < ROWS_PER_FIGURE:
+                rows.append({"series": name, "x": _shown(x), "y": _shown(y)})
+            else:
+                left += 1
+    if left:
+        rows.append({"series": f"… and {left:,} more points", "x": "", "y": ""})
+    return rows

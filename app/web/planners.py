@@ -94,6 +94,7 @@ templates.env.filters.update(
     num=fmt.num,
     count=fmt.count,
     figure_json=charts.figure_json,
+    figure_rows=charts.figure_rows,
 )
 
 
