@@ -318,6 +318,44 @@ def _record(record: Any) -> dict[str, Any] | None:
     return None if record is None else {f.name: getattr(record, f.name) for f in fields(record)}
 
 
+def latency_dict(e: InferenceEstimate) -> dict[str, Any]:
+    """A serving answer's latency: TTFT and TPOT in the steady state at the load asked for (the
+    load model's means and TTFT percentiles; null where the replica is overloaded and its queue
+    grows without end), beside a lone request's and its breakdown by part."""
+    load = e.load
+
+    def bounded(value: float | None) -> float | None:
+        return value if value is not None and math.isfinite(value) else None
+
+    at_load = (
+        {"ttft_s": e.ttft_s, "tpot_s": e.tpot_s, "ttft_p50_s": None, "ttft_p90_s": None,
+         "ttft_p99_s": None, "basis": "a lone request"}
+        if load is None
+        else {
+            "ttft_s": bounded(load.ttft_s),
+            "tpot_s": bounded(load.tpot_s),
+            "ttft_p50_s": bounded(load.ttft_p50_s),
+            "ttft_p90_s": bounded(load.ttft_p90_s),
+            "ttft_p99_s": bounded(load.ttft_p99_s),
+            "basis": f"steady state at {load_name(load)} ({load.engine}, {load.regime})",
+        }
+    )  # fmt: skip
+    return {
+        **at_load,
+        "ttft_lone_s": e.ttft_s,
+        "tpot_lone_s": e.tpot_s,
+        "ttft_breakdown": _latency(e.ttft_breakdown),
+        "tpot_breakdown": _latency(e.tpot_breakdown),
+    }
+
+
+def load_name(load: LoadPoint) -> str:
+    """The load a steady state is at, as people say it."""
+    if load.request_rate is not None:
+        return f"{load.request_rate:g} requests/s"
+    return f"{load.concurrency:g} requests in flight"
+
+
 def load_dict(load: LoadPoint | None) -> dict[str, Any] | None:
     """A serving answer's steady state under load (``estimator.serving.load``); a latency an
     overloaded replica never reaches (the queue grows without bound) is null."""
@@ -371,12 +409,7 @@ def inference_out(
         "state_bytes_per_sequence": m.state_bytes_per_sequence,
         "max_concurrency": e.max_concurrency,
         "best_concurrency": e.best_concurrency,
-        "latency": {
-            "ttft_s": e.ttft_s,
-            "tpot_s": e.tpot_s,
-            "ttft_breakdown": _latency(e.ttft_breakdown),
-            "tpot_breakdown": _latency(e.tpot_breakdown),
-        },
+        "latency": latency_dict(e),
         "throughput": {
             "output_tokens_per_s": e.output_tokens_per_s,
             "output_tokens_per_s_per_gpu": e.output_tokens_per_s_per_gpu,

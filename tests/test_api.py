@@ -162,11 +162,17 @@ def test_inference_estimate_equals_core() -> None:
         InferenceSetup(2048, 256, 32),
         get_precision({"weights": "fp8", "kv_cache": "fp8"}),
         price_usd_per_gpu_hour=2.0,
+        engine="vllm",  # the request's default engine: the steady state under its load too
     )
     assert body["memory_per_gpu"]["kv_cache_bytes"] == core.memory.kv_cache_bytes
     assert body["kv_cache_bytes_per_token"] == core.memory.kv_cache_bytes_per_token
     assert body["max_concurrency"] == core.max_concurrency
-    assert body["latency"]["ttft_s"] == core.ttft_s and body["latency"]["tpot_s"] == core.tpot_s
+    # the headline latency is the steady state at the load asked for, the lone request beside it
+    lat = body["latency"]
+    assert lat["ttft_lone_s"] == core.ttft_s and lat["tpot_lone_s"] == core.tpot_s
+    assert core.load is not None
+    assert lat["ttft_s"] == core.load.ttft_s and lat["tpot_s"] == core.load.tpot_s
+    assert lat["ttft_p99_s"] == core.load.ttft_p99_s >= lat["ttft_s"]
     assert sum(body["latency"]["tpot_breakdown"].values()) == pytest.approx(core.tpot_s)
     assert body["throughput"]["output_tokens_per_s"] == core.output_tokens_per_s
     assert body["cost"]["usd_per_1m_output_tokens"] == core.usd_per_1m_output_tokens

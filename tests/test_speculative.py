@@ -195,7 +195,7 @@ def test_the_answer_echoes_the_inputs_and_their_effect() -> None:
     s = out["speculative"]
     assert (s["method"], s["num_speculative_tokens"], s["acceptance_length"]) == ("eagle3", 3, 2.5)
     assert s["step_s"] == core.speculative.step_s  # type: ignore[union-attr]
-    assert out["latency"]["tpot_s"] == core.tpot_s
+    assert out["latency"]["tpot_lone_s"] == core.tpot_s
     assert out["memory_per_gpu"]["draft_weights_bytes"] == core.memory.draft_weights_bytes > 0
     assert (
         client.post("/api/v1/inference/estimate", json={"model": "llama-3-8b"}).json()[

@@ -135,7 +135,9 @@ def serving_text(out: Mapping[str, Any]) -> str:
         f"{_gib(m['capacity_bytes'])} GiB per GPU ({_headroom(m)}); "
         f"KV cache {out['kv_cache_bytes_per_token'] / 2**10:,.1f} KiB per token, at most "
         f"{out['max_concurrency']:,} sequences",
-        f"TTFT {_ms(lat['ttft_s'])} ms, TPOT {_ms(lat['tpot_s'])} ms, "
+        f"TTFT {_ms(lat['ttft_s'])} ms (p99 {_ms(lat['ttft_p99_s'])}), TPOT {_ms(lat['tpot_s'])}"
+        f" ms at the {lat['basis']}; a lone request: TTFT {_ms(lat['ttft_lone_s'])} ms, TPOT"
+        f" {_ms(lat['tpot_lone_s'])} ms",
         f"{tp['output_tokens_per_s']:,.0f} output tokens/s "
         f"({tp['output_tokens_per_s_per_gpu']:,.0f} per GPU)",
         f"cost: {_usd(c['usd_per_1m_output_tokens'])} per 1M output tokens all-in at "
@@ -145,9 +147,9 @@ def serving_text(out: Mapping[str, Any]) -> str:
         "",
         *_terms("memory per GPU", "GiB", memory, m["total_bytes"]),
         "",
-        *_terms("time to first token", "ms", lat["ttft_breakdown"], lat["ttft_s"]),
+        *_terms("time to first token", "ms", lat["ttft_breakdown"], lat["ttft_lone_s"]),
         "",
-        *_terms("time per output token", "ms", lat["tpot_breakdown"], lat["tpot_s"]),
+        *_terms("time per output token", "ms", lat["tpot_breakdown"], lat["tpot_lone_s"]),
     ]
     return "\n".join(lines + _notes(out["notes"]))
 
@@ -161,13 +163,13 @@ def _effects(out: Mapping[str, Any]) -> list[str]:
             f"speculative decoding: {sp['method']}, {sp['num_speculative_tokens']} draft tokens,"
             f" acceptance length {sp['acceptance_length']:g}: step {_ms(sp['step_s'])} ms"
             f" (verify {_ms(sp['verify_s_per_step'])}, draft {_ms(sp['draft_s_per_step'])}),"
-            f" TPOT {_ms(out['latency']['tpot_s'])} ms vs {_ms(sp['tpot_without_s'])} ms"
+            f" TPOT {_ms(out['latency']['tpot_lone_s'])} ms vs {_ms(sp['tpot_without_s'])} ms"
             f" without ({sp['tpot_speedup']:.2f}x)"
         )
     if pc:
         lines.append(
             f"prefix cache: {pc['cached_tokens']:,} tokens cached, {pc['computed_tokens']:,}"
-            f" computed: TTFT {_ms(out['latency']['ttft_s'])} ms vs"
+            f" computed: TTFT {_ms(out['latency']['ttft_lone_s'])} ms vs"
             f" {_ms(pc['ttft_without_s'])} ms uncached ({pc['ttft_speedup']:.2f}x)"
         )
     return lines

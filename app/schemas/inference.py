@@ -173,10 +173,23 @@ class LatencyBreakdown(_LatencyTerms):  # type: ignore[misc, valid-type]
 
 
 class LatencyOut(BaseModel):
-    ttft_s: float = Field(description="Prefill of one prompt through every stage")
-    tpot_s: float = Field(description="One decode step at the requested concurrency")
-    ttft_breakdown: LatencyBreakdown
-    tpot_breakdown: LatencyBreakdown
+    ttft_s: float | None = Field(
+        description="Mean TTFT in the steady state at the request's load (concurrency kept in"
+        " flight, or request_rate); null where the replica is overloaded and the queue grows"
+        " without end. A lone request's: ttft_lone_s"
+    )
+    tpot_s: float | None = Field(
+        description="Mean TPOT in the steady state at the request's load (decode steps shared"
+        " with prefill chunks); a lone request's: tpot_lone_s"
+    )
+    ttft_p50_s: float | None
+    ttft_p90_s: float | None
+    ttft_p99_s: float | None
+    basis: str = Field(description="The load the figures above are at, and the regime")
+    ttft_lone_s: float = Field(description="Prefill of one prompt through every stage, alone")
+    tpot_lone_s: float = Field(description="One decode step at the requested concurrency")
+    ttft_breakdown: LatencyBreakdown = Field(description="The lone request's TTFT by part")
+    tpot_breakdown: LatencyBreakdown = Field(description="The lone TPOT by part")
 
 
 class InferenceThroughputOut(BaseModel):
