@@ -22,7 +22,7 @@ from app.schemas.catalog import TreeRequest
 from app.schemas.common import PrecisionRoles
 from app.schemas.inference import InferenceRequest
 from app.schemas.sweep import ServingSweepRequest, TrainingSweepRequest
-from app.schemas.training import FineTuneFields, TrainingRequest
+from app.schemas.training import FineTuneFields, OffloadFields, TrainingRequest
 from app.service.errors import ShapeError
 from app.settings import current
 from app.store import catalog as team
@@ -245,6 +245,18 @@ def finetune_of(req: FineTuneFields) -> FineTune:
     )
 
 
+def offload_of(req: OffloadFields) -> Offload:
+    """What a request keeps in host memory, and the host figures it gives."""
+    return Offload(
+        optimizer=req.offload_optimizer,
+        params=req.offload_params,
+        activations=req.offload_activations,
+        host_link_gb_per_s=req.host_link_gb_per_s,
+        host_memory_gb_per_gpu=req.host_memory_gb_per_gpu,
+        host_memory_gb_per_s=req.host_memory_gb_per_s,
+    )
+
+
 def training_plan(req: TrainingRequest) -> TrainingPlan:
     lay = req.layout
     dp = _data_parallel(lay.dp, req.num_gpus, lay.tp * lay.pp * lay.cp)
@@ -282,14 +294,7 @@ def training_plan(req: TrainingRequest) -> TrainingPlan:
         optimizer=req.optimizer,
         activation_convention=req.activation_convention,
         finetune=finetune_of(req),
-        offload=Offload(
-            optimizer=req.offload_optimizer,
-            params=req.offload_params,
-            activations=req.offload_activations,
-            host_link_gb_per_s=req.host_link_gb_per_s,
-            host_memory_gb_per_gpu=req.host_memory_gb_per_gpu,
-            host_memory_gb_per_s=req.host_memory_gb_per_s,
-        ),
+        offload=offload_of(req),
         moe_imbalance=req.moe_imbalance,
         moe_capacity_factor=req.moe_capacity_factor,
     )
@@ -671,6 +676,9 @@ def _training_sweep(req: TrainingSweepRequest) -> TrainingSweep:
         flash_attention=req.flash_attention,
         optimizer=req.optimizer,
         finetune=finetune_of(req),
+        offload=offload_of(req),
+        moe_imbalance=req.moe_imbalance,
+        moe_capacity_factor=req.moe_capacity_factor,
     )
     model = resolve_model(req.model)
     try:

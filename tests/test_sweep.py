@@ -4,6 +4,7 @@ recommendations and the refusal of oversize sweeps."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from estimator import (
 )
 from estimator.catalog import price
 from estimator.layout.pipeline import model_split
+from estimator.offload import Offload
 from estimator.sweep.training import (
     SweepTooLarge,
     TrainingSearch,
@@ -261,3 +263,32 @@ def test_serving_sweep_ranks_replicas_by_cost_under_the_targets() -> None:
     assert bad[("a100-pcie-40gb", "bf16", 1, 1)]["reason"].startswith("out of memory: weights")
     with pytest.raises(SweepTooLarge):
         sweep_serving(get_model("llama-3-70b"), workload, space, max_layouts=10)
+
+
+def test_offload_and_expert_load_as_sweep_inputs() -> None:
+    """Property: with CPU offload and an uneven router (issue 21, item 5 as sweep inputs), a
+    sweep row is still the single estimate of its layout: step time to the last bit, memory to
+    the last rounding of the float sum (the offloaded terms are added in another order)."""
+    model = get_model("qwen3-30b-a3b")
+    offload = Offload(optimizer=True)
+    workload = replace(WORKLOAD, offload=offload, moe_imbalance=1.3)
+    space = TrainingSearch(accelerators=("h100-sxm-80gb",), num_gpus=(8, 16), zero=(1, 3))
+    sweep = sweep_training(model, workload, space)
+    plain = sweep_training(model, WORKLOAD, space)
+    assert len(sweep) == len(plain) > 50
+    acc = get_accelerator("h100-sxm-80gb")
+    for i in random.Random(7).sample(range(len(sweep)), 25):
+        r = sweep.row(i)
+        p = Parallelism(tp=r["tp"], pp=r["pp"], dp=r["dp"], cp=r["cp"], ep=r["ep"], vp=r["vp"],
+                        sequence_parallel=r["tp"] > 1, zero_stage=r["zero"])  # type: ignore[operator, arg-type]  # fmt: skip
+        setup = TrainingSetup(WORKLOAD.seq_len, micro_batch_size=r["micro_batch"],  # type: ignore[arg-type]
+                              global_batch_size=WORKLOAD.global_batch_size,
+                              recompute=r["recompute"], offload=offload, moe_imbalance=1.3)  # type: ignore[arg-type]  # fmt: skip
+        e = estimate_training(model, acc, p, setup, get_precision("bf16"), tokens=WORKLOAD.tokens)
+        assert r["step_s"] == e.time.step_s
+        assert r["memory_bytes"] == pytest.approx(e.memory.total_bytes, rel=1e-12)
+    # offloading the optimizer frees GPU memory; the uneven router slows the step
+    assert (
+        sweep.column("optimizer_states_bytes").max() < plain.column("optimizer_states_bytes").max()
+    )
+    assert np.median(sweep.column("step_s")) > np.median(plain.column("step_s"))

@@ -88,3 +88,17 @@ def test_recommendation_titles_name_every_axis() -> None:
     assert len(titles) >= 2 and len(set(titles)) == len(titles)
     assert all("micro-batch" in t and "recompute" in t for t in titles)
     assert "fit with less than 5% free" in page.text and "miss the deadline" in page.text
+
+
+def test_offload_and_router_inputs_reach_the_sweep() -> None:
+    base = {"model": "llama-3-70b", "accelerator": ["h100-sxm-80gb"], "num_gpus": [8],
+            "tokens": 1e11}  # fmt: skip
+    plain = client.post("/api/v1/training/sweep", json=base).json()
+    offloaded = client.post(
+        "/api/v1/training/sweep", json={**base, "offload_optimizer": True}
+    ).json()
+    assert plain["counts"]["feasible"] == 0 < offloaded["counts"]["feasible"]
+    bad = client.post("/api/v1/training/sweep", json={**base, "moe_imbalance": 0.5})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "moe_imbalance"
+    page = client.get("/sweep", params={"model": "llama-3-8b"}).text
+    assert 'name="offload_optimizer"' in page and 'name="moe_imbalance"' in page

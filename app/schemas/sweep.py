@@ -28,6 +28,8 @@ from app.schemas.training import (
     FineTuneFields,
     GlobalBatch,
     MicroBatch,
+    MoEFields,
+    OffloadFields,
     Optimizer,
     Recompute,
     Tokens,
@@ -83,7 +85,7 @@ class SweepLayout(Request):
     distributed_optimizer: bool = False
 
 
-class TrainingSweepRequest(FineTuneFields):
+class TrainingSweepRequest(FineTuneFields, OffloadFields, MoEFields):
     model: ModelRef = Field(json_schema_extra=MODEL_FORM)
     accelerator: NameList | None = Field(
         None, description="Default: ten data-centre GPUs", json_schema_extra=ACCELERATORS

@@ -37,6 +37,7 @@ from estimator.memory.training import (
     check_seq_len,
     most_loaded_terms,
 )
+from estimator.offload import NO_OFFLOAD, Offload
 from estimator.spec.accelerator import GIB, Accelerator
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import Precision, get_precision
@@ -119,6 +120,9 @@ class TrainingWorkload:
     flash_attention: bool = True
     optimizer: str = "adamw"
     finetune: FineTune = FULL
+    offload: Offload = NO_OFFLOAD
+    moe_imbalance: float = 1.0
+    moe_capacity_factor: float | None = None
 
 
 @dataclass(frozen=True)
@@ -463,6 +467,9 @@ def _evaluate(
         flash_attention=workload.flash_attention,
         optimizer=workload.optimizer,  # type: ignore[arg-type]
         finetune=workload.finetune,
+        offload=workload.offload,
+        moe_imbalance=workload.moe_imbalance,
+        moe_capacity_factor=workload.moe_capacity_factor,
     )
     mem = most_loaded_terms(model, p, setup, precision)
     t = training_time_terms(
