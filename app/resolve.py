@@ -735,6 +735,8 @@ def _serving_sweep(req: ServingSweepRequest) -> ServingSweep:
         prices=_prices(accelerators, req.price_usd_per_gpu_hour, req.prices),
         request_rate=req.request_rate,
         engine=req.engine,
+        disaggregated=req.disaggregated,
+        kv_overlap=req.kv_overlap,
     )
     if req.request_rate is not None and req.output_tokens_per_s is not None:
         raise SpecError(
