@@ -36,6 +36,7 @@ from app.schemas.catalog import (
 )
 from app.schemas.inference import InferenceRequest
 from app.schemas.sweep import (
+    DisaggregatedOut,
     Recommendation,
     ServingSweepOut,
     ServingSweepRequest,
@@ -59,6 +60,7 @@ from estimator.serving.launch import launch_commands
 from estimator.serving.load import ENGINES, LoadPoint
 from estimator.spec.cluster import Cluster
 from estimator.spec.precision import DTYPES
+from estimator.sweep.disagg import DisaggComparison
 from estimator.sweep.serving import ServingSweep
 from estimator.sweep.training import TrainingSweep
 from estimator.timing.comms import CommPlan
@@ -70,6 +72,7 @@ __all__ = [
     "catalog_accelerators",
     "catalog_models",
     "comm_plan_out",
+    "disaggregated_out",
     "inference_out",
     "json_response",
     "layer_table_out",
@@ -689,7 +692,15 @@ def serving_sweep_out(sweep: ServingSweep, req: ServingSweepRequest) -> ServingS
         pareto_cost=[ServingSweepRow(**r) for r in sweep.pareto_cost],
         exact=sweep.exact,
         notes=list(sweep.notes),
+        disaggregated=disaggregated_out(sweep.disaggregated),
     )
+
+
+def disaggregated_out(c: DisaggComparison | None) -> DisaggregatedOut | None:
+    """The comparison of aggregated and disaggregated fleets, field by field."""
+    if c is None:
+        return None
+    return DisaggregatedOut(**{f.name: getattr(c, f.name) for f in fields(c)})
 
 
 def rows_csv(rows: Iterable[dict[str, Any]], columns: Sequence[str]) -> str:

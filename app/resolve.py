@@ -743,6 +743,8 @@ def _serving_sweep(req: ServingSweepRequest) -> ServingSweep:
         prices=_prices(accelerators, req.price_usd_per_gpu_hour, req.prices),
         request_rate=req.request_rate,
         engine=req.engine,
+        disaggregated=req.disaggregated,
+        kv_overlap=req.kv_overlap,
     )
     if req.request_rate is not None and req.output_tokens_per_s is not None:
         raise SpecError(
@@ -790,15 +792,24 @@ def _changed(req: TrainingRequest, changes: dict[str, Any]) -> TrainingRequest:
     return TrainingRequest.model_validate({**body, **top, "layout": layout})
 
 
+# The time the search for fitting layouts may take: past it, the answer lists what it found (a
+# plan of a huge model costs ~50 ms an estimate; the search tries up to ~100 layouts).
+FIT_SEARCH_S = 0.5
+
+
 def fitting_alternatives(req: TrainingRequest, limit: int = 3) -> list[dict[str, Any]]:
     """The layouts nearest to a plan that does not fit which do: every single change of
     ``_FIT_STEPS`` first, then pairs of them if fewer than ``limit`` single changes fit; the
     fitting ones with the fewest changes, those on the plan's GPUs before those that add GPUs,
-    then the most tokens/s per GPU. Each with its changes (page inputs), memory and speed."""
+    then the most tokens/s per GPU. Each with its changes (page inputs), memory and speed. The
+    search stops after ``FIT_SEARCH_S`` seconds with what it has found."""
+    deadline = time.monotonic() + FIT_SEARCH_S
     singles = [{name: v} for name, values in _FIT_STEPS for v in values(req)]
     found: list[tuple[tuple[int, bool, float], dict[str, Any], TrainingEstimate]] = []
 
     def attempt(changes: dict[str, Any]) -> None:
+        if time.monotonic() > deadline:
+            return
         try:
             _, e = run_training(_changed(req, changes))
         except (SpecError, ValidationError):

@@ -1,11 +1,15 @@
 """How fast is the serving load model? (issue 22: one load point under 20 ms, a curve of 20 load
-points under 200 ms.)
+points under 200 ms; the disaggregated plan search for a typical request well under a second.)
 
 Prints, in one run (no timed assertions; targets are reported, never enforced): the median wall
 time of ``estimate_load`` at one concurrency, of a curve of 20 concurrencies and of 20 request
 rates, and of a whole ``estimate_inference`` with and without its ``load`` block (the baseline
 measured in the same run), for Llama-3.3-70B FP8 on 2 x H100 (5,000 / 500 tokens) and
-DeepSeek-V3 FP8 on 8 x H200 (1,024 / 1,024).
+DeepSeek-V3 FP8 on 8 x H200 (1,024 / 1,024). Then the serving sweep of one accelerator and
+precision over the default TP x PP space at a request rate, without and with ``disaggregated``
+(the baseline measured in the same run), and the disaggregated search alone (the prefill and
+decode pools of every layout, every pair's fleet and both fronts), for Llama-3.1-70B FP8 on H100
+(8,192 / 1,024 tokens, 10 requests/s, TTFT p99 2 s, TPOT 50 ms).
 
 Run: ``make bench`` or ``.venv/bin/python -m benchmarks.bench_load``.
 """
@@ -15,13 +19,18 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from estimator import InferenceSetup, Parallelism, get_accelerator, get_model, get_precision
 from estimator.serving.estimate import estimate_inference, estimate_load
+from estimator.sweep import disagg
+from estimator.sweep.serving import ServingSearch, ServingWorkload, sweep_serving
+from estimator.sweep.training import accelerator_spec, price_of
 
 RUNS = 15
 POINT_TARGET_S = 0.020
 CURVE_TARGET_S = 0.200
+DISAGG_TARGET_S = 1.0
 PLANS = (
     ("llama-3.3-70b", "h100-sxm-80gb", 2, 5000, 500),
     ("deepseek-v3", "h200-sxm-141gb", 8, 1024, 1024),
@@ -65,10 +74,36 @@ def _plan(model_id: str, acc_id: str, tp: int, isl: int, osl: int) -> None:
     )
 
 
+def _disaggregated() -> None:
+    model = get_model("llama-3.1-70b")
+    space = ServingSearch(accelerators=("h100-sxm-80gb",), precision=("fp8-serving",))
+    plain = ServingWorkload(8192, 1024, ttft_target_s=2.0, tpot_target_s=0.05, request_rate=10)
+    both = replace(plain, disaggregated=True)
+    groups = [(accelerator_spec("h100-sxm-80gb"), "fp8-serving")]
+    rows = sweep_serving(model, plain, space).rows
+    layouts = [(tp, pp) for tp in space.tp for pp in space.pp]
+
+    def search() -> object:
+        pools = disagg.pools(model, both, groups, layouts)
+        return disagg.compare(both, pools, rows, model, lambda a: price_of(a, {}))
+
+    aggregated = _median_s(lambda: sweep_serving(model, plain, space))
+    compared = _median_s(lambda: sweep_serving(model, both, space))
+    alone = _median_s(search)
+    print(f"  llama-3.1-70b FP8 on H100, {len(layouts)} layouts ({len(layouts) ** 2} pairs):")
+    print(
+        f"    serving sweep at a request rate {aggregated * 1e3:.0f} ms; with disaggregated"
+        f" {compared * 1e3:.0f} ms ({compared / aggregated:.2f}x; target"
+        f" {DISAGG_TARGET_S * 1e3:.0f} ms: {compared / DISAGG_TARGET_S:.2f} of it); the"
+        f" disaggregated search alone {alone * 1e3:.0f} ms"
+    )
+
+
 def main() -> None:
     print("Serving load model speed (median of", RUNS, "runs)")
     for plan in PLANS:
         _plan(*plan)
+    _disaggregated()
 
 
 if __name__ == "__main__":

@@ -239,3 +239,12 @@ def test_migrate_creates_the_plan_store(
     engine = create_engine(url)
     assert "plans" in inspect(engine).get_table_names()
     engine.dispose()
+
+
+@pytest.mark.parametrize("command", ["train", "infer", "sweep"])
+def test_help_lists_every_flag(capsys: pytest.CaptureFixture[str], command: str) -> None:
+    """A field's help text may hold a % ("5%"): argparse must not read it as a format."""
+    with pytest.raises(SystemExit) as stop:
+        main([command, "--help"])
+    out = capsys.readouterr().out
+    assert stop.value.code == 0 and "--price" in out

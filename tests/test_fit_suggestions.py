@@ -55,3 +55,13 @@ def test_nothing_near_fits_says_so() -> None:
     assert out.json()["fit_suggestions"] == []
     page = client.get("/training", params={**far, "zero_stage": 0})
     assert "No layout within two changes" in page.text and 'href="/sweep?' in page.text
+
+
+def test_the_search_stops_at_its_deadline(monkeypatch: object) -> None:
+    # A huge model's plan costs ~50 ms an estimate: the search answers with what it found by
+    # its deadline (here none: the deadline has passed before the first try).
+    from app import resolve
+
+    monkeypatch.setattr(resolve, "FIT_SEARCH_S", -1.0)  # type: ignore[attr-defined]
+    out = client.post("/api/v1/training/estimate", json=MISSES).json()
+    assert out["memory_per_gpu"]["fits"] is False and out["fit_suggestions"] == []

@@ -192,6 +192,8 @@ def _largest_cases() -> dict[tuple[str, str], tuple[dict[str, Any], float]]:
         "accelerator": every_accelerator,
         "layout": {"tp": [1, 2, 4, 8], "pp": [1, 2, 4, 8]},
         "precision": ["bf16", "fp8-serving"],
+        "request_rate": 50.0,  # plan a fleet, aggregated and disaggregated: the heaviest path
+        "disaggregated": True,
     }
     small_enough = {k: v for k, v in BIG_CONFIG.items() if k != "layer_types"}
     plan = {
@@ -223,6 +225,7 @@ def _largest_cases() -> dict[tuple[str, str], tuple[dict[str, Any], float]]:
         ("GET", "/accelerators"): ({}, e),
         ("GET", "/accelerators/{accelerator_id}"): ({}, e),
         ("GET", "/precisions"): ({}, e),
+        ("GET", "/accuracy"): ({}, e),  # every record of the validation report
         ("POST", "/plans"): (plan, e),
         ("GET", "/plans"): ({}, e),
         ("GET", "/plans/{plan_id}"): ({}, e),

@@ -289,6 +289,47 @@ def test_serving_sweep_explorer(tab: Tab, server: str) -> None:
     tab.shot("sweep-serving")
 
 
+def test_aggregated_against_disaggregated_fronts_draw_svg_points(tab: Tab, server: str) -> None:
+    """The serving explorer with ``disaggregated``: the side-by-side table shows the API's
+    fleets, and the two Pareto fronts are drawn as SVG points (no WebGL: the CSP forbids it)."""
+    query = (
+        "mode=serving&model=llama-3.1-70b&accelerator=h100-sxm-80gb&precision=fp8-serving"
+        "&tp=2,4,8&pp=1&input_len=8192&output_len=1024&ttft_target_s=2&tpot_target_s=0.05"
+        "&request_rate=10&disaggregated=true"
+    )
+    page = tab.open(f"/sweep?{query}")
+    page.wait_for_selector("#disagg-compare")
+    api = httpx.post(
+        f"{server}/api/v1/inference/sweep",
+        json={
+            "model": "llama-3.1-70b",
+            "accelerator": "h100-sxm-80gb",
+            "precision": "fp8-serving",
+            "layout": {"tp": [2, 4, 8], "pp": 1},
+            "input_len": 8192,
+            "output_len": 1024,
+            "ttft_target_s": 2,
+            "tpot_target_s": 0.05,
+            "request_rate": 10,
+            "disaggregated": True,
+        },
+        timeout=60,
+    ).json()["disaggregated"]
+    shown = page.eval_on_selector_all(
+        "#disagg-compare td[data-value]", "cells => cells.map(c => Number(c.dataset.value))"
+    )
+    assert shown == [api["aggregated"]["fleet_gpus"], api["disaggregated"]["fleet_gpus"]]
+    drawn = figure(page, "fronts")
+    assert {"Aggregated front", "Disaggregated front"} <= set(drawn["names"])
+    assert [s["name"] for s in drawn["shapes"]] == ["TPOT target"]
+    points = page.eval_on_selector_all("#fig-fronts svg .scatterlayer .point", "ps => ps.length")
+    fronts = len(api["pareto_aggregated"]) + len(api["pareto_disaggregated"])
+    assert points >= fronts > 0
+    assert page.eval_on_selector_all("#fig-fronts canvas", "cs => cs.length") == 0
+    assert tab.errors == []
+    tab.shot("sweep-serving-disaggregated")
+
+
 def test_keyboard_and_narrow_screen(browser: Any, server: str) -> None:
     # Keyboard only: focus the GPU count, type, move on with Tab, submit with Enter.
     context = browser.new_context(viewport={"width": 390, "height": 844})  # a phone

@@ -89,7 +89,9 @@ def _request_parser(
     for flag, field, kind, text in flags:
         if flag not in seen:
             seen.add(flag)
-            parser.add_argument(flag, dest=field, type=kind, help=text or None)
+            # argparse formats help with %: a field's own "5%" must reach it as "5%%"
+            help_text = text.replace("%", "%%") if text else None
+            parser.add_argument(flag, dest=field, type=kind, help=help_text)
     _output_flags(parser, csv)
     return parser
 

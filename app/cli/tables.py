@@ -239,7 +239,47 @@ def serving_sweep_text(out: Mapping[str, Any]) -> str:
     ]
     lines = [f"{out['model']}: {counts}", "", *_page_title(out)]
     lines += _grid(header, rows) if rows else []
+    if out.get("disaggregated"):
+        lines += ["", *_disaggregated_lines(out["disaggregated"])]
     return "\n".join(lines + _notes(out["notes"]))
+
+
+def _disaggregated_lines(d: Mapping[str, Any]) -> list[str]:
+    """The cheapest aggregated and disaggregated fleets side by side."""
+    a, p = d["aggregated"], d["disaggregated"]
+    rows = [
+        ["layout", _agg_layout(a), _dis_layout(p)],
+        ["replicas (x:y)", _num(a and a["replicas"]), _ratio(p)],
+        ["GPUs", _num(a and a["fleet_gpus"]), _num(p and p["fleet_gpus"])],
+        ["$/hour", _usd(a and a["usd_per_hour"]), _usd(p and p["usd_per_hour"])],
+        ["$/1M out", *(_usd(f and f["usd_per_1m_output_tokens"]) for f in (a, p))],
+        ["TTFT p99 ms", *(_ms(f and f["ttft_p99_s"]) for f in (a, p))],
+        ["TPOT ms", *(_ms(f and f["tpot_s"]) for f in (a, p))],
+        ["out tok/s/GPU", *(_num(f and f["output_tokens_per_s_per_gpu"]) for f in (a, p))],
+    ]
+    lines = [f"Aggregated against disaggregated at {d['request_rate']:g} requests/s:"]
+    lines += _grid(["", "aggregated", "disaggregated"], rows)
+    if d["winner"]:
+        lines.append(f"cheaper: {d['winner']} (disaggregated/aggregated {d['cost_ratio']:.3f})")
+    lines += [n for n in (d["no_plan_aggregated"], d["no_plan_disaggregated"]) if n]
+    return lines
+
+
+def _agg_layout(a: Mapping[str, Any] | None) -> str:
+    return "-" if a is None else f"{a['accelerator']} {a['precision']} tp {a['tp']} pp {a['pp']}"
+
+
+def _dis_layout(p: Mapping[str, Any] | None) -> str:
+    if p is None:
+        return "-"
+    return (
+        f"{p['accelerator']} {p['precision']} P tp {p['prefill_tp']} pp {p['prefill_pp']},"
+        f" D tp {p['decode_tp']} pp {p['decode_pp']}"
+    )
+
+
+def _ratio(p: Mapping[str, Any] | None) -> str:
+    return "-" if p is None else f"{p['prefill_replicas']}:{p['decode_replicas']}"
 
 
 def model_text(out: Mapping[str, Any]) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.schemas.common import (
     Duration,
@@ -35,8 +35,14 @@ from app.schemas.training import (
     Tokens,
     ZeroStage,
 )
+from estimator.serving.disagg import Link, Overlap
 
 __all__ = [
+    "AggregatedFleet",
+    "AggregatedPoint",
+    "DisaggregatedFleet",
+    "DisaggregatedOut",
+    "DisaggregatedPoint",
     "Recommendation",
     "ServingSweepOut",
     "ServingSweepRequest",
@@ -321,6 +327,20 @@ class ServingSweepRequest(Request):
         description="The scheduler the load model follows (with request_rate)",
         json_schema_extra=form("Engine", "Workload"),
     )
+    disaggregated: bool = Field(
+        False,
+        description="With request_rate: also plan disaggregated fleets (a prefill pool and a"
+        " decode pool, the KV cache sent between them) for the same rate and targets, and"
+        " compare them with the aggregated ones, with each family's Pareto front of output"
+        " tokens/s per GPU against tokens/s per user",
+        json_schema_extra=form("Compare disaggregated (xPyD)", "Workload"),
+    )
+    kv_overlap: Overlap = Field(
+        "none",
+        description="Disaggregated: the KV transfer starts when the prefill ends (none: vLLM's"
+        " NixlConnector) or layer by layer as it runs (layerwise: Mooncake)",
+        json_schema_extra=form("KV transfer overlap", "Workload"),
+    )
     price_usd_per_gpu_hour: Price | None = Field(None, json_schema_extra=PRICE_FORM)
     prices: dict[Names, Price] | None = None
     rows: Literal["ok", "all"] = "ok"
@@ -357,6 +377,118 @@ class ServingSweepRow(BaseModel):
     )
 
 
+class AggregatedFleet(ServingSweepRow):
+    """The cheapest aggregated fleet (a serving sweep row) with its $/hour and tokens/s per
+    user."""
+
+    usd_per_hour: float | None = Field(description="The fleet's GPUs at their price")
+    output_tokens_per_s_per_user: float = Field(description="1 / TPOT")
+
+
+class DisaggregatedFleet(BaseModel):
+    """A disaggregated fleet: x prefill replicas and y decode replicas of one accelerator and
+    precision; the TTFT p99 parts sum to ``ttft_p99_s``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    accelerator: str
+    precision: str
+    prefill_tp: int
+    prefill_pp: int
+    prefill_replicas: int = Field(description="x")
+    prefill_rate_per_replica: float = Field(description="requests/s each prefill replica takes")
+    prefill_utilization: float = Field(
+        description="The share of its time a prefill replica is busy"
+    )
+    decode_tp: int
+    decode_pp: int
+    decode_replicas: int = Field(description="y")
+    decode_rate_per_replica: float = Field(description="requests/s each decode replica finishes")
+    decoding_per_replica: float = Field(description="Mean sequences a decode replica decodes")
+    decode_slots: int = Field(description="The most a decode replica decodes at once")
+    fleet_gpus: int
+    ttft_p99_s: float
+    ttft_prefill_p99_s: float = Field(description="The prefill replica's queue and prefill")
+    ttft_kv_wait_p99_s: float = Field(description="The sending and receiving links' waits")
+    ttft_kv_transfer_s: float = Field(description="The KV transfer not hidden by the prefill")
+    ttft_first_token_s: float = Field(
+        description="The decode replica's first step, and half a step's wait"
+    )
+    tpot_s: float
+    kv_link: Link
+    kv_bytes_per_request: float = Field(description="A prompt's whole KV cache and state")
+    kv_transfer_s: float = Field(description="A request's transfer, before any overlap")
+    output_tokens_per_s: float
+    output_tokens_per_s_per_gpu: float
+    output_tokens_per_s_per_user: float = Field(description="1 / TPOT")
+    usd_per_gpu_hour: float | None
+    usd_per_hour: float | None
+    usd_per_1m_output_tokens: float | None
+
+
+class AggregatedPoint(BaseModel):
+    """A point of the aggregated front: one layout at one rate per replica."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    accelerator: str
+    precision: str
+    tp: int
+    pp: int
+    rate_per_replica: float
+    ttft_p99_s: float
+    tpot_s: float
+    output_tokens_per_s_per_gpu: float
+    output_tokens_per_s_per_user: float
+
+
+class DisaggregatedPoint(BaseModel):
+    """A point of the disaggregated front: one layout pair at one decode batch, in fluid
+    replica counts."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    accelerator: str
+    precision: str
+    prefill_tp: int
+    prefill_pp: int
+    decode_tp: int
+    decode_pp: int
+    decoding_per_replica: float
+    prefill_per_decode_replica: float = Field(description="The x:y ratio, as x / y")
+    tpot_s: float
+    output_tokens_per_s_per_gpu: float
+    output_tokens_per_s_per_user: float
+
+
+class DisaggregatedOut(BaseModel):
+    """Aggregated against disaggregated fleets for the same request rate and targets."""
+
+    request_rate: float
+    kv_overlap: Overlap
+    aggregated: AggregatedFleet | None = Field(description="The cheapest aggregated fleet")
+    disaggregated: DisaggregatedFleet | None = Field(description="The cheapest disaggregated fleet")
+    winner: Literal["aggregated", "disaggregated", "tie"] | None = Field(
+        description="The cheaper per 1M output tokens (fleet GPUs where unpriced)"
+    )
+    cost_ratio: float | None = Field(
+        description="Disaggregated over aggregated, per 1M output tokens (else fleet GPUs)"
+    )
+    plans: list[DisaggregatedFleet] = Field(
+        description="The cheapest disaggregated fleets, one per layout pair"
+    )
+    counts: dict[str, int] = Field(
+        description="Layout pairs evaluated, ok and refused by target (refused_ttft, refused_tpot)"
+    )
+    pareto_aggregated: list[AggregatedPoint]
+    pareto_disaggregated: list[DisaggregatedPoint]
+    no_plan_aggregated: str | None = Field(description="Why no aggregated fleet meets the targets")
+    no_plan_disaggregated: str | None = Field(
+        description="Why no disaggregated fleet meets the targets"
+    )
+    notes: list[str]
+
+
 class ServingSweepOut(BaseModel):
     model: str
     counts: dict[str, int]
@@ -373,3 +505,6 @@ class ServingSweepOut(BaseModel):
         " approximately, whose notes say how"
     )
     notes: list[str]
+    disaggregated: DisaggregatedOut | None = Field(
+        None, description="With disaggregated: the comparison with disaggregated fleets"
+    )

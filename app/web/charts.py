@@ -25,6 +25,7 @@ __all__ = [
     "compare_latency_figure",
     "compare_memory_figure",
     "compare_time_figure",
+    "disaggregated_front_figure",
     "figure_json",
     "figure_rows",
     "inference_latency_figure",
@@ -230,9 +231,11 @@ def inference_latency_figure(result: Mapping[str, Any]) -> Figure:
     }
 
 
-def _limit_line(x: float, name: str, text: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A vertical limit at ``x`` on a log x axis (the KV cache, the slots), and its label
-    (plotly.js 4 places shapes in data units and annotations in log10 units)."""
+def _limit_line(
+    x: float, name: str, text: str, *, color: str = "#C00000", dash: str = "dash", log: bool = True
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A vertical limit at ``x`` (the KV cache, the slots, a target), and its label; on a log x
+    axis plotly.js 4 places shapes in data units and annotations in log10 units."""
     shape = {
         "type": "line",
         "name": name,
@@ -242,17 +245,17 @@ def _limit_line(x: float, name: str, text: str) -> tuple[dict[str, Any], dict[st
         "x1": x,
         "y0": 0,
         "y1": 1,
-        "line": {"color": "#C00000", "dash": "dash", "width": 2},
+        "line": {"color": color, "dash": dash, "width": 2},
     }
     note = {
-        "x": math.log10(max(x, 1)),
+        "x": math.log10(max(x, 1)) if log else x,
         "y": 1,
         "xref": "x",
         "yref": "paper",
         "text": text,
         "showarrow": False,
         "yanchor": "bottom",
-        "font": {"color": "#C00000"},
+        "font": {"color": color},
     }
     return shape, note
 
@@ -766,6 +769,76 @@ def serving_sweep_scatter_figure(
             },
         },
     }
+
+
+def disaggregated_front_figure(d: Mapping[str, Any], tpot_target_s: float | None) -> Figure:
+    """The Pareto fronts of output tokens/s per GPU against tokens/s per user (1 / TPOT) of
+    aggregated and disaggregated serving (the answer's ``disaggregated`` block), the cheapest
+    fleet of each at the request rate, and the TPOT target as a vertical line. SVG traces."""
+    families = (
+        ("Aggregated", d["pareto_aggregated"], d["aggregated"], COLORS["gemm"], _agg_text),
+        ("Disaggregated", d["pareto_disaggregated"], d["disaggregated"], COLORS["comm"], _dis_text),
+    )
+    data: list[dict[str, Any]] = []
+    for name, points, best, color, text in families:
+        ordered = sorted(points, key=lambda p: p["output_tokens_per_s_per_user"])
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": f"{name} front",
+                "x": [p["output_tokens_per_s_per_user"] for p in ordered],
+                "y": [p["output_tokens_per_s_per_gpu"] for p in ordered],
+                "text": [text(p) for p in ordered],
+                "hovertemplate": "%{text}<br>%{x:,.1f} tokens/s per user, %{y:,.0f} per GPU"
+                + "<extra></extra>",
+                "line": {"color": color, "shape": "hv"},
+                "marker": {"color": color, "size": 7},
+            }
+        )
+        if best is not None:
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": "markers",
+                    "name": f"Cheapest {name.lower()} fleet",
+                    "x": [best["output_tokens_per_s_per_user"]],
+                    "y": [best["output_tokens_per_s_per_gpu"]],
+                    "text": [text(best)],
+                    "hovertemplate": "%{text}<br>%{x:,.1f} tokens/s per user, %{y:,.0f} per GPU"
+                    + "<extra></extra>",
+                    "marker": {"color": color, "size": 15, "symbol": "star", "line": {"width": 1}},
+                }
+            )
+    shapes, annotations = [], []
+    if tpot_target_s is not None:
+        shape, note = _limit_line(
+            1 / tpot_target_s, "TPOT target", "TPOT target", color="#555", dash="dot", log=False
+        )
+        shapes, annotations = [shape], [note | {"xanchor": "left"}]
+    return {
+        "data": data,
+        "layout": {
+            **_LAYOUT,
+            "title": {"text": "Output tokens/s per GPU against tokens/s per user"},
+            "height": 420,
+            "xaxis": {"title": {"text": "output tokens/s per user (1 / TPOT)"}},
+            "yaxis": {"title": {"text": "output tokens/s per GPU"}, "rangemode": "tozero"},
+            "shapes": shapes,
+            "annotations": annotations,
+        },
+    }
+
+
+def _agg_text(p: Mapping[str, Any]) -> str:
+    return f"{p['accelerator']} {p['precision']} tp {p['tp']} pp {p['pp']}"
+
+
+def _dis_text(p: Mapping[str, Any]) -> str:
+    return (
+        f"{p['accelerator']} {p['precision']} prefill tp {p['prefill_tp']} pp {p['prefill_pp']},"
+        f" decode tp {p['decode_tp']} pp {p['decode_pp']}"
+    )
 
 
 def serving_sweep_bars_figure(

@@ -273,5 +273,7 @@ SERVING_SWEEP_INPUTS = inputs_of(
     "output_tokens_per_s",
     "request_rate",
     "engine",
+    "disaggregated",
+    "kv_overlap",
     "page",
 )

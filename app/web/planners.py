@@ -736,6 +736,10 @@ def serving_sweep_page(request: Request) -> Response:
             "scatter": charts.serving_sweep_scatter_figure(result["sweep"].rows, accelerators),
             "bars": charts.serving_sweep_bars_figure(result["sweep"].rows, accelerators),
         }
+        compared = result["out"]["disaggregated"]
+        if compared is not None:
+            target = result["req"].tpot_target_s
+            figures["fronts"] = charts.disaggregated_front_figure(compared, target)
         rows = [
             {**r, "planner_url": _serving_planner_url(r, query)}
             for r in result["out"]["rows"]

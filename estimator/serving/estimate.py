@@ -39,6 +39,7 @@ from estimator.layout.parallel import Parallelism
 from estimator.layout.ranks import group_shapes
 from estimator.layout.sharding import StageShape, distinct_stages
 from estimator.memory.inference import InferenceMemory, InferenceSetup, inference_memory
+from estimator.serving.engine_step import engine_step_time
 from estimator.serving.load import (
     ENGINES,
     LoadPoint,
@@ -53,7 +54,6 @@ from estimator.serving.speculative import (
     Replica,
     SpeculativeStep,
     draft_prefill,
-    draft_step,
     speculative_step,
 )
 from estimator.serving.steps import (
@@ -74,7 +74,6 @@ from estimator.spec.precision import DTYPES, Precision
 from estimator.spec.speculative import Speculative
 from estimator.timing.kernels import collective_time, kernel_profile
 from estimator.timing.rates import SECONDS_PER_HOUR
-from estimator.timing.training import linear_gemm_time
 from estimator.xp import Num
 
 __all__ = [
@@ -450,46 +449,17 @@ def estimate_load(
     if request_rate is not None and not 0 < request_rate <= 1e6:
         raise SpecError("request_rate", "must be > 0 and <= 1,000,000 requests/s", request_rate)
     memory = memory or inference_memory(model, accelerator, parallel, setup, precision)
-    prof = kernel_profile(accelerator.id)
     domain = cluster or cluster_of(accelerator)
-    p = serving_layout(model, parallel)
-    stages = distinct_stages(model, p.pp)
     spec = setup.speculative
     accepted = 1.0 if spec is None else spec.acceptance_length  # tokens a step emits each
     q = setup.queries  # tokens a step runs per decoding sequence
     flow = (accepted, q)
-    isl, osl = setup.input_len, setup.output_len
-    cached = setup.cached_prompt_tokens
-    new = isl - cached  # the prompt tokens a request computes (the rest: prefix cache)
+    osl = setup.output_len
+    new = setup.input_len - setup.cached_prompt_tokens  # computed (the rest: prefix cache)
     dec = decode_steps(osl, accepted)  # steps a request decodes
-    context = isl + osl / 2
-    args = (model, accelerator, prof, p, precision)
-    prompt = prefill_kinds(*args, isl, 1, domain, cached)  # one prompt: chunks take it pro rata
-    replica = Replica(*args, domain)
-    drafted = None
-    if spec is not None and spec.drafting:  # the drafter's pass over one prompt, pro rata too
-        drafted = draft_prefill(replica, spec, isl, 1, cached, prompt)
-
-    def step_s(decoding: Num, prompt_tokens: Num) -> Num:
-        """Seconds per engine step carrying ``decoding`` sequences and ``prompt_tokens``."""
-        d = np.maximum(np.asarray(decoding, dtype=float) / p.pp, 1e-9)  # per micro-batch
-        tok = np.asarray(prompt_tokens, dtype=float) / p.pp
-        frac = tok / new
-        kinds = []
-        rows = d if q == 1 else q * d  # decoding tokens in the step
-        decode = decode_kinds(*args, d, context, domain, queries=q)
-        for kind, dk, pk in zip(model.kinds, decode, prompt, strict=True):
-            if preset.mixed:  # one GEMM over the decodes' and the chunks' rows
-                gemm = linear_gemm_time(model, kind, accelerator, prof, p, precision, rows + tok)
-            else:
-                gemm = dk[0] + frac * pk[0]
-            kinds.append((gemm, dk[1] + frac * pk[1], dk[2] + frac * pk[2], dk[3] + frac * pk[3]))
-        times = pipeline(stage_times(kinds, stages, head_time(*args, rows)), p.pp)
-        if spec is not None and drafted is not None:  # k passes, the first over the chunks too
-            plain = decode_kinds(*args, d, context, domain)
-            draft = draft_step(replica, spec, d, context, decode, plain)
-            times = {k: v + draft[k] + frac * drafted[k] for k, v in times.items()}
-        return np.asarray(sum(times.values()), dtype=float)
+    step_s = engine_step_time(
+        model, accelerator, parallel, setup, precision, mixed=preset.mixed, cluster=domain
+    )
 
     slots = preset.slots(memory.max_concurrency)
     budget = preset.token_budget

@@ -54,6 +54,7 @@ from typing import Literal
 import numpy as np
 
 from estimator.errors import SpecError
+from estimator.xp import Num, is_array
 
 __all__ = [
     "ENGINES",
@@ -62,6 +63,7 @@ __all__ = [
     "Regime",
     "budget_cap",
     "decode_steps",
+    "md1_wait",
     "prefill_wait",
     "quantile_wait",
     "solve_decoding",
@@ -179,8 +181,17 @@ def prefill_wait(
     r = d * acceptance_length / max(osl - 1, 1)  # requests finishing a step (decode_steps)
     s = max(1.0, isl / free)
     rho = r * isl / free
-    wait = s * rho / (2 * (1 - rho)) if rho < 1 else math.inf
-    return s, rho, wait
+    return s, rho, float(md1_wait(s, rho))
+
+
+def md1_wait(service: Num, rho: Num) -> Num:
+    """The mean wait in an M/D/1 queue of deterministic ``service`` at utilization ``rho``
+    (Pollaczek-Khinchine: ``service rho / (2 (1 - rho))``; infinite at or past 1), in the
+    service's unit; arrays entry by entry."""
+    if not is_array(service, rho):
+        return service * rho / (2 * (1 - rho)) if rho < 1 else math.inf
+    busy = np.minimum(rho, 1 - 1e-12)
+    return np.where(rho < 1, service * busy / (2 * (1 - busy)), np.inf)
 
 
 def budget_cap(
@@ -263,9 +274,13 @@ def steady_state_steps(
     }
 
 
-def quantile_wait(mean_wait: float, rho: float, p: float) -> float:
+def quantile_wait(mean_wait: Num, rho: Num, p: float) -> Num:
     """The ``p`` quantile of a wait with mean ``mean_wait`` and ``P(W > 0) = rho``, with an
-    exponential tail (an approximation of the M/D/1 waiting time)."""
-    if mean_wait <= 0 or rho <= 0 or rho <= 1 - p:
-        return 0.0
-    return float(mean_wait / rho * np.log(rho / (1 - p)))
+    exponential tail (an approximation of the M/D/1 waiting time); arrays entry by entry."""
+    if not is_array(mean_wait, rho):
+        if mean_wait <= 0 or rho <= 0 or rho <= 1 - p:
+            return 0.0
+        return float(mean_wait / rho * np.log(rho / (1 - p)))
+    waits = (mean_wait > 0) & (rho > 1 - p)
+    ratio = np.where(waits, rho, 1.0)
+    return np.where(waits, mean_wait / ratio * np.log(ratio / (1 - p)), 0.0)

@@ -16,11 +16,13 @@ from typing import Any
 from estimator.errors import SpecError
 from estimator.layout.parallel import Parallelism
 from estimator.memory.inference import InferenceMemory, InferenceSetup, inference_memory
+from estimator.serving.disagg import Overlap
 from estimator.serving.estimate import estimate_inference, estimate_load
 from estimator.serving.load import LoadPoint
 from estimator.spec.accelerator import GIB, Accelerator
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import Precision, get_precision
+from estimator.sweep import disagg
 from estimator.sweep.pareto import cheapest_front
 from estimator.sweep.training import (
     DEFAULT_ACCELERATORS,
@@ -40,7 +42,9 @@ class ServingWorkload:
     ``request_rate`` (requests/s over the fleet, Poisson arrivals) the targets are TTFT p99 and
     TPOT under that load on ``engine``'s scheduler (``serving.load``): each layout serves the
     highest rate per replica that meets them, and the fleet is as many replicas as the rate
-    needs."""
+    needs. ``disaggregated``: beside the aggregated fleets, the disaggregated ones (prefill and
+    decode pools, ``sweep.disagg``) for the same rate and targets, their KV transfer overlapped
+    with the prefill as ``kv_overlap`` says."""
 
     input_len: int
     output_len: int
@@ -50,6 +54,8 @@ class ServingWorkload:
     prices: Mapping[str, float] = field(default_factory=dict)
     request_rate: float | None = None
     engine: str = "vllm"
+    disaggregated: bool = False
+    kv_overlap: Overlap = "none"
 
 
 @dataclass(frozen=True)
@@ -67,13 +73,15 @@ class ServingSearch:
 class ServingSweep:
     """A serving sweep's answer: every layout's row (``ok`` or its refusal's ``field`` and
     ``reason``), cheapest served first; the counts by outcome; the served layouts on the front
-    of cost per 1M output tokens against output tokens/s per GPU; notes."""
+    of cost per 1M output tokens against output tokens/s per GPU; notes; with a disaggregated
+    workload, the comparison of aggregated and disaggregated fleets (``sweep.disagg``)."""
 
     rows: tuple[dict[str, Any], ...]
     counts: dict[str, int]
     pareto_cost: tuple[dict[str, Any], ...]
     notes: tuple[str, ...] = ()
     exact: bool = True
+    disaggregated: disagg.DisaggComparison | None = None
 
 
 def sweep_serving(
@@ -100,13 +108,33 @@ def sweep_serving(
             "precision": len(space.precision),
         }
         raise SweepTooLarge(size, max_layouts, widths)
+    if workload.request_rate is not None and workload.output_len < 1:
+        raise SpecError(
+            "output_len", "must be >= 1 to cost a fleet per output token", workload.output_len
+        )
+    if workload.disaggregated and workload.request_rate is None:
+        raise SpecError(
+            "request_rate", "disaggregated planning needs a fleet request rate (requests/s)", None
+        )
     rows = []
     specs = tuple(map(accelerator_spec, space.accelerators))
-    layouts = itertools.product(specs, space.precision, space.tp, space.pp)
-    for done, (acc, prec, tp, pp) in enumerate(layouts, 1):
-        rows.append(_serving_row(model, acc, prec, tp, pp, workload))
+    # Disaggregated: each layout also as a pool, with its pairs, and on the aggregated front.
+    total = size * (4 if workload.disaggregated else 1)
+    done = 0
+
+    def tick() -> None:
+        nonlocal done
+        done += 1
         if progress is not None:
-            progress(done, size)
+            progress(done, total)
+
+    groups = list(itertools.product(specs, space.precision))
+    pools = []
+    if workload.disaggregated:  # first: a target no fleet meets is refused before the sweep
+        pools = disagg.pools(model, workload, groups, itertools.product(space.tp, space.pp), tick)
+    for (acc, prec), tp, pp in itertools.product(groups, space.tp, space.pp):
+        rows.append(_serving_row(model, acc, prec, tp, pp, workload))
+        tick()
 
     def key(r: dict[str, Any]) -> tuple[int, float, float]:
         cost = r.get("usd_per_1m_output_tokens")
@@ -126,7 +154,12 @@ def sweep_serving(
     notes = list(model.notes)
     if any(r.get("usd_per_1m_output_tokens") is None for r in served):
         notes.append("Accelerators without a catalog price have no cost until one is given.")
-    return ServingSweep(tuple(rows), counts, tuple(pareto), tuple(notes), model.exact)
+    comparison = None
+    if workload.disaggregated:
+        comparison = disagg.compare(
+            workload, pools, rows, model, lambda acc: price_of(acc, workload.prices), tick
+        )
+    return ServingSweep(tuple(rows), counts, tuple(pareto), tuple(notes), model.exact, comparison)
 
 
 def _serving_row(

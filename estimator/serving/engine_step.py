@@ -1,0 +1,118 @@
+"""One engine step's time under load: ``D`` decoding sequences and ``P`` prompt tokens (chunks of
+prompts being prefilled) in one step, from the same kernel-level costs as the single estimate
+(``serving.steps``).
+
+- A step's GEMMs run over the decodes' and the chunks' rows at once (weights read once: vLLM V1's
+  and TensorRT-LLM's mixed batches), or as a decode batch and a prefill batch apart (SGLang's
+  default, ``mixed=False``).
+- Decode attention reads each sequence's KV cache at the mean context ``ISL + OSL / 2``; a prompt
+  chunk's attention, elementwise work and TP communication are a whole prompt's, pro rata.
+- With pipeline parallelism the step carries ``pp`` micro-batches (``steps.pipeline``).
+- With speculative decoding each decoding sequence runs ``queries`` rows and the drafter's passes
+  (``serving.speculative``), the first pass over the chunks too.
+- A step with no decoding sequence (``D = 0``: a prefill-only replica of a disaggregated
+  deployment) has no decode parts: its GEMMs, attention, elementwise work and communication are
+  the chunks' alone, plus the output head.
+
+``estimate_load`` (one replica serving prompts and decodes) and ``serving.disagg`` (prefill-only
+and decode-only replicas) both time their steps here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from estimator.layout.parallel import Parallelism
+from estimator.layout.sharding import distinct_stages
+from estimator.memory.inference import InferenceSetup
+from estimator.serving.speculative import Replica, draft_prefill, draft_step
+from estimator.serving.steps import (
+    decode_kinds,
+    head_time,
+    pipeline,
+    prefill_kinds,
+    serving_layout,
+    stage_times,
+)
+from estimator.spec.accelerator import Accelerator
+from estimator.spec.cluster import Cluster
+from estimator.spec.model import ModelSpec
+from estimator.spec.precision import Precision
+from estimator.timing.kernels import kernel_profile
+from estimator.timing.training import linear_gemm_time
+from estimator.xp import Num
+
+__all__ = ["StepTime", "engine_step_time"]
+
+StepTime = Callable[[Num, Num], np.ndarray]
+"""Seconds per engine step carrying ``decoding`` sequences and ``prompt_tokens`` (either may be
+an array: one step per entry)."""
+
+# A decoding level this small is a step's decodes at the edge of zero (the open loop's grid
+# starts above it); only an exact 0 removes the decode parts.
+MIN_DECODING = 1e-9
+
+
+def engine_step_time(
+    model: ModelSpec,
+    accelerator: Accelerator,
+    parallel: Parallelism,
+    setup: InferenceSetup,
+    precision: Precision,
+    *,
+    mixed: bool,
+    cluster: Cluster,
+) -> StepTime:
+    """The step time of a replica of ``parallel`` serving ``setup``'s lengths (its prompt tokens
+    computed: ``input_len`` less the prefix-cached ones), on an engine that mixes prompt chunks
+    and decodes in one GEMM (``mixed``) or runs them apart."""
+    prof = kernel_profile(accelerator.id)
+    p = serving_layout(model, parallel)
+    stages = distinct_stages(model, p.pp)
+    spec = setup.speculative
+    q = setup.queries  # tokens a step runs per decoding sequence
+    isl = setup.input_len
+    cached = setup.cached_prompt_tokens
+    new = isl - cached
+    context = isl + setup.output_len / 2  # the mean over a sequence's decode
+    args = (model, accelerator, prof, p, precision)
+    prompt = prefill_kinds(*args, isl, 1, cluster, cached)  # one prompt: chunks take it pro rata
+    replica = Replica(*args, cluster)
+    drafted = None
+    if spec is not None and spec.drafting:  # the drafter's pass over one prompt, pro rata too
+        drafted = draft_prefill(replica, spec, isl, 1, cached, prompt)
+
+    def step_s(decoding: Num, prompt_tokens: Num) -> np.ndarray:
+        level = np.asarray(decoding, dtype=float)
+        live = level > 0  # 0: a prefill-only step, without decode parts
+        d = np.maximum(level / p.pp, MIN_DECODING)  # per micro-batch
+        tok = np.asarray(prompt_tokens, dtype=float) / p.pp
+        frac = tok / new
+        kinds = []
+        rows = d if q == 1 else q * d  # decoding tokens in the step
+        decode = decode_kinds(*args, d, context, cluster, queries=q)
+        for kind, dk, pk in zip(model.kinds, decode, prompt, strict=True):
+            if mixed:  # one GEMM over the decodes' and the chunks' rows
+                gemm = linear_gemm_time(
+                    model, kind, accelerator, prof, p, precision, live * rows + tok
+                )
+            else:
+                gemm = live * dk[0] + frac * pk[0]
+            kinds.append(
+                (
+                    gemm,
+                    live * dk[1] + frac * pk[1],
+                    live * dk[2] + frac * pk[2],
+                    live * dk[3] + frac * pk[3],
+                )
+            )
+        times = pipeline(stage_times(kinds, stages, head_time(*args, rows)), p.pp)
+        if spec is not None and drafted is not None:  # k passes, the first over the chunks too
+            plain = decode_kinds(*args, d, context, cluster)
+            draft = draft_step(replica, spec, d, context, decode, plain)
+            times = {k: v + live * draft[k] + frac * drafted[k] for k, v in times.items()}
+        return np.asarray(sum(times.values()), dtype=float)
+
+    return step_s

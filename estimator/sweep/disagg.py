@@ -1,0 +1,553 @@
+"""Aggregated against disaggregated serving of one workload (a fleet request rate and TTFT p99 /
+TPOT targets), side by side: aiconfigurator's question (NVIDIA Dynamo's AIConfigurator: which
+of the two serves the same SLO at less cost, and the front of output tokens/s per GPU against
+tokens/s per user of each).
+
+- **Disaggregated fleets** (``serving.disagg``): for every (prefill layout, decode layout) pair
+  of one accelerator and precision, the decode pool first: the most requests/s a decode replica
+  finishes with its step within the TPOT target (and its link below capacity), ``y = ceil(rate /
+  that)`` replicas, each at ``rate / y``; then the prefill pool: the most requests/s a prefill
+  replica takes with its queue, its prefill and its link's wait within what the TTFT target
+  leaves after the transfer, the receiving link's wait and the first decode step, ``x =
+  ceil(rate / that)``. That is the pair's least-cost fleet (each pool at its fewest replicas;
+  the TPOT a larger decode pool would give back to TTFT is left unused). The transfer rides
+  NVLink where the whole fleet fits one scale-up domain, else the scale-out network.
+- **The aggregated fleet** is the serving sweep's own (``sweep.serving._rate_row``): each
+  layout's highest rate per replica within both targets, as many replicas as the rate needs.
+- **The fronts**: per aggregated layout, ``estimate_load`` at fractions of its capacity; per
+  disaggregated pair, each decoding level of its decode curve with the prefill pool the TTFT
+  target allows at that TPOT, both in fluid replica counts (GPU-seconds per request: ``gpus /
+  rate per replica``; the x:y ratio a fleet approaches at scale). Points within the TTFT target
+  only; output tokens/s per user = 1 / TPOT. The non-dominated points of each family are kept
+  (``pareto.front``).
+
+Both families are costed alike: the fleet's GPUs x the price per GPU-hour over the output
+tokens the rate carries.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+
+from estimator.errors import SpecError
+from estimator.layout.parallel import Parallelism
+from estimator.memory.inference import InferenceSetup, inference_memory
+from estimator.serving.disagg import (
+    FIRST_TOKEN_STEPS,
+    DecodeCurve,
+    KvTransfer,
+    Link,
+    PoolReplica,
+    PrefillCurve,
+    decode_curve,
+    highest_rate,
+    kv_transfer,
+    link_wait,
+    prefill_curve,
+)
+from estimator.serving.estimate import estimate_load
+from estimator.serving.load import ENGINES, LoadPoint
+from estimator.spec.accelerator import Accelerator
+from estimator.spec.cluster import cluster_of
+from estimator.spec.model import ModelSpec
+from estimator.spec.precision import get_precision
+from estimator.sweep.pareto import front
+from estimator.timing.rates import SECONDS_PER_HOUR
+
+if TYPE_CHECKING:
+    from estimator.sweep.serving import ServingWorkload
+
+__all__ = ["TOP_PLANS", "DisaggComparison", "Pools", "compare", "pools"]
+
+PP_NOTE = (
+    "With pp > 1 both families' load models time a prompt's chunk as one of the pp"
+    " micro-batches a step carries, which divides its prefill latency by about pp; a lone"
+    " prompt crosses the stages one after another (the single estimate's latency.ttft_s), so"
+    " TTFT on pipelined layouts is optimistic alike in both; throughputs are not affected."
+)
+TOP_PLANS = 20  # the cheapest disaggregated plans an answer lists
+# Shares of a replica's capacity the aggregated front is evaluated at.
+AGGREGATED_LOADS = (0.03, 0.1, 0.2, 0.35, 0.5, 0.65, 0.8, 0.9, 0.95, 0.99)
+
+
+@dataclass(frozen=True)
+class DisaggComparison:
+    """The cheapest aggregated and disaggregated fleets for the same rate and targets (None
+    where none meets them, with the reason), the cheapest disaggregated plans, their counts by
+    outcome, and each family's front of output tokens/s per GPU against tokens/s per user."""
+
+    request_rate: float
+    kv_overlap: str
+    aggregated: dict[str, Any] | None
+    disaggregated: dict[str, Any] | None
+    winner: str | None  # aggregated, disaggregated, tie; None unless both have a plan
+    cost_ratio: float | None  # disaggregated over aggregated (cost per 1M, else GPUs)
+    plans: tuple[dict[str, Any], ...]
+    counts: dict[str, int]
+    pareto_aggregated: tuple[dict[str, Any], ...]
+    pareto_disaggregated: tuple[dict[str, Any], ...]
+    no_plan_aggregated: str | None = None
+    no_plan_disaggregated: str | None = None
+    notes: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True, eq=False)
+class Pools:
+    """One accelerator and precision's prefill and decode curves, layout by layout, and the
+    layouts refused with their reason."""
+
+    accelerator: Accelerator
+    precision: str
+    prefill: tuple[PrefillCurve, ...]
+    decode: tuple[DecodeCurve, ...]
+    refused: tuple[tuple[Parallelism, str], ...]
+
+
+def pools(
+    model: ModelSpec,
+    workload: ServingWorkload,
+    groups: Iterable[tuple[Accelerator, str]],
+    layouts: Iterable[tuple[int, int]],
+    progress: Callable[[], None] | None = None,
+) -> list[Pools]:
+    """Each group's prefill and decode curves over ``layouts`` (tp, pp); then the targets are
+    checked against the quickest lone prefill and decode step of them all: a target below
+    those is refused (``SpecError`` naming it), since no fleet of any size meets it."""
+    engine = ENGINES[workload.engine]
+    isl, osl = workload.input_len, workload.output_len
+    out = []
+    tops = tuple(layouts)
+    for acc, prec in groups:
+        precision = get_precision(prec)
+        cluster = cluster_of(acc)
+        prefill, decode, refused = [], [], []
+        for tp, pp in tops:
+            layout = Parallelism(tp=tp, pp=pp, ep=tp if model.moe is not None else 1)
+            try:
+                replica = PoolReplica(model, acc, layout, isl, osl, precision, engine, cluster)
+                prefill.append(prefill_curve(replica))
+                decode.append(decode_curve(replica))
+            except SpecError as exc:
+                refused.append((layout, str(exc)))
+            if progress is not None:
+                progress()
+        out.append(Pools(acc, prec, tuple(prefill), tuple(decode), tuple(refused)))
+    _check_targets(out, workload)
+    return out
+
+
+def _check_targets(groups: list[Pools], workload: ServingWorkload) -> None:
+    """Refuse a TTFT target below the quickest lone prefill, or a TPOT target below the
+    quickest decode step of one sequence, of every layout that fits."""
+    lone = [(c.lone_s, g, c.layout) for g in groups for c in g.prefill]
+    step = [(float(c.tpot_s[0]), g, c.layout) for g in groups for c in g.decode]
+    checks = (
+        ("ttft_target_s", workload.ttft_target_s, lone, "lone prefill of the prompt"),
+        ("tpot_target_s", workload.tpot_target_s, step, "decode step of one sequence"),
+    )
+    for name, target, bounds, what in checks:
+        if target is None or not bounds:
+            continue
+        best, g, layout = min(bounds, key=lambda b: b[0])
+        if target < best:
+            where = f"{g.accelerator.id} {g.precision} tp {layout.tp} pp {layout.pp}"
+            raise SpecError(
+                name,
+                f"is below the quickest {what} in this space ({best:.4g} s, {where}):"
+                " no fleet of any size meets it",
+                target,
+            )
+
+
+def compare(
+    workload: ServingWorkload,
+    groups: list[Pools],
+    rows: Iterable[Mapping[str, Any]],
+    model: ModelSpec,
+    prices: Callable[[str], float | None],
+    progress: Callable[[], None] | None = None,
+) -> DisaggComparison:
+    """The disaggregated plans of every pair in ``groups`` against the aggregated sweep's
+    ``rows`` (dicts of ``sweep.serving``), for ``workload``'s rate and targets; ``progress()``
+    after each prefill layout's pairs and each aggregated layout's front."""
+    rate = workload.request_rate
+    if rate is None:
+        raise SpecError("request_rate", "disaggregated planning needs a fleet request rate", None)
+    plans: list[dict[str, Any]] = []
+    points: list[_PairPoints] = []
+    counts = {"pairs": 0, "ok": 0}
+    quickest = math.inf  # the least TTFT any pair reaches (for the no-plan answer)
+    for g in groups:
+        usd = prices(g.accelerator.id)
+        for pc in g.prefill:
+            for dc in g.decode:
+                counts["pairs"] += 1
+                plan, reach, kv = _pair(model, workload, g, pc, dc, usd, rate)
+                quickest = min(quickest, reach)
+                if isinstance(plan, str):
+                    counts[f"refused_{plan}"] = counts.get(f"refused_{plan}", 0) + 1
+                else:
+                    counts["ok"] += 1
+                    plans.append(plan)
+                points.append(_pair_front(workload, g, pc, dc, kv))
+            if progress is not None:
+                progress()
+    plans.sort(key=_cost_key)
+    agg = [dict(r) for r in rows if r["ok"]]
+    agg.sort(key=_cost_key)
+    best_agg = _aggregated(agg[0], workload) if agg else None
+    best = plans[0] if plans else None
+    winner, ratio = _winner(best_agg, best)
+    agg_points = _aggregated_front(model, workload, groups, rows, progress)
+    return DisaggComparison(
+        request_rate=rate,
+        kv_overlap=workload.kv_overlap,
+        aggregated=best_agg,
+        disaggregated=best,
+        winner=winner,
+        cost_ratio=ratio,
+        plans=tuple(plans[:TOP_PLANS]),
+        counts=counts,
+        pareto_aggregated=_aggregated_pareto(agg_points),
+        pareto_disaggregated=_disaggregated_front(points),
+        no_plan_aggregated=None if agg else _no_aggregated(rows),
+        no_plan_disaggregated=None if plans else _no_disaggregated(groups, counts, quickest),
+        notes=_notes(workload, any(c.layout.pp > 1 for g in groups for c in g.prefill)),
+    )
+
+
+def _cost_key(r: Mapping[str, Any]) -> tuple[float, int, float]:
+    cost = r.get("usd_per_1m_output_tokens")
+    gpus = r.get("fleet_gpus", 0)
+    return (math.inf if cost is None else cost, gpus, r.get("tpot_s") or 0.0)
+
+
+def _pair(
+    model: ModelSpec,
+    workload: ServingWorkload,
+    g: Pools,
+    pc: PrefillCurve,
+    dc: DecodeCurve,
+    usd: float | None,
+    rate: float,
+) -> tuple[dict[str, Any] | str, float, KvTransfer]:
+    """The pair's least-cost fleet (or the target that refuses it), the least TTFT it reaches,
+    and the transfer its fleet uses: over NVLink where that fleet fits one scale-up domain."""
+    cluster = cluster_of(g.accelerator)
+
+    def over(link: Link) -> tuple[dict[str, Any] | str, float, KvTransfer]:
+        kv = kv_transfer(
+            model, g.accelerator, get_precision(g.precision), pc.layout, dc.layout,
+            workload.input_len, pc.lone_s, cluster, link=link, overlap=workload.kv_overlap,
+        )  # fmt: skip
+        return (*_fleet(workload, g, pc, dc, kv, usd, rate), kv)
+
+    if _gpus(pc.layout) + _gpus(dc.layout) <= cluster.scale_up_domain:
+        plan, reach, kv = over("nvlink")
+        if not isinstance(plan, str) and plan["fleet_gpus"] <= cluster.scale_up_domain:
+            return plan, reach, kv
+    return over("scale-out")
+
+
+def _gpus(layout: Parallelism) -> int:
+    return layout.tp * layout.pp
+
+
+def _replicas(rate: float, per_replica: float) -> int:
+    """Replicas that take ``rate`` at ``per_replica`` each (at least one; a rate a hair over a
+    whole number of replicas' worth, from rounding, needs no more)."""
+    return max(math.ceil(rate / per_replica - 1e-9), 1)
+
+
+def _fleet(
+    workload: ServingWorkload,
+    g: Pools,
+    pc: PrefillCurve,
+    dc: DecodeCurve,
+    kv: KvTransfer,
+    usd: float | None,
+    rate: float,
+) -> tuple[dict[str, Any] | str, float]:
+    """The decode pool the TPOT target sizes, then the prefill pool the TTFT target leaves
+    room for (module docstring); or ``"tpot"`` / ``"ttft"`` where no replica meets it. With
+    the least TTFT the pair reaches (a lone request)."""
+    osl = workload.output_len
+    ttft, tpot = workload.ttft_target_s, workload.tpot_target_s
+    sending = pc.ttft_p99_s + link_wait(pc.rate, kv.send_s)
+    reach = float(sending[0] + kv.exposed_s + FIRST_TOKEN_STEPS * dc.tpot_s[0])
+    ok = dc.rate * kv.receive_s < 1
+    if tpot is not None:
+        ok &= dc.tpot_s <= tpot
+    if not ok.any():
+        return "tpot", reach
+    decoders = _replicas(rate, float(dc.rate[ok][-1]))  # rates rise with decoding
+    r_d = rate / decoders
+    tpot_s = float(np.interp(r_d, dc.rate, dc.tpot_s))
+    receive_wait = float(link_wait(r_d, kv.receive_s))
+    first = FIRST_TOKEN_STEPS * tpot_s
+    budget = math.inf if ttft is None else ttft - kv.exposed_s - receive_wait - first
+    most = float(highest_rate(pc.rate, sending, budget))
+    if most <= 0:
+        return "ttft", reach
+    prefillers = _replicas(rate, most)
+    r_p = rate / prefillers
+    prefill = float(np.interp(r_p, pc.rate, pc.ttft_p99_s))
+    kv_wait = float(link_wait(r_p, kv.send_s)) + receive_wait
+    gpus = prefillers * _gpus(pc.layout) + decoders * _gpus(dc.layout)
+    tokens_per_s = rate * osl
+    usd_hour = None if usd is None else usd * gpus
+    return {
+        "accelerator": g.accelerator.id,
+        "precision": g.precision,
+        "prefill_tp": pc.layout.tp,
+        "prefill_pp": pc.layout.pp,
+        "prefill_replicas": prefillers,
+        "prefill_rate_per_replica": r_p,
+        "prefill_utilization": float(np.interp(r_p, pc.rate, pc.rho)),
+        "decode_tp": dc.layout.tp,
+        "decode_pp": dc.layout.pp,
+        "decode_replicas": decoders,
+        "decode_rate_per_replica": r_d,
+        "decoding_per_replica": r_d * max(osl, 1) * tpot_s,  # Little's law
+        "decode_slots": dc.slots,
+        "fleet_gpus": gpus,
+        "ttft_p99_s": prefill + kv_wait + kv.exposed_s + first,
+        "ttft_prefill_p99_s": prefill,
+        "ttft_kv_wait_p99_s": kv_wait,
+        "ttft_kv_transfer_s": kv.exposed_s,
+        "ttft_first_token_s": first,
+        "tpot_s": tpot_s,
+        "kv_link": kv.link,
+        "kv_bytes_per_request": kv.bytes_per_request,
+        "kv_transfer_s": kv.time_s,
+        "output_tokens_per_s": tokens_per_s,
+        "output_tokens_per_s_per_gpu": tokens_per_s / gpus,
+        "output_tokens_per_s_per_user": 1 / tpot_s,
+        "usd_per_gpu_hour": usd,
+        "usd_per_hour": usd_hour,
+        "usd_per_1m_output_tokens": (
+            None if usd_hour is None else usd_hour / SECONDS_PER_HOUR / tokens_per_s * 1e6
+        ),
+    }, reach
+
+
+class _PairPoints(NamedTuple):
+    """A pair's front candidates: the entries ``levels`` of its decode curve, the prefill
+    replica's requests/s at each, and both measures (arrays)."""
+
+    group: Pools
+    prefill: PrefillCurve
+    decode: DecodeCurve
+    levels: np.ndarray
+    prefill_rate: np.ndarray
+    per_gpu: np.ndarray
+    per_user: np.ndarray
+
+
+def _pair_front(
+    workload: ServingWorkload, g: Pools, pc: PrefillCurve, dc: DecodeCurve, kv: KvTransfer
+) -> _PairPoints:
+    """The pair's points at each decoding level: the prefill pool the TTFT target allows at
+    that TPOT, in fluid replicas (GPU-seconds per request)."""
+    ttft = workload.ttft_target_s
+    sending = pc.ttft_p99_s + link_wait(pc.rate, kv.send_s)
+    fixed = kv.exposed_s + link_wait(dc.rate, kv.receive_s) + FIRST_TOKEN_STEPS * dc.tpot_s
+    live = np.isfinite(fixed)  # the receiving link below its capacity
+    budget = np.where(live, (math.inf if ttft is None else ttft) - np.where(live, fixed, 0), -1)
+    most = highest_rate(pc.rate, sending, budget)
+    levels = np.flatnonzero((most > 0) & live)
+    per_request = _gpus(pc.layout) / most[levels] + _gpus(dc.layout) / dc.rate[levels]
+    return _PairPoints(
+        g,
+        pc,
+        dc,
+        levels,
+        most[levels],
+        max(workload.output_len, 1) / per_request,  # per_request: GPU-seconds a request
+        1 / dc.tpot_s[levels],
+    )
+
+
+def _disaggregated_front(pairs: list[_PairPoints]) -> tuple[dict[str, Any], ...]:
+    """The non-dominated points of every pair (``pareto.front``), most per GPU first; rows are
+    built for those only."""
+    if not pairs:
+        return ()
+    speed = np.concatenate([p.per_gpu for p in pairs])
+    user = np.concatenate([p.per_user for p in pairs])
+    owner = np.concatenate([np.full(p.levels.size, k) for k, p in enumerate(pairs)])
+    start = np.concatenate([[0], np.cumsum([p.levels.size for p in pairs])[:-1]])
+    out = []
+    for j in front(speed, user, np.arange(speed.size)):
+        p = pairs[int(owner[j])]
+        k = int(j - start[owner[j]])
+        i = p.levels[k]
+        out.append(
+            {
+                "accelerator": p.group.accelerator.id,
+                "precision": p.group.precision,
+                "prefill_tp": p.prefill.layout.tp,
+                "prefill_pp": p.prefill.layout.pp,
+                "decode_tp": p.decode.layout.tp,
+                "decode_pp": p.decode.layout.pp,
+                "decoding_per_replica": float(p.decode.decoding[i]),
+                "prefill_per_decode_replica": float(p.decode.rate[i] / p.prefill_rate[k]),
+                "tpot_s": float(p.decode.tpot_s[i]),
+                "output_tokens_per_s_per_gpu": float(p.per_gpu[k]),
+                "output_tokens_per_s_per_user": float(p.per_user[k]),
+            }
+        )
+    return tuple(out)
+
+
+def _aggregated_front(
+    model: ModelSpec,
+    workload: ServingWorkload,
+    groups: list[Pools],
+    rows: Iterable[Mapping[str, Any]],
+    progress: Callable[[], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Each aggregated layout that holds the model (served, or refused by the targets only) at
+    ``AGGREGATED_LOADS`` of its capacity, the points within the TTFT target."""
+    specs = {g.accelerator.id: g.accelerator for g in groups}
+    setup = InferenceSetup(workload.input_len, workload.output_len)
+    osl = max(workload.output_len, 1)
+    ttft = workload.ttft_target_s
+    out = []
+    for r in rows:
+        if progress is not None:
+            progress()
+        acc = specs.get(r["accelerator"])
+        if acc is None or not (r["ok"] or r.get("field") == "targets"):
+            continue
+        tp, pp = r["tp"], r["pp"]
+        layout = Parallelism(tp=tp, pp=pp, ep=tp if model.moe is not None else 1)
+        loads = _loads(model, acc, layout, r["precision"], setup, workload.engine)
+        for point in loads:
+            if point.regime == "overloaded" or (ttft is not None and point.ttft_p99_s > ttft):
+                continue
+            out.append(
+                {
+                    "accelerator": acc.id,
+                    "precision": r["precision"],
+                    "tp": tp,
+                    "pp": pp,
+                    "rate_per_replica": point.request_rate,
+                    "ttft_p99_s": point.ttft_p99_s,
+                    "tpot_s": point.tpot_s,
+                    "output_tokens_per_s_per_gpu": point.requests_per_s * osl / (tp * pp),
+                    "output_tokens_per_s_per_user": 1 / point.tpot_s,
+                }
+            )
+    return out
+
+
+def _loads(
+    model: ModelSpec,
+    acc: Accelerator,
+    layout: Parallelism,
+    prec: str,
+    setup: InferenceSetup,
+    engine: str,
+) -> list[LoadPoint]:
+    """A replica's steady state at ``AGGREGATED_LOADS`` of its capacity."""
+    precision = get_precision(prec)
+    memory = inference_memory(model, acc, layout, setup, precision)
+    args = (model, acc, layout, setup, precision)
+    capacity = estimate_load(
+        *args, engine=engine, request_rate=1e-6, memory=memory
+    ).capacity_requests_per_s
+    return [
+        estimate_load(*args, engine=engine, request_rate=share * capacity, memory=memory)
+        for share in AGGREGATED_LOADS
+    ]
+
+
+def _aggregated_pareto(points: list[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+    """The points no other beats on both output tokens/s per GPU and per user, most per GPU
+    first."""
+    if not points:
+        return ()
+    speed = np.array([p["output_tokens_per_s_per_gpu"] for p in points])
+    user = np.array([p["output_tokens_per_s_per_user"] for p in points])
+    return tuple(points[i] for i in front(speed, user, np.arange(len(points))))
+
+
+def _aggregated(row: dict[str, Any], workload: ServingWorkload) -> dict[str, Any]:
+    """The cheapest aggregated row with its fleet's $/hour and tokens/s per user."""
+    usd = row.get("usd_per_gpu_hour")
+    return row | {
+        "usd_per_hour": None if usd is None else usd * row["fleet_gpus"],
+        "output_tokens_per_s_per_user": 1 / row["tpot_s"],
+    }
+
+
+def _winner(
+    agg: Mapping[str, Any] | None, dis: Mapping[str, Any] | None
+) -> tuple[str | None, float | None]:
+    """Which serves the rate for less (cost per 1M output tokens where both are priced, else
+    fleet GPUs), and the disaggregated fleet's measure over the aggregated one's."""
+    if agg is None or dis is None:
+        return None, None
+    key = "usd_per_1m_output_tokens"
+    if agg.get(key) is None or dis.get(key) is None:
+        key = "fleet_gpus"
+    ratio = dis[key] / agg[key]
+    winner = "tie" if math.isclose(ratio, 1.0) else "disaggregated" if ratio < 1 else "aggregated"
+    return winner, ratio
+
+
+def _no_aggregated(rows: Iterable[Mapping[str, Any]]) -> str:
+    """Why no aggregated fleet meets the targets: the layouts refused, by reason."""
+    by: dict[str, int] = {}
+    for r in rows:
+        if not r["ok"]:
+            by[r["field"]] = by.get(r["field"], 0) + 1
+    told = ", ".join(f"{n} by {k}" for k, n in sorted(by.items()))
+    return f"No aggregated fleet meets the targets: every replica layout is refused ({told})."
+
+
+def _no_disaggregated(groups: list[Pools], counts: Mapping[str, int], quickest: float) -> str:
+    """Why no disaggregated fleet meets the targets: the pairs refused by each target, the
+    least TTFT any pair reaches, the layouts without room for a KV cache."""
+    parts = []
+    if counts.get("refused_ttft"):
+        parts.append(
+            f"{counts['refused_ttft']} of {counts['pairs']} layout pairs miss the TTFT p99"
+            f" target (the quickest first token any pair gives a lone request is"
+            f" {quickest:.4g} s: its prefill, the KV transfer and the first decode step)"
+        )
+    if counts.get("refused_tpot"):
+        parts.append(
+            f"{counts['refused_tpot']} miss the TPOT target at every decode batch (or the KV"
+            " transfer saturates the decode replica's link first)"
+        )
+    reasons = [why for g in groups for _, why in g.refused]
+    if reasons:
+        common = max(set(reasons), key=reasons.count)
+        parts.append(f"{len(reasons)} layouts are refused as pools (most: {common})")
+    told = "; ".join(parts) if parts else "no layout holds the model"
+    return f"No disaggregated fleet meets the targets: {told}."
+
+
+def _notes(workload: ServingWorkload, pipelined: bool) -> tuple[str, ...]:
+    overlap = (
+        "after the prefill ends (vLLM NixlConnector's read after the prefill)"
+        if workload.kv_overlap == "none"
+        else "layer by layer as the prefill runs (Mooncake's layer-wise prefill)"
+    )
+    return (
+        "Disaggregated fleets: prefill replicas prefill only, decode replicas decode only, the"
+        f" prompt's KV cache sent {overlap} over NVLink where the fleet fits one scale-up"
+        " domain, else over each GPU's scale-out NIC; both pools on the same accelerator and"
+        " precision, each at its fewest replicas for the rate. TTFT p99 adds the p99 of each"
+        " part; TPOT is the decode step.",
+        "The fronts count GPUs in fluid replicas (GPU-seconds per request), the x:y ratio a"
+        " fleet approaches at scale; tokens/s per user is 1 / TPOT, points within the TTFT"
+        " target only.",
+    ) + (PP_NOTE,) * pipelined
