@@ -6,16 +6,11 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
-from typing import Any
-
-import numpy as np
-from fastapi import Response
-from pydantic_core import to_json
+from typing import TYPE_CHECKING, Any
 
 from app.resolve import InferencePlan, TrainingPlan, price_for, resolve_accelerator
 from app.schemas.catalog import (
@@ -24,16 +19,6 @@ from app.schemas.catalog import (
     Params,
     PrecisionOut,
     PrecisionsOut,
-)
-from app.schemas.inference import InferenceRequest
-from app.schemas.sweep import (
-    Recommendation,
-    ServingSweepOut,
-    ServingSweepRequest,
-    ServingSweepRow,
-    TrainingSweepOut,
-    TrainingSweepRequest,
-    TrainingSweepRow,
 )
 from app.store import catalog as team
 from estimator import PRESETS, ModelSpec, count_params, model_entry, model_ids
@@ -44,16 +29,30 @@ from estimator.layout.ranks import RankLayout, gpu_name
 from estimator.memory.timeline import Timeline
 from estimator.memory.training import TrainingMemory
 from estimator.offload import Offload
-from estimator.serving.estimate import InferenceEstimate
 from estimator.serving.launch import launch_commands
-from estimator.serving.load import ENGINES, LoadPoint
 from estimator.spec.cluster import Cluster
 from estimator.spec.precision import DTYPES
-from estimator.sweep.serving import ServingSweep
-from estimator.sweep.training import TrainingSweep
 from estimator.timing.comms import CommPlan
 from estimator.timing.stacks import stack_profile
 from estimator.timing.training import BREAKDOWN, TimingOptions, TrainingEstimate
+
+# numpy and the serving and sweep engines are imported where they are used: a training estimate
+# on the command line loads none of them (benchmarks/bench_cli.py).
+if TYPE_CHECKING:
+    import numpy as np
+
+    from app.schemas.inference import InferenceRequest
+    from app.schemas.sweep import (
+        ServingSweepOut,
+        ServingSweepRequest,
+        TrainingSweepOut,
+        TrainingSweepRequest,
+        TrainingSweepRow,
+    )
+    from estimator.serving.estimate import InferenceEstimate
+    from estimator.serving.load import LoadPoint
+    from estimator.sweep.serving import ServingSweep
+    from estimator.sweep.training import TrainingSweep
 
 __all__ = [
     "accelerator_out",
@@ -61,7 +60,6 @@ __all__ = [
     "catalog_models",
     "comm_plan_out",
     "inference_out",
-    "json_response",
     "layer_table_out",
     "model_out",
     "model_summary",
@@ -79,23 +77,6 @@ __all__ = [
     "training_sweep_rows",
     "tree_out",
 ]
-
-
-def json_response(payload: Any) -> Response:
-    """A plain-JSON payload as the response, serialized once: the route's ``response_model``
-    documents it (and the fuzz tests check every answer against it) without FastAPI validating
-    the dict a second time.
-
-    Serialized by pydantic-core's encoder (Rust; shortest round-trip floats, like ``json``, in a
-    quarter of the instructions: a training estimate's 2.7 kB took 384k with ``json.dumps``,
-    95k here). Non-finite numbers still raise rather than produce invalid JSON: the encoder
-    writes them as ``NaN``/``Infinity``, and a body holding either is re-encoded with
-    ``json.dumps(allow_nan=False)``, which raises on a real one (and gives the same document
-    when the word was inside a string)."""
-    body = to_json(payload)
-    if b"NaN" in body or b"Infinity" in body:
-        body = json.dumps(payload, separators=(",", ":"), allow_nan=False).encode()
-    return Response(body, media_type="application/json")
 
 
 def params_dict(model: ModelSpec) -> dict[str, Any]:
@@ -225,6 +206,8 @@ def launch_dict(req: InferenceRequest, plan: InferencePlan, e: InferenceEstimate
     hf_id = (model_entry(model.id).get("hf_id") if model.id in model_ids() else None) or (
         "/path/to/your/model"
     )
+    from estimator.serving.load import ENGINES
+
     preset = ENGINES[req.engine]
     commands = launch_commands(
         hf_id,
@@ -483,6 +466,8 @@ _ORDERS_KEPT = 16
 def _listed(s: TrainingSweep, rows: str, sort: str) -> np.ndarray:
     """The listed rows (feasible or every evaluated one) in the requested order, kept for the
     last few sweeps so that paging through one does not sort it again."""
+    import numpy as np
+
     key = (id(s), rows, sort)
     hit = _ORDERS.get(key)
     if hit is not None and hit[0] is s:
@@ -499,6 +484,8 @@ def _order(s: TrainingSweep, index: np.ndarray, sort: str) -> np.ndarray:
     """``index`` sorted by ``sort`` (stable: ties keep evaluation order, so pages are
     deterministic). ``objective``: cheapest first for cost (unpriced last), fastest first
     for time."""
+    import numpy as np
+
     c = s.columns
     if sort == "objective":
         sort = "usd_per_1m_tokens" if s.objective == "cost" else "tokens_per_s"
@@ -519,6 +506,8 @@ def training_sweep_rows(s: TrainingSweep, req: TrainingSweepRequest) -> Iterable
 
 
 def training_sweep_out(s: TrainingSweep, req: TrainingSweepRequest) -> TrainingSweepOut:
+    from app.schemas.sweep import Recommendation, TrainingSweepOut, TrainingSweepRow
+
     ordered = _listed(s, req.rows, req.sort)
     start = (req.page - 1) * req.page_size
     page = ordered[start : start + req.page_size]
@@ -558,6 +547,8 @@ def serving_sweep_rows(sweep: ServingSweep, req: ServingSweepRequest) -> list[di
 
 
 def serving_sweep_out(sweep: ServingSweep, req: ServingSweepRequest) -> ServingSweepOut:
+    from app.schemas.sweep import ServingSweepOut, ServingSweepRow
+
     listed = serving_sweep_rows(sweep, req)
     start = (req.page - 1) * req.page_size
     return ServingSweepOut(
