@@ -71,6 +71,7 @@ from app.web.forms import (
     pickers,
     request_body,
 )
+from app.web.static import static_url
 from estimator import model_ids
 from estimator.errors import SpecError, UnknownIdError
 from estimator.serving.load import ENGINES
@@ -90,6 +91,7 @@ templates.env.filters.update(
     count=fmt.count,
     figure_json=charts.figure_json,
 )
+templates.env.globals["static_url"] = static_url
 
 
 @dataclass
