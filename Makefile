@@ -65,6 +65,8 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python -m benchmarks.bench_sweep
 	$(BIN)/python -m benchmarks.bench_load
 	$(BIN)/python -m benchmarks.bench_api
+	$(BIN)/python -m benchmarks.bench_cli
+	$(BIN)/python -m benchmarks.bench_pages
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache

@@ -6,16 +6,11 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
-from typing import Any
-
-import numpy as np
-from fastapi import Response
-from pydantic_core import to_json
+from typing import TYPE_CHECKING, Any
 
 from app.accuracy import plan_accuracy, time_range
 from app.resolve import (
@@ -34,18 +29,6 @@ from app.schemas.catalog import (
     PrecisionOut,
     PrecisionsOut,
 )
-from app.schemas.inference import InferenceRequest
-from app.schemas.sweep import (
-    DisaggregatedOut,
-    Recommendation,
-    ServingSweepOut,
-    ServingSweepRequest,
-    ServingSweepRow,
-    TrainingSweepOut,
-    TrainingSweepRequest,
-    TrainingSweepRow,
-)
-from app.schemas.training import TrainingRequest
 from app.store import catalog as team
 from estimator import PRESETS, ModelSpec, count_params, model_entry, model_ids
 from estimator.counts.layers import LayerTable, ModuleRow
@@ -55,17 +38,33 @@ from estimator.layout.ranks import RankLayout, gpu_name
 from estimator.memory.timeline import Timeline
 from estimator.memory.training import TrainingMemory
 from estimator.offload import Offload
-from estimator.serving.estimate import InferenceEstimate
 from estimator.serving.launch import launch_commands
-from estimator.serving.load import ENGINES, LoadPoint
 from estimator.spec.cluster import Cluster
 from estimator.spec.precision import DTYPES
-from estimator.sweep.disagg import DisaggComparison
-from estimator.sweep.serving import ServingSweep
-from estimator.sweep.training import TrainingSweep
 from estimator.timing.comms import CommPlan
 from estimator.timing.stacks import stack_profile
 from estimator.timing.training import BREAKDOWN, TimingOptions, TrainingEstimate
+
+# numpy and the serving and sweep engines are imported where they are used: a training estimate
+# on the command line loads none of them (benchmarks/bench_cli.py).
+if TYPE_CHECKING:
+    import numpy as np
+
+    from app.schemas.inference import InferenceRequest
+    from app.schemas.sweep import (
+        DisaggregatedOut,
+        ServingSweepOut,
+        ServingSweepRequest,
+        TrainingSweepOut,
+        TrainingSweepRequest,
+        TrainingSweepRow,
+    )
+    from app.schemas.training import TrainingRequest
+    from estimator.serving.estimate import InferenceEstimate
+    from estimator.serving.load import LoadPoint
+    from estimator.sweep.disagg import DisaggComparison
+    from estimator.sweep.serving import ServingSweep
+    from estimator.sweep.training import TrainingSweep
 
 __all__ = [
     "accelerator_out",
@@ -74,7 +73,6 @@ __all__ = [
     "comm_plan_out",
     "disaggregated_out",
     "inference_out",
-    "json_response",
     "layer_table_out",
     "model_out",
     "model_summary",
@@ -92,23 +90,6 @@ __all__ = [
     "training_sweep_rows",
     "tree_out",
 ]
-
-
-def json_response(payload: Any) -> Response:
-    """A plain-JSON payload as the response, serialized once: the route's ``response_model``
-    documents it (and the fuzz tests check every answer against it) without FastAPI validating
-    the dict a second time.
-
-    Serialized by pydantic-core's encoder (Rust; shortest round-trip floats, like ``json``, in a
-    quarter of the instructions: a training estimate's 2.7 kB took 384k with ``json.dumps``,
-    95k here). Non-finite numbers still raise rather than produce invalid JSON: the encoder
-    writes them as ``NaN``/``Infinity``, and a body holding either is re-encoded with
-    ``json.dumps(allow_nan=False)``, which raises on a real one (and gives the same document
-    when the word was inside a string)."""
-    body = to_json(payload)
-    if b"NaN" in body or b"Infinity" in body:
-        body = json.dumps(payload, separators=(",", ":"), allow_nan=False).encode()
-    return Response(body, media_type="application/json")
 
 
 def params_dict(model: ModelSpec) -> dict[str, Any]:
@@ -298,7 +279,12 @@ def _hf_id(model_id: str, placeholder: str = "/path/to/your/model") -> str:
 def launch_dict(req: InferenceRequest, plan: InferencePlan, e: InferenceEstimate) -> dict[str, Any]:
     """The replica's launch commands for vLLM, SGLang and trtllm-serve (catalog models by their
     Hugging Face id; a pasted or team model by a placeholder path)."""
-    hf_id = _hf_id(plan.model.id)
+    model = plan.model
+    hf_id = (model_entry(model.id).get("hf_id") if model.id in model_ids() else None) or (
+        "/path/to/your/model"
+    )
+    from estimator.serving.load import ENGINES
+
     preset = ENGINES[req.engine]
     spec = plan.setup.speculative
     draft = spec.draft if spec is not None else None
@@ -603,6 +589,8 @@ _ORDERS_KEPT = 16
 def _listed(s: TrainingSweep, rows: str, sort: str) -> np.ndarray:
     """The listed rows (feasible or every evaluated one) in the requested order, kept for the
     last few sweeps so that paging through one does not sort it again."""
+    import numpy as np
+
     key = (id(s), rows, sort)
     hit = _ORDERS.get(key)
     if hit is not None and hit[0] is s:
@@ -619,6 +607,8 @@ def _order(s: TrainingSweep, index: np.ndarray, sort: str) -> np.ndarray:
     """``index`` sorted by ``sort`` (stable: ties keep evaluation order, so pages are
     deterministic). ``objective``: cheapest first for cost (unpriced last), fastest first
     for time."""
+    import numpy as np
+
     c = s.columns
     if sort == "objective":
         sort = "usd_per_1m_tokens" if s.objective == "cost" else "tokens_per_s"
@@ -639,6 +629,8 @@ def training_sweep_rows(s: TrainingSweep, req: TrainingSweepRequest) -> Iterable
 
 
 def training_sweep_out(s: TrainingSweep, req: TrainingSweepRequest) -> TrainingSweepOut:
+    from app.schemas.sweep import Recommendation, TrainingSweepOut, TrainingSweepRow
+
     ordered = _listed(s, req.rows, req.sort)
     start = (req.page - 1) * req.page_size
     page = ordered[start : start + req.page_size]
@@ -679,6 +671,8 @@ def serving_sweep_rows(sweep: ServingSweep, req: ServingSweepRequest) -> list[di
 
 
 def serving_sweep_out(sweep: ServingSweep, req: ServingSweepRequest) -> ServingSweepOut:
+    from app.schemas.sweep import ServingSweepOut, ServingSweepRow
+
     listed = serving_sweep_rows(sweep, req)
     start = (req.page - 1) * req.page_size
     return ServingSweepOut(
@@ -698,6 +692,8 @@ def serving_sweep_out(sweep: ServingSweep, req: ServingSweepRequest) -> ServingS
 
 def disaggregated_out(c: DisaggComparison | None) -> DisaggregatedOut | None:
     """The comparison of aggregated and disaggregated fleets, field by field."""
+    from app.schemas.sweep import DisaggregatedOut
+
     if c is None:
         return None
     return DisaggregatedOut(**{f.name: getattr(c, f.name) for f in fields(c)})

@@ -12,7 +12,6 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, PlainTextResponse
-from fastapi.staticfiles import StaticFiles
 from fastapi.telemetry import TelemetryConfig
 from pydantic import BaseModel
 
@@ -25,11 +24,11 @@ from app.service.operations import AccessLog, Registry, SecurityHeaders
 from app.settings import Settings
 from app.web import planners as pages
 from app.web import saved as saved_pages
-from app.web.assets import STATIC
+from app.web.static import static_files, static_url
 
 __all__ = ["app", "create_app"]
 
-SWAGGER = "/static/vendor/swagger-ui"
+SWAGGER = "vendor/swagger-ui"
 
 
 class Health(BaseModel):
@@ -55,6 +54,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     for accelerator_id in estimator.accelerator_ids():
         estimator.get_accelerator(accelerator_id)
     open_store(app)  # runs the migrations
+    static_files.warm_in_background()  # gzip once, before the first visitor asks
     gc.collect()
     gc.freeze()
     yield
@@ -135,16 +135,16 @@ def create_app() -> FastAPI:
         return get_swagger_ui_html(
             openapi_url=app.openapi_url or "/openapi.json",
             title="LLM Planner API",
-            swagger_js_url=f"{SWAGGER}/swagger-ui-bundle.js",
-            swagger_css_url=f"{SWAGGER}/swagger-ui.css",
-            swagger_favicon_url=f"{SWAGGER}/favicon-32x32.png",
+            swagger_js_url=static_url(f"{SWAGGER}/swagger-ui-bundle.js"),
+            swagger_css_url=static_url(f"{SWAGGER}/swagger-ui.css"),
+            swagger_favicon_url=static_url(f"{SWAGGER}/favicon-32x32.png"),
         )
 
     app.include_router(api.router)
     app.include_router(pages.router)
     app.include_router(saved_pages.router)
     app.state.page_routers = (pages.router, saved_pages.router)  # for 405's Allow (errors.py)
-    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    app.mount("/static", static_files, name="static")
     return app
 
 

@@ -14,16 +14,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from threading import BoundedSemaphore, Lock
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from app.schemas.catalog import TreeRequest
-from app.schemas.common import PrecisionRoles
-from app.schemas.inference import InferenceRequest
-from app.schemas.sweep import ServingSweepRequest, TrainingSweepRequest
-from app.schemas.training import FineTuneFields, OffloadFields, TrainingRequest
-from app.service.errors import ShapeError
+from app.service.exceptions import ShapeError
 from app.settings import current
 from app.store import catalog as team
 from estimator import (
@@ -46,21 +41,25 @@ from estimator.layout.ranks import RankLayout, rank_layout
 from estimator.memory.timeline import Timeline, inference_timeline, training_timeline
 from estimator.memory.training import TrainingMemory
 from estimator.offload import Offload
-from estimator.serving.estimate import InferenceEstimate, estimate_inference, estimate_load
-from estimator.serving.load import LoadPoint
 from estimator.spec.cluster import Cluster, cluster_of
-from estimator.spec.speculative import Speculative
-from estimator.sweep.serving import ServingSearch, ServingSweep, ServingWorkload, sweep_serving
-from estimator.sweep.training import (
-    DEFAULT_ACCELERATORS,
-    TrainingSearch,
-    TrainingSweep,
-    TrainingWorkload,
-    sweep_training,
-)
 from estimator.timing.comms import CommPlan, communication_plan
 from estimator.timing.stacks import STACKS
 from estimator.timing.training import TimingOptions, TrainingEstimate, estimate_training
+
+# The request models come with the caller's request, and the serving and sweep engines (and
+# numpy) are imported where they run: a training estimate on the command line loads none of them
+# (benchmarks/bench_cli.py).
+if TYPE_CHECKING:
+    from app.schemas.catalog import TreeRequest
+    from app.schemas.common import PrecisionRoles
+    from app.schemas.inference import InferenceRequest
+    from app.schemas.sweep import ServingSweepRequest, TrainingSweepRequest
+    from app.schemas.training import FineTuneFields, OffloadFields, TrainingRequest
+    from estimator.serving.estimate import InferenceEstimate
+    from estimator.serving.load import LoadPoint
+    from estimator.spec.speculative import Speculative
+    from estimator.sweep.serving import ServingSweep
+    from estimator.sweep.training import TrainingSweep
 
 __all__ = [
     "MAX_SERVING_LAYOUTS",
@@ -453,6 +452,8 @@ def speculative_of(req: InferenceRequest) -> Speculative | None:
     companions are then refused rather than ignored; with one, ``num_speculative_tokens`` and
     ``acceptance_length`` are required, and ``draft_model`` with ``draft`` only (a catalog or
     team model)."""
+    from estimator.spec.speculative import Speculative
+
     method = req.speculative_method
     if method is None:
         given = [f for f in _SPECULATIVE_FIELDS if getattr(req, f) is not None]
@@ -519,6 +520,8 @@ def run_inference_timeline(req: InferenceRequest) -> Timeline:
 
 
 def run_inference(req: InferenceRequest) -> tuple[InferencePlan, InferenceEstimate]:
+    from estimator.serving.estimate import estimate_inference
+
     plan = inference_plan(req)
     estimate = estimate_inference(
         *plan.specs,
@@ -538,6 +541,8 @@ def run_load_curve(
 ) -> list[LoadPoint]:
     """The replica's steady state under load at ``points`` concurrencies from 1 to twice its
     slots (the serving page's latency-vs-load chart)."""
+    from estimator.serving.estimate import estimate_load
+
     top = max(2 * estimate.max_concurrency, 2)
     ns = sorted({max(1, round(top ** (i / (points - 1)))) for i in range(points)})
     model, accelerator, parallel, setup, precision = plan.specs
@@ -647,6 +652,13 @@ def run_training_sweep(req: TrainingSweepRequest) -> TrainingSweep:
 
 
 def _training_sweep(req: TrainingSweepRequest) -> TrainingSweep:
+    from estimator.sweep.training import (
+        DEFAULT_ACCELERATORS,
+        TrainingSearch,
+        TrainingWorkload,
+        sweep_training,
+    )
+
     d = TrainingSearch()
     lay = req.layout
     accelerators = _axis(req.accelerator, DEFAULT_ACCELERATORS)
@@ -726,6 +738,9 @@ def run_serving_sweep(req: ServingSweepRequest) -> ServingSweep:
 
 
 def _serving_sweep(req: ServingSweepRequest) -> ServingSweep:
+    from estimator.sweep.serving import ServingSearch, ServingWorkload, sweep_serving
+    from estimator.sweep.training import DEFAULT_ACCELERATORS
+
     d = ServingSearch()
     accelerators = _axis(req.accelerator, DEFAULT_ACCELERATORS)
     space = ServingSearch(
@@ -784,6 +799,8 @@ _LAYOUT_INPUTS = ("tp", "pp", "zero_stage")
 
 def _changed(req: TrainingRequest, changes: dict[str, Any]) -> TrainingRequest:
     """``req`` with ``changes`` (page inputs), validated again as a request."""
+    from app.schemas.training import TrainingRequest
+
     body = req.model_dump(exclude_unset=True)
     layout = {**body.get("layout", {}), **{k: v for k, v in changes.items() if k in _LAYOUT_INPUTS}}
     if req.num_gpus is not None or "num_gpus" in changes:
@@ -846,6 +863,9 @@ def all_refusals(req: BaseModel, first: SpecError) -> list[SpecError]:
     the layers, ...) before the ones derived from them (the GPU count a multiple of tp*pp*cp),
     then ``first`` (the refusal the estimate stopped at) if it is not among them. For a page
     that shows all that is wrong at once; the API keeps its one refusal."""
+    from app.schemas.inference import InferenceRequest
+    from app.schemas.training import TrainingRequest
+
     out: list[SpecError] = []
     if isinstance(req, TrainingRequest | InferenceRequest):
         lay = req.layout

@@ -35,19 +35,15 @@ import itertools
 import json
 import os
 import platform
-import socket
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import httpx
+from benchmarks.service import start_server
 
-ROOT = Path(__file__).resolve().parents[1]
 ESTIMATE_P99_TARGET_S = 0.050
 SWEEP_P99_TARGET_S = 1.5
 
@@ -173,28 +169,6 @@ async def _drive(
     return result, time.perf_counter() - begin
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _start_server(workers: int) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
-    cmd = [sys.executable, "-m", "uvicorn", "app.main:app", "--host", "127.0.0.1"]
-    cmd += ["--port", str(port), "--log-level", "warning", "--workers", str(workers)]
-    proc = subprocess.Popen(cmd, cwd=ROOT)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(300):
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            time.sleep(0.05)
-    proc.terminate()
-    raise RuntimeError("the server did not start")
-
-
 def slowest_catalog_estimate(repeat: int = 5) -> tuple[float, str]:
     """The longest a single estimate of a public catalog model takes (best of ``repeat`` runs
     each, so the machine's own pauses do not count), over every model and every pipeline depth
@@ -276,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"slowest catalog single estimate (in-process, best of 5): {seconds * 1e3:.2f} ms ({case})"
     )
-    proc, url = _start_server(args.workers)
+    proc, url = start_server(args.workers)
     print(
         f"LLM Planner API load: uvicorn x{args.workers} worker(s) on {url}, {args.duration:.0f} s "
         f"per scenario; {platform.python_version()}, {os.cpu_count()} CPUs"

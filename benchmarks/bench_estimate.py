@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.service import self_import_ms
 from estimator import (
     Parallelism,
     TrainingSetup,
@@ -273,21 +274,7 @@ def _median_in_process_ms(env: dict[str, str], runs: int) -> float:
 
 def _top_self_imports(env: dict[str, str], count: int = 5) -> list[tuple[str, float]]:
     """Modules with the largest self import time, from one ``-X importtime`` run."""
-    err = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", "import estimator"],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stderr
-    rows = []
-    for line in err.splitlines():
-        if not line.startswith("import time:") or "self [us]" in line:
-            continue
-        self_us, _cumulative, name = line.removeprefix("import time:").split("|")
-        rows.append((name.strip(), int(self_us) / 1e3))
-    return sorted(rows, key=lambda r: r[1], reverse=True)[:count]
+    return self_import_ms(["-c", "import estimator"], env)[:count]
 
 
 def measure_imports(runs: int = IMPORT_RUNS) -> list[str]:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from app.answers import json_response
+from app.api.responses import json_response
 from app.main import app
 from app.schemas.inference import InferenceRequest
 from app.schemas.training import TrainingRequest

@@ -6,6 +6,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,8 @@ SERVING_SWEEP = {
     "layout": {"tp": [1, 2], "pp": [1]},
     "rows": "all",
 }
+# The web service's packages: an estimate on the command line needs none of them.
+SERVICE_PACKAGES = ("fastapi", "starlette", "sqlalchemy", "alembic", "jinja2", "uvicorn")
 CONFIG = {
     "model_type": "llama",
     "hidden_size": 1024,
@@ -248,3 +252,28 @@ def test_help_lists_every_flag(capsys: pytest.CaptureFixture[str], command: str)
         main([command, "--help"])
     out = capsys.readouterr().out
     assert stop.value.code == 0 and "--price" in out
+
+
+def test_an_estimate_imports_none_of_the_web_service() -> None:
+    """A catalog estimate on the command line loads the core, pydantic for its request and the
+    tables; the web framework, the store and the templates stay unimported (they took half a
+    second of each call: benchmarks/bench_cli.py), and a training estimate needs no numpy (the
+    serving and sweep engines' own). ``--help`` needs no request model at all."""
+    code = (
+        "import sys\n"
+        "from app.cli.commands import main\n"
+        "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+        "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    for argv, absent in (
+        (["train", "--model", "llama-3-70b", "--gpus", "64"], (*SERVICE_PACKAGES, "numpy")),
+        (["infer", "--model", "llama-3-8b"], SERVICE_PACKAGES),
+        (["--help"], (*SERVICE_PACKAGES, "pydantic")),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-c", code, *argv], cwd=root, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        loaded = set(done.stdout.splitlines()[-1].split())
+        assert "estimator" in loaded and not loaded & set(absent), (argv, loaded & set(absent))

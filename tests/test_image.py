@@ -1,9 +1,10 @@
 """The service image, tested without a container engine: the Dockerfile's steps
 (``scripts/image.sh``) run on exactly the files its build stage copies: the wheel is built in one
 clean virtualenv and installed in another (the runtime stage), and the service is started from a
-directory with no source tree. It serves every page, chart script and the API docs offline,
-saves and reads a plan over HTTP, finishes a request in flight when SIGTERM arrives and exits 0,
-and finds its data again after a restart."""
+directory with no source tree. It serves every page, chart script and the API docs offline (the
+scripts and styles gzipped, under versioned URLs), saves and reads a plan over HTTP, finishes a
+request in flight when SIGTERM arrives and exits 0, and finds its data again after a
+restart."""
 
 from __future__ import annotations
 
@@ -218,10 +219,14 @@ def _serves_every_page_offline(url: str) -> None:
         assert r.status_code == 200, (page, r.text[:300])
         assert "http://" not in re.sub(r"http://127\.0\.0\.1:\d+", "", r.text.split("<body")[0])
         assets |= set(re.findall(r'(?:src|href)="(/static/[^"]+)"', r.text))
-    assert {"/static/charts.js", "/static/vendor/plotly/plotly.min.js"} <= assets
-    for asset in assets:
+    files = {asset.split("?")[0] for asset in assets}
+    assert {"/static/charts.js", "/static/vendor/plotly/plotly.min.js", "/static/forms.js"} <= files
+    for asset in assets:  # versioned URLs: cached for good; scripts and styles gzipped
         r = httpx.get(url + asset, timeout=60)
         assert r.status_code == 200 and len(r.content) > 100, asset
+        assert "?v=" in asset and "immutable" in r.headers["cache-control"], asset
+        if asset.split("?")[0].endswith((".js", ".css")):
+            assert r.headers["content-encoding"] == "gzip", asset
 
 
 def _healthy(url: str) -> bool:

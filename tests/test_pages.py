@@ -9,6 +9,7 @@ from fastapi.testclient import TestClient
 
 from app.main import app
 from app.web import charts
+from app.web.static import IMMUTABLE
 
 client = TestClient(app)
 GIB = 2**30
@@ -62,14 +63,35 @@ def test_refusals_name_the_input() -> None:
 
 
 def test_pages_render_and_catalog_twin() -> None:
-    for path in ("/", "/training", "/serving", "/catalog"):
+    for path in ("/", "/training?blank=1", "/serving?blank=1", "/catalog"):
         r = client.get(path)
-        assert r.status_code == 200 and "/static/vendor/plotly/plotly.min.js" in r.text
-        assert "cdn" not in r.text.lower()
+        assert r.status_code == 200 and "cdn" not in r.text.lower()
+        # no figure, no Plotly: it is 0.5 MB of the first visit, gzipped
+        assert "plotly" not in r.text and "charts.js" not in r.text
+        assert re.search(r'<script src="/static/forms\.js\?v=[0-9a-f]{12}"></script>', r.text)
     twin = client.get("/catalog?format=json").json()
     assert any(
         m["id"] == "llama-2-7b" and m["params"]["total"] == 6_738_415_616 for m in twin["models"]
     )
+
+
+def test_pages_that_draw_load_plotly_under_versioned_urls() -> None:
+    for path in (
+        "/training?model=llama-3-8b&num_gpus=8",
+        "/serving?model=llama-3-8b",
+        "/sweep?model=llama-3-8b&num_gpus=8",
+        "/compare?a.model=llama-3-8b&b.model=llama-3-8b&b.num_gpus=16",
+    ):
+        r = client.get(path)
+        assert r.status_code == 200 and "data-figure" in r.text, path
+        scripts = re.findall(r'<script src="([^"]+)"></script>', r.text)
+        assert [s.split("?v=")[0] for s in scripts] == [
+            "/static/vendor/plotly/plotly.min.js",
+            "/static/charts.js",
+            "/static/forms.js",
+        ], path
+        for script in scripts:
+            assert client.get(script).headers["cache-control"] == IMMUTABLE
 
 
 def test_sweep_pages_carry_strict_json_figures() -> None:

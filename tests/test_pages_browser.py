@@ -343,9 +343,10 @@ def test_keyboard_and_narrow_screen(browser: Any, server: str) -> None:
     page.keyboard.press("Enter")
     page.wait_for_selector("#kpi-memory")
     assert "num_gpus=8" in page.url
-    # One column on a narrow screen: the form sits above the results, nothing wider than it.
+    # One column on a narrow screen: the answer comes first, the form below it (issue 23),
+    # nothing wider than the screen.
     form, results = page.locator("aside").bounding_box(), page.locator(".results").bounding_box()
-    assert form is not None and results is not None and results["y"] > form["y"]
+    assert form is not None and results is not None and results["y"] < form["y"]
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 390 + 1
     SHOTS.mkdir(parents=True, exist_ok=True)
@@ -454,3 +455,173 @@ def test_home_answers_three_questions(tab: Tab, server: str) -> None:
     page.wait_for_selector("#kpi-ttft")
     assert page.locator("#example").count() == 0  # a question's link is a plan, not the example
     assert tab.errors == []
+
+
+# --- a first visit: gzip, caching and Plotly only where a page draws -----------------------------
+
+RESOURCES = """() => performance.getEntriesByType("resource").map(e => ({url: e.name,
+    transfer: e.transferSize, encoded: e.encodedBodySize, decoded: e.decodedBodySize}))"""
+
+
+def test_first_visit_is_gzipped_then_cached_and_plotly_loads_only_where_drawn(
+    browser: Any, server: str
+) -> None:
+    context = browser.new_context()  # an empty cache: a first visit
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    # What the browser asks for (cache hits included) and what the server answers on the wire
+    # (a revalidated file is a 304 there, a 200 to the page).
+    cdp = context.new_cdp_session(page)
+    cdp.send("Network.enable")
+    asked: dict[str, str] = {}
+    wire: list[tuple[str, int]] = []
+    cdp.on(
+        "Network.requestWillBeSent",
+        lambda e: asked.__setitem__(e["requestId"], e["request"]["url"]),
+    )
+    cdp.on(
+        "Network.responseReceivedExtraInfo",
+        lambda e: wire.append((asked.get(e["requestId"], ""), e["statusCode"])),
+    )
+    headers: dict[str, dict[str, str]] = {}
+    page.on("response", lambda r: headers.setdefault(r.url, r.headers))
+
+    for path in ("/", "/catalog", "/training?blank=1"):  # no figure on these
+        page.goto(server + path, wait_until="load")
+    assert asked and not [u for u in asked.values() if "plotly" in u or "charts.js" in u]
+
+    page.goto(f"{server}/training?model=llama-3-8b&num_gpus=8", wait_until="load")
+    (plotly,) = [r for r in page.evaluate(RESOURCES) if "plotly.min.js" in r["url"]]
+    assert headers[plotly["url"]]["content-encoding"] == "gzip"
+    assert headers[plotly["url"]]["cache-control"] == "public, max-age=31536000, immutable"
+    assert plotly["transfer"] >= plotly["encoded"] > 0  # over the wire, not from a cache
+    assert plotly["encoded"] < plotly["decoded"] / 3  # 1.5 of 4.8 MB
+    assert figure(page, "memory")["drawn"] >= 1
+
+    # The next page that draws takes every script and style from the cache, unasked.
+    sent = len(wire)
+    page.goto(f"{server}/serving?model=llama-3-8b", wait_until="load")
+    cached = page.evaluate(RESOURCES)
+    assert {r["url"].split("?")[0].rsplit("/", 1)[-1] for r in cached} >= {
+        "plotly.min.js",
+        "charts.js",
+        "forms.js",
+        "site.css",
+    }
+    assert all(r["transfer"] == 0 for r in cached), cached
+    assert not [url for url, _ in wire[sent:] if "/static/" in url]
+    assert figure(page, "memory")["drawn"] >= 1
+
+    # A URL without a version is asked again each time, and answered 304 while it holds.
+    page.goto(f"{server}/static/site.css")
+    page.reload()
+    assert [s for url, s in wire if url == f"{server}/static/site.css"] == [200, 304]
+    assert errors == []
+    context.close()
+
+
+# --- busy state while a form's request runs ------------------------------------------------------
+
+# Reports every form button's state to the test whenever it changes (an init script, which the
+# page's CSP does not govern): a page cannot be queried while its form's navigation is held.
+WATCH_BUTTONS = """document.addEventListener("DOMContentLoaded", () => {
+  const report = () => window.buttonsSeen([...document.querySelectorAll("form button")].map(
+    b => ({form: b.form.className || b.form.id, formBusy: b.form.getAttribute("aria-busy"),
+           disabled: b.disabled, busy: b.getAttribute("aria-busy"), text: b.textContent})));
+  new MutationObserver(report).observe(document.body, {subtree: true, childList: true,
+    characterData: true, attributes: true, attributeFilter: ["disabled", "aria-busy"]});
+});"""
+
+
+class Watched:
+    """A page whose form buttons report their state, and whose matching requests can be held."""
+
+    def __init__(self, browser: Any, base: str) -> None:
+        self.context = browser.new_context()
+        self.seen: list[list[dict[str, Any]]] = []
+        self.context.expose_function("buttonsSeen", lambda state: self.seen.append(state))
+        self.context.add_init_script(WATCH_BUTTONS)
+        self.page = self.context.new_page()
+        self.base = base
+        self.held: list[Any] = []
+
+    def hold(self, part: str) -> None:
+        """Hold every request whose URL contains ``part`` until ``release``."""
+        self.page.route(lambda url: part in url, lambda route: self.held.append(route))
+
+    def release(self) -> None:
+        while self.held:
+            self.held.pop().continue_()
+        self.page.unroute_all()
+
+    def buttons(self, form: str, wait_for: Any = None) -> list[dict[str, Any]]:
+        """The buttons of ``form`` as last reported (once ``wait_for`` holds of them)."""
+        for _ in range(200):
+            last = [b for b in (self.seen[-1] if self.seen else []) if b["form"] == form]
+            if last and (wait_for is None or wait_for(last)):
+                return last
+            self.page.wait_for_timeout(50)
+        raise AssertionError(f"{form}: {self.seen[-1:] or 'nothing reported'}")
+
+    def now(self, selector: str) -> list[list[Any]]:
+        return self.page.eval_on_selector_all(  # type: ignore[no-any-return]
+            f"{selector} button",
+            "bs => bs.map(b => [b.disabled, b.getAttribute('aria-busy'), b.textContent])",
+        )
+
+
+@pytest.fixture
+def watched(browser: Any, server: str) -> Iterator[Watched]:
+    w = Watched(browser, server)
+    yield w
+    w.context.close()
+
+
+def test_a_submitted_plan_is_busy_until_its_answer_comes(watched: Watched, server: str) -> None:
+    page = watched.page
+    page.goto(f"{server}/training?model=llama-3-8b", wait_until="networkidle")
+    watched.hold("num_gpus=8")
+    page.focus("#f-num_gpus")  # from the keyboard: type, then Enter in the field
+    page.keyboard.type("8")
+    page.keyboard.press("Enter")
+    (busy,) = watched.buttons("plan", lambda b: b[0]["disabled"])
+    assert busy == {
+        "form": "plan",
+        "formBusy": "true",
+        "disabled": True,
+        "busy": "true",
+        "text": "Working…",
+    }
+    assert watched.buttons("saveform")[0]["disabled"] is False  # other forms stay usable
+    page.keyboard.press("Escape")  # gave up waiting: the form is usable again
+    (back,) = watched.buttons("plan", lambda b: not b[0]["disabled"])
+    assert back["text"] == "Estimate" and back["busy"] is None and back["formBusy"] is None
+    watched.release()
+    page.wait_for_selector("#kpi-memory")
+    assert "num_gpus=8" in page.url and watched.now("form.plan") == [[False, None, "Estimate"]]
+    # Submitted again and left for the answer; back to it, its button is usable again.
+    page.fill("#f-num_gpus", "16")
+    page.click("form.plan button[type=submit]")
+    page.wait_for_url("**num_gpus=16**")
+    page.wait_for_selector("#kpi-memory")
+    page.go_back(wait_until="load")
+    assert "num_gpus=8" in page.url and watched.now("form.plan") == [[False, None, "Estimate"]]
+
+
+def test_the_question_pressed_is_the_one_that_says_so(watched: Watched, server: str) -> None:
+    page = watched.page
+    page.goto(f"{server}/", wait_until="networkidle")
+    watched.hold("/serving?")
+    page.focus("text=Will serving fit")  # Tab to it and press Space (a click would wait)
+    page.keyboard.press(" ")
+    buttons = watched.buttons("pick", lambda b: b[1]["disabled"])
+    assert [(b["disabled"], b["busy"], b["text"]) for b in buttons] == [
+        (True, None, "Will training fit, how fast, how much?"),
+        (True, "true", "Working…"),
+        (True, None, "Find me the best layout"),
+    ]
+    watched.release()
+    page.wait_for_url("**/serving?**")
+    page.wait_for_load_state("load")
+    assert watched.now("form.plan") == [[False, None, "Estimate"]]

@@ -14,11 +14,11 @@ from app.answers import (
     accelerator_out,
     catalog_accelerators,
     catalog_models,
-    json_response,
     model_out,
     precisions_out,
     tree_out,
 )
+from app.api.responses import json_response
 from app.deps import settings_of
 from app.resolve import resolve_model, run_tree
 from app.schemas.catalog import (

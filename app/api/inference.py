@@ -8,12 +8,12 @@ from fastapi import APIRouter, Query, Request, Response
 
 from app.answers import (
     inference_out,
-    json_response,
     rows_csv,
     serving_sweep_out,
     serving_sweep_rows,
     timeline_out,
 )
+from app.api.responses import json_response
 from app.api.training import CSV_RESPONSE, Format
 from app.deps import bind_team_of
 from app.resolve import run_inference, run_inference_timeline, run_serving_sweep

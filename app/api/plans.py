@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 
-from app.answers import json_response
+from app.api.responses import json_response
 from app.deps import plan_store, settings_of, writer
 from app.schemas.common import ERROR_RESPONSES, ErrorResponse
 from app.schemas.plans import PlanCreate, PlanOpened, PlanOut, PlanUpdate

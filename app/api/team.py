@@ -11,8 +11,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, HTTPException, Request, Response
 
 import estimator
-from app.answers import json_response
 from app.api.plans import WRITE_RESPONSES
+from app.api.responses import json_response
 from app.deps import open_store, writer
 from app.resolve import resolve_model
 from app.schemas.common import ERROR_RESPONSES, ErrorResponse

@@ -8,7 +8,6 @@ from fastapi import APIRouter, Query, Request, Response
 
 from app.answers import (
     comm_plan_out,
-    json_response,
     layer_table_out,
     rank_layout_out,
     ranks_csv,
@@ -18,6 +17,7 @@ from app.answers import (
     training_sweep_out,
     training_sweep_rows,
 )
+from app.api.responses import json_response
 from app.deps import bind_team_of
 from app.resolve import (
     run_comms,

@@ -15,11 +15,12 @@ import logging.config
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
-
-from pydantic import BaseModel
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from app import format as fmt
+
+if TYPE_CHECKING:  # pydantic is imported by the commands that validate a request
+    from pydantic import BaseModel
 
 R = TypeVar("R", bound="BaseModel")
 
@@ -102,6 +103,28 @@ def _output_flags(parser: argparse.ArgumentParser, csv: str) -> None:
     out.add_argument("--csv", action="store_true", help=csv)
 
 
+def _request_models(command: str) -> tuple[type[BaseModel], ...]:
+    """The request models whose fields are a request command's flags."""
+    if command == "train":
+        from app.schemas.training import TrainingRequest
+
+        return (TrainingRequest,)
+    if command == "infer":
+        from app.schemas.inference import InferenceRequest
+
+        return (InferenceRequest,)
+    from app.schemas.sweep import ServingSweepRequest, TrainingSweepRequest
+
+    return (TrainingSweepRequest, ServingSweepRequest)
+
+
+def _request_flags(command: str, chosen: str | None) -> tuple[Flag, ...]:
+    """``command``'s flags when it is the command given (``chosen``), else none."""
+    if command != chosen:
+        return ()
+    return tuple(flag for model in _request_models(command) for flag in flags_of(model))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="llm-planner", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -113,30 +136,30 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser(
         "migrate", help="bring the plan store (DATABASE_URL) to the latest schema revision"
     )
-    from app.schemas.inference import InferenceRequest
-    from app.schemas.sweep import ServingSweepRequest, TrainingSweepRequest
-    from app.schemas.training import TrainingRequest
-
+    # Only the command that runs gets its request's flags: reading them builds its request
+    # models (pydantic), which neither --help nor the other commands need.
+    given = sys.argv[1:] if argv is None else argv
+    chosen = next((a for a in given if not a.startswith("-")), None)
     estimate_csv = "print the answer as key,value rows"
     _request_parser(
         sub,
         "train",
         "a training plan's memory, step time, throughput and cost",
-        flags_of(TrainingRequest),
+        _request_flags("train", chosen),
         estimate_csv,
     )
     _request_parser(
         sub,
         "infer",
         "a serving replica's memory, TTFT/TPOT, throughput and cost",
-        flags_of(InferenceRequest),
+        _request_flags("infer", chosen),
         estimate_csv,
     )
     sweep = _request_parser(
         sub,
         "sweep",
         "every training layout (or, with --serving, serving replica) of a space",
-        flags_of(TrainingSweepRequest) + flags_of(ServingSweepRequest),
+        _request_flags("sweep", chosen),
         "print every listed row as CSV",
     )
     sweep.add_argument("--serving", action="store_true", help="a serving sweep")

@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.service.exceptions import BodyTimeout, ShapeError, TooLarge
 from estimator.errors import SpecError, UnknownIdError
 
 __all__ = [
@@ -35,20 +36,6 @@ _TYPE_TAGS = {"str", "int", "float", "bool", "none", "list", "dict"}
 # pydantic puts the tag in an error's location, which a field path leaves out.
 _UNION_TAGS = {"training", "inference", "training_sweep", "inference_sweep"}
 log = logging.getLogger("llm_planner")
-
-
-class TooLarge(Exception):
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        super().__init__(f"request body over {limit:,} bytes")
-
-
-class BodyTimeout(Exception):
-    """The client did not send its whole request body in time."""
-
-    def __init__(self, limit_s: float) -> None:
-        self.limit_s = limit_s
-        super().__init__(f"the request body did not arrive within {limit_s:g} s")
 
 
 def _echo(value: Any) -> Any:
@@ -81,13 +68,6 @@ def field_path(loc: tuple[Any, ...]) -> str:
         else:
             parts.append(part)
     return ".".join(parts) or "body"
-
-
-class ShapeError(SpecError):
-    """Input that breaks the documented request schema itself (not JSON, nested too deep, not
-    an object): ``invalid_request``, like pydantic's refusals. A ``SpecError`` of the core is a
-    request that fits the schema and breaks a rule of the model, layout or framework:
-    ``invalid_plan``."""
 
 
 def invalid(

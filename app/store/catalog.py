@@ -13,20 +13,23 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import estimator
 from app.settings import Settings
-from app.store.plans import make_engine, migrate
-from app.store.team import TeamCatalog, TeamStore
 from estimator import Accelerator, ModelSpec
 from estimator.catalog import price
 from estimator.errors import UnknownIdError
 
+if TYPE_CHECKING:  # the store (SQLAlchemy) is imported only where a store is opened
+    from app.store.team import TeamStore
+
 __all__ = [
     "EMPTY",
     "Scope",
+    "TeamCatalog",
     "accelerator_choices",
     "bind",
     "current",
@@ -41,6 +44,22 @@ __all__ = [
 ]
 
 Scope = Literal["public", "team"]
+
+
+@dataclass(frozen=True)
+class TeamCatalog:
+    """The team's entries at one revision, built into the core's specs (``TeamStore``). A
+    stored entry the current estimator no longer reads is left out and named in ``problems``."""
+
+    revision: int = -1
+    accelerators: Mapping[str, Accelerator] = field(default_factory=dict)
+    prices: Mapping[str, float] = field(default_factory=dict)  # USD per GPU-hour by id
+    models: Mapping[str, ModelSpec] = field(default_factory=dict)
+    accelerator_rows: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    model_rows: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()
+
+
 EMPTY = TeamCatalog()
 _STORE: ContextVar[TeamStore | None] = ContextVar("team_store", default=None)
 
@@ -71,6 +90,9 @@ def using_settings(settings: Settings) -> Iterator[TeamStore | None]:
     """For the CLI: resolve team ids from the configured store while the block runs. The
     default SQLite file is not created just to read it: where it does not exist yet there are
     no team entries."""
+    from app.store.plans import make_engine, migrate
+    from app.store.team import TeamStore
+
     url = settings.database_url
     if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
         yield None

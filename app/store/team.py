@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from threading import Lock
 from typing import Any
@@ -33,6 +32,7 @@ from sqlalchemy import update as sql_update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, Session, mapped_column, sessionmaker
 
+from app.store.catalog import TeamCatalog
 from app.store.plans import PLAN_USES, Base, Plan
 from estimator import Accelerator, ModelSpec, model_from_config
 from estimator.errors import SpecError
@@ -127,20 +127,6 @@ def accelerator_spec_of(entry: Mapping[str, Any]) -> Accelerator:
         "sources": [entry["source"]] if entry.get("source") else [],
     }
     return accelerator_from_entry(catalog_entry)
-
-
-@dataclass(frozen=True)
-class TeamCatalog:
-    """The team's entries at one revision, built into the core's specs. A stored entry the
-    current estimator no longer reads is left out and named in ``problems``."""
-
-    revision: int = -1
-    accelerators: Mapping[str, Accelerator] = field(default_factory=dict)
-    prices: Mapping[str, float] = field(default_factory=dict)  # USD per GPU-hour by id
-    models: Mapping[str, ModelSpec] = field(default_factory=dict)
-    accelerator_rows: Mapping[str, dict[str, Any]] = field(default_factory=dict)
-    model_rows: Mapping[str, dict[str, Any]] = field(default_factory=dict)
-    problems: tuple[str, ...] = ()
 
 
 def _build(revision: int, accs: list[dict[str, Any]], models: list[dict[str, Any]]) -> TeamCatalog:

@@ -76,6 +76,7 @@ from app.web.forms import (
     pickers,
     request_body,
 )
+from app.web.static import static_url
 from estimator import model_ids
 from estimator.errors import SpecError, UnknownIdError
 from estimator.serving.load import ENGINES
@@ -96,6 +97,7 @@ templates.env.filters.update(
     figure_json=charts.figure_json,
     figure_rows=charts.figure_rows,
 )
+templates.env.globals["static_url"] = static_url
 
 
 @dataclass
