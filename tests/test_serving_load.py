@@ -118,7 +118,7 @@ def test_every_load_record_is_a_case_or_a_skip_with_its_reason() -> None:
     skips = [c for c in found if isinstance(c, Skip)]
     assert all(s.reason for s in skips)
     compared = [c for c in found if isinstance(c, LoadCase)]
-    assert len(compared) == 26 and all(c.assumptions for c in compared)
+    assert len(compared) == 30 and all(c.assumptions for c in compared)
 
 
 def test_accuracy_under_load_is_pinned() -> None:

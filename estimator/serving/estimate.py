@@ -69,6 +69,7 @@ from estimator.serving.steps import (
 )
 from estimator.spec.accelerator import Accelerator
 from estimator.spec.cluster import Cluster, cluster_of
+from estimator.spec.lengths import LengthDistribution
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
 from estimator.spec.speculative import Speculative
@@ -429,6 +430,60 @@ def estimate_inference(
     )
 
 
+TTFT_QUANTILES = (0.5, 0.9, 0.99)
+
+
+@dataclass(frozen=True, slots=True)
+class _Workload:
+    """What the load model reads off a workload's lengths (``serving.load``: length
+    distributions): means for the flow, the prompt whose cost a chunk takes pro rata, the
+    decode context, and each bin's computed prompt tokens for a request's own prefill."""
+
+    name: str
+    mean_new: float  # computed prompt tokens per request (the prefix cache's hit excluded)
+    mean_output: float
+    input_scv: float
+    context: float
+    prompt_len: int
+    prompt_cached: int
+    own_new: tuple[float, ...]
+    lengths: LengthDistribution | None
+
+    @property
+    def prompt_new(self) -> int:
+        return self.prompt_len - self.prompt_cached
+
+    def quantile_new(self, p: float) -> float:
+        if self.lengths is None:
+            return self.own_new[0]
+        return self.lengths.input_quantile(p) * self.mean_new / self.lengths.mean_input
+
+
+def _workload(setup: InferenceSetup) -> _Workload:
+    """Fixed lengths exactly as they are (one point), or the distribution's statistics with the
+    prefix cache's hit rate taken off every prompt alike."""
+    isl, osl, cached = setup.input_len, setup.output_len, setup.cached_prompt_tokens
+    dist = setup.lengths
+    if dist is None:
+        new = isl - cached
+        return _Workload("fixed", new, osl, 0.0, isl + osl / 2, isl, cached, (float(new),), None)
+    kept = (isl - cached) / isl  # the computed share of a prompt
+    prompt = max(round(dist.token_weighted_input), 1)
+    hit = setup.prefix_cache_hit_rate
+    prompt_cached = min(int(hit * prompt), prompt - 1) if hit else 0
+    return _Workload(
+        name=dist.name,
+        mean_new=dist.mean_input * kept,
+        mean_output=dist.mean_output,
+        input_scv=dist.input_scv,
+        context=dist.decode_context,
+        prompt_len=prompt,
+        prompt_cached=prompt_cached,
+        own_new=tuple(x * kept for x in dist.input_lens),
+        lengths=dist,
+    )
+
+
 def estimate_load(
     model: ModelSpec,
     accelerator: Accelerator,
@@ -458,23 +513,23 @@ def estimate_load(
     accepted = 1.0 if spec is None else spec.acceptance_length  # tokens a step emits each
     q = setup.queries  # tokens a step runs per decoding sequence
     flow = (accepted, q)
-    isl, osl = setup.input_len, setup.output_len
-    cached = setup.cached_prompt_tokens
-    new = isl - cached  # the prompt tokens a request computes (the rest: prefix cache)
+    w = _workload(setup)
+    new, osl = w.mean_new, w.mean_output  # the means drive the flow balance
     dec = decode_steps(osl, accepted)  # steps a request decodes
-    context = isl + osl / 2
+    context = w.context
     args = (model, accelerator, prof, p, precision)
-    prompt = prefill_kinds(*args, isl, 1, domain, cached)  # one prompt: chunks take it pro rata
+    # one prompt (the token-weighted mean length): chunks take its cost pro rata
+    prompt = prefill_kinds(*args, w.prompt_len, 1, domain, w.prompt_cached)
     replica = Replica(*args, domain)
     drafted = None
     if spec is not None and spec.drafting:  # the drafter's pass over one prompt, pro rata too
-        drafted = draft_prefill(replica, spec, isl, 1, cached, prompt)
+        drafted = draft_prefill(replica, spec, w.prompt_len, 1, w.prompt_cached, prompt)
 
     def step_s(decoding: Num, prompt_tokens: Num) -> Num:
         """Seconds per engine step carrying ``decoding`` sequences and ``prompt_tokens``."""
         d = np.maximum(np.asarray(decoding, dtype=float) / p.pp, 1e-9)  # per micro-batch
         tok = np.asarray(prompt_tokens, dtype=float) / p.pp
-        frac = tok / new
+        frac = tok / w.prompt_new
         kinds = []
         rows = d if q == 1 else q * d  # decoding tokens in the step
         decode = decode_kinds(*args, d, context, domain, queries=q)
@@ -503,6 +558,7 @@ def estimate_load(
         counts = steady_state_steps(
             isl=new, osl=osl, engine=preset, kv_slots=memory.max_concurrency,
             concurrency=setup.concurrency, acceptance_length=accepted, queries=q,
+            input_scv=w.input_scv,
         )  # fmt: skip
         overloaded = False
     else:  # open loop: decoding level where arrivals equal completions, D = rate dec tau(D)
@@ -519,7 +575,7 @@ def estimate_load(
                 d = nxt
                 break
             d = nxt
-        s, rho, wait = prefill_wait(d, new, osl, budget, *flow)
+        s, rho, wait = prefill_wait(d, new, osl, budget, *flow, w.input_scv)
         counts = {
             "running": d + d * (s + wait) / dec if not overloaded else float(slots),
             "decoding": d,
@@ -532,18 +588,24 @@ def estimate_load(
         }
     d = counts["decoding"]
     running = counts["running"]
-    chunk = min(new, budget - q * d)
     others = counts["prompt_tokens"] * max(running - 1, 0) / max(running, 1)
-    tau, tau_chunk, tau_decode = step_s(
-        np.array([d, d, d]), np.array([counts["prompt_tokens"], chunk, others])
-    ).tolist()
+    # A request's own prefill: its prompt's service steps, each carrying a chunk of it; over the
+    # distribution's bins (the mean TTFT) and at its TTFT quantiles' prompt lengths
+    free = budget - q * d
+    own = np.array(w.own_new + tuple(w.quantile_new(x) for x in TTFT_QUANTILES))
+    chunks = np.concatenate(([counts["prompt_tokens"], others], np.minimum(own, free)))
+    times = step_s(np.full(len(chunks), d), chunks)
+    tau, tau_decode = float(times[0]), float(times[1])
+    services = np.maximum(1.0, own / free) * times[2:]
+    if request_rate is not None:  # a Poisson arrival lands mid-step: it waits for the step's end
+        services = services + tau / 2
     per_step = d / dec  # requests finishing a step
     req_per_s = per_step / tau
     wait_s = counts["wait_steps"] * tau
     queue_s = counts["queued"] / req_per_s if counts["queued"] else 0.0
-    service_s = counts["service_steps"] * tau_chunk
-    if request_rate is not None:  # a Poisson arrival lands mid-step: it waits for the step's end
-        service_s += tau / 2
+    bins = len(w.own_new)
+    service_s = float(np.mean(services[:bins]))
+    at_quantile = dict(zip(TTFT_QUANTILES, services[bins:].tolist(), strict=True))
     ttft = queue_s + wait_s + service_s
     rho = counts["rho"]
     if overloaded:
@@ -560,7 +622,7 @@ def estimate_load(
     def ttft_at(quantile: float) -> float:
         if overloaded:
             return math.inf
-        return float(queue_s + service_s + quantile_wait(wait_s, rho, quantile))
+        return float(queue_s + at_quantile[quantile] + quantile_wait(wait_s, rho, quantile))
 
     return LoadPoint(
         engine=preset.name,
@@ -581,4 +643,5 @@ def estimate_load(
         requests_per_s=req_per_s,
         output_tokens_per_s=req_per_s * osl,
         capacity_requests_per_s=capacity,
+        lengths=w.name,
     )
