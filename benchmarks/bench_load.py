@@ -5,7 +5,8 @@ Prints, in one run (no timed assertions; targets are reported, never enforced): 
 time of ``estimate_load`` at one concurrency, of a curve of 20 concurrencies and of 20 request
 rates, and of a whole ``estimate_inference`` with and without its ``load`` block (the baseline
 measured in the same run), for Llama-3.3-70B FP8 on 2 x H100 (5,000 / 500 tokens) and
-DeepSeek-V3 FP8 on 8 x H200 (1,024 / 1,024).
+DeepSeek-V3 FP8 on 8 x H200 (1,024 / 1,024); and one load point with the ShareGPT length
+distribution (``estimator.spec.lengths``) against the fixed-length one.
 
 Run: ``make bench`` or ``.venv/bin/python -m benchmarks.bench_load``.
 """
@@ -18,6 +19,7 @@ from collections.abc import Callable
 
 from estimator import InferenceSetup, Parallelism, get_accelerator, get_model, get_precision
 from estimator.serving.estimate import estimate_inference, estimate_load
+from estimator.spec.lengths import LENGTH_PRESETS
 
 RUNS = 15
 POINT_TARGET_S = 0.020
@@ -47,6 +49,12 @@ def _plan(model_id: str, acc_id: str, tp: int, isl: int, osl: int) -> None:
         return estimate_load(model, acc, p, setup, fp8, request_rate=rate)
 
     point = _median_s(lambda: at(32))
+    sharegpt = LENGTH_PRESETS["sharegpt"]
+    spread = InferenceSetup(
+        input_len=sharegpt.input_len, output_len=sharegpt.output_len, concurrency=32,
+        lengths=sharegpt,
+    )  # fmt: skip
+    dist = _median_s(lambda: estimate_load(model, acc, p, spread, fp8))
     curve = _median_s(lambda: [at(n) for n in range(1, 401, 20)])
     rates = _median_s(lambda: [at(1, 0.1 * (k + 1)) for k in range(20)])
     setup = InferenceSetup(input_len=isl, output_len=osl, concurrency=32)
@@ -59,6 +67,7 @@ def _plan(model_id: str, acc_id: str, tp: int, isl: int, osl: int) -> None:
         f" 20 rates {rates * 1e3:.1f} ms (target {CURVE_TARGET_S * 1e3:.0f} ms:"
         f" {max(curve, rates) / CURVE_TARGET_S:.2f} of it)"
     )
+    print(f"    one load point with ShareGPT lengths {dist * 1e3:.2f} ms ({dist / point:.2f}x)")
     print(
         f"    estimate_inference {plain * 1e3:.2f} ms without the load block,"
         f" {loaded * 1e3:.2f} ms with it ({loaded / plain:.2f}x)"

@@ -211,6 +211,6 @@ def test_report_has_a_latency_under_load_section() -> None:
     section = load_section()
     metrics = {s["name"] for s in section["summary"]["latency under load, by metric"]}
     assert metrics == {"itl", "throughput", "tpot", "ttft"}
-    assert sum(section["skip reasons"].values()) == 103
+    assert sum(section["skip reasons"].values()) == 99
     text = "\n".join(render_load(section, details=True))
     assert "# Serving latency under load" in text and "nim-1.8.0-llama3.3-70b" in text

@@ -91,8 +91,13 @@ __all__ = [
 DEFAULT_MAX_BATCH = 2048
 LOAD_NOTE = (
     "Under load (load.*): a steady-state model of {label}'s scheduler (chunked prefill within"
-    " its token budget, its sequence cap and the KV cache's), fixed lengths; the percentiles"
+    " its token budget, its sequence cap and the KV cache's), {lengths}; the percentiles"
     " are approximate (an exponential tail on the prefill queue's wait)."
+)
+LENGTHS_NOTE = (
+    "Request lengths: {label}, mean {isl:.1f} prompt and {osl:.1f} output tokens (prompt p50"
+    " {p50:.0f}, p90 {p90:.0f}). The load model reads the distribution; a lone request, the"
+    " concurrency curve and the memory model take the rounded means ({i} / {o})."
 )
 
 
@@ -354,9 +359,10 @@ def estimate_inference(
         usd_decode = per_s * share / out_tps * 1e6 if out_tps else None
         usd_in = per_s * (1 - share) / in_tps * 1e6 if in_tps else None
     notes = list(memory.notes) + list(prof.notes)
+    which = "fixed" if setup.lengths is None else "the mean"
     notes.append(
-        "Throughput is steady-state continuous batching at fixed lengths: a batched prefill of "
-        f"the {conc} prompts plus {setup.output_len} decode steps at the mean context."
+        f"Throughput is steady-state continuous batching at {which} lengths: a batched prefill"
+        f" of the {conc} prompts plus {setup.output_len} decode steps at the mean context."
     )
     if conc > memory.max_concurrency:
         notes.append(
@@ -390,13 +396,22 @@ def estimate_inference(
             " included (the conservative reading)."
         )
     notes += model.notes
+    if setup.lengths is not None:
+        d = setup.lengths
+        notes.append(
+            LENGTHS_NOTE.format(
+                label=d.label, isl=d.mean_input, osl=d.mean_output, p50=d.input_quantile(0.5),
+                p90=d.input_quantile(0.9), i=setup.input_len, o=setup.output_len,
+            )
+        )  # fmt: skip
     load = None
     if engine is not None or request_rate is not None:
         load = estimate_load(
             model, accelerator, parallel, setup, precision, engine=engine or "vllm",
             request_rate=request_rate, cluster=cluster, memory=memory,
         )  # fmt: skip
-        notes.append(LOAD_NOTE.format(label=ENGINES[load.engine].label))
+        lengths = "fixed lengths" if setup.lengths is None else f"{setup.lengths.name} lengths"
+        notes.append(LOAD_NOTE.format(label=ENGINES[load.engine].label, lengths=lengths))
         if load.regime == "overloaded":
             notes.append(
                 f"Arrivals at {request_rate:g} requests/s exceed what the replica completes"
