@@ -17,6 +17,7 @@ from app.resolve import (
     InferencePlan,
     TrainingPlan,
     fitting_alternatives,
+    plan_lengths,
     price_for,
     resolve_accelerator,
     run_inference,
@@ -40,6 +41,7 @@ from estimator.memory.training import TrainingMemory
 from estimator.offload import Offload
 from estimator.serving.launch import launch_commands
 from estimator.spec.cluster import Cluster
+from estimator.spec.lengths import LengthDistribution
 from estimator.spec.precision import DTYPES
 from estimator.timing.comms import CommPlan
 from estimator.timing.stacks import stack_profile
@@ -354,6 +356,21 @@ def load_dict(load: LoadPoint | None) -> dict[str, Any] | None:
     return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in out.items()}
 
 
+def lengths_dict(d: LengthDistribution) -> dict[str, Any]:
+    """The request lengths an answer assumed: fixed, or a dataset's distribution with its
+    means, prompt quantiles, spread and sources."""
+    return {
+        "name": d.name,
+        "label": d.label,
+        "mean_input_tokens": d.mean_input,
+        "mean_output_tokens": d.mean_output,
+        "input_p50_tokens": d.input_quantile(0.5),
+        "input_p90_tokens": d.input_quantile(0.9),
+        "input_cv": math.sqrt(d.input_scv),
+        "sources": list(d.sources),
+    }
+
+
 def stack_dict(options: TimingOptions) -> dict[str, Any]:
     """The software stack profile a training answer assumed, as its options applied it."""
     profile = stack_profile(options.stack)
@@ -427,6 +444,7 @@ def inference_out(
         "params": params_dict(plan.model),
         "cluster": cluster_dict(plan.cluster),
         "load": load_dict(e.load),
+        "lengths": lengths_dict(plan_lengths(plan)),
         "speculative": _record(e.speculative),
         "prefix_cache": _record(e.prefix_cache),
         "launch": launch_dict(req, plan, e),

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from app.schemas.training import FineTuneFields, OffloadFields, TrainingRequest
     from estimator.serving.estimate import InferenceEstimate
     from estimator.serving.load import LoadPoint
+    from estimator.spec.lengths import LengthDistribution
     from estimator.spec.speculative import Speculative
     from estimator.sweep.serving import ServingSweep
     from estimator.sweep.training import TrainingSweep
@@ -481,6 +482,31 @@ def speculative_of(req: InferenceRequest) -> Speculative | None:
     return Speculative(method, k, accepted, draft)
 
 
+def lengths_of(req: InferenceRequest) -> LengthDistribution | None:
+    """The request's dataset length distribution (None: fixed input_len / output_len); a
+    dataset sets the lengths, so it comes without them."""
+    from estimator.spec.lengths import LENGTH_PRESETS
+
+    if req.dataset is None:
+        return None
+    given = sorted({"input_len", "output_len"} & req.model_fields_set)
+    if given:
+        raise SpecError(
+            "dataset",
+            f"sets the request lengths: give a dataset or {' and '.join(given)}, not both",
+            req.dataset,
+        )
+    return LENGTH_PRESETS[req.dataset]
+
+
+def plan_lengths(plan: InferencePlan) -> LengthDistribution:
+    """The lengths a plan assumed: its dataset's distribution, or its fixed lengths."""
+    from estimator.spec.lengths import fixed_lengths
+
+    setup = plan.setup
+    return setup.lengths or fixed_lengths(setup.input_len, setup.output_len)
+
+
 def inference_plan(req: InferenceRequest) -> InferencePlan:
     lay = req.layout
     if req.request_rate is not None and "concurrency" in req.model_fields_set:
@@ -493,6 +519,7 @@ def inference_plan(req: InferenceRequest) -> InferencePlan:
         raise SpecError(
             "num_gpus", f"must equal tp*pp = {lay.tp * lay.pp} (one replica)", req.num_gpus
         )
+    lengths = lengths_of(req)
     usd, source = price_for(req.accelerator, req.price_usd_per_gpu_hour)
     accelerator = resolve_accelerator(req.accelerator)
     return InferencePlan(
@@ -501,12 +528,13 @@ def inference_plan(req: InferenceRequest) -> InferencePlan:
         cluster=_cluster(accelerator, req),
         parallel=Parallelism(tp=lay.tp, pp=lay.pp, ep=lay.ep),
         setup=InferenceSetup(
-            input_len=req.input_len,
-            output_len=req.output_len,
+            input_len=req.input_len if lengths is None else lengths.input_len,
+            output_len=req.output_len if lengths is None else lengths.output_len,
             concurrency=req.concurrency,
             prefill_chunk=req.prefill_chunk,
             speculative=speculative_of(req),
             prefix_cache_hit_rate=req.prefix_cache_hit_rate,
+            lengths=lengths,
         ),
         precision=resolve_precision(req.precision),
         price_usd_per_gpu_hour=usd,

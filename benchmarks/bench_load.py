@@ -10,6 +10,8 @@ precision over the default TP x PP space at a request rate, without and with ``d
 (the baseline measured in the same run), and the disaggregated search alone (the prefill and
 decode pools of every layout, every pair's fleet and both fronts), for Llama-3.1-70B FP8 on H100
 (8,192 / 1,024 tokens, 10 requests/s, TTFT p99 2 s, TPOT 50 ms).
+Then one load point with the ShareGPT length distribution (``estimator.spec.lengths``)
+against the fixed-length one.
 
 Run: ``make bench`` or ``.venv/bin/python -m benchmarks.bench_load``.
 """
@@ -23,6 +25,7 @@ from dataclasses import replace
 
 from estimator import InferenceSetup, Parallelism, get_accelerator, get_model, get_precision
 from estimator.serving.estimate import estimate_inference, estimate_load
+from estimator.spec.lengths import LENGTH_PRESETS
 from estimator.sweep import disagg
 from estimator.sweep.serving import ServingSearch, ServingWorkload, sweep_serving
 from estimator.sweep.training import accelerator_spec, price_of
@@ -56,6 +59,12 @@ def _plan(model_id: str, acc_id: str, tp: int, isl: int, osl: int) -> None:
         return estimate_load(model, acc, p, setup, fp8, request_rate=rate)
 
     point = _median_s(lambda: at(32))
+    sharegpt = LENGTH_PRESETS["sharegpt"]
+    spread = InferenceSetup(
+        input_len=sharegpt.input_len, output_len=sharegpt.output_len, concurrency=32,
+        lengths=sharegpt,
+    )  # fmt: skip
+    dist = _median_s(lambda: estimate_load(model, acc, p, spread, fp8))
     curve = _median_s(lambda: [at(n) for n in range(1, 401, 20)])
     rates = _median_s(lambda: [at(1, 0.1 * (k + 1)) for k in range(20)])
     setup = InferenceSetup(input_len=isl, output_len=osl, concurrency=32)
@@ -68,6 +77,7 @@ def _plan(model_id: str, acc_id: str, tp: int, isl: int, osl: int) -> None:
         f" 20 rates {rates * 1e3:.1f} ms (target {CURVE_TARGET_S * 1e3:.0f} ms:"
         f" {max(curve, rates) / CURVE_TARGET_S:.2f} of it)"
     )
+    print(f"    one load point with ShareGPT lengths {dist * 1e3:.2f} ms ({dist / point:.2f}x)")
     print(
         f"    estimate_inference {plain * 1e3:.2f} ms without the load block,"
         f" {loaded * 1e3:.2f} ms with it ({loaded / plain:.2f}x)"

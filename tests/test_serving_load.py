@@ -118,7 +118,7 @@ def test_every_load_record_is_a_case_or_a_skip_with_its_reason() -> None:
     skips = [c for c in found if isinstance(c, Skip)]
     assert all(s.reason for s in skips)
     compared = [c for c in found if isinstance(c, LoadCase)]
-    assert len(compared) == 26 and all(c.assumptions for c in compared)
+    assert len(compared) == 30 and all(c.assumptions for c in compared)
 
 
 def test_accuracy_under_load_is_pinned() -> None:
@@ -211,6 +211,6 @@ def test_report_has_a_latency_under_load_section() -> None:
     section = load_section()
     metrics = {s["name"] for s in section["summary"]["latency under load, by metric"]}
     assert metrics == {"itl", "throughput", "tpot", "ttft"}
-    assert sum(section["skip reasons"].values()) == 103
+    assert sum(section["skip reasons"].values()) == 99
     text = "\n".join(render_load(section, details=True))
     assert "# Serving latency under load" in text and "nim-1.8.0-llama3.3-70b" in text

@@ -5,7 +5,9 @@ Each record becomes one ``LoadCase`` or one ``Skip`` with its reason, listing wh
 assumed; ``rows()`` evaluates the cases: error = predicted / measured - 1 for each statistic
 the record publishes (TTFT and TPOT as the mean, or as the median where only the median is
 published, compared with the model's mean and p50; ITL where no TPOT is given; output
-tokens/s of the replica). Nothing is fitted on these records.
+tokens/s of the replica). Fixed-length records are compared as they are; ShareGPT records drawn
+with the bench clients' default sampling through the ``sharegpt`` length preset
+(``estimator.spec.lengths``); other datasets are skipped. Nothing is fitted on these records.
 
 ``python -m validation.load`` prints the comparison.
 """
@@ -27,14 +29,17 @@ from estimator import (
     get_precision,
 )
 from estimator.serving.estimate import estimate_load
+from estimator.spec.lengths import LENGTH_PRESETS
 from estimator.spec.model import ModelSpec
 from validation.records import Refused, Skip
 
-__all__ = ["LoadCase", "LoadRow", "Skip", "cases", "main", "rows", "summary"]
+__all__ = ["LoadCase", "LoadRow", "Skip", "cases", "lengths_of", "main", "rows", "summary"]
 
 DATA = Path(__file__).parent / "data" / "serving_load_measured.json"
 
 _MODELS = {
+    "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
+    "meta-llama/Llama-3.1-70B-Instruct": "llama-3.1-70b",
     "meta-llama/Llama-3.3-70B-Instruct": "llama-3.3-70b",
     "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8": "nemotron-3-nano-30b-a3b",
     "deepseek-ai/DeepSeek-V3": "deepseek-v3",
@@ -53,6 +58,7 @@ class LoadCase:
     engine: str
     input_len: int
     output_len: int
+    lengths: str  # "fixed", or a preset of estimator.spec.lengths
     concurrency: int | None
     request_rate: float | None
     measured: dict[str, Any]
@@ -84,8 +90,41 @@ class LoadRow:
         return self.predicted / self.measured - 1
 
 
+def lengths_of(r: dict[str, Any]) -> tuple[str, list[str]]:
+    """A record's workload lengths: ``fixed`` where it gives input_len and output_len, the
+    ``sharegpt`` preset where it is ShareGPT drawn by ``sglang.bench_serving`` or ``vllm bench
+    serve`` with their default sampling (the dataset's own answer lengths, no override), else
+    refused."""
+    if isinstance(r.get("input_len"), int) and isinstance(r.get("output_len"), int):
+        return "fixed", []
+    text = str(r.get("length_distribution") or "")
+    low = text.lower()
+    if low.startswith("sharegpt") and "--dataset-name sharegpt" in low:
+        if "output-len" in low or "output_len" in low:
+            raise Refused("ShareGPT with its output lengths overridden: no preset")
+        return "sharegpt", [
+            "ShareGPT lengths: the sharegpt preset (means from vLLM PR #18566, bench sampling"
+            " rules; the spread is the maximum-entropy shape, assumed)"
+        ]
+    if low.startswith("mlperf"):
+        raise Refused("length distribution (MLPerf task dataset) has no preset: not modelled")
+    raise Refused("length distribution has no preset: not modelled")
+
+
+def _engine_version(r: dict[str, Any]) -> None:
+    """vLLM before 0.8 ran the V0 scheduler (prefill-first, no chunking under 32K context;
+    here with multi-step scheduling): the vllm presets are V1's."""
+    steps = (r.get("engine_options") or {}).get("num_scheduler_steps")
+    if isinstance(steps, int) and steps > 1:
+        raise Refused(
+            f"vLLM V0 with multi-step scheduling (--num-scheduler-steps {steps}): no preset"
+        )
+
+
 def _accelerator(gpu: str) -> tuple[str, list[str]]:
     g = gpu.lower()
+    if "a100" in g and "80" in g:
+        return "a100-sxm-80gb", ["A100 80GB form factor not stated: SXM assumed"]
     if "b200" in g:
         return "b200", []
     if "h200" in g:
@@ -99,12 +138,13 @@ def _precision(label: str) -> tuple[str, list[str]]:
     low = label.lower()
     if "fp8" in low:
         return "fp8-serving", ["FP8 weights and FP8 KV cache (the fp8-serving preset)"]
+    if low.startswith("bf16 (no quantization"):
+        return "bf16", ["BF16 checkpoint served as is (the bf16 preset)"]
     raise Refused(f"precision {label!r} is ambiguous or has no serving preset")
 
 
 def _case(r: dict[str, Any]) -> LoadCase:
-    if not isinstance(r.get("input_len"), int) or not isinstance(r.get("output_len"), int):
-        raise Refused("length distribution (dataset prompts) not modelled: fixed lengths only")
+    lengths, notes = lengths_of(r)
     model = _MODELS.get(str(r["model"]))
     if model is None:
         raise Refused(f"model {r['model']} not in the catalog")
@@ -113,12 +153,14 @@ def _case(r: dict[str, Any]) -> LoadCase:
     engine = _ENGINES.get(engine_name)
     if engine is None:
         raise Refused(f"engine {r.get('engine')} has no scheduler preset")
+    _engine_version(r)
     num_gpus, tp = int(r.get("num_gpus") or 0), r.get("tp")
     if not isinstance(tp, int) or tp != num_gpus:
         raise Refused(f"{num_gpus} GPUs as TP {tp}: only one tensor-parallel replica is modelled")
     if num_gpus > 8:
         raise Refused("multi-node replica: inter-node TP not modelled by the load model")
-    acc, notes = _accelerator(str(r["gpu"]))
+    acc, more = _accelerator(str(r["gpu"]))
+    notes += more
     precision, more = _precision(str(r["precision"]))
     notes += more
     if engine_name == "nim":
@@ -132,8 +174,11 @@ def _case(r: dict[str, Any]) -> LoadCase:
         tp=tp,
         precision=precision,
         engine=engine,
-        input_len=int(r["input_len"]),
-        output_len=int(r["output_len"]),
+        input_len=int(r["input_len"]) if lengths == "fixed" else LENGTH_PRESETS[lengths].input_len,
+        output_len=int(r["output_len"])
+        if lengths == "fixed"
+        else LENGTH_PRESETS[lengths].output_len,
+        lengths=lengths,
         concurrency=load.get("concurrency"),
         request_rate=load.get("request_rate"),
         measured=r["measured"],
@@ -200,6 +245,7 @@ def rows() -> tuple[list[LoadRow], list[tuple[str, str]]]:
             input_len=case.input_len,
             output_len=case.output_len,
             concurrency=int(case.concurrency or 1),
+            lengths=LENGTH_PRESETS.get(case.lengths),
         )
         model = get_model(case.model)
         try:

@@ -351,7 +351,8 @@ def memory_section() -> dict[str, Any]:
 
 def load_section() -> dict[str, Any]:
     """Serving latency under load (``validation/load.py``): TTFT, TPOT / ITL and throughput of
-    the steady-state load model against the published measurements, by metric and source."""
+    the steady-state load model against the published measurements, by metric, source, engine
+    and regime."""
     from validation.load import rows as load_rows
 
     found, skipped = load_rows()
@@ -364,6 +365,9 @@ def load_section() -> dict[str, Any]:
             "latency under load, by metric": summarize(found, lambda r: r.metric),
             "latency under load, by metric and source": summarize(
                 found, lambda r: f"{r.metric} / {r.group}"
+            ),
+            "latency under load, by metric and engine": summarize(
+                found, lambda r: f"{r.metric} / {r.engine}"
             ),
             "latency under load, by metric and regime": summarize(
                 found, lambda r: f"{r.metric} / {r.regime}"

@@ -36,6 +36,7 @@ __all__ = [
     "InferenceLayout",
     "InferenceRequest",
     "LatencyBreakdown",
+    "LengthsOut",
     "PrefixCacheOut",
     "SpeculativeOut",
 ]
@@ -73,6 +74,14 @@ class InferenceRequest(ClusterFields):
     )
     input_len: TokenCount = Field(1024, description="Prompt tokens", json_schema_extra=PROMPT)
     output_len: OutputLen = Field(256, description="Output tokens", json_schema_extra=OUTPUT)
+    dataset: Literal["sharegpt"] | None = Field(
+        None,
+        description="Request lengths drawn from a dataset instead of fixed input_len /"
+        " output_len (give one or the other): sharegpt, as vllm bench serve and"
+        " sglang.bench_serving sample it (mean 229.7 prompt and 203.1 output tokens; the"
+        " load model reads its spread, a lone request and the memory model its means)",
+        json_schema_extra=form("Length distribution", "Workload", "fixed lengths"),
+    )
     concurrency: Concurrency = Field(
         1,
         description="Sequences decoded together",
@@ -251,6 +260,20 @@ class LoadOut(BaseModel):
     capacity_requests_per_s: float = Field(
         description="The most requests/s the replica completes at this load's lengths"
     )
+    lengths: str = Field(description="fixed, or the dataset whose length distribution it took")
+
+
+class LengthsOut(BaseModel):
+    """The request lengths the answer assumed (``estimator.spec.lengths``)."""
+
+    name: str = Field(description="fixed, or a dataset preset")
+    label: str
+    mean_input_tokens: float
+    mean_output_tokens: float
+    input_p50_tokens: float
+    input_p90_tokens: float
+    input_cv: float = Field(description="The prompt length's coefficient of variation")
+    sources: list[str]
 
 
 class LaunchOut(BaseModel):
@@ -315,6 +338,7 @@ class InferenceEstimateOut(BaseModel):
     params: Params
     cluster: ClusterOut
     load: LoadOut
+    lengths: LengthsOut
     speculative: SpeculativeOut | None = Field(description="Null without speculative decoding")
     prefix_cache: PrefixCacheOut | None = Field(description="Null at a hit rate of 0")
     launch: LaunchOut

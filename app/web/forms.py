@@ -210,6 +210,7 @@ SERVING_INPUTS = inputs_of(
     "precision",
     "input_len",
     "output_len",
+    "dataset",
     "concurrency",
     "request_rate",
     "engine",

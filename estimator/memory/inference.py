@@ -52,6 +52,7 @@ from estimator.layout.sharding import (
 )
 from estimator.spec.accelerator import GIB, Accelerator
 from estimator.spec.architecture import Compressor
+from estimator.spec.lengths import LengthDistribution
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
 from estimator.spec.speculative import Speculative, draft_pass, validate_speculative
@@ -83,7 +84,9 @@ class InferenceSetup:
     ``prefill_chunk`` is the number of prompt tokens processed in one forward (chunked prefill);
     by default one whole prompt. ``speculative``: speculative decoding (None: none).
     ``prefix_cache_hit_rate``: the fraction of each prompt's tokens found in the prefix cache
-    (computed: the rest).
+    (computed: the rest). ``lengths``: a length distribution (``estimator.spec.lengths``) the
+    load model reads (None: every request ``input_len`` / ``output_len``); ``input_len`` and
+    ``output_len`` are then its rounded means, which the memory model and a lone request use.
     """
 
     input_len: int
@@ -92,6 +95,7 @@ class InferenceSetup:
     prefill_chunk: int | None = None
     speculative: Speculative | None = None
     prefix_cache_hit_rate: float = 0.0
+    lengths: LengthDistribution | None = None
 
     @property
     def cached_prompt_tokens(self) -> int:

@@ -21,6 +21,7 @@ and decode-only replicas) both time their steps here.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -38,6 +39,7 @@ from estimator.serving.steps import (
 )
 from estimator.spec.accelerator import Accelerator
 from estimator.spec.cluster import Cluster
+from estimator.spec.lengths import LengthDistribution
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import Precision
 from estimator.timing.kernels import kernel_profile
@@ -53,6 +55,57 @@ an array: one step per entry)."""
 # A decoding level this small is a step's decodes at the edge of zero (the open loop's grid
 # starts above it); only an exact 0 removes the decode parts.
 MIN_DECODING = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """What the load model reads off a workload's lengths (``serving.load``: length
+    distributions): means for the flow, the prompt whose cost a chunk takes pro rata, the
+    decode context, and each bin's computed prompt tokens for a request's own prefill."""
+
+    name: str
+    mean_new: float  # computed prompt tokens per request (the prefix cache's hit excluded)
+    mean_output: float
+    input_scv: float
+    context: float
+    prompt_len: int
+    prompt_cached: int
+    own_new: tuple[float, ...]
+    lengths: LengthDistribution | None
+
+    @property
+    def prompt_new(self) -> int:
+        return self.prompt_len - self.prompt_cached
+
+    def quantile_new(self, p: float) -> float:
+        if self.lengths is None:
+            return self.own_new[0]
+        return self.lengths.input_quantile(p) * self.mean_new / self.lengths.mean_input
+
+
+def workload_of(setup: InferenceSetup) -> Workload:
+    """Fixed lengths exactly as they are (one point), or the distribution's statistics with the
+    prefix cache's hit rate taken off every prompt alike."""
+    isl, osl, cached = setup.input_len, setup.output_len, setup.cached_prompt_tokens
+    dist = setup.lengths
+    if dist is None:
+        new = isl - cached
+        return Workload("fixed", new, osl, 0.0, isl + osl / 2, isl, cached, (float(new),), None)
+    kept = (isl - cached) / isl  # the computed share of a prompt
+    prompt = max(round(dist.token_weighted_input), 1)
+    hit = setup.prefix_cache_hit_rate
+    prompt_cached = min(int(hit * prompt), prompt - 1) if hit else 0
+    return Workload(
+        name=dist.name,
+        mean_new=dist.mean_input * kept,
+        mean_output=dist.mean_output,
+        input_scv=dist.input_scv,
+        context=dist.decode_context,
+        prompt_len=prompt,
+        prompt_cached=prompt_cached,
+        own_new=tuple(x * kept for x in dist.input_lens),
+        lengths=dist,
+    )
 
 
 def engine_step_time(
@@ -73,16 +126,16 @@ def engine_step_time(
     stages = distinct_stages(model, p.pp)
     spec = setup.speculative
     q = setup.queries  # tokens a step runs per decoding sequence
-    isl = setup.input_len
-    cached = setup.cached_prompt_tokens
-    new = isl - cached
-    context = isl + setup.output_len / 2  # the mean over a sequence's decode
+    w = workload_of(setup)
+    new = w.prompt_new
+    context = w.context  # the mean context a decoding sequence reads
     args = (model, accelerator, prof, p, precision)
-    prompt = prefill_kinds(*args, isl, 1, cluster, cached)  # one prompt: chunks take it pro rata
+    # one prompt (a distribution's token-weighted mean length): chunks take its cost pro rata
+    prompt = prefill_kinds(*args, w.prompt_len, 1, cluster, w.prompt_cached)
     replica = Replica(*args, cluster)
     drafted = None
     if spec is not None and spec.drafting:  # the drafter's pass over one prompt, pro rata too
-        drafted = draft_prefill(replica, spec, isl, 1, cached, prompt)
+        drafted = draft_prefill(replica, spec, w.prompt_len, 1, w.prompt_cached, prompt)
 
     def step_s(decoding: Num, prompt_tokens: Num) -> np.ndarray:
         level = np.asarray(decoding, dtype=float)

@@ -39,7 +39,7 @@ from estimator.layout.parallel import Parallelism
 from estimator.layout.ranks import group_shapes
 from estimator.layout.sharding import StageShape, distinct_stages
 from estimator.memory.inference import InferenceMemory, InferenceSetup, inference_memory
-from estimator.serving.engine_step import engine_step_time
+from estimator.serving.engine_step import engine_step_time, workload_of
 from estimator.serving.load import (
     ENGINES,
     LoadPoint,
@@ -89,8 +89,13 @@ __all__ = [
 DEFAULT_MAX_BATCH = 2048
 LOAD_NOTE = (
     "Under load (load.*): a steady-state model of {label}'s scheduler (chunked prefill within"
-    " its token budget, its sequence cap and the KV cache's), fixed lengths; the percentiles"
+    " its token budget, its sequence cap and the KV cache's), {lengths}; the percentiles"
     " are approximate (an exponential tail on the prefill queue's wait)."
+)
+LENGTHS_NOTE = (
+    "Request lengths: {label}, mean {isl:.1f} prompt and {osl:.1f} output tokens (prompt p50"
+    " {p50:.0f}, p90 {p90:.0f}). The load model reads the distribution; a lone request, the"
+    " concurrency curve and the memory model take the rounded means ({i} / {o})."
 )
 
 
@@ -352,9 +357,10 @@ def estimate_inference(
         usd_decode = per_s * share / out_tps * 1e6 if out_tps else None
         usd_in = per_s * (1 - share) / in_tps * 1e6 if in_tps else None
     notes = list(memory.notes) + list(prof.notes)
+    which = "fixed" if setup.lengths is None else "the mean"
     notes.append(
-        "Throughput is steady-state continuous batching at fixed lengths: a batched prefill of "
-        f"the {conc} prompts plus {setup.output_len} decode steps at the mean context."
+        f"Throughput is steady-state continuous batching at {which} lengths: a batched prefill"
+        f" of the {conc} prompts plus {setup.output_len} decode steps at the mean context."
     )
     if conc > memory.max_concurrency:
         notes.append(
@@ -388,13 +394,22 @@ def estimate_inference(
             " included (the conservative reading)."
         )
     notes += model.notes
+    if setup.lengths is not None:
+        d = setup.lengths
+        notes.append(
+            LENGTHS_NOTE.format(
+                label=d.label, isl=d.mean_input, osl=d.mean_output, p50=d.input_quantile(0.5),
+                p90=d.input_quantile(0.9), i=setup.input_len, o=setup.output_len,
+            )
+        )  # fmt: skip
     load = None
     if engine is not None or request_rate is not None:
         load = estimate_load(
             model, accelerator, parallel, setup, precision, engine=engine or "vllm",
             request_rate=request_rate, cluster=cluster, memory=memory,
         )  # fmt: skip
-        notes.append(LOAD_NOTE.format(label=ENGINES[load.engine].label))
+        lengths = "fixed lengths" if setup.lengths is None else f"{setup.lengths.name} lengths"
+        notes.append(LOAD_NOTE.format(label=ENGINES[load.engine].label, lengths=lengths))
         if load.regime == "overloaded":
             notes.append(
                 f"Arrivals at {request_rate:g} requests/s exceed what the replica completes"
@@ -428,6 +443,9 @@ def estimate_inference(
     )
 
 
+TTFT_QUANTILES = (0.5, 0.9, 0.99)
+
+
 def estimate_load(
     model: ModelSpec,
     accelerator: Accelerator,
@@ -454,8 +472,8 @@ def estimate_load(
     accepted = 1.0 if spec is None else spec.acceptance_length  # tokens a step emits each
     q = setup.queries  # tokens a step runs per decoding sequence
     flow = (accepted, q)
-    osl = setup.output_len
-    new = setup.input_len - setup.cached_prompt_tokens  # computed (the rest: prefix cache)
+    w = workload_of(setup)
+    new, osl = w.mean_new, w.mean_output  # the means drive the flow balance
     dec = decode_steps(osl, accepted)  # steps a request decodes
     step_s = engine_step_time(
         model, accelerator, parallel, setup, precision, mixed=preset.mixed, cluster=domain
@@ -473,6 +491,7 @@ def estimate_load(
         counts = steady_state_steps(
             isl=new, osl=osl, engine=preset, kv_slots=memory.max_concurrency,
             concurrency=setup.concurrency, acceptance_length=accepted, queries=q,
+            input_scv=w.input_scv,
         )  # fmt: skip
         overloaded = False
     else:  # open loop: decoding level where arrivals equal completions, D = rate dec tau(D)
@@ -489,7 +508,7 @@ def estimate_load(
                 d = nxt
                 break
             d = nxt
-        s, rho, wait = prefill_wait(d, new, osl, budget, *flow)
+        s, rho, wait = prefill_wait(d, new, osl, budget, *flow, w.input_scv)
         counts = {
             "running": d + d * (s + wait) / dec if not overloaded else float(slots),
             "decoding": d,
@@ -502,18 +521,24 @@ def estimate_load(
         }
     d = counts["decoding"]
     running = counts["running"]
-    chunk = min(new, budget - q * d)
     others = counts["prompt_tokens"] * max(running - 1, 0) / max(running, 1)
-    tau, tau_chunk, tau_decode = step_s(
-        np.array([d, d, d]), np.array([counts["prompt_tokens"], chunk, others])
-    ).tolist()
+    # A request's own prefill: its prompt's service steps, each carrying a chunk of it; over the
+    # distribution's bins (the mean TTFT) and at its TTFT quantiles' prompt lengths
+    free = budget - q * d
+    own = np.array(w.own_new + tuple(w.quantile_new(x) for x in TTFT_QUANTILES))
+    chunks = np.concatenate(([counts["prompt_tokens"], others], np.minimum(own, free)))
+    times = step_s(np.full(len(chunks), d), chunks)
+    tau, tau_decode = float(times[0]), float(times[1])
+    services = np.maximum(1.0, own / free) * times[2:]
+    if request_rate is not None:  # a Poisson arrival lands mid-step: it waits for the step's end
+        services = services + tau / 2
     per_step = d / dec  # requests finishing a step
     req_per_s = per_step / tau
     wait_s = counts["wait_steps"] * tau
     queue_s = counts["queued"] / req_per_s if counts["queued"] else 0.0
-    service_s = counts["service_steps"] * tau_chunk
-    if request_rate is not None:  # a Poisson arrival lands mid-step: it waits for the step's end
-        service_s += tau / 2
+    bins = len(w.own_new)
+    service_s = float(np.mean(services[:bins]))
+    at_quantile = dict(zip(TTFT_QUANTILES, services[bins:].tolist(), strict=True))
     ttft = queue_s + wait_s + service_s
     rho = counts["rho"]
     if overloaded:
@@ -530,7 +555,7 @@ def estimate_load(
     def ttft_at(quantile: float) -> float:
         if overloaded:
             return math.inf
-        return float(queue_s + service_s + quantile_wait(wait_s, rho, quantile))
+        return float(queue_s + at_quantile[quantile] + quantile_wait(wait_s, rho, quantile))
 
     return LoadPoint(
         engine=preset.name,
@@ -551,4 +576,5 @@ def estimate_load(
         requests_per_s=req_per_s,
         output_tokens_per_s=req_per_s * osl,
         capacity_requests_per_s=capacity,
+        lengths=w.name,
     )

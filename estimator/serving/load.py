@@ -41,8 +41,19 @@ times them after:
   ``OSL - 1`` above reads ``(OSL - 1) / tau`` and the budget left to prompts is ``B - (k + 1) D``.
 - **Prefix caching**: ``ISL`` is the prompt tokens a request computes (its cached prefix is
   not scheduled: vLLM counts it in ``num_computed_tokens``); the caller passes that.
+- **Length distributions** (``estimator.spec.lengths``; fixed lengths are a distribution of
+  one point and give the same numbers): flow balance, prompt tokens per step and throughput
+  take the means (``ISL`` = ``E[ISL]``, ``OSL - 1`` = ``E[OSL] - 1``: every request of a
+  preset decodes at least 3 tokens); the prefill queue's wait is M/G/1's, the M/D/1 wait times
+  ``1 + c^2`` with ``c`` the prompt length's coefficient of variation (Pollaczek-Khinchine);
+  the caller times a prompt chunk as a prompt of the token-weighted mean length
+  ``E[ISL^2] / E[ISL]``, decode attention at the step-weighted mean context
+  ``E[ISL] + E[OSL^2] / (2 E[OSL])``, and a request's own prefill at its own length (TTFT's
+  mean over the distribution, its quantiles at the prompt length's quantiles plus the wait's).
+  TPOT is the same for every request (the steps it decodes in are the replica's), so its
+  median over requests is its mean. Prompt and output lengths are independent.
 
-Fixed input and output lengths; no preemption.
+No preemption.
 """
 
 from __future__ import annotations
@@ -164,38 +175,49 @@ class LoadPoint:
     requests_per_s: float
     output_tokens_per_s: float
     capacity_requests_per_s: float  # at the most sequences the budget, cap and KV cache allow
+    lengths: str = "fixed"  # the workload's length distribution (estimator.spec.lengths)
 
 
-def decode_steps(osl: int, acceptance_length: float = 1.0) -> float:
+def decode_steps(osl: float, acceptance_length: float = 1.0) -> float:
     """Steps a request decodes after its first token: ``OSL - 1`` tokens, ``acceptance_length``
     a step (at least one step)."""
     return max(osl - 1, 1) / acceptance_length
 
 
 def prefill_wait(
-    d: float, isl: int, osl: int, budget: int, acceptance_length: float = 1.0, queries: int = 1
+    d: float,
+    isl: float,
+    osl: float,
+    budget: int,
+    acceptance_length: float = 1.0,
+    queries: int = 1,
+    input_scv: float = 0.0,
 ) -> tuple[float, float, float]:
     """(service steps s, utilization rho, mean wait in steps) of the prefill queue with ``d``
-    sequences decoding, each taking ``queries`` tokens of the budget a step."""
+    sequences decoding, each taking ``queries`` tokens of the budget a step. ``isl`` and
+    ``osl``: the mean prompt (computed tokens) and output; ``input_scv``: the prompt length's
+    squared coefficient of variation, which scales the wait by ``1 + scv``
+    (Pollaczek-Khinchine's M/G/1 mean wait; 0, fixed lengths, is M/D/1)."""
     free = budget - queries * d
     r = d * acceptance_length / max(osl - 1, 1)  # requests finishing a step (decode_steps)
     s = max(1.0, isl / free)
     rho = r * isl / free
-    return s, rho, float(md1_wait(s, rho))
+    return s, rho, float(md1_wait(s, rho, input_scv))
 
 
-def md1_wait(service: Num, rho: Num) -> Num:
-    """The mean wait in an M/D/1 queue of deterministic ``service`` at utilization ``rho``
-    (Pollaczek-Khinchine: ``service rho / (2 (1 - rho))``; infinite at or past 1), in the
-    service's unit; arrays entry by entry."""
+def md1_wait(service: Num, rho: Num, scv: Num = 0.0) -> Num:
+    """The mean wait in a single-server queue of mean ``service`` at utilization ``rho``
+    (Pollaczek-Khinchine: ``service rho (1 + scv) / (2 (1 - rho))``, ``scv`` the service time's
+    squared coefficient of variation: 0, deterministic service, is M/D/1; infinite at or past
+    1), in the service's unit; arrays entry by entry."""
     if not is_array(service, rho):
-        return service * rho / (2 * (1 - rho)) if rho < 1 else math.inf
+        return service * rho * (1 + scv) / (2 * (1 - rho)) if rho < 1 else math.inf
     busy = np.minimum(rho, 1 - 1e-12)
-    return np.where(rho < 1, service * busy / (2 * (1 - busy)), np.inf)
+    return np.where(rho < 1, service * busy * (1 + scv) / (2 * (1 - busy)), np.inf)
 
 
 def budget_cap(
-    isl: int, osl: int, budget: int, acceptance_length: float = 1.0, queries: int = 1
+    isl: float, osl: float, budget: int, acceptance_length: float = 1.0, queries: int = 1
 ) -> float:
     """The most sequences that can decode while prompts keep up: ``queries D + D ISL / dec <= B``
     with ``dec`` the steps a request decodes (a hair under it, where the prefill queue is still
@@ -206,11 +228,12 @@ def budget_cap(
 
 def solve_decoding(
     running: float,
-    isl: int,
-    osl: int,
+    isl: float,
+    osl: float,
     budget: int,
     acceptance_length: float = 1.0,
     queries: int = 1,
+    input_scv: float = 0.0,
 ) -> tuple[float, bool]:
     """Mean sequences decoding per step with ``running`` requests holding slots (closed loop),
     and whether the token budget binds (the rest then wait in the prefill queue)."""
@@ -218,7 +241,7 @@ def solve_decoding(
     cap = min(budget_cap(isl, osl, budget, acceptance_length, queries), running)
 
     def held(d: float) -> float:  # requests a decoding level d keeps busy: decoding + prefill
-        s, _, wait = prefill_wait(d, isl, osl, budget, acceptance_length, queries)
+        s, _, wait = prefill_wait(d, isl, osl, budget, acceptance_length, queries, input_scv)
         return d + d * (s + wait) / dec
 
     if held(cap) <= running:  # the budget binds: prompts queue for it
@@ -231,31 +254,34 @@ def solve_decoding(
         else:
             hi = mid
     d = (lo + hi) / 2
-    rho = prefill_wait(d, isl, osl, budget, acceptance_length, queries)[1]
+    rho = prefill_wait(d, isl, osl, budget, acceptance_length, queries, input_scv)[1]
     return d, rho > BUDGET_BOUND_UTILIZATION
 
 
 def steady_state_steps(
     *,
-    isl: int,
-    osl: int,
+    isl: float,
+    osl: float,
     engine: EnginePreset,
     kv_slots: int,
     concurrency: float | None = None,
     acceptance_length: float = 1.0,
     queries: int = 1,
+    input_scv: float = 0.0,
 ) -> dict[str, float]:
     """The step-count side of a load point (no times): ``running``, ``decoding``, ``queued``,
     prompt tokens per step, prefill service steps, wait steps and utilization. Closed loop
     (``concurrency``) only; the open loop needs the step time and is solved by the caller.
-    ``isl``: the prompt tokens a request computes; ``acceptance_length`` and ``queries``: a
-    speculative step's tokens emitted and scheduled per decoding sequence."""
+    ``isl``: the prompt tokens a request computes (the mean, with a length distribution, whose
+    prompt's squared coefficient of variation is ``input_scv``); ``osl``: the mean output;
+    ``acceptance_length`` and ``queries``: a speculative step's tokens emitted and scheduled
+    per decoding sequence."""
     if concurrency is None or concurrency < 1:
         raise SpecError("concurrency", "must be >= 1", concurrency)
     slots = engine.slots(kv_slots)
     if slots < 1:
         raise SpecError("concurrency", "the KV cache holds no sequence of this length", kv_slots)
-    spec = (acceptance_length, queries)
+    spec = (acceptance_length, queries, input_scv)
     dec = decode_steps(osl, acceptance_length)
     running = min(concurrency, slots)
     decoding, budget_bound = solve_decoding(running, isl, osl, engine.token_budget, *spec)

@@ -1,0 +1,200 @@
+"""Length distributions in the serving load model (issue 22): fixed lengths as one point give
+today's numbers, a preset keeps its published means, spread moves TTFT the way it must, the
+API refuses what does not go together, and the validation maps only what is that dataset."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import fields, replace
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import app
+from estimator import (
+    InferenceSetup,
+    Parallelism,
+    SpecError,
+    get_accelerator,
+    get_model,
+    get_precision,
+)
+from estimator.serving.estimate import estimate_load
+from estimator.serving.load import LoadPoint, prefill_wait
+from estimator.spec.lengths import (
+    LENGTH_PRESETS,
+    LengthDistribution,
+    fixed_lengths,
+    truncated_exponential,
+)
+from validation.load import LoadCase, Skip, cases, lengths_of, rows, summary
+from validation.records import Refused
+
+SHAREGPT = LENGTH_PRESETS["sharegpt"]
+
+# estimate_load before length distributions (commit 20b3b1f), fixed lengths: (ttft_s, tpot_s,
+# ttft_p50_s, ttft_p90_s, output_tokens_per_s, requests_per_s, regime)
+BEFORE = [
+    (("llama-3.3-70b", "h100-sxm-80gb", 2, "fp8-serving", 5000, 500, 32, None, "vllm"),
+     (0.4175379243461102, 0.03816211487328961, 0.41674275827269525, 0.41674275827269525,
+      821.2138497937307, 1.6424276995874614, "shared")),
+    (("llama-3.3-70b", "h100-sxm-80gb", 2, "fp8-serving", 5000, 500, 1, 0.3, "trtllm"),
+     (0.42117022926038983, 0.020017506143213883, 0.421132044223768, 0.421132044223768,
+      150.00000201413243, 0.3000000040282649, "shared")),
+    (("llama-3.1-8b", "a100-sxm-80gb", 1, "bf16", 230, 203, 1, 4.0, "sglang"),
+     (0.04114262483041196, 0.01426909371674741, 0.04113099202451753, 0.04113099202451753,
+      812.0000816410492, 4.000000402172656, "shared")),
+    (("deepseek-v3", "h200-sxm-141gb", 8, "fp8-serving", 1024, 1024, 64, None, "sglang"),
+     (0.3037554130410139, 0.14046456580950903, 0.3031973485234177, 0.3031973485234177,
+      455.08053934946287, 0.44441458920845983, "shared")),
+]  # fmt: skip
+
+
+def _load(
+    model: str, acc: str, tp: int, precision: str, setup: InferenceSetup, rate: float | None,
+    engine: str,
+) -> LoadPoint:  # fmt: skip
+    return estimate_load(
+        get_model(model), get_accelerator(acc), Parallelism(tp=tp), setup,
+        get_precision(precision), engine=engine, request_rate=rate,
+    )  # fmt: skip
+
+
+def _sharegpt(concurrency: int = 1) -> InferenceSetup:
+    return InferenceSetup(
+        input_len=SHAREGPT.input_len,
+        output_len=SHAREGPT.output_len,
+        concurrency=concurrency,
+        lengths=SHAREGPT,
+    )
+
+
+@pytest.mark.parametrize(("plan", "before"), BEFORE, ids=lambda v: str(v[0]))
+def test_fixed_lengths_give_the_numbers_of_before(plan: tuple, before: tuple) -> None:
+    model, acc, tp, precision, isl, osl, conc, rate, engine = plan
+    setup = InferenceSetup(input_len=isl, output_len=osl, concurrency=conc)
+    p = _load(model, acc, tp, precision, setup, rate, engine)
+    got = (p.ttft_s, p.tpot_s, p.ttft_p50_s, p.ttft_p90_s, p.output_tokens_per_s,
+           p.requests_per_s, p.regime)  # fmt: skip
+    assert got[:-1] == pytest.approx(before[:-1], rel=1e-12) and got[-1] == before[-1]
+    # The same lengths as a distribution of one point: every field the same
+    one = _load(model, acc, tp, precision, replace(setup, lengths=fixed_lengths(isl, osl)),
+                rate, engine)  # fmt: skip
+    assert all(getattr(one, f.name) == getattr(p, f.name) for f in fields(LoadPoint))
+
+
+def test_bins_keep_the_mean_and_the_bounds() -> None:
+    bins = truncated_exponential(229.711, 4, 1024)
+    assert len(bins) == 16 and math.fsum(bins) / 16 == pytest.approx(229.711, rel=1e-12)
+    assert 4 < bins[0] < bins[-1] < 1024 and list(bins) == sorted(bins)
+    # A mean above the midpoint gives a rising density: the top bins are the crowded ones
+    high = truncated_exponential(800, 4, 1024)
+    assert math.fsum(high) / 16 == pytest.approx(800) and high[-1] - high[-2] < high[1] - high[0]
+    with pytest.raises(SpecError, match="mean"):
+        truncated_exponential(2000, 4, 1024)
+    with pytest.raises(SpecError, match="input_lens"):
+        LengthDistribution("x", "x", (), (1.0,))
+
+
+def test_the_sharegpt_preset_keeps_its_published_means() -> None:
+    """vLLM PR #18566: 229,711 input and 203,068 output tokens over 1,000 prompts."""
+    assert SHAREGPT.mean_input == pytest.approx(229.711, rel=1e-12)
+    assert SHAREGPT.mean_output == pytest.approx(203.068, rel=1e-12)
+    assert (SHAREGPT.input_len, SHAREGPT.output_len) == (230, 203)
+    # The bench samplers' bounds: at least 4 tokens, prompts <= 1,024, prompt + output <= 2,048
+    assert min(SHAREGPT.input_lens) >= 4 and max(SHAREGPT.input_lens) <= 1024
+    assert min(SHAREGPT.output_lens) >= 4 and max(SHAREGPT.output_lens) <= 2044
+    # Right-skewed: median under the mean, a spread near an exponential's
+    assert SHAREGPT.input_quantile(0.5) < SHAREGPT.mean_input < SHAREGPT.input_quantile(0.9)
+    assert 0.8 < math.sqrt(SHAREGPT.input_scv) < 1.0
+    # Long answers weigh more in the context a decode step reads
+    assert SHAREGPT.decode_context > SHAREGPT.mean_input + SHAREGPT.mean_output / 2
+
+
+def test_a_request_population_keeps_its_means_under_load() -> None:
+    """Open loop below capacity: requests complete at the arrival rate, output tokens at the
+    rate times the mean output."""
+    p = _load("llama-3.1-8b", "a100-sxm-80gb", 1, "bf16", _sharegpt(), 4.0, "sglang")
+    assert p.lengths == "sharegpt" and p.regime == "shared"
+    assert p.requests_per_s == pytest.approx(4.0, rel=1e-6)
+    assert p.output_tokens_per_s == pytest.approx(4.0 * 203.068, rel=1e-6)
+
+
+def test_spread_moves_ttft_as_it_must() -> None:
+    """At light load a request's TTFT follows its own prompt: the median prompt (168 tokens) is
+    shorter than the mean (230), so the median TTFT is below the fixed-length one, and p90 above
+    p50; more load never shortens TTFT."""
+    args = ("llama-3.1-8b", "a100-sxm-80gb", 1, "bf16")
+    fixed = InferenceSetup(input_len=230, output_len=203)
+    for rate in (1.0, 4.0, 8.0):
+        spread = _load(*args, _sharegpt(), rate, "sglang")
+        flat = _load(*args, fixed, rate, "sglang")
+        assert spread.ttft_p50_s < flat.ttft_p50_s
+        assert spread.ttft_p50_s < spread.ttft_p90_s < spread.ttft_p99_s
+    ttfts = [_load(*args, _sharegpt(), r, "sglang").ttft_s for r in (1.0, 4.0, 8.0, 16.0)]
+    assert ttfts == sorted(ttfts)
+    closed = [_load(*args, _sharegpt(n), None, "vllm").ttft_s for n in (1, 16, 64, 256)]
+    assert closed == sorted(closed)
+
+
+def test_prompt_spread_lengthens_the_prefill_wait() -> None:
+    """Pollaczek-Khinchine: the M/G/1 wait is the M/D/1 wait times 1 + c^2."""
+    s0, rho0, w0 = prefill_wait(200.0, 5000, 500, 8192)
+    s1, rho1, w1 = prefill_wait(200.0, 5000, 500, 8192, input_scv=1.0)
+    assert (s1, rho1) == (s0, rho0) and w0 > 0 and w1 == pytest.approx(2 * w0)
+
+
+def test_api_takes_a_dataset_and_says_what_it_assumed() -> None:
+    client = TestClient(app)
+    req = {"model": "llama-3.1-8b", "accelerator": "a100-sxm-80gb", "engine": "sglang",
+           "request_rate": 4, "dataset": "sharegpt"}  # fmt: skip
+    body = client.post("/api/v1/inference/estimate", json=req).json()
+    assert body["lengths"]["name"] == "sharegpt" and body["load"]["lengths"] == "sharegpt"
+    assert body["lengths"]["mean_input_tokens"] == pytest.approx(229.711)
+    assert any("vLLM PR #18566" in s for s in body["lengths"]["sources"])
+    assert any(n.startswith("Request lengths: ShareGPT") for n in body["notes"])
+    assert body["launch"]["vllm"].count("--max-model-len 433") == 1  # the rounded means
+    plain = client.post("/api/v1/inference/estimate", json={**req, "dataset": None}).json()
+    assert plain["lengths"]["name"] == "fixed" and plain["lengths"]["input_cv"] == 0
+    for extra in ({"input_len": 512}, {"output_len": 64}):
+        bad = client.post("/api/v1/inference/estimate", json={**req, **extra})
+        assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "dataset"
+    unknown = client.post("/api/v1/inference/estimate", json={**req, "dataset": "lmsys"})
+    assert unknown.status_code == 422 and unknown.json()["detail"][0]["field"] == "dataset"
+    page = client.get("/serving", params={"model": "llama-3.1-8b", "dataset": "sharegpt"})
+    assert page.status_code == 200 and "Length distribution" in page.text
+
+
+def test_validation_maps_only_sharegpt_with_its_default_sampling() -> None:
+    text = (
+        "ShareGPT (sglang.bench_serving --dataset-name sharegpt; per-request input/output"
+        " lengths from the dataset conversations)"
+    )
+    sharegpt = {"length_distribution": text}
+    assert lengths_of(sharegpt)[0] == "sharegpt"
+    assert lengths_of({"input_len": 1024, "output_len": 1024}) == ("fixed", [])
+    override = {"length_distribution": text + " --sharegpt-output-len 256"}
+    with pytest.raises(Refused, match="overridden"):
+        lengths_of(override)
+    with pytest.raises(Refused, match="MLPerf"):
+        lengths_of({"length_distribution": "MLPerf llama2-70b task: OpenOrca subset"})
+    found = {c.id: c for c in cases()}
+    compared = [c for c in found.values() if isinstance(c, LoadCase) and c.lengths == "sharegpt"]
+    assert sorted(c.id for c in compared) == [
+        f"sglang-bench-vllm060-{g}-sglang-rps{r}" for g in ("a100-8b", "h100-70b") for r in (4, 8)
+    ]
+    v0 = found["sglang-bench-vllm060-a100-8b-vllm-rps4"]
+    assert isinstance(v0, Skip) and "multi-step" in v0.reason
+
+
+def test_accuracy_on_sharegpt_is_pinned() -> None:
+    """Measured, not tuned (docs/validation.md): the 4 SGLang 0.3 ShareGPT records (Poisson
+    arrivals at 4 and 8 req/s), median TTFT and TPOT; the whole table's TTFT and TPOT."""
+    found, _ = rows()
+    table = {(s["metric"], s["group"]): s for s in summary(found)}
+    group = "sglang_repo_benchmark_vllm_060"
+    assert table[("ttft", group)]["n"] == 4 and table[("ttft", group)]["median_ape"] <= 0.12
+    assert table[("tpot", group)]["n"] == 4 and table[("tpot", group)]["median_ape"] <= 0.13
+    assert table[("ttft", group)]["p90_ape"] <= 0.21 and table[("tpot", group)]["p90_ape"] <= 0.33
+    assert table[("ttft", "all")]["median_ape"] <= 0.38
+    assert table[("tpot", "all")]["median_ape"] <= 0.34
