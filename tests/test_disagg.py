@@ -272,7 +272,7 @@ def test_each_pool_is_at_its_fewest_replicas() -> None:
 
 
 def test_the_kv_link_is_nvlink_only_where_the_fleet_fits_one_domain() -> None:
-    small = compared(8192, 1024, 2.0, 2.0, 0.05)
+    small = compared(8192, 1024, 2.0, 4.0, 0.05)  # a 4 s TTFT: a fleet of 8 GPUs meets it
     large = compared(8192, 1024, 40.0, 2.0, 0.03)
     for plan in (*small.plans, *large.plans):
         assert (plan["kv_link"] == "nvlink") == (plan["fleet_gpus"] <= 8)

@@ -214,3 +214,17 @@ def test_report_has_a_latency_under_load_section() -> None:
     assert sum(section["skip reasons"].values()) == 99
     text = "\n".join(render_load(section, details=True))
     assert "# Serving latency under load" in text and "nim-1.8.0-llama3.3-70b" in text
+
+
+def test_pipeline_stages_do_not_divide_a_prompts_prefill() -> None:
+    """With pipeline parallelism a prompt's chunk rides in one micro-batch through every stage:
+    the load model's TTFT of a lone request (concurrency 1) is the single estimate's, pp stages
+    and all, not a pp-th of it (as it was when the chunk's tokens were spread over the pp
+    micro-batches of a step)."""
+    model, acc = get_model("llama-3.1-70b"), get_accelerator("h100-sxm-80gb")
+    fp8 = get_precision("fp8-serving")
+    for tp, pp in ((4, 1), (2, 2), (1, 4)):
+        setup = InferenceSetup(8192, 256, 1)
+        lone = estimate_inference(model, acc, Parallelism(tp=tp, pp=pp), setup, fp8).ttft_s
+        load = estimate_load(model, acc, Parallelism(tp=tp, pp=pp), setup, fp8, engine="vllm")
+        assert load.ttft_s == pytest.approx(lone, rel=0.03), (tp, pp)

@@ -247,10 +247,15 @@ def prefill_curve(r: PoolReplica) -> PrefillCurve:
     service = max(1.0, isl / budget)  # steps a prompt rides
     rho = _UTILIZATIONS
     tokens = np.maximum(chunk, rho * budget)  # a busy step's prompt tokens
-    taus = step(0.0, np.concatenate([tokens, [chunk, budget]]))
+    # A prompt's chunk rides one micro-batch through every pipeline stage: its latency is a step
+    # whose micro-batches each hold a whole chunk (``estimate_load`` alike); the cycle ``tau``
+    # (the throughput's) spreads a step's tokens over the pp micro-batches.
+    pp = r.layout.pp
+    taus = step(0.0, np.concatenate([tokens, [pp * chunk, budget]]))
     tau, lone_tau, full_tau = taus[:-2], float(taus[-2]), float(taus[-1])
     rate = rho * tokens / (isl * tau)
-    ride = service * tau + rho * tau / 2  # its own steps, and the step under way on arrival
+    own = tau if pp == 1 else np.maximum(tau, lone_tau)  # its own chunk's pass
+    ride = service * own + rho * tau / 2  # its own steps, and the step under way on arrival
     wait = md1_wait(service * tau, rho)
     return PrefillCurve(
         layout=r.layout,

@@ -523,10 +523,15 @@ def estimate_load(
     running = counts["running"]
     others = counts["prompt_tokens"] * max(running - 1, 0) / max(running, 1)
     # A request's own prefill: its prompt's service steps, each carrying a chunk of it; over the
-    # distribution's bins (the mean TTFT) and at its TTFT quantiles' prompt lengths
+    # distribution's bins (the mean TTFT) and at its TTFT quantiles' prompt lengths. With
+    # pipeline parallelism a chunk rides in one micro-batch through every stage (an engine
+    # schedules a request in one batch in flight at a time): its latency is a step whose
+    # micro-batches each hold a whole chunk, pp stage times of it, not the step that spreads
+    # the chunks' tokens over the pp micro-batches (the throughput's cycle).
     free = budget - q * d
     own = np.array(w.own_new + tuple(w.quantile_new(x) for x in TTFT_QUANTILES))
-    chunks = np.concatenate(([counts["prompt_tokens"], others], np.minimum(own, free)))
+    pp = serving_layout(model, parallel).pp
+    chunks = np.concatenate(([counts["prompt_tokens"], others], pp * np.minimum(own, free)))
     times = step_s(np.full(len(chunks), d), chunks)
     tau, tau_decode = float(times[0]), float(times[1])
     services = np.maximum(1.0, own / free) * times[2:]

@@ -64,12 +64,6 @@ if TYPE_CHECKING:
 
 __all__ = ["TOP_PLANS", "DisaggComparison", "Pools", "compare", "pools"]
 
-PP_NOTE = (
-    "With pp > 1 both families' load models time a prompt's chunk as one of the pp"
-    " micro-batches a step carries, which divides its prefill latency by about pp; a lone"
-    " prompt crosses the stages one after another (the single estimate's latency.ttft_s), so"
-    " TTFT on pipelined layouts is optimistic alike in both; throughputs are not affected."
-)
 TOP_PLANS = 20  # the cheapest disaggregated plans an answer lists
 # Shares of a replica's capacity the aggregated front is evaluated at.
 AGGREGATED_LOADS = (0.03, 0.1, 0.2, 0.35, 0.5, 0.65, 0.8, 0.9, 0.95, 0.99)
@@ -217,7 +211,7 @@ def compare(
         pareto_disaggregated=_disaggregated_front(points),
         no_plan_aggregated=None if agg else _no_aggregated(rows),
         no_plan_disaggregated=None if plans else _no_disaggregated(groups, counts, quickest),
-        notes=_notes(workload, any(c.layout.pp > 1 for g in groups for c in g.prefill)),
+        notes=_notes(workload),
     )
 
 
@@ -535,7 +529,7 @@ def _no_disaggregated(groups: list[Pools], counts: Mapping[str, int], quickest: 
     return f"No disaggregated fleet meets the targets: {told}."
 
 
-def _notes(workload: ServingWorkload, pipelined: bool) -> tuple[str, ...]:
+def _notes(workload: ServingWorkload) -> tuple[str, ...]:
     overlap = (
         "after the prefill ends (vLLM NixlConnector's read after the prefill)"
         if workload.kv_overlap == "none"
@@ -550,4 +544,4 @@ def _notes(workload: ServingWorkload, pipelined: bool) -> tuple[str, ...]:
         "The fronts count GPUs in fluid replicas (GPU-seconds per request), the x:y ratio a"
         " fleet approaches at scale; tokens/s per user is 1 / TPOT, points within the TTFT"
         " target only.",
-    ) + (PP_NOTE,) * pipelined
+    )
