@@ -776,6 +776,7 @@ def _serving_sweep(req: ServingSweepRequest) -> ServingSweep:
         tp=_axis(req.layout.tp, d.tp),
         pp=_axis(req.layout.pp, d.pp),
         precision=_axis(req.precision, d.precision),
+        ep=None if req.layout.ep is None else _axis(req.layout.ep, ()),
     )
     workload = ServingWorkload(
         input_len=req.input_len,

@@ -292,3 +292,27 @@ def test_offload_and_expert_load_as_sweep_inputs() -> None:
         sweep.column("optimizer_states_bytes").max() < plain.column("optimizer_states_bytes").max()
     )
     assert np.median(sweep.column("step_s")) > np.median(plain.column("step_s"))
+
+
+def test_serving_sweep_tries_expert_parallel_degrees() -> None:
+    """The serving sweep's EP axis (issue 22, item 2): each degree is a row equal to the single
+    estimate of that layout; the default (ep = tp for MoE, 1 for dense) is what it was; a dense
+    model refuses ep > 1 with the estimator's reason."""
+    from estimator.sweep.serving import ServingSearch, ServingWorkload, sweep_serving
+
+    moe = get_model("qwen3-30b-a3b")
+    work = ServingWorkload(input_len=2048, output_len=256)
+    space = ServingSearch(accelerators=("h100-sxm-80gb",), tp=(4,), pp=(1,), precision=("bf16",))
+    default = sweep_serving(moe, work, space)
+    swept = sweep_serving(moe, work, replace(space, ep=(1, 2, 4)))
+    assert [r["ep"] for r in default.rows] == [4]
+    by_ep = {r["ep"]: r for r in swept.rows}
+    assert set(by_ep) == {1, 2, 4} and all(r["ok"] for r in by_ep.values())
+    assert by_ep[4]["output_tokens_per_s"] == default.rows[0]["output_tokens_per_s"]
+    assert len({r["output_tokens_per_s"] for r in swept.rows}) == 3  # the degree matters
+    with pytest.raises(SpecError, match="mixture-of-experts") as refused:
+        sweep_serving(get_model("llama-3-8b"), work, replace(space, ep=(1, 2)))
+    assert refused.value.field == "layout.ep"
+    # a degree the layout cannot take is a refused row with the estimator's reason
+    odd = sweep_serving(moe, work, replace(space, ep=(3,)))
+    assert not odd.rows[0]["ok"] and odd.rows[0]["field"] == "layout.ep"

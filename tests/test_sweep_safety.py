@@ -102,3 +102,16 @@ def test_offload_and_router_inputs_reach_the_sweep() -> None:
     assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "moe_imbalance"
     page = client.get("/sweep", params={"model": "llama-3-8b"}).text
     assert 'name="offload_optimizer"' in page and 'name="moe_imbalance"' in page
+
+
+def test_serving_sweep_ep_axis_through_the_api_and_page() -> None:
+    body = {"model": "qwen3-30b-a3b", "accelerator": ["h100-sxm-80gb"], "precision": ["bf16"],
+            "layout": {"tp": [4], "pp": [1], "ep": [1, 4]}}  # fmt: skip
+    out = client.post("/api/v1/inference/sweep", json=body).json()
+    assert sorted(r["ep"] for r in out["rows"]) == [1, 4]
+    page = client.get(
+        "/sweep",
+        params={"mode": "serving", "model": "qwen3-30b-a3b", "accelerator": "h100-sxm-80gb",
+                "tp": "4", "ep": "1,4", "precision": "bf16"},
+    )  # fmt: skip
+    assert page.status_code == 200 and "ep=1" in page.text and 'name="ep"' in page.text

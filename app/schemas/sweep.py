@@ -289,6 +289,12 @@ class ServingSweepLayout(Request):
     pp: Sizes | None = Field(
         None, description="Default 1, 2, 4", json_schema_extra=form("PP", "Space", "1,2,4")
     )
+    ep: Sizes | None = Field(
+        None,
+        description="Expert-parallel degrees inside each TP group (MoE models); default: ep = tp"
+        " for a mixture-of-experts model, 1 for a dense one",
+        json_schema_extra=form("EP", "Space", "= tp (MoE)"),
+    )
 
 
 class ServingSweepRequest(Request):
@@ -353,6 +359,7 @@ class ServingSweepRow(BaseModel):
     precision: str
     tp: int
     pp: int
+    ep: int
     num_gpus: int
     ok: bool
     field: str | None = Field(None, description="For refused layouts: what refused them")

@@ -266,6 +266,7 @@ SERVING_SWEEP_INPUTS = inputs_of(
     "accelerator",
     "layout.tp",
     "layout.pp",
+    "layout.ep",
     "precision",
     "input_len",
     "output_len",

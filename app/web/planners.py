@@ -671,7 +671,7 @@ _planner_url = _RowLink(
 _serving_planner_url = _RowLink(
     "/serving",
     "serving",
-    "accelerator precision tp pp concurrency",
+    "accelerator precision tp pp ep concurrency",
     "input_len output_len ttft_target_s tpot_target_s",
 )
 

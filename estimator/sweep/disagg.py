@@ -420,7 +420,7 @@ def _aggregated_front(
         if acc is None or not (r["ok"] or r.get("field") == "targets"):
             continue
         tp, pp = r["tp"], r["pp"]
-        layout = Parallelism(tp=tp, pp=pp, ep=tp if model.moe is not None else 1)
+        layout = Parallelism(tp=tp, pp=pp, ep=r["ep"])  # the aggregated row's own layout
         loads = _loads(model, acc, layout, r["precision"], setup, workload.engine)
         for point in loads:
             if point.regime == "overloaded" or (ttft is not None and point.ttft_p99_s > ttft):

@@ -61,12 +61,22 @@ class ServingWorkload:
 @dataclass(frozen=True)
 class ServingSearch:
     """Axes of a serving sweep: one replica is ``tp x pp`` GPUs of one accelerator (catalog ids
-    or specs given as they are)."""
+    or specs given as they are). ``ep``: the expert-parallel degrees to try inside each TP group
+    (a mixture-of-experts model's experts over ``ep`` ranks, each expert split over ``tp / ep``);
+    None: ``ep = tp`` for a mixture-of-experts model (every expert whole on one rank), 1 for a
+    dense one. A degree the layout cannot take is a refused row with the estimator's reason."""
 
     accelerators: tuple[str | Accelerator, ...] = DEFAULT_ACCELERATORS
     tp: tuple[int, ...] = (1, 2, 4, 8)
     pp: tuple[int, ...] = (1, 2, 4)
     precision: tuple[str, ...] = ("bf16", "fp8-serving")
+    ep: tuple[int, ...] | None = None
+
+    def eps(self, model: ModelSpec, tp: int) -> tuple[int, ...]:
+        """The expert-parallel degrees a ``tp`` layout is tried at."""
+        if self.ep is None:
+            return (tp if model.moe is not None else 1,)
+        return self.ep
 
 
 @dataclass(frozen=True)
@@ -99,15 +109,22 @@ def sweep_serving(
     this loops over ``estimate_inference`` rather than evaluating arrays. ``progress(done,
     total)`` is called after each layout."""
     space = space or ServingSearch()
-    size = len(space.accelerators) * len(space.tp) * len(space.pp) * len(space.precision)
+    eps = 1 if space.ep is None else len(space.ep)
+    size = len(space.accelerators) * len(space.tp) * len(space.pp) * len(space.precision) * eps
     if size > max_layouts:
         widths = {
             "accelerators": len(space.accelerators),
             "tp": len(space.tp),
             "pp": len(space.pp),
             "precision": len(space.precision),
+            "ep": eps,
         }
         raise SweepTooLarge(size, max_layouts, widths)
+    if space.ep is not None and model.moe is None and any(e != 1 for e in space.ep):
+        raise SpecError(
+            "layout.ep", "expert parallelism needs a mixture-of-experts model (this one is dense)",
+            [e for e in space.ep if e != 1],
+        )  # fmt: skip
     if workload.request_rate is not None and workload.output_len < 1:
         raise SpecError(
             "output_len", "must be >= 1 to cost a fleet per output token", workload.output_len
@@ -133,8 +150,9 @@ def sweep_serving(
     if workload.disaggregated:  # first: a target no fleet meets is refused before the sweep
         pools = disagg.pools(model, workload, groups, itertools.product(space.tp, space.pp), tick)
     for (acc, prec), tp, pp in itertools.product(groups, space.tp, space.pp):
-        rows.append(_serving_row(model, acc, prec, tp, pp, workload))
-        tick()
+        for ep in space.eps(model, tp):
+            rows.append(_serving_row(model, acc, prec, tp, pp, ep, workload))
+            tick()
 
     def key(r: dict[str, Any]) -> tuple[int, float, float]:
         cost = r.get("usd_per_1m_output_tokens")
@@ -168,6 +186,7 @@ def _serving_row(
     prec_name: str,
     tp: int,
     pp: int,
+    ep: int,
     workload: ServingWorkload,
 ) -> dict[str, Any]:
     """One replica layout at its best concurrency under the targets (or, with a request rate,
@@ -177,11 +196,12 @@ def _serving_row(
         "precision": prec_name,
         "tp": tp,
         "pp": pp,
+        "ep": ep,
         "num_gpus": tp * pp,
     }
     precision = get_precision(prec_name)
     usd = price_of(acc.id, workload.prices)
-    layout = Parallelism(tp=tp, pp=pp, ep=tp if model.moe is not None else 1)
+    layout = Parallelism(tp=tp, pp=pp, ep=ep)
     lengths = (workload.input_len, workload.output_len)
     if workload.request_rate is not None:
         return row | _rate_row(model, acc, layout, precision, usd, workload)
