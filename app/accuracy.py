@@ -176,13 +176,10 @@ def records() -> tuple[Record, ...]:
 
 
 def _quantile(sorted_values: Sequence[float], q: float) -> float:
-    """The ``q`` quantile by linear interpolation between the closest ranks."""
-    if len(sorted_values) == 1:
-        return sorted_values[0]
-    pos = q * (len(sorted_values) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+    """The ``q`` quantile as the validation report takes it (``validation.report.summarize``):
+    the value at rank ``round(q (n - 1))``, so the page's and the report's p90 agree."""
+    n = len(sorted_values)
+    return sorted_values[min(n - 1, round(q * (n - 1)))]
 
 
 def summary(rows: Iterable[Record]) -> dict[str, Any] | None:

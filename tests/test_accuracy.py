@@ -129,11 +129,16 @@ def test_predicted_range_follows_the_records_errors() -> None:
     m = _llama_on_h100("megatron-core", 64, "tokens_per_s_per_gpu", 1000.0)
     errors = np.array([x["error"] for x in m["records"]])
     assert m["n"] == len(errors) == accuracy.LIMIT
-    # recomputed independently: numpy's linear percentiles, statistics' median
+    # recomputed independently: numpy's percentiles, statistics' median
     assert m["median_ape"] == pytest.approx(statistics.median(np.abs(errors)))
-    assert m["p90_ape"] == pytest.approx(np.percentile(np.abs(errors), 90))
-    assert m["range_low"] == pytest.approx(1000.0 / (1 + np.percentile(errors, 90)))
-    assert m["range_high"] == pytest.approx(1000.0 / (1 + np.percentile(errors, 10)))
+    # quantiles as the validation report takes them: the nearest rank (numpy's "nearest")
+    assert m["p90_ape"] == pytest.approx(np.percentile(np.abs(errors), 90, method="nearest"))
+    assert m["range_low"] == pytest.approx(
+        1000.0 / (1 + np.percentile(errors, 90, method="nearest"))
+    )
+    assert m["range_high"] == pytest.approx(
+        1000.0 / (1 + np.percentile(errors, 10, method="nearest"))
+    )
     assert m["range_low"] < m["range_high"]
     # the nearest records of a Llama plan on H100 under Megatron-Core are exactly that
     assert all(x["accelerator"] == "h100-sxm-80gb" for x in m["records"])
@@ -235,3 +240,13 @@ def test_planner_pages_show_the_range() -> None:
     assert serving.status_code == 200
     for metric in ("output_tokens_per_s", "ttft", "tpot"):
         assert f'id="accuracy-{metric}"' in serving.text
+
+
+def test_the_page_and_the_report_agree() -> None:
+    # the same records, the same medians and p90s as validation/report.json's summaries
+    stored = json.loads((accuracy.resources.files("validation") / "report.json").read_text())
+    (training,) = report_view({"kind": "training"})["summary"]
+    (theirs,) = [s for s in stored["summary"]["by kind"] if s["name"] == "training"]
+    assert training["n"] == theirs["n"]
+    assert training["median_ape"] == pytest.approx(theirs["median_ape"])
+    assert training["p90_ape"] == pytest.approx(theirs["p90_ape"])
