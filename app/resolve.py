@@ -534,6 +534,7 @@ def inference_plan(req: InferenceRequest) -> InferencePlan:
             prefill_chunk=req.prefill_chunk,
             speculative=speculative_of(req),
             prefix_cache_hit_rate=req.prefix_cache_hit_rate,
+            moe_imbalance=req.moe_imbalance,
             lengths=lengths,
         ),
         precision=resolve_precision(req.precision),

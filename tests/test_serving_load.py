@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -228,3 +229,47 @@ def test_pipeline_stages_do_not_divide_a_prompts_prefill() -> None:
         lone = estimate_inference(model, acc, Parallelism(tp=tp, pp=pp), setup, fp8).ttft_s
         load = estimate_load(model, acc, Parallelism(tp=tp, pp=pp), setup, fp8, engine="vllm")
         assert load.ttft_s == pytest.approx(lone, rel=0.03), (tp, pp)
+
+
+def test_expert_load_imbalance_slows_the_busiest_rank() -> None:
+    """A mixture-of-experts router's imbalance (issue 22, item 4 in part): balanced (1) is the
+    plan as it was, to the bit; more imbalance, slower prefill and decode, lone and under load;
+    a dense model or an imbalance under 1 is refused naming the field."""
+    model, acc = get_model("qwen3-30b-a3b"), get_accelerator("h100-sxm-80gb")
+    bf16, layout = get_precision("bf16"), Parallelism(tp=4, ep=4)
+
+    def run(imbalance: float) -> Any:
+        setup = InferenceSetup(2048, 256, 32, moe_imbalance=imbalance)
+        return estimate_inference(model, acc, layout, setup, bf16, engine="vllm")
+
+    base = estimate_inference(
+        model, acc, layout, InferenceSetup(2048, 256, 32), bf16, engine="vllm"
+    )
+    same, more = run(1.0), run(2.0)
+    assert (same.ttft_s, same.tpot_s, same.load.tpot_s) == (
+        base.ttft_s,
+        base.tpot_s,
+        base.load.tpot_s,
+    )  # type: ignore[union-attr]
+    assert more.ttft_s > base.ttft_s and more.tpot_s > base.tpot_s
+    assert more.load.tpot_s > base.load.tpot_s  # type: ignore[union-attr]
+    assert any("imbalance 2" in n for n in more.notes)
+    with pytest.raises(SpecError, match="mixture-of-experts") as dense:
+        estimate_inference(
+            get_model("llama-3-8b"),
+            acc,
+            Parallelism(),
+            InferenceSetup(128, 16, moe_imbalance=2.0),
+            bf16,
+        )
+    assert dense.value.field == "moe_imbalance"
+    with pytest.raises(SpecError, match=">= 1"):
+        run(0.5)
+    client = TestClient(app)
+    body = {"model": "qwen3-30b-a3b", "layout": {"tp": 4, "ep": 4}, "moe_imbalance": 2.0}
+    api = client.post("/api/v1/inference/estimate", json=body)
+    assert api.status_code == 200 and any("imbalance 2" in n for n in api.json()["notes"])
+    refused = client.post(
+        "/api/v1/inference/estimate", json={"model": "llama-3-8b", "moe_imbalance": 2.0}
+    )
+    assert refused.status_code == 422 and refused.json()["detail"][0]["field"] == "moe_imbalance"

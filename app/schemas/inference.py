@@ -132,6 +132,12 @@ class InferenceRequest(ClusterFields):
         " still counts each request's whole prompt",
         json_schema_extra=form("Prefix-cache hit rate", "Workload", "0"),
     )
+    moe_imbalance: Annotated[float, Field(ge=1, le=64)] = Field(
+        1.0,
+        description="Mixture-of-experts models: the routed tokens the busiest expert-parallel"
+        " rank takes over the balanced share (1: balanced); every step waits for that rank",
+        json_schema_extra=form("MoE router imbalance", "Workload", "1"),
+    )
     prefill_chunk: TokenCount | None = Field(None, description="Chunked prefill; default whole")
     max_batch_size: Concurrency = Field(2048, description="Largest concurrency the curve tries")
     ttft_target_s: LatencyTarget | None = Field(

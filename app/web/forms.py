@@ -215,6 +215,7 @@ SERVING_INPUTS = inputs_of(
     "request_rate",
     "engine",
     "prefix_cache_hit_rate",
+    "moe_imbalance",
     "speculative_method",
     "num_speculative_tokens",
     "acceptance_length",

@@ -87,6 +87,8 @@ class InferenceSetup:
     (computed: the rest). ``lengths``: a length distribution (``estimator.spec.lengths``) the
     load model reads (None: every request ``input_len`` / ``output_len``); ``input_len`` and
     ``output_len`` are then its rounded means, which the memory model and a lone request use.
+    ``moe_imbalance`` (>= 1, mixture-of-experts models): the routed tokens the busiest
+    expert-parallel rank takes over the balanced share; every step waits for that rank.
     """
 
     input_len: int
@@ -96,6 +98,7 @@ class InferenceSetup:
     speculative: Speculative | None = None
     prefix_cache_hit_rate: float = 0.0
     lengths: LengthDistribution | None = None
+    moe_imbalance: float = 1.0
 
     @property
     def cached_prompt_tokens(self) -> int:
@@ -387,6 +390,13 @@ def inference_memory(
             )
     context = setup.input_len + setup.output_len
     _check_context(model, context, "input_len", setup.input_len)
+    if not setup.moe_imbalance >= 1:
+        raise SpecError("moe_imbalance", "must be >= 1 (1: balanced routing)", setup.moe_imbalance)
+    if setup.moe_imbalance != 1 and model.moe is None:
+        raise SpecError(
+            "moe_imbalance", "needs a mixture-of-experts model (this one is dense)",
+            setup.moe_imbalance,
+        )  # fmt: skip
     if not 0 <= setup.prefix_cache_hit_rate <= 1:
         raise SpecError("prefix_cache_hit_rate", "must be between 0 and 1",
                         setup.prefix_cache_hit_rate)  # fmt: skip

@@ -131,7 +131,8 @@ def engine_step_time(
     context = w.context  # the mean context a decoding sequence reads
     args = (model, accelerator, prof, p, precision)
     # one prompt (a distribution's token-weighted mean length): chunks take its cost pro rata
-    prompt = prefill_kinds(*args, w.prompt_len, 1, cluster, w.prompt_cached)
+    load = setup.moe_imbalance  # the busiest expert-parallel rank's routed share
+    prompt = prefill_kinds(*args, w.prompt_len, 1, cluster, w.prompt_cached, load)
     replica = Replica(*args, cluster)
     drafted = None
     if spec is not None and spec.drafting:  # the drafter's pass over one prompt, pro rata too
@@ -145,11 +146,11 @@ def engine_step_time(
         frac = tok / new
         kinds = []
         rows = d if q == 1 else q * d  # decoding tokens in the step
-        decode = decode_kinds(*args, d, context, cluster, queries=q)
+        decode = decode_kinds(*args, d, context, cluster, queries=q, expert_load=load)
         for kind, dk, pk in zip(model.kinds, decode, prompt, strict=True):
             if mixed:  # one GEMM over the decodes' and the chunks' rows
                 gemm = linear_gemm_time(
-                    model, kind, accelerator, prof, p, precision, live * rows + tok
+                    model, kind, accelerator, prof, p, precision, live * rows + tok, load
                 )
             else:
                 gemm = live * dk[0] + frac * pk[0]

@@ -187,7 +187,7 @@ def _prefill_stages(
     """Each distinct stage prefilling ``batch`` prompts, ``cached`` tokens of each from the
     prefix cache; with speculation (one stage) the drafter's pass over them too."""
     prompt = setup.input_len
-    kinds = prefill_kinds(*r.args, prompt, batch, r.domain, cached)
+    kinds = prefill_kinds(*r.args, prompt, batch, r.domain, cached, setup.moe_imbalance)
     out = stage_times(kinds, stages, head_time(*r.args, batch))
     spec = setup.speculative
     if spec is not None:
@@ -298,7 +298,7 @@ def estimate_inference(
     # A lone prompt (the TTFT at light load): batch size 1, the first entry.
     lone = _lone(replica, prefill_stages, stages, setup.input_len - cached)
     per_mb = np.maximum(batch / pp, 1.0)
-    plain_kinds = decode_kinds(*args, per_mb, context, domain)
+    plain_kinds = decode_kinds(*args, per_mb, context, domain, expert_load=setup.moe_imbalance)
     plain = pipeline(stage_times(plain_kinds, stages, head_time(*args, per_mb)), pp)
     step = None
     if spec is None:
@@ -376,6 +376,12 @@ def estimate_inference(
             f" {spec.acceptance_length:g} tokens it emits ({speculation.tpot_speedup:.2f}x the"
             " TPOT without speculation at this concurrency). The acceptance length is an input,"
             " measured on your data and sampling settings."
+        )
+    if setup.moe_imbalance != 1:
+        notes.append(
+            f"MoE router imbalance {setup.moe_imbalance:g}: the busiest expert-parallel rank's"
+            f" routed tokens at {setup.moe_imbalance:g}x the balanced share (its expert GEMMs and"
+            " all-to-all), which every step waits for; a drafter's passes are timed balanced."
         )
     if setup.prefix_cache_hit_rate:
         whole = _prefill_stages(replica, setup, 1, stages, 0)

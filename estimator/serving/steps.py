@@ -97,16 +97,19 @@ def prefill_kinds(
     batch: Num,
     domain: Cluster,
     cached: int = 0,
+    expert_load: float = 1.0,
 ) -> list[KindTimes]:
     """One layer of each kind prefilling ``batch`` prompts of ``prompt`` tokens, ``cached`` of
-    them found in the prefix cache (computed: the rest)."""
+    them found in the prefix cache (computed: the rest); the routed experts at ``expert_load``
+    times the balanced share (the busiest expert-parallel rank's, which the step waits for)."""
     att = serving_attention_format(acc, precision)
     terms = attention_terms(model) if cached else ()
     out = []
     for k, kind in enumerate(model.kinds):
         whole = layer_time(
-            model, kind, k, acc, prof, p, precision, prompt, batch, domain, attention_format=att
-        )
+            model, kind, k, acc, prof, p, precision, prompt, batch, domain, attention_format=att,
+            expert_load=expert_load,
+        )  # fmt: skip
         if not cached:
             out.append(
                 (
@@ -119,7 +122,7 @@ def prefill_kinds(
             continue
         new = layer_time(
             model, kind, k, acc, prof, p, precision, prompt - cached, batch, domain,
-            attention_format=att,
+            attention_format=att, expert_load=expert_load,
         )  # fmt: skip
         term = terms[k]
         share = 0.0
@@ -146,6 +149,7 @@ def decode_kinds(
     context: Num,
     domain: Cluster,
     queries: int = 1,
+    expert_load: float = 1.0,
 ) -> list[KindTimes]:
     """One layer of each kind in a decode step of ``batch`` sequences at ``context`` tokens,
     ``queries`` tokens per sequence (a speculative verification step: more than one)."""
@@ -171,7 +175,7 @@ def decode_kinds(
         moe = any(m.copies > 1 for m in kind.linears)
         a2a = 0.0
         if moe and p.ep > 1 and model.moe is not None:
-            routed = rows * model.moe.top_k * h * act_b
+            routed = rows * model.moe.top_k * h * act_b * expert_load
             a2a = 2 * collective_time(acc, prof, "all_to_all", routed, p.ep, p.expert_tp, domain)
         term = terms[k] if terms else None
         if term is None or kind.attention is None:
@@ -183,7 +187,7 @@ def decode_kinds(
             attention = attention_verify_time(acc, prof, kv_bytes, flops, cached, att_format)
         out.append(
             (
-                linear_gemm_time(model, kind, acc, prof, p, precision, rows),
+                linear_gemm_time(model, kind, acc, prof, p, precision, rows, expert_load),
                 attention,
                 memory_time(acc, prof, rows * (8 * h + streams * kind.blocks) * act_b, 3),
                 kind.tp_exchanges * allreduce + a2a,
