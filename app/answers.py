@@ -238,11 +238,11 @@ def training_accuracy(plan: TrainingPlan, e: TrainingEstimate) -> dict[str, Any]
 
 
 def serving_accuracy(
-    req: InferenceRequest, plan: InferencePlan, e: InferenceEstimate
+    req: InferenceRequest, plan: InferencePlan, e: InferenceEstimate, latency: Mapping[str, Any]
 ) -> dict[str, Any]:
     """How right the planner was on published serving runs like this plan: its throughput
-    against offline max-throughput runs, its TTFT and TPOT against runs under load."""
-    load = e.load
+    against offline max-throughput runs, its TTFT and TPOT (``latency_dict``'s, at the plan's
+    load) against runs under load."""
     return plan_accuracy(
         accelerator=plan.accelerator.id,
         generation=plan.accelerator.generation,
@@ -252,8 +252,8 @@ def serving_accuracy(
         gpus=e.num_gpus,
         headline={
             "output_tokens_per_s": e.output_tokens_per_s,
-            "ttft": load.ttft_s if load is not None else e.ttft_s,
-            "tpot": load.tpot_s if load is not None else e.tpot_s,
+            "ttft": latency["ttft_s"],
+            "tpot": latency["tpot_s"],
         },
     )
 
@@ -394,6 +394,7 @@ def inference_out(
     req: InferenceRequest, plan: InferencePlan, e: InferenceEstimate
 ) -> dict[str, Any]:
     m = e.memory
+    latency = latency_dict(e)
     return {
         "model": plan.model.id,
         "accelerator": plan.accelerator.id,
@@ -415,7 +416,7 @@ def inference_out(
         "state_bytes_per_sequence": m.state_bytes_per_sequence,
         "max_concurrency": e.max_concurrency,
         "best_concurrency": e.best_concurrency,
-        "latency": latency_dict(e),
+        "latency": latency,
         "throughput": {
             "output_tokens_per_s": e.output_tokens_per_s,
             "output_tokens_per_s_per_gpu": e.output_tokens_per_s_per_gpu,
@@ -448,7 +449,7 @@ def inference_out(
         "speculative": _record(e.speculative),
         "prefix_cache": _record(e.prefix_cache),
         "launch": launch_dict(req, plan, e),
-        "accuracy": serving_accuracy(req, plan, e),
+        "accuracy": serving_accuracy(req, plan, e, latency),
         "exact": plan.model.exact,
         "notes": list(e.notes),
     }

@@ -20,7 +20,6 @@ from estimator.spec.accelerator import GIB
 __all__ = [
     "COLORS",
     "accuracy_figure",
-    "at_load",
     "compare_curve_figure",
     "compare_latency_figure",
     "compare_memory_figure",
@@ -260,6 +259,22 @@ def _limit_line(
     return shape, note
 
 
+def _limit_and_targets(
+    limit: tuple[dict[str, Any], dict[str, Any]],
+    tpot_target_s: float | None,
+    ttft_target_s: float | None,
+    yref: str,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The shapes and annotations of a serving chart: its vertical ``limit`` line, then the
+    TPOT and TTFT target lines that are given (on the ``yref`` axis)."""
+    lines = [limit] + [
+        _target_line(name, target, yref)
+        for name, target in (("TPOT", tpot_target_s), ("TTFT", ttft_target_s))
+        if target is not None
+    ]
+    return [shape for shape, _ in lines], [note for _, note in lines]
+
+
 def _target_line(name: str, target_s: float, yref: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """A latency target (seconds) as a dotted horizontal line in ms on ``yref``, labelled."""
     y = target_s * 1e3
@@ -323,16 +338,14 @@ def serving_curve_figure(
             "line": {"color": COLORS["optimizer_states"], "dash": "dash"},
         },
     ]
-    shape, note = _limit_line(limit, "memory limit", f"KV cache full at {limit}")
-    shapes, annotations = [shape], [note]
+    shapes, annotations = _limit_and_targets(
+        _limit_line(limit, "memory limit", f"KV cache full at {limit}"),
+        tpot_target_s,
+        ttft_target_s,
+        "y2",
+    )
     latencies_ms = [max(p["tpot_s"], p["ttft_s"]) * 1e3 for p in curve]
-    targets_ms = []
-    for name, target in (("TPOT", tpot_target_s), ("TTFT", ttft_target_s)):
-        if target is not None:
-            targets_ms.append(target * 1e3)
-            shape, note = _target_line(name, target, "y2")
-            shapes.append(shape)
-            annotations.append(note)
+    targets_ms = [t * 1e3 for t in (tpot_target_s, ttft_target_s) if t is not None]
     return {
         "data": data,
         "layout": {
@@ -375,13 +388,12 @@ def serving_load_figure(
             ("TPOT (ms)", [p.tpot_s for p in points], COLORS["comm"], "solid"),
         )
     ]  # fmt: skip
-    shape, note = _limit_line(slots, "slots", f"{slots} slots: more requests queue")
-    shapes, annotations = [shape], [note]
-    for name, target in (("TPOT", tpot_target_s), ("TTFT", ttft_target_s)):
-        if target is not None:
-            shape, note = _target_line(name, target, "y")
-            shapes.append(shape)
-            annotations.append(note)
+    shapes, annotations = _limit_and_targets(
+        _limit_line(slots, "slots", f"{slots} slots: more requests queue"),
+        tpot_target_s,
+        ttft_target_s,
+        "y",
+    )
     return {
         "data": data,
         "layout": {
@@ -663,22 +675,13 @@ def compare_time_figure(plans: Sequence[tuple[str, Mapping[str, Any]]]) -> Figur
     return _figure(data, "Step time", 380, barmode="stack", yaxis={"title": {"text": "seconds"}})
 
 
-def at_load(r: Mapping[str, Any], key: str) -> float | None:
-    """A serving answer's TTFT or TPOT (``ttft_s``, ``tpot_s``) at the load it asked for: its
-    steady state under load, the lone request's where it has none; None where the load leaves
-    it unbounded (an overloaded replica's queue grows without end)."""
-    load = r.get("load")
-    value = r["latency"][key] if load is None else load.get(key)
-    return None if value is None else float(value)
-
-
 def compare_latency_figure(plans: Sequence[tuple[str, Mapping[str, Any]]]) -> Figure:
     """TTFT and TPOT of each serving plan at the load it asked for (ms), side by side; an
     unbounded one is left out (a gap)."""
     labels = [label for label, _ in plans]
 
     def ms(r: Mapping[str, Any], key: str) -> float | None:
-        value = at_load(r, key)
+        value = r["latency"][key]  # at the plan's load; None where it is unbounded
         return None if value is None else 1e3 * value
 
     data = [

@@ -219,18 +219,15 @@ def save_form(
     and says so in read-only mode."""
     if result is None:
         return None
+    query = list(shown.items()) if shown is not None else _page_query_items(request)
+    return {"kind": kind, "query": urlencode(query), **write_access(request)}
+
+
+def write_access(request: Request) -> dict[str, bool]:
+    """What a page's write form needs to say: the service is read-only, or writes need the
+    token."""
     cfg = settings_of(request.app)
-    query = (
-        list(shown.items())
-        if shown is not None
-        else [(k, v) for k, v in request.query_params.multi_items() if k != "format"]
-    )
-    return {
-        "kind": kind,
-        "query": urlencode(query),
-        "read_only": cfg.read_only,
-        "needs_token": cfg.api_token is not None,
-    }
+    return {"read_only": cfg.read_only, "needs_token": cfg.api_token is not None}
 
 
 # What a planner opens on when a first-time visitor brings no query: a worked example, estimated
@@ -265,6 +262,17 @@ EXAMPLES: dict[str, tuple[str, dict[str, str]]] = {
 }
 
 
+def _page_query_items(request: Request) -> list[tuple[str, str]]:
+    """The page's query as it was asked, but its ``format``."""
+    return [(k, v) for k, v in request.query_params.multi_items() if k != "format"]
+
+
+def _link_back(request: Request) -> str:
+    """This page's absolute address with its query (a Markdown summary's link back)."""
+    query = urlencode(_page_query_items(request))
+    return f"{str(request.base_url).rstrip('/')}{request.url.path}?{query}"
+
+
 def plan_markdown(
     request: Request, kind: str, result: Mapping[str, Any], path: str | None = None
 ) -> Response:
@@ -272,9 +280,7 @@ def plan_markdown(
     the layout, the accuracy lines, the notes and a link back to the plan (this page with its
     query, or ``path``: a saved plan's share link)."""
     serving = kind == "inference"
-    query = [(k, v) for k, v in request.query_params.multi_items() if k != "format"]
-    base = str(request.base_url).rstrip("/")
-    link = base + path if path else f"{base}{request.url.path}?{urlencode(query)}"
+    link = str(request.base_url).rstrip("/") + path if path else _link_back(request)
     lay = result["layout"]
     if serving:
         title = f"Serving plan: {result['model']} on {result['num_gpus']} × {result['accelerator']}"
@@ -321,14 +327,13 @@ def sweep_markdown(
 ) -> Response:
     """A sweep's recommendations as a short Markdown summary (``?format=md``): ``rows`` of a
     ``layout`` and its ``cells`` under ``columns``, the counts, the notes, a link back."""
-    query = [(k, v) for k, v in request.query_params.multi_items() if k != "format"]
     text = templates.env.get_template("sweep.md").render(
         title=title,
         counts=counts,
         columns=columns,
         rows=rows,
         notes=notes,
-        link=f"{str(request.base_url).rstrip('/')}{request.url.path}?{urlencode(query)}",
+        link=_link_back(request),
         version=estimator.__version__,
     )
     return Response(text, media_type="text/markdown; charset=utf-8")
@@ -917,8 +922,8 @@ SERVING_ROWS = (
     CompareRow("Memory per GPU", lambda r: r["memory_per_gpu"]["total_bytes"], fmt.gib, "lower"),
     CompareRow("Max concurrency", lambda r: r["max_concurrency"], fmt.num, "higher"),
     CompareRow("Concurrency", lambda r: r["concurrency"], fmt.num),
-    CompareRow("TTFT (at this load)", lambda r: charts.at_load(r, "ttft_s"), fmt.seconds, "lower"),
-    CompareRow("TPOT (at this load)", lambda r: charts.at_load(r, "tpot_s"), fmt.seconds, "lower"),
+    CompareRow("TTFT (at this load)", lambda r: r["latency"]["ttft_s"], fmt.seconds, "lower"),
+    CompareRow("TPOT (at this load)", lambda r: r["latency"]["tpot_s"], fmt.seconds, "lower"),
     CompareRow("Output tokens/s", lambda r: r["throughput"]["output_tokens_per_s"], fmt.num,
                "higher"),
     CompareRow("Output tokens/s per GPU",
@@ -1053,11 +1058,10 @@ def catalog_page(request: Request) -> Response:
             imported = model_out(resolve_model(config, "config"), {"config": config}).model_dump()
         except SpecError as exc:
             error = f"{exc.field}: {exc.rule}"
-    cfg = settings_of(request.app)
     context = {
         "models": models,
         "accelerators": accelerators,
-        "access": {"read_only": cfg.read_only, "needs_token": cfg.api_token is not None},
+        "access": write_access(request),
         "imported": imported,
         "error": error,
         "pasted": pasted,

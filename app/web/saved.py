@@ -43,7 +43,13 @@ from app.web.forms import (
     Input,
     request_body,
 )
-from app.web.planners import compare_figures, page_query, plan_markdown, templates
+from app.web.planners import (
+    compare_figures,
+    page_query,
+    plan_markdown,
+    templates,
+    write_access,
+)
 from estimator.errors import SpecError, UnknownIdError
 
 __all__ = ["router"]
@@ -129,11 +135,6 @@ def _refused(request: Request, title: str, exc: Exception) -> Response:
     if isinstance(exc, UnknownIdError):
         status = 404
     return _message(request, title, refusal_text(exc), status)
-
-
-def _write_access(request: Request) -> dict[str, bool]:
-    cfg = settings_of(request.app)
-    return {"read_only": cfg.read_only, "needs_token": cfg.api_token is not None}
 
 
 def _tags(raw: str) -> list[str]:
@@ -355,7 +356,7 @@ def plan_page(request: Request, plan_id: str) -> Response:
         "planner_url": planner_url(plan["kind"], plan["request"]),
         "json_url": f"/plans/{plan_id}?format=json",
         "md_url": f"/plans/{plan_id}?format=md" if plan["kind"] in ANSWERS else "",
-        "access": _write_access(request),
+        "access": write_access(request),
     }
     return templates.TemplateResponse(request, "plan.html", context)
 
