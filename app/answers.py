@@ -328,7 +328,11 @@ def latency_dict(e: InferenceEstimate) -> dict[str, Any]:
             "ttft_p50_s": bounded(load.ttft_p50_s),
             "ttft_p90_s": bounded(load.ttft_p90_s),
             "ttft_p99_s": bounded(load.ttft_p99_s),
-            "basis": f"steady state at {load_name(load)} ({load.engine}, {load.regime})",
+            "basis": (
+                f"a run of {load.num_prompts} requests at {load_name(load)} ({load.engine})"
+                if load.num_prompts is not None
+                else f"steady state at {load_name(load)} ({load.engine}, {load.regime})"
+            ),
         }
     )  # fmt: skip
     return {

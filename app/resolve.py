@@ -515,6 +515,12 @@ def inference_plan(req: InferenceRequest) -> InferencePlan:
             "give a request rate (open loop) or a concurrency (closed loop), not both",
             req.request_rate,
         )
+    if req.num_prompts is not None and req.request_rate is not None:
+        raise SpecError(
+            "num_prompts",
+            "a finite run is simulated in a closed loop: give a concurrency, not a request rate",
+            req.num_prompts,
+        )
     if req.num_gpus is not None and req.num_gpus != lay.tp * lay.pp:
         raise SpecError(
             "num_gpus", f"must equal tp*pp = {lay.tp * lay.pp} (one replica)", req.num_gpus
@@ -536,6 +542,7 @@ def inference_plan(req: InferenceRequest) -> InferencePlan:
             prefix_cache_hit_rate=req.prefix_cache_hit_rate,
             moe_imbalance=req.moe_imbalance,
             lengths=lengths,
+            num_prompts=req.num_prompts,
         ),
         precision=resolve_precision(req.precision),
         price_usd_per_gpu_hour=usd,

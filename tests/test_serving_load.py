@@ -119,21 +119,28 @@ def test_every_load_record_is_a_case_or_a_skip_with_its_reason() -> None:
     skips = [c for c in found if isinstance(c, Skip)]
     assert all(s.reason for s in skips)
     compared = [c for c in found if isinstance(c, LoadCase)]
-    assert len(compared) == 30 and all(c.assumptions for c in compared)
+    assert len(compared) == 22 and all(c.assumptions for c in compared)
+    reasons = {s.reason for s in skips}
+    assert any(r.startswith("CUDA graphs disabled") for r in reasons)
+    assert any("sgl-project/sglang#2591" in r for r in reasons)
+    vultr = [c for c in compared if c.group == "vultr_inference_cookbook_b200"]
+    assert {(c.concurrency, c.num_prompts) for c in vultr if c.concurrency in (1, 8)} == {
+        (1, 50), (8, 400)}  # fmt: skip
 
 
 def test_accuracy_under_load_is_pinned() -> None:
     """Measured, not tuned (docs/validation.md): TPOT and throughput hold on Llama-3.3-70B
-    (NIM), TTFT under load is under-predicted (benchmark warm-up bursts and per-request
-    overheads are not modelled), and the hybrid Nemotron-3-Nano decode is far off."""
+    (NIM) and on the hybrid Nemotron-3-Nano's finite vLLM runs (Vultr: its waves simulated,
+    the experts one grouped GEMM); TTFT under load is under-predicted (per-request overheads
+    are not modelled: Vultr's runs take ~150 ms to a first token at any concurrency)."""
     found, _ = rows()
     table = {(s["metric"], s["group"]): s for s in summary(found)}
-    nim = "nvidia_nim_benchmarking_docs"
+    nim, vultr = "nvidia_nim_benchmarking_docs", "vultr_inference_cookbook_b200"
     assert table[("itl", nim)]["median_ape"] <= 0.17
     assert table[("throughput", nim)]["median_ape"] <= 0.10
     assert table[("ttft", nim)]["median_ape"] <= 0.40
-    assert table[("tpot", "sglang_repo_benchmark_dsv3_datacrunch")]["median_ape"] <= 0.16
-    assert table[("tpot", "all")]["median_ape"] <= 0.50
+    assert table[("tpot", vultr)]["median_ape"] <= 0.16
+    assert table[("throughput", vultr)]["median_ape"] <= 0.11
 
 
 def test_serving_page_draws_latency_against_load() -> None:
@@ -212,7 +219,7 @@ def test_report_has_a_latency_under_load_section() -> None:
     section = load_section()
     metrics = {s["name"] for s in section["summary"]["latency under load, by metric"]}
     assert metrics == {"itl", "throughput", "tpot", "ttft"}
-    assert sum(section["skip reasons"].values()) == 99
+    assert sum(section["skip reasons"].values()) == 107
     text = "\n".join(render_load(section, details=True))
     assert "# Serving latency under load" in text and "nim-1.8.0-llama3.3-70b" in text
 

@@ -15,6 +15,7 @@ with the bench clients' default sampling through the ``sharegpt`` length preset
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +62,7 @@ class LoadCase:
     lengths: str  # "fixed", or a preset of estimator.spec.lengths
     concurrency: int | None
     request_rate: float | None
+    num_prompts: int | None  # a closed loop's finite run (serving.run), as the record ran it
     measured: dict[str, Any]
     source: str
     assumptions: tuple[str, ...]
@@ -113,11 +115,23 @@ def lengths_of(r: dict[str, Any]) -> tuple[str, list[str]]:
 
 def _engine_version(r: dict[str, Any]) -> None:
     """vLLM before 0.8 ran the V0 scheduler (prefill-first, no chunking under 32K context;
-    here with multi-step scheduling): the vllm presets are V1's."""
-    steps = (r.get("engine_options") or {}).get("num_scheduler_steps")
+    here with multi-step scheduling): the vllm presets are V1's. Every preset runs its decode
+    steps as captured CUDA graphs (the engines' defaults); a run with them disabled is bound by
+    the host launching each kernel eagerly, which the step times do not model."""
+    options = r.get("engine_options") or {}
+    steps = options.get("num_scheduler_steps")
     if isinstance(steps, int) and steps > 1:
         raise Refused(
             f"vLLM V0 with multi-step scheduling (--num-scheduler-steps {steps}): no preset"
+        )
+    if options.get("cuda_graphs") is False or "--disable-cuda-graph" in str(options.get("launch")):
+        raise Refused("CUDA graphs disabled (--disable-cuda-graph): eager launches not modelled")
+    version = str(r.get("engine_version") or "")
+    if "deepseek-v3" in str(r.get("model")).lower() and version.startswith("0.4.1"):
+        raise Refused(
+            "SGLang 0.4.1 ran DeepSeek-V3 before its tuning (sgl-project/sglang#2591, opened"
+            " 2024-12-26, lists CUDA graphs, FP8 GEMM and H200 fused-MoE tuning for it as to"
+            " do): the presets are the tuned engines'"
         )
 
 
@@ -143,6 +157,21 @@ def _precision(label: str) -> tuple[str, list[str]]:
     raise Refused(f"precision {label!r} is ambiguous or has no serving preset")
 
 
+def _num_prompts(load: dict[str, Any]) -> int | None:
+    """The requests a closed-loop record sent (``--num-prompts``): a number, or the Vultr
+    cookbook's "50 at c=1, 400 at c>1"; None for an open loop or where it is not stated (the
+    steady state then stands for the run)."""
+    concurrency, stated = load.get("concurrency"), load.get("num_prompts")
+    if concurrency is None or stated is None:
+        return None
+    if isinstance(stated, int):
+        return stated
+    found = re.fullmatch(r"(\d+) at c=1, (\d+) at c>1\b.*", str(stated))
+    if found is None:
+        raise Refused(f"num_prompts {stated!r} not read")
+    return int(found[1] if concurrency == 1 else found[2])
+
+
 def _case(r: dict[str, Any]) -> LoadCase:
     lengths, notes = lengths_of(r)
     model = _MODELS.get(str(r["model"]))
@@ -166,6 +195,9 @@ def _case(r: dict[str, Any]) -> LoadCase:
     if engine_name == "nim":
         notes.append("NIM for Llama runs a TensorRT-LLM engine: the trtllm preset")
     load = r["load"]
+    prompts = _num_prompts(load)
+    if prompts is not None:
+        notes.append(f"a finite run of {prompts} requests, as the record ran it (serving.run)")
     return LoadCase(
         id=str(r["id"]),
         group=str(r["group"]),
@@ -181,6 +213,7 @@ def _case(r: dict[str, Any]) -> LoadCase:
         lengths=lengths,
         concurrency=load.get("concurrency"),
         request_rate=load.get("request_rate"),
+        num_prompts=prompts,
         measured=r["measured"],
         source=str(r["source"]),
         assumptions=tuple(notes),
@@ -203,6 +236,11 @@ def _stat(value: dict[str, Any] | None) -> tuple[str, float] | None:
         if value and isinstance(value.get(key), int | float):
             return ("unspecified" if key == "unspecified_stat" else key), float(value[key])
     return None
+
+
+def _median(value: dict[str, Any] | None) -> bool:
+    """Whether a record states this latency as its median (compared with the model's p50)."""
+    return (_stat(value) or ("", 0))[0] == "median"
 
 
 def _row(
@@ -246,6 +284,7 @@ def rows() -> tuple[list[LoadRow], list[tuple[str, str]]]:
             output_len=case.output_len,
             concurrency=int(case.concurrency or 1),
             lengths=LENGTH_PRESETS.get(case.lengths),
+            num_prompts=case.num_prompts,
         )
         model = get_model(case.model)
         try:
@@ -262,10 +301,13 @@ def rows() -> tuple[list[LoadRow], list[tuple[str, str]]]:
             skipped.append((case.id, f"estimator refuses it: {exc}"))
             continue
         m = case.measured
-        ttft = point.ttft_p50_s if (_stat(m.get("ttft_ms")) or ("", 0))[0] == "median" else None
+        ttft = point.ttft_p50_s if _median(m.get("ttft_ms")) else None
         predictions = {
             "ttft": (m.get("ttft_ms"), 1e3 * (ttft if ttft is not None else point.ttft_s)),
-            "tpot": (m.get("tpot_ms") or m.get("itl_ms"), 1e3 * point.tpot_s),
+            "tpot": (
+                m.get("tpot_ms") or m.get("itl_ms"),
+                1e3 * (point.tpot_p50_s if _median(m.get("tpot_ms")) else point.tpot_s),
+            ),
         }
         for metric, (published, predicted) in predictions.items():
             stat = _stat(published)

@@ -100,6 +100,14 @@ class InferenceRequest(ClusterFields):
         " concurrency (requests kept in flight); give one or the other",
         json_schema_extra=form("Request rate (req/s)", "Workload", "none"),
     )
+    num_prompts: Annotated[int, Field(ge=1, le=20_000)] | None = Field(
+        None,
+        description="A finite benchmark run of this many requests through the concurrency's"
+        " clients, as vllm bench serve --num-prompts sends them (the first wave starts at"
+        " once): its TTFT, TPOT and throughput over the run, simulated step by step (closed"
+        " loop only; pp 1). None: the steady state",
+        json_schema_extra=form("Requests in the run", "Workload", "steady state"),
+    )
     speculative_method: Method | None = Field(
         None,
         description="Speculative decoding: mtp (the model's own multi-token-prediction"
@@ -267,6 +275,12 @@ class LoadOut(BaseModel):
         description="The most requests/s the replica completes at this load's lengths"
     )
     lengths: str = Field(description="fixed, or the dataset whose length distribution it took")
+    tpot_p50_s: float | None = Field(
+        None, description="Over requests: the steady state's mean (alike for all); a run's own"
+    )
+    tpot_p99_s: float | None = None
+    num_prompts: int | None = Field(None, description="A finite run of that many requests")
+    duration_s: float | None = Field(None, description="The run's, first request to last token")
 
 
 class LengthsOut(BaseModel):

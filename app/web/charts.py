@@ -372,8 +372,9 @@ def serving_load_figure(
     tpot_target_s: float | None,
     ttft_target_s: float | None,
 ) -> Figure:
-    """TTFT (mean and p99) and TPOT in steady state against the requests kept in flight, with
-    the replica's slots (past them requests queue) and the SLO lines (``serving.load``)."""
+    """TTFT (mean and p99) and TPOT in steady state (or over a finite run of ``num_prompts``
+    requests) against the requests kept in flight, with the replica's slots (past them requests
+    queue) and the SLO lines (``serving.load``)."""
     x = [p.concurrency for p in points]
 
     def ms(values: Sequence[float]) -> list[float | None]:
@@ -398,7 +399,7 @@ def serving_load_figure(
         "data": data,
         "layout": {
             **_LAYOUT,
-            "title": {"text": "Latency under load (steady state)"},
+            "title": {"text": _load_title(points)},
             "height": 380,
             "xaxis": {"title": {"text": "requests kept in flight", "standoff": 4}, "type": "log"},
             "yaxis": {"title": {"text": "latency (ms)"}, "type": "log"},
@@ -406,6 +407,13 @@ def serving_load_figure(
             "annotations": annotations,
         },
     }
+
+
+def _load_title(points: Sequence[Any]) -> str:
+    runs = {p.num_prompts for p in points}
+    if runs == {None}:
+        return "Latency under load (steady state)"
+    return f"Latency under load (a run of {max(r or 0 for r in runs):,} requests at each load)"
 
 
 def _figure(data: list[dict[str, Any]], title: str, height: int, **layout: Any) -> Figure:

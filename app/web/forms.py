@@ -213,6 +213,7 @@ SERVING_INPUTS = inputs_of(
     "dataset",
     "concurrency",
     "request_rate",
+    "num_prompts",
     "engine",
     "prefix_cache_hit_rate",
     "moe_imbalance",

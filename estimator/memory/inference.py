@@ -89,6 +89,8 @@ class InferenceSetup:
     ``output_len`` are then its rounded means, which the memory model and a lone request use.
     ``moe_imbalance`` (>= 1, mixture-of-experts models): the routed tokens the busiest
     expert-parallel rank takes over the balanced share; every step waits for that rank.
+    ``num_prompts``: the load is a finite benchmark run of that many requests through the
+    ``concurrency`` clients (``serving.run``), not the steady state (None).
     """
 
     input_len: int
@@ -99,6 +101,7 @@ class InferenceSetup:
     prefix_cache_hit_rate: float = 0.0
     lengths: LengthDistribution | None = None
     moe_imbalance: float = 1.0
+    num_prompts: int | None = None
 
     @property
     def cached_prompt_tokens(self) -> int:

@@ -7,7 +7,8 @@
   fp8/fp4 GEMMs run at their rates), reads each sequence's KV cache at its context length
   (sliding-window layers at most their window), runs GEMMs with ``M = B`` rows, two TP all-reduces
   per layer, and for MoE layers only the experts the batch's tokens select: ``E (1 - (1 - k/E)^B)``
-  of them in expectation.
+  of them in expectation, as one fused kernel per linear (the engines' fused MoE GEMMs: one
+  launch, not one per expert).
 - With ``pp`` stages the engine keeps ``pp`` micro-batches of ``B / pp`` sequences in flight:
   a token's latency is ``pp`` stage steps, throughput ``B`` tokens per such latency.
 - Steady state at concurrency ``C`` (continuous batching, fixed lengths): each sequence costs its
@@ -50,6 +51,7 @@ from estimator.serving.load import (
     quantile_wait,
     steady_state_steps,
 )
+from estimator.serving.run import simulate_run
 from estimator.serving.speculative import (
     Replica,
     SpeculativeStep,
@@ -568,6 +570,51 @@ def estimate_load(
             return math.inf
         return float(queue_s + at_quantile[quantile] + quantile_wait(wait_s, rho, quantile))
 
+    if setup.num_prompts is not None:
+        if request_rate is not None:
+            raise SpecError(
+                "num_prompts", "a finite run is simulated in a closed loop (concurrency)", None
+            )
+        if pp > 1:
+            raise SpecError("num_prompts", "a finite run is simulated for pp = 1 only", pp)
+        run = simulate_run(
+            step_s,
+            prompts=w.own_new,
+            outputs=(osl,) if w.lengths is None else w.lengths.output_lens,
+            concurrency=setup.concurrency,
+            num_prompts=setup.num_prompts,
+            budget=budget,
+            slots=slots,
+            acceptance_length=accepted,
+            queries=q,
+        )
+        ttft_q = np.quantile(run.ttft_s, TTFT_QUANTILES)
+        tpot_q = np.quantile(run.tpot_s, (0.5, 0.99)) if run.tpot_s.size else (math.nan,) * 2
+        return LoadPoint(
+            engine=preset.name,
+            concurrency=float(setup.concurrency),
+            request_rate=None,
+            regime=regime,
+            running=run.mean_running,
+            decoding=run.mean_decoding,
+            queued=run.mean_queued,
+            ttft_s=float(run.ttft_s.mean()),
+            tpot_s=float(run.tpot_s.mean()) if run.tpot_s.size else tau_decode / accepted,
+            e2e_s=float(run.e2e_s.mean()),
+            ttft_p50_s=float(ttft_q[0]),
+            ttft_p90_s=float(ttft_q[1]),
+            ttft_p99_s=float(ttft_q[2]),
+            step_s=run.mean_step_s,
+            prefill_steps=counts["service_steps"],
+            requests_per_s=run.requests_per_s,
+            output_tokens_per_s=run.output_tokens_per_s,
+            capacity_requests_per_s=capacity,
+            lengths=w.name,
+            tpot_p50_s=float(tpot_q[0]),
+            tpot_p99_s=float(tpot_q[1]),
+            num_prompts=run.num_prompts,
+            duration_s=run.duration_s,
+        )
     return LoadPoint(
         engine=preset.name,
         concurrency=None if request_rate is not None else float(setup.concurrency),
@@ -588,4 +635,6 @@ def estimate_load(
         output_tokens_per_s=req_per_s * osl,
         capacity_requests_per_s=capacity,
         lengths=w.name,
+        tpot_p50_s=tau_decode / accepted,
+        tpot_p99_s=tau_decode / accepted,
     )

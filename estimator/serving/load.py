@@ -176,6 +176,12 @@ class LoadPoint:
     output_tokens_per_s: float
     capacity_requests_per_s: float  # at the most sequences the budget, cap and KV cache allow
     lengths: str = "fixed"  # the workload's length distribution (estimator.spec.lengths)
+    # TPOT over requests: the steady state's is the same for every request (its mean); a
+    # finite run's (``num_prompts``, ``serving.run``) differs by when a request ran
+    tpot_p50_s: float = math.nan
+    tpot_p99_s: float = math.nan
+    num_prompts: int | None = None  # a finite run of that many requests (``serving.run``)
+    duration_s: float | None = None  # the finite run's, first request sent to last token
 
 
 def decode_steps(osl: float, acceptance_length: float = 1.0) -> float:

@@ -3,12 +3,18 @@ speculative verification step, from the same kernel-level costs (``timing.kernel
 
 - A prefill of ``batch`` prompts of ``prompt`` tokens is a training forward of each layer
   (``timing.training.layer_time``: TP-sharded GEMMs, causal flash attention, elementwise work,
-  TP all-reduces, EP all-to-all). With ``cached`` of the prompt's tokens found in the prefix
-  cache the forward runs over the other ``prompt - cached`` tokens only (GEMMs, elementwise,
-  communication and recurrent scans as for a prompt that long), and their queries still attend
-  to every earlier key: the attention core keeps the share of the whole prompt's causal work
-  that the new queries do, ``(pairs(prompt) - pairs(cached)) / pairs(prompt)``
-  (``counts.flops.core_pairs_flops``; ``1 - (cached / prompt)^2`` for full attention).
+  TP all-reduces), its routed experts one fused kernel per linear. With ``cached`` of the
+  prompt's tokens found in the prefix cache the forward runs over the other ``prompt - cached``
+  tokens only (GEMMs, elementwise, communication and recurrent scans as for a prompt that
+  long), and their queries still attend to every earlier key: the attention core keeps the
+  share of the whole prompt's causal work that the new queries do,
+  ``(pairs(prompt) - pairs(cached)) / pairs(prompt)`` (``counts.flops.core_pairs_flops``;
+  ``1 - (cached / prompt)^2`` for full attention).
+- Expert parallelism inside the TP group moves no tokens: attention is tensor parallel, so
+  every rank holds the whole batch after its all-reduce, runs its own experts on the rows routed
+  to them, and the layer's all-reduce sums the experts' outputs (vLLM's ``FusedMoE`` reduces its
+  output with the TP all-reduce and takes all-to-all kernels only with data-parallel attention).
+  No all-to-all is charged; the busiest rank's expert share still times the GEMMs.
 - A decode step for ``batch`` sequences reads every weight once, each sequence's KV cache at
   ``context`` tokens (sliding-window layers at most their window), runs GEMMs with one row per
   sequence, two TP all-reduces per layer and, for MoE layers, only the experts the rows select.
@@ -108,7 +114,7 @@ def prefill_kinds(
     for k, kind in enumerate(model.kinds):
         whole = layer_time(
             model, kind, k, acc, prof, p, precision, prompt, batch, domain, attention_format=att,
-            expert_load=expert_load,
+            expert_load=expert_load, grouped_experts=True,
         )  # fmt: skip
         if not cached:
             out.append(
@@ -116,13 +122,13 @@ def prefill_kinds(
                     whole.gemm,
                     whole.attention + whole.mixer,
                     whole.elementwise,
-                    whole.tp_comm + whole.ep_comm,
+                    whole.tp_comm,
                 )
             )
             continue
         new = layer_time(
             model, kind, k, acc, prof, p, precision, prompt - cached, batch, domain,
-            attention_format=att, expert_load=expert_load,
+            attention_format=att, expert_load=expert_load, grouped_experts=True,
         )  # fmt: skip
         term = terms[k]
         share = 0.0
@@ -133,7 +139,7 @@ def prefill_kinds(
                 new.gemm,
                 share * whole.attention + new.mixer,
                 new.elementwise,
-                new.tp_comm + new.ep_comm,
+                new.tp_comm,
             )
         )
     return out
@@ -172,11 +178,6 @@ def decode_kinds(
         if kind.mixer is not None:  # the state is read and written back each step
             r = kind.mixer
             kv_bytes = kv_bytes + 2 * batch * (r.state_elems + r.conv_state_elems) / p.tp * act_b
-        moe = any(m.copies > 1 for m in kind.linears)
-        a2a = 0.0
-        if moe and p.ep > 1 and model.moe is not None:
-            routed = rows * model.moe.top_k * h * act_b * expert_load
-            a2a = 2 * collective_time(acc, prof, "all_to_all", routed, p.ep, p.expert_tp, domain)
         term = terms[k] if terms else None
         if term is None or kind.attention is None:
             attention = attention_decode_time(acc, prof, kv_bytes)
@@ -187,10 +188,10 @@ def decode_kinds(
             attention = attention_verify_time(acc, prof, kv_bytes, flops, cached, att_format)
         out.append(
             (
-                linear_gemm_time(model, kind, acc, prof, p, precision, rows, expert_load),
+                linear_gemm_time(model, kind, acc, prof, p, precision, rows, expert_load, True),
                 attention,
                 memory_time(acc, prof, rows * (8 * h + streams * kind.blocks) * act_b, 3),
-                kind.tp_exchanges * allreduce + a2a,
+                kind.tp_exchanges * allreduce,
             )
         )
     return out

@@ -265,6 +265,7 @@ def linear_gemm_time(
     precision: Precision,
     tokens: Num,
     expert_load: Num = 1.0,
+    grouped_experts: bool = False,
 ) -> Num:
     """Forward time of one layer's linears on one rank for ``tokens`` tokens.
 
@@ -272,6 +273,11 @@ def linear_gemm_time(
     whose shapes do not depend on the tokens (all but routed experts) run through ``gemm_time``
     as one (linears x token counts) array: each roofline operation is then one numpy call for
     the whole layer instead of one per linear, with the same products summed in the same order.
+    Routed experts are one GEMM per touched local expert, each with its launch floor
+    (Transformer Engine's ``GroupedLinear`` under Megatron-Core runs one cuBLAS GEMM per local
+    expert), or with ``grouped_experts`` one fused kernel per linear over all of them (vLLM's and
+    SGLang's fused MoE kernels, TensorRT-LLM's CUTLASS MoE GEMMs: the serving engines): their
+    FLOPs and bytes with one launch floor and one efficiency ramp.
     """
     gemm_b = DTYPES[precision.gemm_inputs].bytes
     act_b = DTYPES[precision.activations].bytes
@@ -292,6 +298,10 @@ def linear_gemm_time(
             continue
         w = w_expert if linear.copies > 1 else w_b
         per_row, row_bytes, fixed = gemm_coefficients(k, n, gemm_b, act_b, w)
+        if grouped_experts and linear.copies > 1:  # one fused kernel: one launch, one ramp
+            flops, moved = count * per_row * m_rows, count * (row_bytes * m_rows + fixed)
+            total = total + gemm_time(acc, prof, flops, moved, precision.compute)
+            continue
         t = gemm_time(acc, prof, per_row * m_rows, row_bytes * m_rows + fixed, precision.compute)
         total = total + (t if type(count) is int and count == 1 else count * t)
     return total
@@ -349,17 +359,21 @@ def layer_time(
     kernel: AttentionKernel = "fused",
     attention_format: str | None = None,
     expert_load: Num = 1.0,
+    grouped_experts: bool = False,
 ) -> _LayerTime:
     """Forward time of one layer of ``kind`` for one micro-batch on one rank (and the backward
     time of its attention, whose ratio to the forward depends on the kernel).
     ``attention_format`` is the tensor-core rate the attention core runs at (default: the GEMMs'
-    rate); training passes ``training_attention_format``."""
+    rate); training passes ``training_attention_format``. ``grouped_experts``: the routed
+    experts as one fused kernel (``linear_gemm_time``), as the serving engines run them."""
     compute = precision.compute
     att_compute = attention_format or compute
     gemm_b = DTYPES[precision.gemm_inputs].bytes
     act_b = DTYPES[precision.activations].bytes
     tokens = seq_len * micro_batch / p.cp
-    gemm = linear_gemm_time(model, kind, acc, prof, p, precision, tokens, expert_load)
+    gemm = linear_gemm_time(
+        model, kind, acc, prof, p, precision, tokens, expert_load, grouped_experts
+    )
 
     term = attention_terms(model)[kind_index]
     a = kind.attention
