@@ -4,7 +4,9 @@ API refuses what does not go together, and the validation maps only what is that
 
 from __future__ import annotations
 
+import json
 import math
+import statistics
 from dataclasses import fields, replace
 
 import pytest
@@ -23,11 +25,12 @@ from estimator.serving.estimate import estimate_load
 from estimator.serving.load import LoadPoint, prefill_wait
 from estimator.spec.lengths import (
     LENGTH_PRESETS,
+    MLPERF_PRESETS,
     LengthDistribution,
     fixed_lengths,
     truncated_exponential,
 )
-from validation.load import LoadCase, Skip, cases, lengths_of, rows, summary
+from validation.load import DATA, LoadCase, Skip, cases, lengths_of, rows, summary
 from validation.records import Refused
 
 SHAREGPT = LENGTH_PRESETS["sharegpt"]
@@ -113,6 +116,46 @@ def test_the_sharegpt_preset_keeps_its_published_means() -> None:
     assert SHAREGPT.decode_context > SHAREGPT.mean_input + SHAREGPT.mean_output / 2
 
 
+# (preset, published prompt mean, its bounds, output mean, its cap): the per-sample token counts
+# of the official datasets (Harshith-umesh/mlperf-dashboard@5a43d27 mlperf-data/summaries) and
+# the task READMEs' reference tokens per sample (mlcommons/inference@b66003e); Llama-3.1-8B's
+# output from LoadGen's counts of the compared runs
+MLPERF = [
+    ("mlperf-llama2-70b", 5_463_976 / 24_576, (48, 1024), 294.45, 1024),
+    ("mlperf-llama3.1-8b", 11_639_915 / 13_368, (79, 2540), 129.0, 129),
+    ("mlperf-llama3.1-405b", 78_380_323 / 8_313, (476, 20000), 684.68, 2000),
+    ("mlperf-mixtral-8x7b", 6_410_905 / 15_000, (35, 2048), 144.84, 1024),
+    ("mlperf-deepseek-r1", 3_527_036 / 4_388, (52, 3140), 3886.2274, 20000),
+]
+
+
+@pytest.mark.parametrize(("name", "prompt", "bounds", "output", "cap"), MLPERF)
+def test_mlperf_presets_keep_their_published_means_and_bounds(
+    name: str, prompt: float, bounds: tuple[int, int], output: float, cap: int
+) -> None:
+    p = LENGTH_PRESETS[name]
+    assert p.mean_input == pytest.approx(prompt, rel=1e-9) and len(p.input_lens) == 16
+    assert p.mean_output == pytest.approx(output, rel=1e-9)
+    assert bounds[0] < min(p.input_lens) and max(p.input_lens) < bounds[1]
+    assert min(p.output_lens) >= 1 and max(p.output_lens) <= cap
+    assert any("mlcommons/inference" in s or "LoadGen" in s for s in p.sources)
+
+
+def test_lengths_of_maps_each_mlperf_task() -> None:
+    data = json.loads(DATA.read_text(encoding="utf-8"))["records"]
+    texts = {r["length_distribution"] for r in data if
+             str(r.get("length_distribution")).startswith("MLPerf")}  # fmt: skip
+    mapped = {}
+    for text in texts:
+        try:
+            mapped[text] = lengths_of({"length_distribution": text})[0]
+        except Refused as why:
+            assert "Llama-3.1-70B" in str(why) and "llama-3.1-70b" in text.lower()
+    assert set(mapped.values()) == set(MLPERF_PRESETS)
+    for text, name in mapped.items():
+        assert text.lower().startswith(f"mlperf {name.removeprefix('mlperf-')} task")
+
+
 def test_a_request_population_keeps_its_means_under_load() -> None:
     """Open loop below capacity: requests complete at the arrival rate, output tokens at the
     rate times the mean output."""
@@ -178,8 +221,13 @@ def test_validation_maps_only_sharegpt_with_its_default_sampling() -> None:
     override = {"length_distribution": text + " --sharegpt-output-len 256"}
     with pytest.raises(Refused, match="overridden"):
         lengths_of(override)
+    with pytest.raises(Refused, match=r"Llama-3\.1-70B"):
+        lengths_of(
+            {"length_distribution": "MLPerf llama2-70b task (OpenOrca), OPEN division; served"
+             " with Llama-3.1-70B-Instruct (model substitution)"}
+        )  # fmt: skip
     with pytest.raises(Refused, match="MLPerf"):
-        lengths_of({"length_distribution": "MLPerf llama2-70b task: OpenOrca subset"})
+        lengths_of({"length_distribution": "MLPerf gpt-j task: CNN/DailyMail"})
     found = {c.id: c for c in cases()}
     compared = [c for c in found.values() if isinstance(c, LoadCase) and c.lengths == "sharegpt"]
     assert sorted(c.id for c in compared) == [
@@ -191,12 +239,24 @@ def test_validation_maps_only_sharegpt_with_its_default_sampling() -> None:
 
 def test_accuracy_on_sharegpt_is_pinned() -> None:
     """Measured, not tuned (docs/validation.md): the 4 SGLang 0.3 ShareGPT records (Poisson
-    arrivals at 4 and 8 req/s), median TTFT and TPOT; the whole table's TTFT and TPOT."""
+    arrivals at 4 and 8 req/s), median TTFT and TPOT; the non-MLPerf records' TTFT and TPOT
+    (the table before the MLPerf presets: 30.2% and 15.2%); the MLPerf server runs, far off
+    (operated at the edge of their latency limits, near capacity, where the model's 10-20%
+    optimistic capacity puts it at a much smaller batch: TTFT and TPOT under-predicted)."""
     found, _ = rows()
     table = {(s["metric"], s["group"]): s for s in summary(found)}
     group = "sglang_repo_benchmark_vllm_060"
     assert table[("ttft", group)]["n"] == 4 and table[("ttft", group)]["median_ape"] <= 0.12
     assert table[("tpot", group)]["n"] == 4 and table[("tpot", group)]["median_ape"] <= 0.13
     assert table[("ttft", group)]["p90_ape"] <= 0.21 and table[("tpot", group)]["p90_ape"] <= 0.33
-    assert table[("ttft", "all")]["median_ape"] <= 0.38
-    assert table[("tpot", "all")]["median_ape"] <= 0.34
+
+    def median_ape(metric: str, mlperf: bool) -> float:
+        return statistics.median(
+            abs(r.error)
+            for r in found
+            if r.metric == metric and r.group.startswith("mlperf") == mlperf
+        )
+
+    assert median_ape("ttft", False) <= 0.31 and median_ape("tpot", False) <= 0.16
+    assert median_ape("ttft", True) <= 0.75 and median_ape("tpot", True) <= 0.80
+    assert median_ape("throughput", True) <= 0.03  # below capacity: the offered rate, served

@@ -7,7 +7,11 @@ the record publishes (TTFT and TPOT as the mean, or as the median where only the
 published, compared with the model's mean and p50; ITL where no TPOT is given; output
 tokens/s of the replica). Fixed-length records are compared as they are; ShareGPT records drawn
 with the bench clients' default sampling through the ``sharegpt`` length preset
-(``estimator.spec.lengths``); other datasets are skipped. Nothing is fitted on these records.
+(``estimator.spec.lengths``), MLPerf Inference Server / Interactive runs through their task's
+``mlperf-*`` preset; other datasets are skipped. A record of several identical replicas is one
+replica at its share of the rate. Where the model predicts an overloaded replica (capacity
+below the offered rate: TTFT without bound) its TTFT is left out of the errors and listed by
+``overloaded``. Nothing is fitted on these records.
 
 ``python -m validation.load`` prints the comparison.
 """
@@ -34,7 +38,18 @@ from estimator.spec.lengths import LENGTH_PRESETS
 from estimator.spec.model import ModelSpec
 from validation.records import Refused, Skip
 
-__all__ = ["LoadCase", "LoadRow", "Skip", "cases", "lengths_of", "main", "rows", "summary"]
+__all__ = [
+    "OVERLOADED",
+    "LoadCase",
+    "LoadRow",
+    "Skip",
+    "cases",
+    "lengths_of",
+    "main",
+    "overloaded",
+    "rows",
+    "summary",
+]
 
 DATA = Path(__file__).parent / "data" / "serving_load_measured.json"
 
@@ -44,7 +59,20 @@ _MODELS = {
     "meta-llama/Llama-3.3-70B-Instruct": "llama-3.3-70b",
     "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8": "nemotron-3-nano-30b-a3b",
     "deepseek-ai/DeepSeek-V3": "deepseek-v3",
+    "meta-llama/Llama-2-70b-chat-hf": "llama-2-70b",
+    "meta-llama/Llama-3.1-405B-Instruct": "llama-3.1-405b",
+    "mistralai/Mixtral-8x7B-Instruct-v0.1": "mixtral-8x7b",
+    "deepseek-ai/DeepSeek-R1": "deepseek-v3",  # DeepSeek-V3's architecture, post-trained
 }
+# MLPerf task texts (the start of length_distribution) -> their length presets
+_MLPERF = {
+    "mlperf llama2-70b task": "mlperf-llama2-70b",
+    "mlperf llama3.1-8b task": "mlperf-llama3.1-8b",
+    "mlperf llama3.1-405b task": "mlperf-llama3.1-405b",
+    "mlperf mixtral-8x7b task": "mlperf-mixtral-8x7b",
+    "mlperf deepseek-r1 task": "mlperf-deepseek-r1",
+}
+OVERLOADED = "predicted overloaded where the run served its rate"
 _ENGINES = {"nim": "trtllm", "vllm": "vllm", "sglang": "sglang", "tensorrt-llm": "trtllm"}
 
 
@@ -61,11 +89,12 @@ class LoadCase:
     output_len: int
     lengths: str  # "fixed", or a preset of estimator.spec.lengths
     concurrency: int | None
-    request_rate: float | None
+    request_rate: float | None  # of one replica
     num_prompts: int | None  # a closed loop's finite run (serving.run), as the record ran it
     measured: dict[str, Any]
     source: str
     assumptions: tuple[str, ...]
+    instances: int = 1  # identical replicas sharing the record's rate and throughput
 
 
 @dataclass(frozen=True)
@@ -95,8 +124,8 @@ class LoadRow:
 def lengths_of(r: dict[str, Any]) -> tuple[str, list[str]]:
     """A record's workload lengths: ``fixed`` where it gives input_len and output_len, the
     ``sharegpt`` preset where it is ShareGPT drawn by ``sglang.bench_serving`` or ``vllm bench
-    serve`` with their default sampling (the dataset's own answer lengths, no override), else
-    refused."""
+    serve`` with their default sampling (the dataset's own answer lengths, no override), an
+    MLPerf task's preset where the task's own model runs it, else refused."""
     if isinstance(r.get("input_len"), int) and isinstance(r.get("output_len"), int):
         return "fixed", []
     text = str(r.get("length_distribution") or "")
@@ -109,7 +138,18 @@ def lengths_of(r: dict[str, Any]) -> tuple[str, list[str]]:
             " rules; the spread is the maximum-entropy shape, assumed)"
         ]
     if low.startswith("mlperf"):
-        raise Refused("length distribution (MLPerf task dataset) has no preset: not modelled")
+        if "llama-3.1-70b" in low:
+            raise Refused(
+                "MLPerf llama2-70b prompts served to Llama-3.1-70B (open division): no published"
+                " prompt lengths in its tokenizer"
+            )
+        name = next((v for k, v in _MLPERF.items() if low.startswith(k)), None)
+        if name is None:
+            raise Refused("length distribution (MLPerf task dataset) has no preset: not modelled")
+        return name, [
+            f"MLPerf task lengths: the {name} preset (prompt mean of the official dataset,"
+            " reference output mean; the spread is the maximum-entropy shape, assumed)"
+        ]
     raise Refused("length distribution has no preset: not modelled")
 
 
@@ -137,6 +177,11 @@ def _engine_version(r: dict[str, Any]) -> None:
 
 def _accelerator(gpu: str) -> tuple[str, list[str]]:
     g = gpu.lower()
+    for name, acc in _MLPERF_GPUS.items():
+        if name in g:
+            return acc, []
+    if "gh200" in g or ("h200" in g and "nvl" in g):
+        raise Refused(f"accelerator {gpu} not in the catalog")
     if "a100" in g and "80" in g:
         return "a100-sxm-80gb", ["A100 80GB form factor not stated: SXM assumed"]
     if "b200" in g:
@@ -148,11 +193,24 @@ def _accelerator(gpu: str) -> tuple[str, list[str]]:
     raise Refused(f"accelerator {gpu} not mapped")
 
 
+_MLPERF_GPUS = {  # names as MLPerf systems state them -> catalog ids
+    "h100-nvl-94gb": "h100-nvl-94gb",
+    "l40s": "l40s",
+    "rtx pro 6000 blackwell server": "rtx-pro-6000-bse",
+    "gb200": "gb200",
+    "gb300": "gb300",
+    "mi300x": "mi300x",
+    "mi325x": "mi325x",
+}
+
+
 def _precision(label: str) -> tuple[str, list[str]]:
     low = label.lower()
+    if low.startswith("config precision 'fp4'") and "kv cache fp8" in low:
+        return "nvfp4-serving", ["NVFP4 weights and GEMMs, FP8 KV cache (nvfp4-serving)"]
     if "fp8" in low:
         return "fp8-serving", ["FP8 weights and FP8 KV cache (the fp8-serving preset)"]
-    if low.startswith("bf16 (no quantization"):
+    if low.startswith(("bf16 (no quantization", "bf16 weights (no quantization")):
         return "bf16", ["BF16 checkpoint served as is (the bf16 preset)"]
     raise Refused(f"precision {label!r} is ambiguous or has no serving preset")
 
@@ -183,10 +241,11 @@ def _case(r: dict[str, Any]) -> LoadCase:
     if engine is None:
         raise Refused(f"engine {r.get('engine')} has no scheduler preset")
     _engine_version(r)
-    num_gpus, tp = int(r.get("num_gpus") or 0), r.get("tp")
-    if not isinstance(tp, int) or tp != num_gpus:
+    _layout_supported(r, engine_label)
+    num_gpus, tp, instances = int(r.get("num_gpus") or 0), r.get("tp"), r.get("instances") or 1
+    if not isinstance(tp, int) or tp * instances != num_gpus:
         raise Refused(f"{num_gpus} GPUs as TP {tp}: only one tensor-parallel replica is modelled")
-    if num_gpus > 8:
+    if tp > 8:
         raise Refused("multi-node replica: inter-node TP not modelled by the load model")
     acc, more = _accelerator(str(r["gpu"]))
     notes += more
@@ -194,10 +253,24 @@ def _case(r: dict[str, Any]) -> LoadCase:
     notes += more
     if engine_name == "nim":
         notes.append("NIM for Llama runs a TensorRT-LLM engine: the trtllm preset")
+    if r["model"] == "deepseek-ai/DeepSeek-R1":
+        notes.append("DeepSeek-R1 has DeepSeek-V3's architecture: the deepseek-v3 model")
     load = r["load"]
     prompts = _num_prompts(load)
     if prompts is not None:
         notes.append(f"a finite run of {prompts} requests, as the record ran it (serving.run)")
+    rate = load.get("request_rate")
+    if instances > 1:
+        notes.append(
+            f"{instances} replicas of TP {tp}: one at 1/{instances} of the rate, its output"
+            f" tokens/s times {instances} (queries assumed spread evenly over the replicas)"
+        )
+        rate = rate / instances if rate is not None else None
+    if lengths in _MLPERF.values():
+        notes.append(
+            f"LoadGen {load.get('scenario')} scenario: Poisson arrivals at target_qps; the"
+            f" harness's batching limits are not taken (the {engine} preset's)"
+        )
     return LoadCase(
         id=str(r["id"]),
         group=str(r["group"]),
@@ -212,12 +285,25 @@ def _case(r: dict[str, Any]) -> LoadCase:
         else LENGTH_PRESETS[lengths].output_len,
         lengths=lengths,
         concurrency=load.get("concurrency"),
-        request_rate=load.get("request_rate"),
+        request_rate=rate,
         num_prompts=prompts,
         measured=r["measured"],
         source=str(r["source"]),
         assumptions=tuple(notes),
+        instances=instances,
     )
+
+
+def _layout_supported(r: dict[str, Any], engine_label: str) -> None:
+    """Refuses what the load model does not take: disaggregated serving, attention data
+    parallel with expert-parallel MoE (the records that state an EP degree), pipeline-parallel
+    replicas."""
+    if "dynamo" in engine_label:
+        raise Refused("disaggregated serving behind NVIDIA Dynamo: not modelled")
+    if r.get("dp_attention") and r.get("ep"):
+        raise Refused(f"attention data parallel with EP {r['ep']} MoE: not modelled")
+    if (r.get("pp") or 1) != 1:
+        raise Refused(f"pipeline-parallel replica (PP {r['pp']}): not modelled under load")
 
 
 def cases() -> list[LoadCase | Skip]:
@@ -311,7 +397,10 @@ def rows() -> tuple[list[LoadRow], list[tuple[str, str]]]:
         }
         for metric, (published, predicted) in predictions.items():
             stat = _stat(published)
-            if stat is None or predicted != predicted or predicted == float("inf"):
+            if stat is None or predicted != predicted:
+                continue
+            if predicted == float("inf"):
+                skipped.append((case.id, f"{metric}: {OVERLOADED}"))
                 continue
             name = metric if metric != "tpot" or m.get("tpot_ms") else "itl"
             out.append(_row(case, model, name, stat[0], point.regime, stat[1], predicted))
@@ -319,9 +408,15 @@ def rows() -> tuple[list[LoadRow], list[tuple[str, str]]]:
         if isinstance(tps, int | float) and tps > 0:
             out.append(
                 _row(case, model, "throughput", "mean", point.regime, float(tps),
-                     point.output_tokens_per_s)
+                     point.output_tokens_per_s * case.instances)
             )  # fmt: skip
     return out, skipped
+
+
+def overloaded(skipped: list[tuple[str, str]]) -> list[str]:
+    """Records whose TTFT the model predicts unbounded (capacity below the offered rate) where
+    the run served that rate: left out of the errors, listed here."""
+    return sorted({i for i, why in skipped if why.endswith(OVERLOADED)})
 
 
 def summary(found: list[LoadRow]) -> list[dict[str, Any]]:
@@ -354,8 +449,11 @@ def main() -> None:
         )
     reasons: dict[str, int] = {}
     for _, why in skipped:
-        reasons[why] = reasons.get(why, 0) + 1
-    print(f"skipped {len(skipped)}:", reasons)
+        if not why.endswith(OVERLOADED):
+            reasons[why] = reasons.get(why, 0) + 1
+    print(f"skipped {sum(reasons.values())}:", reasons)
+    over = overloaded(skipped)
+    print(f"{OVERLOADED}: {len(over)} records", over)
 
 
 if __name__ == "__main__":

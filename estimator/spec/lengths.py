@@ -26,6 +26,18 @@ mean and the sampler's bounds**: an exponential truncated to ``[4, 1024]`` (prom
 variation about 0.9). It is discretized into ``BINS`` equal-probability bins, each at its
 conditional mean, so the bins' mean is the distribution's mean exactly. The shape is an
 assumption; only the means are measured.
+
+**MLPerf Inference tasks** (``mlperf-llama2-70b``, ``mlperf-llama3.1-8b``,
+``mlperf-llama3.1-405b``, ``mlperf-mixtral-8x7b``, ``mlperf-deepseek-r1``): LoadGen sends
+every sample of the task's preprocessed dataset, already tokenized for the task's model, and
+the model decodes to EOS or the task's output cap. Prompt means: the ``tok_input`` lengths of
+the official dataset files, as exported per sample by Harshith-umesh/mlperf-dashboard
+(``mlperf-data/summaries``; the same export reproduces the READMEs' reference output means of
+the 405B and Mixtral tasks to the last digit); bounds: the shortest prompt there and the
+task's input cap. Output means: the reference implementation's tokens per sample from the
+task README, and for Llama-3.1-8B (whose README counts characters) the mean LoadGen counted
+in the compared runs, 129.0 in each: every request decodes the same count, one point. The
+shape is the maximum-entropy one above, an assumption.
 """
 
 from __future__ import annotations
@@ -39,6 +51,7 @@ from estimator.errors import SpecError
 __all__ = [
     "BINS",
     "LENGTH_PRESETS",
+    "MLPERF_PRESETS",
     "LengthDistribution",
     "fixed_lengths",
     "truncated_exponential",
@@ -208,3 +221,112 @@ LENGTH_PRESETS: dict[str, LengthDistribution] = {
         ),
     ),
 }
+
+
+# MLPerf Inference tasks. Prompt means: sums of the per-sample ``input_length`` column of
+# Harshith-umesh/mlperf-dashboard@5a43d2748a0881fc007f6a7e00a60a98175b3a6e
+# mlperf-data/summaries/<task>.csv (the official dataset files' token counts, exported by
+# mlperf-data/original/generate_dataset_summaries.py) over its rows; minimum and maximum
+# likewise. Output means: mlcommons/inference@b66003e10e2db4b8c36a448b0545ec90fcc6e9e9.
+_DASHBOARD = "Harshith-umesh/mlperf-dashboard@5a43d27:mlperf-data/summaries"
+_INFERENCE = "mlcommons/inference@b66003e"
+_SHAPE = (
+    "Shape: maximum-entropy (truncated exponential) given each mean and its bounds; an"
+    " assumption (the export's per-sample spread is not taken)"
+)
+
+
+@dataclass(frozen=True)
+class _Task:
+    name: str
+    label: str
+    prompts: tuple[int, int, int, int, int]  # (tokens, samples, shortest, longest, input cap)
+    output: tuple[float, float, float]  # (mean, shortest, output cap); cap 0: one point
+    sources: tuple[str, ...]
+
+    def distribution(self) -> LengthDistribution:
+        tokens, samples, low, _, cap = self.prompts
+        mean, out_low, out_cap = self.output
+        outputs = (mean,) if out_cap == 0 else truncated_exponential(mean, out_low, out_cap)
+        return LengthDistribution(
+            name=self.name,
+            label=self.label,
+            input_lens=truncated_exponential(tokens / samples, low, cap),
+            output_lens=outputs,
+            sources=(*self.sources, _SHAPE),
+        )
+
+
+_TASKS = (
+    _Task(
+        "mlperf-llama2-70b",
+        "MLPerf llama2-70b (OpenOrca, 24,576 samples, Llama-2 tokenizer)",
+        (5_463_976, 24_576, 48, 1021, 1024),
+        (294.45, 1, 1024),
+        (
+            f"Prompts: {_DASHBOARD}/llama2-70b-99.csv, tok_input_length of"
+            " open_orca_gpt4_tokenized_llama.sampled_24576.pkl: 5,463,976 tokens over 24,576"
+            " samples (222.3 a prompt), 48 to 1,021; cap 1,024 (processorca.py"
+            " --seqlen_limit=1024, language/llama2-70b/README.md:141)",
+            f"Outputs: {_INFERENCE}:language/llama2-70b/README.md:266, 'Tokens per sample:"
+            " 294.45' (Llama-2-70B-chat reference run); cap 1,024",
+        ),
+    ),
+    _Task(
+        "mlperf-llama3.1-8b",
+        "MLPerf llama3.1-8b (CNN/DailyMail, 13,368 samples, Llama-3.1 tokenizer)",
+        (11_639_915, 13_368, 79, 2540, 2540),
+        (129.0, 0, 0),
+        (
+            f"Prompts: {_DASHBOARD}/llama3-1-8b-datacenter.csv, tok_input of cnn_eval.json:"
+            " 11,639,915 tokens over 13,368 samples (870.7 a prompt), 79 to 2,540; cap 2,540"
+            " (NVIDIA config max_input_len)",
+            "Outputs: derived from LoadGen's token and sample counts of the compared runs"
+            " (completed tokens/s over completed samples/s: 129.0 in each of the 10); the"
+            f" README's gen_len counts characters ({_INFERENCE}:language/llama3.1-8b/"
+            "evaluation.py:127), the reference caps outputs at 128 (SUT_VLLM.py:75)",
+        ),
+    ),
+    _Task(
+        "mlperf-llama3.1-405b",
+        "MLPerf llama3.1-405b (long-context mix, 8,313 samples, Llama-3.1 tokenizer)",
+        (78_380_323, 8_313, 476, 19988, 20000),
+        (684.68, 1, 2000),
+        (
+            f"Prompts: {_DASHBOARD}/llama3-1-405b.csv, tok_input_len of"
+            " mlperf_llama3.1_405b_dataset_8313_processed_fp16_eval.pkl: 78,380,323 tokens"
+            " over 8,313 samples (9,428.6 a prompt), 476 to 19,988; cap 20,000 (NVIDIA config"
+            " max_input_len)",
+            f"Outputs: {_INFERENCE}:language/llama3.1-405b/README.md:272, tokens_per_sample"
+            " 684.68 (reference run); cap 2,000 (max_seq_len 22,000 - 20,000)",
+        ),
+    ),
+    _Task(
+        "mlperf-mixtral-8x7b",
+        "MLPerf mixtral-8x7b (OpenOrca / GSM8K / MBXP, 15,000 samples, Mixtral tokenizer)",
+        (6_410_905, 15_000, 35, 1948, 2048),
+        (144.84, 1, 1024),
+        (
+            f"Prompts: {_DASHBOARD}/mixtral-8x7b.csv, tok_input_len of"
+            " 09292024_mixtral_15k_mintoken2_v1.pkl: 6,410,905 tokens over 15,000 samples"
+            " (427.4 a prompt), 35 to 1,948; cap 2,048 (NVIDIA builder --max_input_len)",
+            f"Outputs: {_INFERENCE}:language/mixtral-8x7b/README.md:292, tokens_per_sample"
+            " 144.84 (reference run); cap 1,024",
+        ),
+    ),
+    _Task(
+        "mlperf-deepseek-r1",
+        "MLPerf deepseek-r1 (reasoning mix, 4,388 samples, DeepSeek tokenizer)",
+        (3_527_036, 4_388, 52, 3140, 3140),
+        (3886.2274, 1, 20000),
+        (
+            f"Prompts: {_DASHBOARD}/deepseek-r1.csv, tok_input_len of"
+            " mlperf_deepseek_r1_dataset_4388_fp8_eval.pkl: 3,527,036 tokens over 4,388"
+            " samples (803.8 a prompt), 52 to 3,140; cap 3,140 (NVIDIA config max_input_len)",
+            f"Outputs: {_INFERENCE}:language/deepseek-r1/README.md:271, mean-output-tok-len"
+            " 3,886.2274 (reference run); cap 20,000",
+        ),
+    ),
+)
+MLPERF_PRESETS = tuple(t.name for t in _TASKS)
+LENGTH_PRESETS.update((t.name, t.distribution()) for t in _TASKS)
