@@ -130,8 +130,10 @@ def resolve_model(ref: str | dict[str, Any], field: str = "model") -> ModelSpec:
         return model_from_config(ref)
     except SpecError as exc:
         path = field + exc.field.removeprefix("config")
-        # model_type is the one key the schema requires of a pasted config (PastedConfig)
-        kind = ShapeError if exc.field == "config.model_type" else SpecError
+        # model_type is the one key the schema requires of a pasted config (PastedConfig): its
+        # absence breaks the schema; a model_type the reader refuses is the plan's problem
+        missing = exc.field == "config.model_type" and exc.value is None
+        kind = ShapeError if missing else SpecError
         raise kind(path, exc.rule, exc.value) from None
 
 

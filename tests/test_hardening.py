@@ -520,6 +520,12 @@ def test_pasted_config_schema_requires_model_type() -> None:
     r = client.post(f"{API}/training/estimate", json={"model": {"hidden_size": 4096}})
     assert r.status_code == 422 and r.json()["error"] == "invalid_request"
     assert r.json()["detail"][0]["field"] == "model.model_type"
+    # A model_type the schema takes but the reader refuses (an unknown family naming Mamba
+    # blocks) is the plan's problem, as the fuzz test's invariant wants
+    odd = {"model_type": "my-hybrid", "mamba_head_dim": 64}
+    r = client.post(f"{API}/models/import", json=odd)
+    assert r.status_code == 422 and r.json()["error"] == "invalid_plan"
+    assert r.json()["detail"][0]["field"] == "config.model_type"
 
 
 @pytest.mark.parametrize(
