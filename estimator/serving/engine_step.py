@@ -150,8 +150,9 @@ def engine_step_time(
         for kind, dk, pk in zip(model.kinds, decode, prompt, strict=True):
             if mixed:  # one GEMM over the decodes' and the chunks' rows
                 gemm = linear_gemm_time(
-                    model, kind, accelerator, prof, p, precision, live * rows + tok, load, True
-                )
+                    model, kind, accelerator, prof, p, precision, live * rows + tok, load,
+                    grouped_experts=True,
+                )  # fmt: skip
             else:
                 gemm = live * dk[0] + frac * pk[0]
             kinds.append(

@@ -30,7 +30,7 @@ The per-layer step costs are in ``serving.steps``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -474,6 +474,14 @@ def estimate_load(
         raise SpecError("engine", f"must be one of {', '.join(ENGINES)}", engine)
     if request_rate is not None and not 0 < request_rate <= 1e6:
         raise SpecError("request_rate", "must be > 0 and <= 1,000,000 requests/s", request_rate)
+    if setup.num_prompts is not None:  # a finite run (serving.run): refused before any work
+        if request_rate is not None:
+            raise SpecError(
+                "num_prompts", "a finite run is simulated in a closed loop (concurrency)", None
+            )
+        stages = serving_layout(model, parallel).pp
+        if stages > 1:
+            raise SpecError("num_prompts", "a finite run is simulated for pp = 1 only", stages)
     memory = memory or inference_memory(model, accelerator, parallel, setup, precision)
     domain = cluster or cluster_of(accelerator)
     spec = setup.speculative
@@ -570,52 +578,7 @@ def estimate_load(
             return math.inf
         return float(queue_s + at_quantile[quantile] + quantile_wait(wait_s, rho, quantile))
 
-    if setup.num_prompts is not None:
-        if request_rate is not None:
-            raise SpecError(
-                "num_prompts", "a finite run is simulated in a closed loop (concurrency)", None
-            )
-        if pp > 1:
-            raise SpecError("num_prompts", "a finite run is simulated for pp = 1 only", pp)
-        run = simulate_run(
-            step_s,
-            prompts=w.own_new,
-            outputs=(osl,) if w.lengths is None else w.lengths.output_lens,
-            concurrency=setup.concurrency,
-            num_prompts=setup.num_prompts,
-            budget=budget,
-            slots=slots,
-            acceptance_length=accepted,
-            queries=q,
-        )
-        ttft_q = np.quantile(run.ttft_s, TTFT_QUANTILES)
-        tpot_q = np.quantile(run.tpot_s, (0.5, 0.99)) if run.tpot_s.size else (math.nan,) * 2
-        return LoadPoint(
-            engine=preset.name,
-            concurrency=float(setup.concurrency),
-            request_rate=None,
-            regime=regime,
-            running=run.mean_running,
-            decoding=run.mean_decoding,
-            queued=run.mean_queued,
-            ttft_s=float(run.ttft_s.mean()),
-            tpot_s=float(run.tpot_s.mean()) if run.tpot_s.size else tau_decode / accepted,
-            e2e_s=float(run.e2e_s.mean()),
-            ttft_p50_s=float(ttft_q[0]),
-            ttft_p90_s=float(ttft_q[1]),
-            ttft_p99_s=float(ttft_q[2]),
-            step_s=run.mean_step_s,
-            prefill_steps=counts["service_steps"],
-            requests_per_s=run.requests_per_s,
-            output_tokens_per_s=run.output_tokens_per_s,
-            capacity_requests_per_s=capacity,
-            lengths=w.name,
-            tpot_p50_s=float(tpot_q[0]),
-            tpot_p99_s=float(tpot_q[1]),
-            num_prompts=run.num_prompts,
-            duration_s=run.duration_s,
-        )
-    return LoadPoint(
+    steady = LoadPoint(
         engine=preset.name,
         concurrency=None if request_rate is not None else float(setup.concurrency),
         request_rate=request_rate,
@@ -637,4 +600,38 @@ def estimate_load(
         lengths=w.name,
         tpot_p50_s=tau_decode / accepted,
         tpot_p99_s=tau_decode / accepted,
+    )
+    if setup.num_prompts is None:
+        return steady
+    run = simulate_run(
+        step_s,
+        prompts=w.own_new,
+        outputs=(osl,) if w.lengths is None else w.lengths.output_lens,
+        concurrency=setup.concurrency,
+        num_prompts=setup.num_prompts,
+        budget=budget,
+        slots=slots,
+        acceptance_length=accepted,
+        queries=q,
+    )
+    ttft_q = np.quantile(run.ttft_s, TTFT_QUANTILES)
+    tpot_q = np.quantile(run.tpot_s, (0.5, 0.99)) if run.tpot_s.size else (steady.tpot_s,) * 2
+    return replace(  # the run's own latencies and throughput; regime and capacity the steady's
+        steady,
+        running=run.mean_running,
+        decoding=run.mean_decoding,
+        queued=run.mean_queued,
+        ttft_s=float(run.ttft_s.mean()),
+        tpot_s=float(run.tpot_s.mean()) if run.tpot_s.size else steady.tpot_s,
+        e2e_s=float(run.e2e_s.mean()),
+        ttft_p50_s=float(ttft_q[0]),
+        ttft_p90_s=float(ttft_q[1]),
+        ttft_p99_s=float(ttft_q[2]),
+        step_s=run.mean_step_s,
+        requests_per_s=run.requests_per_s,
+        output_tokens_per_s=run.output_tokens_per_s,
+        tpot_p50_s=float(tpot_q[0]),
+        tpot_p99_s=float(tpot_q[1]),
+        num_prompts=run.num_prompts,
+        duration_s=run.duration_s,
     )

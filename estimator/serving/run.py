@@ -96,8 +96,7 @@ def simulate_run(
     # steps each request decodes after its first token (speculative steps emit several)
     dec = [math.ceil((o - 1) / acceptance_length) if o > 1 else 0 for o in osl]
     arrival = [0] * num_prompts  # the step a request arrives before (it is sent at its start)
-    first = [0] * num_prompts  # the step that emits its first token
-    finish = [0] * num_prompts  # the step that emits its last token
+    first = [0] * num_prompts  # the step that emits its first token (its last: + dec)
     waiting: deque[int] = deque(range(min(concurrency, num_prompts)))
     issued = len(waiting)
     prefilling: deque[list[int]] = deque()  # [request, prompt tokens left], admitted
@@ -140,7 +139,7 @@ def simulate_run(
                     started.append(entry[0])
             segments.append((decoding, tokens, 1, running, len(waiting)))
             for r in started:  # first token out of this step; decodes from the next
-                first[r] = finish[r] = k
+                first[r] = k
                 if dec[r]:
                     heapq.heappush(ends, (k + dec[r], r))
                     decoding += 1
@@ -155,16 +154,14 @@ def simulate_run(
             k = step + 1
         if k > MAX_STEPS:
             raise SpecError("num_prompts", f"the run takes over {MAX_STEPS:,} engine steps", k)
-    for r in range(num_prompts):
-        finish[r] = first[r] + dec[r]
-
     seg = np.array(segments, dtype=float)
     d, _, n, held, queue = seg.T
     pairs, index = np.unique(seg[:, :2], axis=0, return_inverse=True)
     per_pair = np.asarray(step_s(pairs[:, 0], pairs[:, 1]), dtype=float).reshape(-1)
     times = per_pair[index.reshape(-1)]
     ends_at = np.cumsum(n).astype(np.int64) - 1  # the last step of each segment
-    clock = np.cumsum(n * times)  # seconds at the end of each segment
+    span = n * times  # seconds of each segment
+    clock = np.cumsum(span)  # seconds at the end of each segment
 
     def end_of(steps: np.ndarray) -> np.ndarray:
         """Seconds at the end of each of ``steps`` (-1: the run's start, 0 s)."""
@@ -176,11 +173,10 @@ def simulate_run(
 
     sent = end_of(np.array(arrival) - 1)
     first_s = end_of(np.array(first))
-    last_s = end_of(np.array(finish))
+    last_s = end_of(np.array(first) + np.array(dec))
     decoded = np.array([o - 1 for o in osl], dtype=float)
     has_tpot = decoded > 0
     total = float(clock[-1])
-    span = n * times
     return RunResult(
         num_prompts=num_prompts,
         duration_s=total,

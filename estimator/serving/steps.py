@@ -188,7 +188,9 @@ def decode_kinds(
             attention = attention_verify_time(acc, prof, kv_bytes, flops, cached, att_format)
         out.append(
             (
-                linear_gemm_time(model, kind, acc, prof, p, precision, rows, expert_load, True),
+                linear_gemm_time(
+                    model, kind, acc, prof, p, precision, rows, expert_load, grouped_experts=True
+                ),
                 attention,
                 memory_time(acc, prof, rows * (8 * h + streams * kind.blocks) * act_b, 3),
                 kind.tp_exchanges * allreduce,

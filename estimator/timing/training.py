@@ -372,7 +372,7 @@ def layer_time(
     act_b = DTYPES[precision.activations].bytes
     tokens = seq_len * micro_batch / p.cp
     gemm = linear_gemm_time(
-        model, kind, acc, prof, p, precision, tokens, expert_load, grouped_experts
+        model, kind, acc, prof, p, precision, tokens, expert_load, grouped_experts=grouped_experts
     )
 
     term = attention_terms(model)[kind_index]
