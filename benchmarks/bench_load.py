@@ -11,7 +11,8 @@ precision over the default TP x PP space at a request rate, without and with ``d
 decode pools of every layout, every pair's fleet and both fronts), for Llama-3.1-70B FP8 on H100
 (8,192 / 1,024 tokens, 10 requests/s, TTFT p99 2 s, TPOT 50 ms).
 Then one load point with the ShareGPT length distribution (``estimator.spec.lengths``)
-against the fixed-length one.
+against the fixed-length one, and a finite run of 400 requests at 32 in flight
+(``num_prompts``, ``estimator.serving.run``) against the steady-state point.
 
 Run: ``make bench`` or ``.venv/bin/python -m benchmarks.bench_load``.
 """
@@ -65,6 +66,8 @@ def _plan(model_id: str, acc_id: str, tp: int, isl: int, osl: int) -> None:
         lengths=sharegpt,
     )  # fmt: skip
     dist = _median_s(lambda: estimate_load(model, acc, p, spread, fp8))
+    finite = InferenceSetup(input_len=isl, output_len=osl, concurrency=32, num_prompts=400)
+    run = _median_s(lambda: estimate_load(model, acc, p, finite, fp8))
     curve = _median_s(lambda: [at(n) for n in range(1, 401, 20)])
     rates = _median_s(lambda: [at(1, 0.1 * (k + 1)) for k in range(20)])
     setup = InferenceSetup(input_len=isl, output_len=osl, concurrency=32)
@@ -78,6 +81,10 @@ def _plan(model_id: str, acc_id: str, tp: int, isl: int, osl: int) -> None:
         f" {max(curve, rates) / CURVE_TARGET_S:.2f} of it)"
     )
     print(f"    one load point with ShareGPT lengths {dist * 1e3:.2f} ms ({dist / point:.2f}x)")
+    print(
+        f"    a run of 400 requests at 32 in flight {run * 1e3:.2f} ms ({run / point:.1f}x;"
+        f" target {POINT_TARGET_S * 1e3:.0f} ms: {run / POINT_TARGET_S:.2f} of it)"
+    )
     print(
         f"    estimate_inference {plain * 1e3:.2f} ms without the load block,"
         f" {loaded * 1e3:.2f} ms with it ({loaded / plain:.2f}x)"
