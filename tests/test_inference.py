@@ -133,7 +133,8 @@ def test_mxfp4_experts_shrink_the_experts_only() -> None:
         (Parallelism(), InferenceSetup(8000, 1000), "input_len"),
         (Parallelism(), InferenceSetup(0, 10), "input_len"),
         (Parallelism(), InferenceSetup(10, 10, concurrency=0), "concurrency"),
-        (Parallelism(dp=2), InferenceSetup(10, 10), "layout"),
+        (Parallelism(dp=2), InferenceSetup(10, 10), "layout.dp"),  # dense: replicas
+        (Parallelism(cp=2), InferenceSetup(10, 10), "layout"),
     ],
 )
 def test_invalid_serving_inputs(layout: Parallelism, setup: InferenceSetup, field: str) -> None:

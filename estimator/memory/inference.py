@@ -367,6 +367,44 @@ def drafter_bytes(
     return float(weights), float(per_seq)
 
 
+def _check_attention_dp(model: ModelSpec, p: Parallelism) -> None:
+    """A serving layout's experts: over ``ep`` ranks of the TP group, or with attention data
+    parallel (``dp > 1``, mixture-of-experts models only) of the ``dp x tp`` GPUs, each expert
+    split over the rest (``dp tp / ep`` ranks), which must divide its width."""
+    if model.moe is None:
+        if p.dp > 1:
+            raise SpecError(
+                "layout.dp",
+                "attention data parallel needs a mixture-of-experts model: a dense model's"
+                " data-parallel ranks are independent replicas (set replicas instead)",
+                p.dp,
+            )
+        return
+    ranks = p.dp * p.tp
+    if ranks % p.ep:
+        where = "dp*tp" if p.dp > 1 else "tp"
+        raise SpecError(
+            "layout.ep",
+            f"ep={p.ep} must divide {where}={ranks} (experts are spread over the"
+            f" {'GPUs' if p.dp > 1 else 'TP ranks'} of a replica)",
+            p.ep,
+        )
+    if p.dp > 1 and p.pp > 1:
+        raise SpecError(
+            "layout.dp", "attention data parallel is modelled without pipeline stages (pp = 1)",
+            p.dp,
+        )  # fmt: skip
+    width = model.moe.expert_intermediate_size
+    split = ranks // p.ep
+    if p.dp > 1 and width % split:
+        raise SpecError(
+            "layout.ep",
+            f"dp*tp/ep={split} ranks split each expert, and must divide its"
+            f" intermediate_size={width}",
+            p.ep,
+        )
+
+
 def inference_memory(
     model: ModelSpec,
     accelerator: Accelerator,
@@ -375,15 +413,9 @@ def inference_memory(
     precision: Precision,
 ) -> InferenceMemory:
     validate_layout(model, parallel, training=False)
-    if parallel.dp != 1 or parallel.cp != 1 or parallel.vp != 1:
-        raise SpecError("layout", "serving layouts take tp, pp and ep (one replica)")
-    if model.moe is not None and parallel.tp % parallel.ep:
-        raise SpecError(
-            "layout.ep",
-            f"ep={parallel.ep} must divide tp={parallel.tp} "
-            "(experts are spread over the TP ranks of a replica)",
-            parallel.ep,
-        )
+    if parallel.cp != 1 or parallel.vp != 1:
+        raise SpecError("layout", "serving layouts take tp, pp, dp and ep (one replica)")
+    _check_attention_dp(model, parallel)
     for name in ("input_len", "output_len", "concurrency"):
         if getattr(setup, name) < (0 if name == "output_len" else 1):
             raise SpecError(
@@ -410,8 +442,9 @@ def inference_memory(
         if spec.draft is not None:
             _validate_draft(spec.draft, parallel.tp, context)
         draft_weights, draft_per_seq = drafter_bytes(model, spec, parallel, precision, context)
-    tp, pp, ep = parallel.tp, parallel.pp, parallel.ep
-    etp = tp // ep if model.moe is not None else 1
+    tp, pp, ep, dp = parallel.tp, parallel.pp, parallel.ep, parallel.dp
+    etp = dp * tp // ep if model.moe is not None else 1
+    per_rank = -(-setup.concurrency // dp)  # the busiest attention group's sequences
     act_b = DTYPES[precision.activations].bytes
     chunk = setup.prefill_chunk or setup.input_len
     # Each candidate stage's fields; the record is built once, for the most loaded (the first
@@ -430,24 +463,24 @@ def inference_memory(
         state = state_bytes_per_sequence(model, precision, tp=tp, counts=shape.counts)
         last = shape.last
         prefill = chunk * live + last * logits
-        decode = setup.concurrency * setup.queries * (live + last * logits)
+        decode = per_rank * setup.queries * (live + last * logits)
         peak = max(prefill, decode)
         free = accelerator.memory_bytes - weights - draft_weights - peak - RUNTIME_OVERHEAD_BYTES
         held = per_seq + state + draft_per_seq  # bytes each sequence holds
         values = {
             "weights_bytes": float(weights),
-            "kv_cache_bytes": float(setup.concurrency * per_seq),
+            "kv_cache_bytes": float(per_rank * per_seq),
             "draft_weights_bytes": draft_weights,
-            "draft_kv_cache_bytes": setup.concurrency * draft_per_seq,
+            "draft_kv_cache_bytes": per_rank * draft_per_seq,
             "activation_peak_bytes": float(peak),
             "runtime_overhead_bytes": RUNTIME_OVERHEAD_BYTES,
             "capacity_bytes": float(accelerator.memory_bytes),
             "kv_cache_bytes_per_token": float(per_seq / context),
             "kv_cache_bytes_per_sequence": float(per_seq),
-            "state_bytes": float(setup.concurrency * state),
+            "state_bytes": float(per_rank * state),
             "state_bytes_per_sequence": float(state),
             "draft_kv_cache_bytes_per_sequence": draft_per_seq,
-            "max_concurrency": max(int(free // held), 0) if held else 0,
+            "max_concurrency": dp * max(int(free // held), 0) if held else 0,
             "prefill_peak_bytes": float(prefill),
             "decode_peak_bytes": float(decode),
             "stage": stage,
@@ -477,6 +510,13 @@ def inference_memory(
         notes.append(
             "Recurrent layers keep a fixed-size state per sequence (scan and convolution states,"
             " in the model's dtype) instead of a KV cache."
+        )
+    if dp > 1:
+        notes.append(
+            f"Attention data parallel: {dp} groups of {tp} GPU{'s' if tp > 1 else ''}, each with"
+            f" its own sequences and KV cache ({per_rank} of the {setup.concurrency} on the"
+            f" busiest); the routed experts over {ep} of the {dp * tp} GPUs; attention and dense"
+            " layers replicated in every group."
         )
     if best["max_concurrency"] < setup.concurrency:
         notes.append(

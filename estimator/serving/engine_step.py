@@ -14,6 +14,13 @@ prompts being prefilled) in one step, from the same kernel-level costs as the si
   deployment) has no decode parts: its GEMMs, attention, elementwise work and communication are
   the chunks' alone, plus the output head.
 
+- With attention data parallel (``parallel.dp > 1``) a step is one group's: ``D`` and ``P`` are
+  its own, and its MoE layers' experts also route the other busy groups' tokens, each at the
+  steady state's mean (``D`` decodes and ``D E[ISL] / decode steps`` prompt tokens: a group's
+  step at the same decoding level), so a lone prompt's prefill is its own expert work and a
+  loaded group's is ``dp`` times its tokens. A step ends when the slowest group's does; the
+  model takes the groups alike (no imbalance between groups, stated in the answer).
+
 ``estimate_load`` (one replica serving prompts and decodes) and ``serving.disagg`` (prefill-only
 and decode-only replicas) both time their steps here.
 """
@@ -28,6 +35,7 @@ import numpy as np
 from estimator.layout.parallel import Parallelism
 from estimator.layout.sharding import distinct_stages
 from estimator.memory.inference import InferenceSetup
+from estimator.serving.load import decode_steps
 from estimator.serving.speculative import Replica, draft_prefill, draft_step
 from estimator.serving.steps import (
     decode_kinds,
@@ -117,10 +125,12 @@ def engine_step_time(
     *,
     mixed: bool,
     cluster: Cluster,
+    busy_groups: float | None = None,
 ) -> StepTime:
     """The step time of a replica of ``parallel`` serving ``setup``'s lengths (its prompt tokens
     computed: ``input_len`` less the prefix-cached ones), on an engine that mixes prompt chunks
-    and decodes in one GEMM (``mixed``) or runs them apart."""
+    and decodes in one GEMM (``mixed``) or runs them apart. With attention data parallel, one
+    group's step, ``busy_groups`` of the ``dp`` groups (default all) carrying load."""
     prof = kernel_profile(accelerator.id)
     p = serving_layout(model, parallel)
     stages = distinct_stages(model, p.pp)
@@ -132,7 +142,13 @@ def engine_step_time(
     args = (model, accelerator, prof, p, precision)
     # one prompt (a distribution's token-weighted mean length): chunks take its cost pro rata
     load = setup.moe_imbalance  # the busiest expert-parallel rank's routed share
-    prompt = prefill_kinds(*args, w.prompt_len, 1, cluster, w.prompt_cached, load)
+    others = 0.0 if p.dp == 1 else (p.dp if busy_groups is None else busy_groups) - 1
+    flow = w.mean_new / decode_steps(w.mean_output, 1.0 if spec is None else spec.acceptance_length)
+    # a prompt chunk's experts: its own tokens (the other groups' are the decode parts')
+    alone = None if p.dp == 1 else new
+    prompt = prefill_kinds(
+        *args, w.prompt_len, 1, cluster, w.prompt_cached, load, expert_tokens=alone
+    )
     replica = Replica(*args, cluster)
     drafted = None
     if spec is not None and spec.drafting:  # the drafter's pass over one prompt, pro rata too
@@ -146,12 +162,18 @@ def engine_step_time(
         frac = tok / new
         kinds = []
         rows = d if q == 1 else q * d  # decoding tokens in the step
-        decode = decode_kinds(*args, d, context, cluster, queries=q, expert_load=load)
+        # the other busy groups' tokens, at the steady state's mean for this decoding level
+        routed = None if p.dp == 1 else others * (rows + d * flow)
+        decode = decode_kinds(
+            *args, d, context, cluster, queries=q, expert_load=load,
+            expert_batch=None if routed is None else d * (1 + others),
+        )  # fmt: skip
         for kind, dk, pk in zip(model.kinds, decode, prompt, strict=True):
             if mixed:  # one GEMM over the decodes' and the chunks' rows
+                own = live * rows + tok
                 gemm = linear_gemm_time(
-                    model, kind, accelerator, prof, p, precision, live * rows + tok, load,
-                    grouped_experts=True,
+                    model, kind, accelerator, prof, p, precision, own, load,
+                    grouped_experts=True, expert_tokens=None if routed is None else own + routed,
                 )  # fmt: skip
             else:
                 gemm = live * dk[0] + frac * pk[0]

@@ -186,16 +186,30 @@ def _prefill_stages(
     stages: tuple[StageShape, ...],
     cached: int,
 ) -> list[dict[str, Num]]:
-    """Each distinct stage prefilling ``batch`` prompts, ``cached`` tokens of each from the
-    prefix cache; with speculation (one stage) the drafter's pass over them too."""
+    """Each distinct stage prefilling ``batch`` prompts (over the attention data-parallel
+    groups: the busiest group's share, its experts serving all of them), ``cached`` tokens of
+    each from the prefix cache; with speculation (one stage) the drafter's pass over them
+    too."""
     prompt = setup.input_len
-    kinds = prefill_kinds(*r.args, prompt, batch, r.domain, cached, setup.moe_imbalance)
-    out = stage_times(kinds, stages, head_time(*r.args, batch))
+    own, routed = _group_batch(r.p, batch, prompt - cached)
+    kinds = prefill_kinds(
+        *r.args, prompt, own, r.domain, cached, setup.moe_imbalance, expert_tokens=routed
+    )
+    out = stage_times(kinds, stages, head_time(*r.args, own))
     spec = setup.speculative
     if spec is not None:
-        drafted = draft_prefill(r, spec, prompt, batch, cached, kinds)
+        drafted = draft_prefill(r, spec, prompt, own, cached, kinds)
         out = [{k: v + drafted[k] for k, v in out[0].items()}]
     return out
+
+
+def _group_batch(p: Parallelism, batch: Num, tokens: Num) -> tuple[Num, Num | None]:
+    """(the busiest attention data-parallel group's sequences, the tokens the experts route:
+    ``tokens`` per sequence of all of them) of ``batch`` sequences spread over ``p.dp`` groups;
+    ``(batch, None)`` without attention data parallel."""
+    if p.dp == 1:
+        return batch, None
+    return np.ceil(np.asarray(batch, dtype=float) / p.dp), batch * tokens
 
 
 def _lone(
@@ -299,8 +313,10 @@ def estimate_inference(
     prefill = per_size(pipeline(prefill_stages, 1), len(sizes))
     # A lone prompt (the TTFT at light load): batch size 1, the first entry.
     lone = _lone(replica, prefill_stages, stages, setup.input_len - cached)
-    per_mb = np.maximum(batch / pp, 1.0)
-    plain_kinds = decode_kinds(*args, per_mb, context, domain, expert_load=setup.moe_imbalance)
+    per_mb, routed = _group_batch(p, np.maximum(batch / pp, 1.0), 1)
+    plain_kinds = decode_kinds(
+        *args, per_mb, context, domain, expert_load=setup.moe_imbalance, expert_batch=routed
+    )
     plain = pipeline(stage_times(plain_kinds, stages, head_time(*args, per_mb)), pp)
     step = None
     if spec is None:
@@ -345,7 +361,7 @@ def estimate_inference(
     tpot_parts = parts(decode, conc)
     out_tps, pre_s, dec_s = throughput(conc)
     in_tps = out_tps * setup.input_len / max(setup.output_len, 1)
-    gpus = p.tp * p.pp
+    gpus = p.num_gpus
     usd_out = usd_decode = usd_in = usd_hour = None
     if price_usd_per_gpu_hour is not None:
         if price_usd_per_gpu_hour < 0:
@@ -469,20 +485,34 @@ def estimate_load(
     """TTFT, TPOT and throughput of a replica in steady state under load (``serving.load``):
     ``setup.concurrency`` requests kept in flight (closed loop), or Poisson arrivals at
     ``request_rate`` requests/s (open loop), on ``engine``'s scheduler preset."""
-    preset = ENGINES.get(engine)
-    if preset is None:
+    replica_preset = ENGINES.get(engine)
+    if replica_preset is None:
         raise SpecError("engine", f"must be one of {', '.join(ENGINES)}", engine)
     if request_rate is not None and not 0 < request_rate <= 1e6:
         raise SpecError("request_rate", "must be > 0 and <= 1,000,000 requests/s", request_rate)
+    layout = serving_layout(model, parallel)
     if setup.num_prompts is not None:  # a finite run (serving.run): refused before any work
         if request_rate is not None:
             raise SpecError(
                 "num_prompts", "a finite run is simulated in a closed loop (concurrency)", None
             )
-        stages = serving_layout(model, parallel).pp
-        if stages > 1:
-            raise SpecError("num_prompts", "a finite run is simulated for pp = 1 only", stages)
+        if layout.pp > 1:
+            raise SpecError("num_prompts", "a finite run is simulated for pp = 1 only", layout.pp)
+        if layout.dp > 1:
+            raise SpecError(
+                "num_prompts",
+                "a finite run is simulated without attention data parallel (dp = 1)",
+                layout.dp,
+            )
     memory = memory or inference_memory(model, accelerator, parallel, setup, precision)
+    # Attention data parallel: the load model runs one group's scheduler on its share of the
+    # load (the closed loop's clients or the arrivals spread evenly); the replica's rates are
+    # the busy groups' together.
+    groups = layout.dp
+    preset = replica_preset.per_group(groups)
+    busy = float(min(setup.concurrency, groups)) if request_rate is None else float(groups)
+    concurrency = max(setup.concurrency / groups, 1.0)
+    rate = None if request_rate is None else request_rate / groups
     domain = cluster or cluster_of(accelerator)
     spec = setup.speculative
     accepted = 1.0 if spec is None else spec.acceptance_length  # tokens a step emits each
@@ -492,10 +522,12 @@ def estimate_load(
     new, osl = w.mean_new, w.mean_output  # the means drive the flow balance
     dec = decode_steps(osl, accepted)  # steps a request decodes
     step_s = engine_step_time(
-        model, accelerator, parallel, setup, precision, mixed=preset.mixed, cluster=domain
-    )
+        model, accelerator, parallel, setup, precision, mixed=preset.mixed, cluster=domain,
+        busy_groups=busy,
+    )  # fmt: skip
 
-    slots = preset.slots(memory.max_concurrency)
+    kv_slots = memory.max_concurrency // groups
+    slots = preset.slots(kv_slots)
     budget = preset.token_budget
     if slots < 1:
         field_name = "concurrency" if request_rate is None else "request_rate"
@@ -503,23 +535,22 @@ def estimate_load(
     top = min(budget_cap(new, osl, budget, *flow), float(slots))
     top_tau = float(step_s(top, top * new / dec))
     capacity = top / (dec * top_tau)
-    if request_rate is None:
+    if rate is None:
         counts = steady_state_steps(
-            isl=new, osl=osl, engine=preset, kv_slots=memory.max_concurrency,
-            concurrency=setup.concurrency, acceptance_length=accepted, queries=q,
-            input_scv=w.input_scv,
+            isl=new, osl=osl, engine=preset, kv_slots=kv_slots, concurrency=concurrency,
+            acceptance_length=accepted, queries=q, input_scv=w.input_scv,
         )  # fmt: skip
         overloaded = False
     else:  # open loop: decoding level where arrivals equal completions, D = rate dec tau(D)
-        overloaded = request_rate >= capacity
+        overloaded = rate >= capacity
         # D - rate dec tau(D) rises with D: its root from one array evaluation on a grid (the
         # step time is smooth in D), then refined by fixed-point steps from the bracket
         grid = top * np.linspace(0.0, 1.0, 65)[1:]
-        gap = grid - request_rate * dec * step_s(grid, grid * new / dec)
+        gap = grid - rate * dec * step_s(grid, grid * new / dec)
         k = int(np.searchsorted(gap, 0.0))
         d = float(grid[min(k, len(grid) - 1)]) if k < len(grid) else top
         for _ in range(8):
-            nxt = min(request_rate * dec * float(step_s(d, d * new / dec)), top)
+            nxt = min(rate * dec * float(step_s(d, d * new / dec)), top)
             if abs(nxt - d) <= 1e-6 * max(d, 1.0):
                 d = nxt
                 break
@@ -546,15 +577,15 @@ def estimate_load(
     # the chunks' tokens over the pp micro-batches (the throughput's cycle).
     free = budget - q * d
     own = np.array(w.own_new + tuple(w.quantile_new(x) for x in TTFT_QUANTILES))
-    pp = serving_layout(model, parallel).pp
+    pp = layout.pp
     chunks = np.concatenate(([counts["prompt_tokens"], others], pp * np.minimum(own, free)))
     times = step_s(np.full(len(chunks), d), chunks)
     tau, tau_decode = float(times[0]), float(times[1])
     services = np.maximum(1.0, own / free) * times[2:]
-    if request_rate is not None:  # a Poisson arrival lands mid-step: it waits for the step's end
+    if rate is not None:  # a Poisson arrival lands mid-step: it waits for the step's end
         services = services + tau / 2
     per_step = d / dec  # requests finishing a step
-    req_per_s = per_step / tau
+    req_per_s = per_step / tau  # one group's
     wait_s = counts["wait_steps"] * tau
     queue_s = counts["queued"] / req_per_s if counts["queued"] else 0.0
     bins = len(w.own_new)
@@ -578,14 +609,14 @@ def estimate_load(
             return math.inf
         return float(queue_s + at_quantile[quantile] + quantile_wait(wait_s, rho, quantile))
 
-    steady = LoadPoint(
+    steady = LoadPoint(  # the replica's: the busy groups' counts and rates together
         engine=preset.name,
         concurrency=None if request_rate is not None else float(setup.concurrency),
         request_rate=request_rate,
         regime=regime,
-        running=running,
-        decoding=d,
-        queued=counts["queued"],
+        running=busy * running,
+        decoding=busy * d,
+        queued=busy * counts["queued"],
         ttft_s=ttft,
         tpot_s=tau_decode / accepted,  # a step emits ``accepted`` tokens per sequence
         e2e_s=ttft + dec * tau_decode,
@@ -594,9 +625,9 @@ def estimate_load(
         ttft_p99_s=ttft_at(0.99),
         step_s=tau,
         prefill_steps=counts["service_steps"],
-        requests_per_s=req_per_s,
-        output_tokens_per_s=req_per_s * osl,
-        capacity_requests_per_s=capacity,
+        requests_per_s=busy * req_per_s,
+        output_tokens_per_s=busy * req_per_s * osl,
+        capacity_requests_per_s=groups * capacity,
         lengths=w.name,
         tpot_p50_s=tau_decode / accepted,
         tpot_p99_s=tau_decode / accepted,

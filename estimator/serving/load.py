@@ -59,7 +59,7 @@ No preemption.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -95,11 +95,22 @@ class EnginePreset:
     max_seqs: int  # sequences a step carries
     mixed: bool  # prompt chunks and decodes in one step (GEMMs over both at once)
     sources: tuple[str, ...]
+    # attention data parallel: the budget and the cap are the replica's, split over the groups
+    # (else each group's scheduler has its own, whole)
+    splits_over_dp: bool = False
 
     def slots(self, kv_slots: int) -> int:
         """Requests a replica runs at once: the engine's sequence cap or what the KV cache
         holds, whichever is fewer (0: not one fits)."""
         return max(min(self.max_seqs, kv_slots), 0)
+
+    def per_group(self, dp: int) -> EnginePreset:
+        """The scheduler of one of ``dp`` attention data-parallel groups."""
+        if dp == 1 or not self.splits_over_dp:
+            return self
+        return replace(
+            self, token_budget=max(self.token_budget // dp, 1), max_seqs=max(self.max_seqs // dp, 1)
+        )
 
 
 ENGINES: dict[str, EnginePreset] = {
@@ -116,6 +127,8 @@ ENGINES: dict[str, EnginePreset] = {
                 " that are not A100s, the OpenAI API server defaults to max_num_batched_tokens"
                 " 8192 and max_num_seqs 1024 (2048 and 256 otherwise); V1 always chunks"
                 " prefills and schedules decodes first",
+                "with --data-parallel-size each DP rank runs its own engine core and scheduler"
+                " with these limits (vllm/v1/engine/core.py DPEngineCoreProc)",
             ),
         ),
         EnginePreset(
@@ -135,7 +148,11 @@ ENGINES: dict[str, EnginePreset] = {
             sources=(
                 "SGLang server arguments: --chunked-prefill-size (8192 on large GPUs),"
                 " --enable-mixed-chunk off by default (a prefill batch runs on its own)",
+                "with --enable-dp-attention the chunked prefill size is divided by dp_size"
+                " (python/sglang/srt/server_args.py) and max_running_requests too"
+                " (model_executor/model_runner.py): both are the replica's",
             ),
+            splits_over_dp=True,
         ),
         EnginePreset(
             name="trtllm",
@@ -146,7 +163,8 @@ ENGINES: dict[str, EnginePreset] = {
             sources=(
                 "TensorRT-LLM LLM API / trtllm-serve defaults: max_num_tokens 8192,"
                 " max_batch_size 2048; in-flight batching runs context and generation"
-                " requests in one iteration",
+                " requests in one iteration; with enable_attention_dp each rank schedules its"
+                " own requests under these limits",
             ),
         ),
     )

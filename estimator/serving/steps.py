@@ -15,6 +15,16 @@ speculative verification step, from the same kernel-level costs (``timing.kernel
   to them, and the layer's all-reduce sums the experts' outputs (vLLM's ``FusedMoE`` reduces its
   output with the TP all-reduce and takes all-to-all kernels only with data-parallel attention).
   No all-to-all is charged; the busiest rank's expert share still times the GEMMs.
+- **Attention data parallel** (``parallel.dp > 1``, mixture-of-experts models: SGLang's
+  ``--enable-dp-attention``, vLLM's ``--data-parallel-size`` with ``--enable-expert-parallel``,
+  TensorRT-LLM's ``enable_attention_dp``): ``dp`` groups of ``tp`` ranks, each with its own
+  sequences, KV cache and attention (TP inside the group), and the routed experts over ``ep``
+  ranks of all ``dp x tp`` (each split over ``dp tp / ep``). A step's functions here take one
+  group's ``batch``; its experts serve ``expert_tokens`` (every group's: ``dp`` times the
+  group's when the groups are alike, the default), and each MoE layer moves the group's routed
+  copies to their experts and back, a dispatch and a combine all-to-all over the EP group
+  (``expert_exchange``: tokens travel in the experts' GEMM input format, fp8 for an fp8 MoE as
+  DeepEP's dispatch, and come back in the activations').
 - A decode step for ``batch`` sequences reads every weight once, each sequence's KV cache at
   ``context`` tokens (sliding-window layers at most their window), runs GEMMs with one row per
   sequence, two TP all-reduces per layer and, for MoE layers, only the experts the rows select.
@@ -33,6 +43,7 @@ import numpy as np
 
 from estimator.counts.flops import attention_terms, core_pairs_flops
 from estimator.layout.parallel import Parallelism
+from estimator.layout.ranks import group_shapes
 from estimator.layout.sharding import StageShape, padded_vocab
 from estimator.memory.inference import cached_elems
 from estimator.spec.accelerator import Accelerator
@@ -59,6 +70,7 @@ __all__ = [
     "PARTS",
     "KindTimes",
     "decode_kinds",
+    "expert_exchange",
     "head_time",
     "per_size",
     "pipeline",
@@ -76,10 +88,35 @@ KindTimes = tuple[Num, Num, Num, Num]  # one layer of a kind: its PARTS
 
 
 def serving_layout(model: ModelSpec, parallel: Parallelism) -> Parallelism:
-    """Serving places experts over ``ep`` ranks of the TP group, each split over ``tp / ep``."""
+    """Serving places experts over ``ep`` ranks of the replica's ``dp x tp`` (the TP group's
+    without attention data parallel), each split over ``dp tp / ep``."""
     if model.moe is not None and parallel.etp is None:
-        return replace(parallel, etp=parallel.tp // parallel.ep)
+        return replace(parallel, etp=parallel.dp * parallel.tp // parallel.ep)
     return parallel
+
+
+def expert_exchange(
+    model: ModelSpec,
+    acc: Accelerator,
+    prof: KernelProfile,
+    p: Parallelism,
+    precision: Precision,
+    rows: Num,
+    domain: Cluster,
+) -> Num:
+    """One MoE layer's token exchange on a rank of an attention data-parallel replica: its
+    ``rows`` tokens' top-k copies (its ``1 / tp`` share of its group's) sent to the experts'
+    ranks in the GEMM input format and their outputs returned in the activations' (a dispatch
+    and a combine all-to-all over the EP group). Zero where the experts sit inside the TP
+    group (``dp = 1``: the TP all-reduce combines them)."""
+    if model.moe is None or p.dp == 1:
+        return 0.0
+    size, stride = group_shapes(p)["ep"]
+    copies = rows / p.tp * model.moe.top_k * model.hidden_size
+    return sum(
+        collective_time(acc, prof, "all_to_all", copies * DTYPES[fmt].bytes, size, stride, domain)
+        for fmt in (precision.gemm_inputs, precision.activations)
+    )
 
 
 def serving_attention_format(acc: Accelerator, precision: Precision) -> str:
@@ -104,17 +141,27 @@ def prefill_kinds(
     domain: Cluster,
     cached: int = 0,
     expert_load: float = 1.0,
+    expert_tokens: Num | None = None,
 ) -> list[KindTimes]:
     """One layer of each kind prefilling ``batch`` prompts of ``prompt`` tokens, ``cached`` of
     them found in the prefix cache (computed: the rest); the routed experts at ``expert_load``
-    times the balanced share (the busiest expert-parallel rank's, which the step waits for)."""
+    times the balanced share (the busiest expert-parallel rank's, which the step waits for).
+    With attention data parallel ``batch`` is one group's and ``expert_tokens`` the computed
+    tokens every group routes (default: ``dp`` groups alike)."""
     att = serving_attention_format(acc, precision)
     terms = attention_terms(model) if cached else ()
+    exchange = [
+        expert_exchange(model, acc, prof, p, precision, (prompt - cached) * batch, domain)
+        if any(m.copies > 1 for m in kind.linears)
+        else 0.0
+        for kind in model.kinds
+    ]
     out = []
     for k, kind in enumerate(model.kinds):
         whole = layer_time(
             model, kind, k, acc, prof, p, precision, prompt, batch, domain, attention_format=att,
             expert_load=expert_load, grouped_experts=True,
+            expert_tokens=None if expert_tokens is None or cached else expert_tokens,
         )  # fmt: skip
         if not cached:
             out.append(
@@ -122,13 +169,14 @@ def prefill_kinds(
                     whole.gemm,
                     whole.attention + whole.mixer,
                     whole.elementwise,
-                    whole.tp_comm,
+                    whole.tp_comm + exchange[k],
                 )
             )
             continue
         new = layer_time(
             model, kind, k, acc, prof, p, precision, prompt - cached, batch, domain,
             attention_format=att, expert_load=expert_load, grouped_experts=True,
+            expert_tokens=expert_tokens,
         )  # fmt: skip
         term = terms[k]
         share = 0.0
@@ -139,7 +187,7 @@ def prefill_kinds(
                 new.gemm,
                 share * whole.attention + new.mixer,
                 new.elementwise,
-                new.tp_comm,
+                new.tp_comm + exchange[k],
             )
         )
     return out
@@ -156,13 +204,18 @@ def decode_kinds(
     domain: Cluster,
     queries: int = 1,
     expert_load: float = 1.0,
+    expert_batch: Num | None = None,
 ) -> list[KindTimes]:
     """One layer of each kind in a decode step of ``batch`` sequences at ``context`` tokens,
-    ``queries`` tokens per sequence (a speculative verification step: more than one)."""
+    ``queries`` tokens per sequence (a speculative verification step: more than one). With
+    attention data parallel ``batch`` is one group's and ``expert_batch`` the sequences every
+    group decodes (default: ``dp`` groups alike)."""
     act_b = DTYPES[precision.activations].bytes
     kv_b = DTYPES[precision.kv_cache].bytes
     h = model.hidden_size
     rows = batch * queries if queries != 1 else batch
+    expert_rows = None if expert_batch is None else expert_batch * queries
+    exchange = expert_exchange(model, acc, prof, p, precision, rows, domain)
     allreduce = collective_time(acc, prof, "all_reduce", rows * h * act_b, p.tp, 1, domain)
     terms = attention_terms(model) if queries != 1 else ()
     att_format = serving_attention_format(acc, precision) if terms else ""
@@ -189,11 +242,21 @@ def decode_kinds(
         out.append(
             (
                 linear_gemm_time(
-                    model, kind, acc, prof, p, precision, rows, expert_load, grouped_experts=True
+                    model,
+                    kind,
+                    acc,
+                    prof,
+                    p,
+                    precision,
+                    rows,
+                    expert_load,
+                    grouped_experts=True,
+                    expert_tokens=expert_rows,
                 ),
                 attention,
                 memory_time(acc, prof, rows * (8 * h + streams * kind.blocks) * act_b, 3),
-                kind.tp_exchanges * allreduce,
+                kind.tp_exchanges * allreduce
+                + (exchange if any(m.copies > 1 for m in kind.linears) else 0.0),
             )
         )
     return out

@@ -205,19 +205,28 @@ class TrainingEstimate:
 
 
 def _linear_gemms(
-    kind: LayerKind, tp: Num, ep: Num, etp: Num, tokens: Num, expert_load: Num = 1.0
+    kind: LayerKind,
+    tp: Num,
+    ep: Num,
+    etp: Num,
+    tokens: Num,
+    expert_load: Num = 1.0,
+    expert_tokens: Num | None = None,
 ) -> list[tuple[Num, Num, Num, Num, str]]:
     """(M, K, N, count, component) of each GEMM one rank runs for one layer's forward; routed
     experts at ``expert_load`` times the balanced share (the busiest rank's, which the others
-    wait for: ``TrainingSetup.expert_load``)."""
+    wait for: ``TrainingSetup.expert_load``). ``expert_tokens``: the tokens the whole
+    expert-parallel group routes in the step; by default every TP group of it holds
+    ``tokens`` (``tokens ep etp / tp``), as in training and in a symmetric serving step."""
     out: list[tuple[Num, Num, Num, Num, str]] = []
+    group = tokens * ep * etp / tp if expert_tokens is None else expert_tokens
     for m in kind.linears:
         if m.copies > 1:
-            # Experts that receive at least one of the tokens' top-k choices (all of them for a
+            # Experts that receive at least one of the group's top-k choices (all of them for a
             # training micro-batch, a few for a small decode batch), then balanced routing.
-            touched = 1 - (1 - m.active / m.copies) ** tokens
+            touched = 1 - (1 - m.active / m.copies) ** group
             local = m.copies // ep * touched
-            routed = tokens * m.active * ep * etp / (tp * m.copies * touched) * expert_load
+            routed = group * m.active / (m.copies * touched) * expert_load
             if m.tp == "column":
                 out.append((routed, m.in_features, m.out_features / etp, local, m.component))
             else:
@@ -266,8 +275,10 @@ def linear_gemm_time(
     tokens: Num,
     expert_load: Num = 1.0,
     grouped_experts: bool = False,
+    expert_tokens: Num | None = None,
 ) -> Num:
-    """Forward time of one layer's linears on one rank for ``tokens`` tokens.
+    """Forward time of one layer's linears on one rank for ``tokens`` tokens (``expert_tokens``:
+    the tokens its expert-parallel group routes, ``_linear_gemms``).
 
     For one layout and an array of token counts (the serving curve's batch sizes), the linears
     whose shapes do not depend on the tokens (all but routed experts) run through ``gemm_time``
@@ -292,7 +303,9 @@ def linear_gemm_time(
         t = gemm_time(acc, prof, per_row * tokens, row_bytes * tokens + fixed, precision.compute)
         total = t.sum(axis=0)  # zeros for a layer of experts only
     for linear, (m_rows, k, n, count, _) in zip(
-        kind.linears, _linear_gemms(kind, p.tp, p.ep, p.expert_tp, tokens, expert_load), strict=True
+        kind.linears,
+        _linear_gemms(kind, p.tp, p.ep, p.expert_tp, tokens, expert_load, expert_tokens),
+        strict=True,
     ):
         if stacked and linear.copies == 1:
             continue
@@ -360,20 +373,23 @@ def layer_time(
     attention_format: str | None = None,
     expert_load: Num = 1.0,
     grouped_experts: bool = False,
+    expert_tokens: Num | None = None,
 ) -> _LayerTime:
     """Forward time of one layer of ``kind`` for one micro-batch on one rank (and the backward
     time of its attention, whose ratio to the forward depends on the kernel).
     ``attention_format`` is the tensor-core rate the attention core runs at (default: the GEMMs'
     rate); training passes ``training_attention_format``. ``grouped_experts``: the routed
-    experts as one fused kernel (``linear_gemm_time``), as the serving engines run them."""
+    experts as one fused kernel (``linear_gemm_time``), as the serving engines run them;
+    ``expert_tokens``: the tokens the expert-parallel group routes (``_linear_gemms``)."""
     compute = precision.compute
     att_compute = attention_format or compute
     gemm_b = DTYPES[precision.gemm_inputs].bytes
     act_b = DTYPES[precision.activations].bytes
     tokens = seq_len * micro_batch / p.cp
     gemm = linear_gemm_time(
-        model, kind, acc, prof, p, precision, tokens, expert_load, grouped_experts=grouped_experts
-    )
+        model, kind, acc, prof, p, precision, tokens, expert_load,
+        grouped_experts=grouped_experts, expert_tokens=expert_tokens,
+    )  # fmt: skip
 
     term = attention_terms(model)[kind_index]
     a = kind.attention
