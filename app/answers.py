@@ -287,7 +287,8 @@ def launch_dict(req: InferenceRequest, plan: InferencePlan, e: InferenceEstimate
     )
     from estimator.serving.load import ENGINES
 
-    preset = ENGINES[req.engine]
+    dp = plan.parallel.dp
+    preset = ENGINES[req.engine].per_group(dp)  # one scheduler's (a DP group's) limits
     spec = plan.setup.speculative
     draft = spec.draft if spec is not None else None
     commands = launch_commands(
@@ -295,7 +296,7 @@ def launch_dict(req: InferenceRequest, plan: InferencePlan, e: InferenceEstimate
         plan.parallel,
         plan.precision,
         max_model_len=plan.setup.input_len + plan.setup.output_len,
-        max_seqs=max(preset.slots(e.max_concurrency), 1),
+        max_seqs=max(preset.slots(e.max_concurrency // dp), 1),
         token_budget=preset.token_budget,
         speculative=spec,
         draft_id=None if draft is None else _hf_id(draft.id, "/path/to/your/draft-model"),

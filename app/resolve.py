@@ -523,10 +523,9 @@ def inference_plan(req: InferenceRequest) -> InferencePlan:
             "a finite run is simulated in a closed loop: give a concurrency, not a request rate",
             req.num_prompts,
         )
-    if req.num_gpus is not None and req.num_gpus != lay.tp * lay.pp:
-        raise SpecError(
-            "num_gpus", f"must equal tp*pp = {lay.tp * lay.pp} (one replica)", req.num_gpus
-        )
+    gpus = lay.dp * lay.tp * lay.pp
+    if req.num_gpus is not None and req.num_gpus != gpus:
+        raise SpecError("num_gpus", f"must equal dp*tp*pp = {gpus} (one replica)", req.num_gpus)
     lengths = lengths_of(req)
     usd, source = price_for(req.accelerator, req.price_usd_per_gpu_hour)
     accelerator = resolve_accelerator(req.accelerator)
@@ -534,7 +533,7 @@ def inference_plan(req: InferenceRequest) -> InferencePlan:
         model=resolve_model(req.model),
         accelerator=accelerator,
         cluster=_cluster(accelerator, req),
-        parallel=Parallelism(tp=lay.tp, pp=lay.pp, ep=lay.ep),
+        parallel=Parallelism(tp=lay.tp, pp=lay.pp, dp=lay.dp, ep=lay.ep),
         setup=InferenceSetup(
             input_len=req.input_len if lengths is None else lengths.input_len,
             output_len=req.output_len if lengths is None else lengths.output_len,
@@ -787,6 +786,7 @@ def _serving_sweep(req: ServingSweepRequest) -> ServingSweep:
         pp=_axis(req.layout.pp, d.pp),
         precision=_axis(req.precision, d.precision),
         ep=None if req.layout.ep is None else _axis(req.layout.ep, ()),
+        dp=_axis(req.layout.dp, d.dp),
     )
     workload = ServingWorkload(
         input_len=req.input_len,

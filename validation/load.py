@@ -95,6 +95,8 @@ class LoadCase:
     source: str
     assumptions: tuple[str, ...]
     instances: int = 1  # identical replicas sharing the record's rate and throughput
+    dp: int = 1  # attention data-parallel groups (of tp GPUs each)
+    ep: int = 1
 
 
 @dataclass(frozen=True)
@@ -255,6 +257,13 @@ def _case(r: dict[str, Any]) -> LoadCase:
         notes.append("NIM for Llama runs a TensorRT-LLM engine: the trtllm preset")
     if r["model"] == "deepseek-ai/DeepSeek-R1":
         notes.append("DeepSeek-R1 has DeepSeek-V3's architecture: the deepseek-v3 model")
+    dp, ep = 1, int(r.get("ep") or 1)
+    if r.get("dp_attention"):  # the engines' tp is the replica's GPUs: attention DP over them
+        dp, tp = tp, 1
+        notes.append(
+            f"attention data parallel: {dp} groups of one GPU, the experts over EP {ep}"
+            " (the record's TP is the replica's GPU count, as the engines count it)"
+        )
     load = r["load"]
     prompts = _num_prompts(load)
     if prompts is not None:
@@ -262,7 +271,8 @@ def _case(r: dict[str, Any]) -> LoadCase:
     rate = load.get("request_rate")
     if instances > 1:
         notes.append(
-            f"{instances} replicas of TP {tp}: one at 1/{instances} of the rate, its output"
+            f"{instances} replicas of {num_gpus // instances} GPUs: one at 1/{instances} of"
+            " the rate, its output"
             f" tokens/s times {instances} (queries assumed spread evenly over the replicas)"
         )
         rate = rate / instances if rate is not None else None
@@ -287,6 +297,8 @@ def _case(r: dict[str, Any]) -> LoadCase:
         concurrency=load.get("concurrency"),
         request_rate=rate,
         num_prompts=prompts,
+        dp=dp,
+        ep=ep,
         measured=r["measured"],
         source=str(r["source"]),
         assumptions=tuple(notes),
@@ -295,13 +307,10 @@ def _case(r: dict[str, Any]) -> LoadCase:
 
 
 def _layout_supported(r: dict[str, Any], engine_label: str) -> None:
-    """Refuses what the load model does not take: disaggregated serving, attention data
-    parallel with expert-parallel MoE (the records that state an EP degree), pipeline-parallel
+    """Refuses what the load model does not take: disaggregated serving, pipeline-parallel
     replicas."""
     if "dynamo" in engine_label:
         raise Refused("disaggregated serving behind NVIDIA Dynamo: not modelled")
-    if r.get("dp_attention") and r.get("ep"):
-        raise Refused(f"attention data parallel with EP {r['ep']} MoE: not modelled")
     if (r.get("pp") or 1) != 1:
         raise Refused(f"pipeline-parallel replica (PP {r['pp']}): not modelled under load")
 
@@ -377,7 +386,7 @@ def rows() -> tuple[list[LoadRow], list[tuple[str, str]]]:
             point = estimate_load(
                 model,
                 get_accelerator(case.accelerator),
-                Parallelism(tp=case.tp),
+                Parallelism(tp=case.tp, dp=case.dp, ep=case.ep),
                 setup,
                 get_precision(case.precision),
                 engine=case.engine,

@@ -49,10 +49,19 @@ OUTPUT = form("Output tokens", "Workload", "256")
 
 
 class InferenceLayout(Request):
-    """One replica: ``tp x pp`` GPUs; MoE experts over ``ep`` of the TP ranks."""
+    """One replica: ``dp x tp x pp`` GPUs; MoE experts over ``ep`` of the TP ranks, or with
+    attention data parallel (``dp > 1``) of the ``dp x tp`` GPUs."""
 
     tp: LayoutSize = Field(1, description="Tensor parallel", json_schema_extra=LAYOUT_TP)
     pp: LayoutSize = Field(1, description="Pipeline stages", json_schema_extra=LAYOUT_PP)
+    dp: LayoutSize = Field(
+        1,
+        description=(
+            "Attention data parallel (MoE models): dp groups of tp GPUs, each with its own"
+            " sequences, KV cache and attention; the experts over ep of the dp x tp GPUs"
+        ),
+        json_schema_extra=form("Attention DP", "Layout", "1"),
+    )
     ep: LayoutSize = Field(1, description="Expert parallel", json_schema_extra=LAYOUT_EP)
 
 
@@ -63,7 +72,7 @@ class InferenceRequest(ClusterFields):
     accelerator: str = Field("h100-sxm-80gb", max_length=128, json_schema_extra=ACCELERATOR_FORM)
     num_gpus: GpuCount | None = Field(
         None,
-        description="Must equal tp x pp when given",
+        description="Must equal dp x tp x pp when given",
         json_schema_extra=form("GPUs", flag="--gpus"),
     )
     layout: InferenceLayout = Field(default_factory=lambda: InferenceLayout())

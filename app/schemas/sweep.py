@@ -289,11 +289,19 @@ class ServingSweepLayout(Request):
     pp: Sizes | None = Field(
         None, description="Default 1, 2, 4", json_schema_extra=form("PP", "Space", "1,2,4")
     )
+    dp: Sizes | None = Field(
+        None,
+        description="Attention data-parallel degrees (MoE models): dp groups of tp GPUs, each"
+        " with its own sequences and KV cache, the experts over ep of the dp x tp GPUs;"
+        " default 1",
+        json_schema_extra=form("Attention DP", "Space", "1"),
+    )
     ep: Sizes | None = Field(
         None,
-        description="Expert-parallel degrees inside each TP group (MoE models); default: ep = tp"
-        " for a mixture-of-experts model, 1 for a dense one",
-        json_schema_extra=form("EP", "Space", "= tp (MoE)"),
+        description="Expert-parallel degrees (MoE models) over the TP group, or the dp x tp"
+        " GPUs with attention data parallel; default: ep = dp x tp for a mixture-of-experts"
+        " model, 1 for a dense one",
+        json_schema_extra=form("EP", "Space", "= dp x tp (MoE)"),
     )
 
 
@@ -359,6 +367,7 @@ class ServingSweepRow(BaseModel):
     precision: str
     tp: int
     pp: int
+    dp: int = Field(1, description="Attention data-parallel groups (MoE)")
     ep: int
     num_gpus: int
     ok: bool

@@ -285,8 +285,8 @@ def plan_markdown(
     if serving:
         title = f"Serving plan: {result['model']} on {result['num_gpus']} × {result['accelerator']}"
         layout = (
-            f"Layout: tp {lay['tp']} · pp {lay['pp']} · ep {lay['ep']} · concurrency"
-            f" {result['concurrency']}."
+            f"Layout: tp {lay['tp']} · pp {lay['pp']} · attention dp {lay['dp']} · ep"
+            f" {lay['ep']} · concurrency {result['concurrency']}."
         )
     else:
         title = (
@@ -380,7 +380,8 @@ def _serving_sweep_markdown(
     rows = [
         {
             "layout": f"{p['title']}: {r['num_gpus']} × {r['accelerator']} · {r['precision']} · tp"
-            f" {r['tp']} · pp {r['pp']} at concurrency {r['concurrency']}",
+            f" {r['tp']} · pp {r['pp']} · dp {r['dp']} · ep {r['ep']} at concurrency"
+            f" {r['concurrency']}",
             "cells": [
                 fmt.seconds(r["ttft_s"]),
                 fmt.seconds(r["tpot_s"]),
@@ -676,7 +677,7 @@ _planner_url = _RowLink(
 _serving_planner_url = _RowLink(
     "/serving",
     "serving",
-    "accelerator precision tp pp ep concurrency",
+    "accelerator precision tp pp dp ep concurrency",
     "input_len output_len ttft_target_s tpot_target_s",
 )
 

@@ -12,6 +12,14 @@ arguments (``--tp-size``, ``--ep-size``, ``--context-length``, ``--max-running-r
 ``--max_num_tokens``, ``--max_seq_len``, ``--kv_cache_free_gpu_memory_fraction``; the KV-cache
 format in the ``--extra_llm_api_options`` YAML). What a flag cannot say is in ``notes``.
 
+Attention data parallel (``parallel.dp > 1``): vLLM's ``--data-parallel-size`` with
+``--enable-expert-parallel`` (its experts then span every DP x TP rank: vLLM's expert-parallel
+deployment docs), each DP rank its own scheduler with the per-rank limits; SGLang's
+``--enable-dp-attention --dp-size`` with ``--tp-size`` the replica's GPUs (attention TP is
+``tp-size / dp-size``) and its ``--max-running-requests`` and ``--chunked-prefill-size`` the
+replica's, which SGLang divides over the DP ranks; TensorRT-LLM's ``enable_attention_dp: true``
+in the YAML with ``--tp_size`` the replica's GPUs (attention then runs without TP on each rank).
+
 Speculative decoding (a chain of ``k`` drafts, as the estimate models it): vLLM's
 ``--speculative-config`` JSON (``method`` ``mtp``, ``eagle``, ``eagle3`` or ``draft_model``,
 ``model``, ``num_speculative_tokens``; vLLM's speculative decoding docs); SGLang's
@@ -67,8 +75,9 @@ def launch_commands(
 ) -> LaunchCommands:
     """The three engines' commands for one replica of ``model`` (a Hugging Face id or a path);
     ``speculative`` with the draft model's id or path (``draft_id``), and ``prefix_caching``
-    on where the plan counts on prefix-cache hits."""
-    tp, pp, ep = parallel.tp, parallel.pp, parallel.ep
+    on where the plan counts on prefix-cache hits. ``max_seqs`` and ``token_budget`` are one
+    scheduler's: with attention data parallel, one DP group's."""
+    tp, pp, ep, dp = parallel.tp, parallel.pp, parallel.ep, parallel.dp
     weights, kv = precision.weights, precision.kv_cache
     notes: list[str] = []
     spec_vllm, spec_sglang, spec_trtllm = _speculative_flags(speculative, draft_id, notes)
@@ -89,6 +98,7 @@ def launch_commands(
     vllm = (
         f"vllm serve {model} --tensor-parallel-size {tp}"
         + (f" --pipeline-parallel-size {pp}" if pp > 1 else "")
+        + (f" --data-parallel-size {dp}" if dp > 1 else "")
         + (" --enable-expert-parallel" if ep > 1 else "")
         + f" --max-model-len {max_model_len} --max-num-seqs {max_seqs}"
         + f" --max-num-batched-tokens {token_budget}{quant_vllm}{kv_vllm}"
@@ -97,12 +107,23 @@ def launch_commands(
         + spec_vllm
     )
     sglang = (
-        f"python -m sglang.launch_server --model-path {model} --tp-size {tp}"
+        f"python -m sglang.launch_server --model-path {model} --tp-size {tp * dp}"
+        + (f" --dp-size {dp} --enable-dp-attention" if dp > 1 else "")
         + (f" --ep-size {ep}" if ep > 1 else "")
-        + f" --context-length {max_model_len} --max-running-requests {max_seqs}"
-        + f" --chunked-prefill-size {token_budget}{quant_sglang}{kv_sglang}"
+        + f" --context-length {max_model_len} --max-running-requests {max_seqs * dp}"
+        + f" --chunked-prefill-size {token_budget * dp}{quant_sglang}{kv_sglang}"
         + spec_sglang
     )
+    if dp > 1 and ep != dp * tp:
+        notes.append(
+            f"vLLM: --enable-expert-parallel spreads the experts over all {dp * tp} GPUs of the"
+            f" DP x TP ranks; it has no flag for the plan's ep = {ep}."
+        )
+    if dp > 1 and tp > 1:
+        notes.append(
+            "TensorRT-LLM: enable_attention_dp runs attention without TP on every rank; it has"
+            f" no flag for the plan's {tp}-GPU attention groups."
+        )
     if pp > 1:
         notes.append(
             f"SGLang: pipeline parallelism ({pp} stages) is a newer server argument; check that"
@@ -112,8 +133,10 @@ def launch_commands(
         "  enable_block_reuse: true\\n" if prefix_caching else ""
     )
     extra = ("kv_cache_config:\\n" + cache if cache else "") + spec_trtllm
+    if dp > 1:
+        extra += "enable_attention_dp: true\\n"
     trtllm = (
-        f"trtllm-serve serve {model} --backend pytorch --tp_size {tp} --pp_size {pp}"
+        f"trtllm-serve serve {model} --backend pytorch --tp_size {tp * dp} --pp_size {pp}"
         + (f" --ep_size {ep}" if ep > 1 else "")
         + f" --max_batch_size {max_seqs} --max_num_tokens {token_budget}"
         + f" --max_seq_len {max_model_len} --kv_cache_free_gpu_memory_fraction 0.9"

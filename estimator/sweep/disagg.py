@@ -249,7 +249,7 @@ def _pair(
 
 
 def _gpus(layout: Parallelism) -> int:
-    return layout.tp * layout.pp
+    return layout.num_gpus
 
 
 def _replicas(rate: float, per_replica: float) -> int:
@@ -420,7 +420,7 @@ def _aggregated_front(
         if acc is None or not (r["ok"] or r.get("field") == "targets"):
             continue
         tp, pp = r["tp"], r["pp"]
-        layout = Parallelism(tp=tp, pp=pp, ep=r["ep"])  # the aggregated row's own layout
+        layout = Parallelism(tp=tp, pp=pp, dp=r.get("dp", 1), ep=r["ep"])  # the row's own
         loads = _loads(model, acc, layout, r["precision"], setup, workload.engine)
         for point in loads:
             if point.regime == "overloaded" or (ttft is not None and point.ttft_p99_s > ttft):
@@ -434,7 +434,7 @@ def _aggregated_front(
                     "rate_per_replica": point.request_rate,
                     "ttft_p99_s": point.ttft_p99_s,
                     "tpot_s": point.tpot_s,
-                    "output_tokens_per_s_per_gpu": point.requests_per_s * osl / (tp * pp),
+                    "output_tokens_per_s_per_gpu": point.requests_per_s * osl / _gpus(layout),
                     "output_tokens_per_s_per_user": 1 / point.tpot_s,
                 }
             )

@@ -64,18 +64,22 @@ class ServingSearch:
     or specs given as they are). ``ep``: the expert-parallel degrees to try inside each TP group
     (a mixture-of-experts model's experts over ``ep`` ranks, each expert split over ``tp / ep``);
     None: ``ep = tp`` for a mixture-of-experts model (every expert whole on one rank), 1 for a
-    dense one. A degree the layout cannot take is a refused row with the estimator's reason."""
+    dense one. ``dp``: attention data-parallel degrees (mixture-of-experts models: ``dp``
+    groups of ``tp`` GPUs, the experts over ``ep`` of all ``dp x tp``, ``ep = dp x tp`` when
+    ``ep`` is None). A degree the layout cannot take is a refused row with the estimator's
+    reason."""
 
     accelerators: tuple[str | Accelerator, ...] = DEFAULT_ACCELERATORS
     tp: tuple[int, ...] = (1, 2, 4, 8)
     pp: tuple[int, ...] = (1, 2, 4)
     precision: tuple[str, ...] = ("bf16", "fp8-serving")
     ep: tuple[int, ...] | None = None
+    dp: tuple[int, ...] = (1,)
 
-    def eps(self, model: ModelSpec, tp: int) -> tuple[int, ...]:
-        """The expert-parallel degrees a ``tp`` layout is tried at."""
+    def eps(self, model: ModelSpec, tp: int, dp: int = 1) -> tuple[int, ...]:
+        """The expert-parallel degrees a ``dp x tp`` layout is tried at."""
         if self.ep is None:
-            return (tp if model.moe is not None else 1,)
+            return (dp * tp if model.moe is not None else 1,)
         return self.ep
 
 
@@ -110,21 +114,24 @@ def sweep_serving(
     total)`` is called after each layout."""
     space = space or ServingSearch()
     eps = 1 if space.ep is None else len(space.ep)
-    size = len(space.accelerators) * len(space.tp) * len(space.pp) * len(space.precision) * eps
+    widths = {
+        "accelerators": len(space.accelerators),
+        "tp": len(space.tp),
+        "pp": len(space.pp),
+        "dp": len(space.dp),
+        "precision": len(space.precision),
+        "ep": eps,
+    }
+    size = math.prod(widths.values())
     if size > max_layouts:
-        widths = {
-            "accelerators": len(space.accelerators),
-            "tp": len(space.tp),
-            "pp": len(space.pp),
-            "precision": len(space.precision),
-            "ep": eps,
-        }
         raise SweepTooLarge(size, max_layouts, widths)
-    if space.ep is not None and model.moe is None and any(e != 1 for e in space.ep):
-        raise SpecError(
-            "layout.ep", "expert parallelism needs a mixture-of-experts model (this one is dense)",
-            [e for e in space.ep if e != 1],
-        )  # fmt: skip
+    for name, sizes in (("ep", space.ep or ()), ("dp", space.dp)):
+        if model.moe is None and any(e != 1 for e in sizes):
+            what = "expert parallelism" if name == "ep" else "attention data parallel"
+            raise SpecError(
+                f"layout.{name}", f"{what} needs a mixture-of-experts model (this one is dense)",
+                [e for e in sizes if e != 1],
+            )  # fmt: skip
     if workload.request_rate is not None and workload.output_len < 1:
         raise SpecError(
             "output_len", "must be >= 1 to cost a fleet per output token", workload.output_len
@@ -149,9 +156,11 @@ def sweep_serving(
     pools = []
     if workload.disaggregated:  # first: a target no fleet meets is refused before the sweep
         pools = disagg.pools(model, workload, groups, itertools.product(space.tp, space.pp), tick)
-    for (acc, prec), tp, pp in itertools.product(groups, space.tp, space.pp):
-        for ep in space.eps(model, tp):
-            rows.append(_serving_row(model, acc, prec, tp, pp, ep, workload))
+    for (acc, prec), tp, pp, dp in itertools.product(groups, space.tp, space.pp, space.dp):
+        for ep in space.eps(model, tp, dp):
+            rows.append(
+                _serving_row(model, acc, prec, Parallelism(tp=tp, pp=pp, dp=dp, ep=ep), workload)
+            )
             tick()
 
     def key(r: dict[str, Any]) -> tuple[int, float, float]:
@@ -184,9 +193,7 @@ def _serving_row(
     model: ModelSpec,
     acc: Accelerator,
     prec_name: str,
-    tp: int,
-    pp: int,
-    ep: int,
+    layout: Parallelism,
     workload: ServingWorkload,
 ) -> dict[str, Any]:
     """One replica layout at its best concurrency under the targets (or, with a request rate,
@@ -194,14 +201,14 @@ def _serving_row(
     row: dict[str, Any] = {
         "accelerator": acc.id,
         "precision": prec_name,
-        "tp": tp,
-        "pp": pp,
-        "ep": ep,
-        "num_gpus": tp * pp,
+        "tp": layout.tp,
+        "pp": layout.pp,
+        "dp": layout.dp,
+        "ep": layout.ep,
+        "num_gpus": layout.num_gpus,
     }
     precision = get_precision(prec_name)
     usd = price_of(acc.id, workload.prices)
-    layout = Parallelism(tp=tp, pp=pp, ep=ep)
     lengths = (workload.input_len, workload.output_len)
     if workload.request_rate is not None:
         return row | _rate_row(model, acc, layout, precision, usd, workload)
@@ -244,7 +251,7 @@ def _serving_row(
         "usd_per_1m_output_tokens": best.usd_per_1m_output_tokens,
         "usd_per_1m_input_tokens": best.usd_per_1m_input_tokens,
         "replicas": replicas,
-        "fleet_gpus": replicas * tp * pp,
+        "fleet_gpus": replicas * layout.num_gpus,
     }
 
 
@@ -307,7 +314,7 @@ def _rate_row(
         }
     replicas = max(math.ceil(total / lo), 1)
     point = at(total / replicas)  # each replica's share of the fleet's rate
-    gpus = layout.tp * layout.pp
+    gpus = layout.num_gpus
     per_1m = None
     if usd is not None:  # all-in: the fleet's GPU-hours over the output tokens it serves
         per_1m = usd * gpus * replicas / SECONDS_PER_HOUR / (total * workload.output_len) * 1e6

@@ -443,7 +443,9 @@ def layer_time(
         # activation, write the cast copy); the backward pass casts the output gradients too.
         cast_elems = sum(
             count * m_rows * k
-            for m_rows, k, _, count, _ in _linear_gemms(kind, p.tp, p.ep, p.expert_tp, tokens)
+            for m_rows, k, _, count, _ in _linear_gemms(
+                kind, p.tp, p.ep, p.expert_tp, tokens, expert_tokens=expert_tokens
+            )
         )
         copy_bytes = cast_elems * (act_b + gemm_b)
     if model.moe is not None and any(m.copies > 1 for m in kind.linears):
