@@ -121,7 +121,7 @@ def test_every_load_record_is_a_case_or_a_skip_with_its_reason() -> None:
     skips = [c for c in found if isinstance(c, Skip)]
     assert all(s.reason for s in skips)
     compared = [c for c in found if isinstance(c, LoadCase)]
-    assert len(compared) == 68 and all(c.assumptions for c in compared)
+    assert len(compared) == 71 and all(c.assumptions for c in compared)
     reasons = {s.reason for s in skips}
     assert any(r.startswith("CUDA graphs disabled") for r in reasons)
     assert any("sgl-project/sglang#2591" in r for r in reasons)
@@ -178,6 +178,29 @@ def test_accuracy_under_load_is_pinned() -> None:
     assert table[("ttft", nim)]["median_ape"] <= 0.40
     assert table[("tpot", vultr)]["median_ape"] <= 0.16
     assert table[("throughput", vultr)]["median_ape"] <= 0.11
+
+
+def test_mlperf_rates_within_their_limits_are_compared() -> None:
+    """Each MLPerf Server / Interactive run with its TTFT and TPOT p99 limits gets a slo_rate
+    row: the highest predicted rate meeting the limits (a hair more does not), against the rate
+    the run served. The model is optimistic there (median +30%), pinned so it cannot drift."""
+    from estimator.sweep.serving import rate_within_targets
+    from validation.load import _load_at
+
+    found, _ = rows()
+    slo = {r.id: r for r in found if r.metric == "slo_rate"}
+    limited = [c for c in cases() if isinstance(c, LoadCase) and c.constraints is not None]
+    assert set(slo) == {c.id for c in limited} and len(slo) == 49
+    case = next(c for c in limited if c.id.endswith("H200-SXM-141GBx8_TRT-llama2-70b-99-Server"))
+    setup = InferenceSetup(case.input_len, case.output_len, lengths=LENGTH_PRESETS[case.lengths])
+    rate = rate_within_targets(lambda r: _load_at(case, setup, r), *case.constraints)
+    assert rate == slo[case.id].predicted and slo[case.id].measured == case.request_rate
+    ttft, tpot = case.constraints
+    inside, past = _load_at(case, setup, rate), _load_at(case, setup, rate * 1.01)
+    assert inside.ttft_p99_s <= ttft and inside.tpot_s <= tpot
+    assert past.regime == "overloaded" or past.ttft_p99_s > ttft or past.tpot_s > tpot
+    table = {(s["metric"], s["group"]): s for s in summary(found)}
+    assert table[("slo_rate", "all")]["median_ape"] <= 0.32
 
 
 def test_serving_page_draws_latency_against_load() -> None:
@@ -255,8 +278,8 @@ def test_report_has_a_latency_under_load_section() -> None:
 
     section = load_section()
     metrics = {s["name"] for s in section["summary"]["latency under load, by metric"]}
-    assert metrics == {"itl", "throughput", "tpot", "ttft"}
-    assert sum(section["skip reasons"].values()) == 61
+    assert metrics == {"itl", "throughput", "tpot", "ttft", "slo_rate"}
+    assert sum(section["skip reasons"].values()) == 58
     text = "\n".join(render_load(section, details=True))
     assert "# Serving latency under load" in text and "nim-1.8.0-llama3.3-70b" in text
 

@@ -11,7 +11,11 @@ with the bench clients' default sampling through the ``sharegpt`` length preset
 ``mlperf-*`` preset; other datasets are skipped. A record of several identical replicas is one
 replica at its share of the rate. Where the model predicts an overloaded replica (capacity
 below the offered rate: TTFT without bound) its TTFT is left out of the errors and listed by
-``overloaded``. Nothing is fitted on these records.
+``overloaded``. MLPerf Server and Interactive runs also give the rate the submitter served within
+the scenario's latency constraints (TTFT p99 and TPOT p99): ``slo_rate`` compares it with the
+highest rate whose predicted steady state meets the same constraints
+(``sweep.serving.rate_within_targets``, TPOT's mean against its p99 limit): the SLO planning
+question itself. Nothing is fitted on these records.
 
 ``python -m validation.load`` prints the comparison.
 """
@@ -22,6 +26,7 @@ import json
 import re
 import statistics
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +39,10 @@ from estimator import (
     get_precision,
 )
 from estimator.serving.estimate import estimate_load
+from estimator.serving.load import LoadPoint
 from estimator.spec.lengths import LENGTH_PRESETS
 from estimator.spec.model import ModelSpec
+from estimator.sweep.serving import rate_within_targets
 from validation.records import Refused, Skip
 
 __all__ = [
@@ -97,6 +104,12 @@ class LoadCase:
     instances: int = 1  # identical replicas sharing the record's rate and throughput
     dp: int = 1  # attention data-parallel groups (of tp GPUs each)
     ep: int = 1
+    constraints: tuple[float, float] | None = None  # MLPerf's TTFT and TPOT p99 limits, s
+
+    @property
+    def gpus(self) -> int:
+        """One replica's GPUs."""
+        return self.tp * self.dp
 
 
 @dataclass(frozen=True)
@@ -104,7 +117,7 @@ class LoadRow:
     id: str
     group: str
     engine: str
-    metric: str  # ttft, tpot, itl, throughput
+    metric: str  # ttft, tpot, itl, throughput, slo_rate (requests/s within MLPerf's limits)
     statistic: str  # mean, median, unspecified
     regime: str
     measured: float
@@ -299,11 +312,34 @@ def _case(r: dict[str, Any]) -> LoadCase:
         num_prompts=prompts,
         dp=dp,
         ep=ep,
+        constraints=_constraints(load),
         measured=r["measured"],
         source=str(r["source"]),
         assumptions=tuple(notes),
         instances=instances,
     )
+
+
+def _load_at(case: LoadCase, setup: InferenceSetup, rate: float | None) -> LoadPoint:
+    """The case's replica in steady state at ``rate`` requests/s (None: its closed loop)."""
+    return estimate_load(
+        get_model(case.model),
+        get_accelerator(case.accelerator),
+        Parallelism(tp=case.tp, dp=case.dp, ep=case.ep),
+        setup,
+        get_precision(case.precision),
+        engine=case.engine,
+        request_rate=rate,
+    )
+
+
+def _constraints(load: dict[str, Any]) -> tuple[float, float] | None:
+    """An MLPerf run's latency constraints (TTFT and TPOT p99, seconds), where it states both."""
+    limits = load.get("latency_constraint_p99") or {}
+    ttft, tpot = limits.get("ttft_ms"), limits.get("tpot_ms")
+    if isinstance(ttft, int | float) and isinstance(tpot, int | float):
+        return ttft / 1e3, tpot / 1e3
+    return None
 
 
 def _layout_supported(r: dict[str, Any], engine_label: str) -> None:
@@ -361,7 +397,7 @@ def _row(
         family=model.model_type,
         model=model.id,
         model_class=model.model_class,
-        gpus=case.tp,
+        gpus=case.gpus,
         precision=case.precision,
         source=case.source,
     )
@@ -382,16 +418,12 @@ def rows() -> tuple[list[LoadRow], list[tuple[str, str]]]:
             num_prompts=case.num_prompts,
         )
         model = get_model(case.model)
+        at = partial(_load_at, case, setup)
         try:
-            point = estimate_load(
-                model,
-                get_accelerator(case.accelerator),
-                Parallelism(tp=case.tp, dp=case.dp, ep=case.ep),
-                setup,
-                get_precision(case.precision),
-                engine=case.engine,
-                request_rate=case.request_rate,
-            )
+            point = at(case.request_rate)
+            slo = None
+            if case.constraints is not None and case.request_rate is not None:
+                slo = rate_within_targets(at, *case.constraints)
         except SpecError as exc:
             skipped.append((case.id, f"estimator refuses it: {exc}"))
             continue
@@ -413,6 +445,8 @@ def rows() -> tuple[list[LoadRow], list[tuple[str, str]]]:
                 continue
             name = metric if metric != "tpot" or m.get("tpot_ms") else "itl"
             out.append(_row(case, model, name, stat[0], point.regime, stat[1], predicted))
+        if slo is not None and case.request_rate is not None:
+            out.append(_row(case, model, "slo_rate", "max", point.regime, case.request_rate, slo))
         tps = m.get("output_tokens_per_s")
         if isinstance(tps, int | float) and tps > 0:
             out.append(

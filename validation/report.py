@@ -392,7 +392,13 @@ def render_load(load: dict[str, Any], details: bool = False) -> list[str]:
         f" {skipped} skipped ("
         + "; ".join(f"{why}: {n}" for why, n in load["skip reasons"].items())
         + "). TTFT and TPOT as each source states them (mean, or median against the model's"
-        " p50); ITL where a source gives no TPOT; output tokens/s of the replica.",
+        " p50); ITL where a source gives no TPOT; output tokens/s of the replica; slo_rate:"
+        " the requests/s an MLPerf Server or Interactive run served within its scenario's"
+        " TTFT and TPOT p99 limits against the highest rate whose predicted steady state meets"
+        " the same limits (the SLO planning answer; its sign says how optimistic it is). MLPerf"
+        " runs sit near their capacity, where TTFT and TPOT change steeply with the rate: a few"
+        " percent of capacity moves them several-fold, while the rate within the limits is"
+        " well conditioned.",
     ]
     over = load.get("overloaded", [])
     lines += [

@@ -26,7 +26,10 @@ speculative verification step, from the same kernel-level costs (``timing.kernel
   (``expert_exchange``: tokens travel in the experts' GEMM input format, fp8 for an fp8 MoE as
   DeepEP's dispatch, and come back in the activations').
 - A decode step for ``batch`` sequences reads every weight once, each sequence's KV cache at
-  ``context`` tokens (sliding-window layers at most their window), runs GEMMs with one row per
+  ``context`` tokens (sliding-window layers at most their window; MLA's latent cache, whose 128
+  heads all attend over it in the absorbed form, at the longer of the read and its FLOPs:
+  FlashMLA is compute-bound at long contexts, 660 TFLOPS against 3,000 GB/s on H800 by its
+  README), runs GEMMs with one row per
   sequence, two TP all-reduces per layer and, for MoE layers, only the experts the rows select.
 - A verification step (speculative decoding) is a decode step with ``queries`` rows per
   sequence (the last accepted token and the drafts): GEMMs, elementwise work and communication
@@ -217,8 +220,8 @@ def decode_kinds(
     expert_rows = None if expert_batch is None else expert_batch * queries
     exchange = expert_exchange(model, acc, prof, p, precision, rows, domain)
     allreduce = collective_time(acc, prof, "all_reduce", rows * h * act_b, p.tp, 1, domain)
-    terms = attention_terms(model) if queries != 1 else ()
-    att_format = serving_attention_format(acc, precision) if terms else ""
+    terms = attention_terms(model)
+    att_format = serving_attention_format(acc, precision)
     streams = model.stream_traffic_per_block  # hyper-connections' extra traffic (0 without)
     out = []
     for k, kind in enumerate(model.kinds):
@@ -231,13 +234,14 @@ def decode_kinds(
         if kind.mixer is not None:  # the state is read and written back each step
             r = kind.mixer
             kv_bytes = kv_bytes + 2 * batch * (r.state_elems + r.conv_state_elems) / p.tp * act_b
-        term = terms[k] if terms else None
-        if term is None or kind.attention is None:
+        term = terms[k]
+        a = kind.attention
+        if term is None or a is None or (queries == 1 and not a.latent_dims):
             attention = attention_decode_time(acc, prof, kv_bytes)
         else:  # each query against the cached keys (a window's, a sparse selection's at most)
-            top = kind.attention.topk
+            top = a.topk
             keys = cached if top is None else minimum(cached, top)
-            flops = rows * (keys * term.per_pair + cached * term.index_per_pair) / p.tp
+            flops = rows * (keys * a.decode_pair_flops + cached * term.index_per_pair) / p.tp
             attention = attention_verify_time(acc, prof, kv_bytes, flops, cached, att_format)
         out.append(
             (

@@ -168,6 +168,11 @@ class AttentionCore:
     ``index_heads`` heads of ``index_head_dim`` that scores every earlier key (its key cache is
     part of ``cache_elems_per_token``). ``compressor``: DeepSeek-V4's compressed keys, attended
     besides the window (``cache_elems_per_token`` then counts the window's keys only).
+
+    ``latent_dims``: MLA's (key, value) widths in its latent space, ``(kv_lora_rank +
+    qk_rope_head_dim, kv_lora_rank)``; decode kernels (FlashMLA, FlashInfer's and TensorRT-LLM's
+    MLA) absorb the key and value up-projections and attend there, every head against the
+    shared latent (``decode_pair_flops``). Empty for per-head caches.
     """
 
     num_heads: int
@@ -182,6 +187,16 @@ class AttentionCore:
     index_heads: int = 0
     index_head_dim: int = 0
     compressor: Compressor | None = None
+    latent_dims: tuple[int, int] | tuple[()] = ()
+
+    @property
+    def decode_pair_flops(self) -> int:
+        """FLOPs per query, key and layer of a decode kernel: ``2 heads (qk + v)``, or for MLA
+        the absorbed form, ``2 heads (latent key + latent value width)`` (3.4x the
+        unabsorbed form for DeepSeek-V3: 576 + 512 against 192 + 128 per head)."""
+        if self.latent_dims:
+            return 2 * self.num_heads * (self.latent_dims[0] + self.latent_dims[1])
+        return 2 * self.num_heads * (self.qk_head_dim + self.v_head_dim)
 
     @property
     def cache_window(self) -> int | None:

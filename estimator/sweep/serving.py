@@ -32,7 +32,13 @@ from estimator.sweep.training import (
 )
 from estimator.timing.rates import SECONDS_PER_HOUR
 
-__all__ = ["ServingSearch", "ServingSweep", "ServingWorkload", "sweep_serving"]
+__all__ = [
+    "ServingSearch",
+    "ServingSweep",
+    "ServingWorkload",
+    "rate_within_targets",
+    "sweep_serving",
+]
 
 
 @dataclass(frozen=True)
@@ -267,11 +273,26 @@ def _no_kv_cache(memory: InferenceMemory) -> dict[str, Any]:
 RATE_STEPS = 10  # bisection steps on the rate per replica: within 0.1% of the capacity
 
 
-def _meets(point: LoadPoint, workload: ServingWorkload) -> bool:
-    ttft, tpot = workload.ttft_target_s, workload.tpot_target_s
+def _meets(point: LoadPoint, ttft: float | None, tpot: float | None) -> bool:
     if point.regime == "overloaded":
         return False
     return (ttft is None or point.ttft_p99_s <= ttft) and (tpot is None or point.tpot_s <= tpot)
+
+
+def rate_within_targets(
+    at: Callable[[float], LoadPoint],
+    ttft_target_s: float | None,
+    tpot_target_s: float | None,
+    steps: int = RATE_STEPS,
+) -> float:
+    """The highest Poisson rate per replica whose steady state (``at(rate)``) meets TTFT p99 <=
+    ``ttft_target_s`` and TPOT <= ``tpot_target_s``: bisection below the replica's capacity, to
+    ``2^-steps`` of it (0: not even the lightest load meets them)."""
+    lo, hi = 0.0, at(1e-6).capacity_requests_per_s
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _meets(at(mid), ttft_target_s, tpot_target_s) else (lo, mid)
+    return lo
 
 
 def _rate_row(
@@ -299,11 +320,7 @@ def _rate_row(
                 request_rate=rate, memory=memory,
             )  # fmt: skip
 
-        capacity = at(1e-6).capacity_requests_per_s
-        lo, hi = 0.0, capacity
-        for _ in range(RATE_STEPS):
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if _meets(at(mid), workload) else (lo, mid)
+        lo = rate_within_targets(at, workload.ttft_target_s, workload.tpot_target_s)
     except SpecError as exc:
         return {"ok": False, "field": exc.field, "reason": str(exc)}
     if lo <= 0:

@@ -159,7 +159,10 @@ def mla(
         ),
         Linear("self_attn.o_proj", heads * v_dim, h, bias, "attention", "row", heads),
     ]
-    core = AttentionCore(heads, heads, qk, v_dim, None, kv_lora + rope, cache_shards_with_tp=False)
+    core = AttentionCore(
+        heads, heads, qk, v_dim, None, kv_lora + rope, cache_shards_with_tp=False,
+        latent_dims=(kv_lora + rope, kv_lora),
+    )  # fmt: skip
     return core, linears
 
 
@@ -197,6 +200,7 @@ def lightning_indexer(
         topk=topk,
         index_heads=heads,
         index_head_dim=dim,
+        latent_dims=mla_core.latent_dims,
     )
     return core, linears, ln("self_attn.indexer.k_norm", dim)
 
