@@ -157,7 +157,13 @@ def _report() -> dict[str, Any]:
 
 
 _ROW_METRIC = {"training": "tokens_per_s_per_gpu", "serving": "output_tokens_per_s"}
-_LOAD_UNITS = {"ttft": "ms", "tpot": "ms", "itl": "ms", "throughput": "output tokens/s"}
+_LOAD_UNITS = {
+    "ttft": "ms",
+    "tpot": "ms",
+    "itl": "ms",
+    "throughput": "output tokens/s",
+    "slo_rate": "requests/s within the run's latency limits",
+}
 
 
 @cache

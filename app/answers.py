@@ -296,7 +296,7 @@ def launch_dict(req: InferenceRequest, plan: InferencePlan, e: InferenceEstimate
         plan.parallel,
         plan.precision,
         max_model_len=plan.setup.input_len + plan.setup.output_len,
-        max_seqs=max(preset.slots(e.max_concurrency // dp), 1),
+        max_seqs=max(preset.slots(preset.kv_slots(e.memory, plan.parallel.tp * dp) // dp), 1),
         token_budget=preset.token_budget,
         speculative=spec,
         draft_id=None if draft is None else _hf_id(draft.id, "/path/to/your/draft-model"),

@@ -64,7 +64,7 @@ def test_records_are_the_shipped_report() -> None:
         assert r.source and r.generation, r.id
     assert all(r.stack for r in by_kind["training"])
     # ITL rows are read as TPOT; the other load metrics keep their names.
-    assert {r.metric for r in by_kind["load"]} == {"ttft", "tpot", "throughput"}
+    assert {r.metric for r in by_kind["load"]} == {"ttft", "tpot", "throughput", "slo_rate"}
     links = [r.url for r in by_kind["training"] if r.url]
     assert len(links) >= 0.9 * len(by_kind["training"])
     assert all(u.startswith("https://") for u in links)

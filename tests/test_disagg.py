@@ -170,11 +170,8 @@ def test_a_decode_replica_steps_as_the_single_estimates_decode(tp: int) -> None:
     estimate's decode step at concurrency D: a plan with a huge prefill pool is decode-only."""
     layout = Parallelism(tp=tp)
     curve = decode_curve(pool(layout))
-    assert curve.slots == min(
-        VLLM.slots(estimate_inference(LLAMA, H100, layout, InferenceSetup(8192, 1024), FP8)
-                   .max_concurrency),
-        VLLM.token_budget,
-    )  # fmt: skip
+    memory = estimate_inference(LLAMA, H100, layout, InferenceSetup(8192, 1024), FP8).memory
+    assert curve.slots == min(VLLM.slots(VLLM.kv_slots(memory, tp)), VLLM.token_budget)
     for d, tpot in zip(curve.decoding[::7], curve.tpot_s[::7], strict=True):
         setup = InferenceSetup(8192, 1024, concurrency=int(d))
         assert tpot == pytest.approx(estimate_inference(LLAMA, H100, layout, setup, FP8).tpot_s)

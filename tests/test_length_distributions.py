@@ -41,9 +41,12 @@ BEFORE = [
     (("llama-3.3-70b", "h100-sxm-80gb", 2, "fp8-serving", 5000, 500, 32, None, "vllm"),
      (0.4175379243461102, 0.03816211487328961, 0.41674275827269525, 0.41674275827269525,
       821.2138497937307, 1.6424276995874614, "shared")),
+    # since TensorRT-LLM's KV cache is 0.9 of the memory free after the model (its
+    # free_gpu_memory_fraction): fewer slots move the open loop's search grid, the answer
+    # within 1e-8 of (0.42117022926038983, 0.020017506143213883, ..., 150.00000201413243)
     (("llama-3.3-70b", "h100-sxm-80gb", 2, "fp8-serving", 5000, 500, 1, 0.3, "trtllm"),
-     (0.42117022926038983, 0.020017506143213883, 0.421132044223768, 0.421132044223768,
-      150.00000201413243, 0.3000000040282649, "shared")),
+     (0.42117022925010283, 0.02001750613193485, 0.42113204421377454, 0.42113204421377454,
+      150.00000103132226, 0.3000000020626445, "shared")),
     (("llama-3.1-8b", "a100-sxm-80gb", 1, "bf16", 230, 203, 1, 4.0, "sglang"),
      (0.04114262483041196, 0.01426909371674741, 0.04113099202451753, 0.04113099202451753,
       812.0000816410492, 4.000000402172656, "shared")),
@@ -257,6 +260,9 @@ def test_accuracy_on_sharegpt_is_pinned() -> None:
             if r.metric == metric and r.group.startswith("mlperf") == mlperf
         )
 
-    assert median_ape("ttft", False) <= 0.31 and median_ape("tpot", False) <= 0.16
-    assert median_ape("ttft", True) <= 0.75 and median_ape("tpot", True) <= 0.80
+    # non-MLPerf TTFT 0.286 since the engines' KV budgets (0.302 before); TPOT 0.152 (the ITL
+    # rows, pinned in test_serving_load, went from 0.167 to 0.069)
+    assert median_ape("ttft", False) <= 0.29 and median_ape("tpot", False) <= 0.16
+    # MLPerf TTFT: 0.745 over 43 records; 0.755 with the three DeepSeek-R1 runs (-90% each)
+    assert median_ape("ttft", True) <= 0.76 and median_ape("tpot", True) <= 0.80
     assert median_ape("throughput", True) <= 0.03  # below capacity: the offered rate, served

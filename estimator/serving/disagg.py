@@ -281,10 +281,11 @@ class DecodeCurve:
 
 
 def decode_curve(r: PoolReplica) -> DecodeCurve:
-    """A decode-only replica of ``layout`` at whole numbers of sequences, 1 to what its KV cache
-    (at ``ISL + OSL`` tokens each), the engine's sequence cap and its token budget allow;
+    """A decode-only replica of ``layout`` at whole numbers of sequences, 1 to what the engine's
+    KV cache (at ``ISL + OSL`` tokens each), its sequence cap and its token budget allow;
     refused (``SpecError`` on ``memory``) where the KV cache holds no sequence."""
-    held = r.memory(InferenceSetup(r.isl, r.osl)).max_concurrency
+    memory = r.memory(InferenceSetup(r.isl, r.osl))
+    held = r.engine.kv_slots(memory, r.layout.tp * r.layout.dp)
     slots = min(r.engine.slots(held), r.engine.token_budget)
     if slots < 1:
         raise SpecError("memory", "the KV cache holds no sequence of this length")

@@ -526,7 +526,7 @@ def estimate_load(
         busy_groups=busy,
     )  # fmt: skip
 
-    kv_slots = memory.max_concurrency // groups
+    kv_slots = preset.kv_slots(memory, layout.tp * groups) // groups  # one group's
     slots = preset.slots(kv_slots)
     budget = preset.token_budget
     if slots < 1:

@@ -3,7 +3,9 @@
 A replica runs engine steps. Each step carries ``D`` decoding sequences (one token each) and
 ``P`` prompt tokens (chunks of prompts being prefilled), within the engine's token budget ``B``
 (``max_num_batched_tokens``) and sequence cap ``S`` (``max_num_seqs``); the KV cache holds at
-most ``K`` sequences (``InferenceMemory.max_concurrency``). The model counts steps first and
+most ``K`` sequences (``EnginePreset.kv_slots``: the engine's share of GPU memory for it,
+vLLM's ``gpu_memory_utilization``, TensorRT-LLM's ``free_gpu_memory_fraction``, SGLang's
+``mem_fraction_static``, over each sequence's whole context). The model counts steps first and
 times them after:
 
 - **Flow balance.** A request prefills ``ISL`` tokens, then decodes ``OSL - 1`` steps (its first
@@ -65,6 +67,7 @@ from typing import Literal
 import numpy as np
 
 from estimator.errors import SpecError
+from estimator.memory.inference import InferenceMemory
 from estimator.xp import Num, is_array
 
 __all__ = [
@@ -98,11 +101,48 @@ class EnginePreset:
     # attention data parallel: the budget and the cap are the replica's, split over the groups
     # (else each group's scheduler has its own, whole)
     splits_over_dp: bool = False
+    # The KV cache's memory (``kv_budget_bytes``): ``kv_fraction`` of the GPU less weights,
+    # activations and runtime ("total", vLLM's gpu_memory_utilization), of what weights,
+    # activations and runtime leave ("free", TensorRT-LLM's free_gpu_memory_fraction), or of
+    # the GPU less weights ("static", SGLang's mem_fraction_static, by the replica's TP size)
+    kv_budget: Literal["total", "free", "static"] = "total"
+    kv_fraction: float | tuple[tuple[int, float], ...] = 0.9
 
     def slots(self, kv_slots: int) -> int:
         """Requests a replica runs at once: the engine's sequence cap or what the KV cache
         holds, whichever is fewer (0: not one fits)."""
         return max(min(self.max_seqs, kv_slots), 0)
+
+    def fraction(self, gpus: int) -> float:
+        """The memory fraction on a replica of ``gpus`` tensor-parallel GPUs."""
+        if isinstance(self.kv_fraction, float):
+            return self.kv_fraction
+        return next(f for least, f in self.kv_fraction if gpus >= least)
+
+    def kv_budget_bytes(self, memory: InferenceMemory, gpus: int) -> float:
+        """Bytes per GPU the engine gives its KV cache (and per-sequence states)."""
+        f = self.fraction(gpus)
+        static = memory.weights_bytes + memory.draft_weights_bytes
+        transient = memory.activation_peak_bytes + memory.runtime_overhead_bytes
+        if self.kv_budget == "static":
+            return f * memory.capacity_bytes - static
+        if self.kv_budget == "free":
+            return f * (memory.capacity_bytes - static - transient)
+        return f * memory.capacity_bytes - static - transient
+
+    def kv_slots(self, memory: InferenceMemory, gpus: int, groups: int = 1) -> int:
+        """Sequences the engine's KV cache holds on a replica of ``gpus`` GPUs, ``groups``
+        attention data-parallel groups of them (each its own cache), every sequence reserving
+        its whole context (the memory model's ``kv_cache_bytes_per_sequence``: the
+        conservative reading of the engines' paged caches)."""
+        held = (
+            memory.kv_cache_bytes_per_sequence
+            + memory.state_bytes_per_sequence
+            + memory.draft_kv_cache_bytes_per_sequence
+        )
+        if not held:
+            return memory.max_concurrency
+        return groups * max(int(self.kv_budget_bytes(memory, gpus) // held), 0)
 
     def per_group(self, dp: int) -> EnginePreset:
         """The scheduler of one of ``dp`` attention data-parallel groups."""
@@ -129,6 +169,8 @@ ENGINES: dict[str, EnginePreset] = {
                 " prefills and schedules decodes first",
                 "with --data-parallel-size each DP rank runs its own engine core and scheduler"
                 " with these limits (vllm/v1/engine/core.py DPEngineCoreProc)",
+                "--gpu-memory-utilization 0.9: the fraction of GPU memory for the model"
+                " executor, weights, activations and KV cache together (EngineArgs default)",
             ),
         ),
         EnginePreset(
@@ -137,7 +179,10 @@ ENGINES: dict[str, EnginePreset] = {
             token_budget=2048,
             max_seqs=256,
             mixed=True,
-            sources=("vllm/engine/arg_utils.py EngineArgs.get_batch_defaults (as above)",),
+            sources=(
+                "vllm/engine/arg_utils.py EngineArgs.get_batch_defaults (as above);"
+                " --gpu-memory-utilization 0.9",
+            ),
         ),
         EnginePreset(
             name="sglang",
@@ -151,8 +196,13 @@ ENGINES: dict[str, EnginePreset] = {
                 "with --enable-dp-attention the chunked prefill size is divided by dp_size"
                 " (python/sglang/srt/server_args.py) and max_running_requests too"
                 " (model_executor/model_runner.py): both are the replica's",
+                "--mem-fraction-static, the fraction of GPU memory for weights and the KV pool:"
+                " 0.88 at TP 1, 0.87 at 2, 0.85 at 4, 0.81 at 8, 0.79 at 16 or more"
+                " (python/sglang/srt/server_args.py, v0.4)",
             ),
             splits_over_dp=True,
+            kv_budget="static",
+            kv_fraction=((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88)),
         ),
         EnginePreset(
             name="trtllm",
@@ -165,7 +215,10 @@ ENGINES: dict[str, EnginePreset] = {
                 " max_batch_size 2048; in-flight batching runs context and generation"
                 " requests in one iteration; with enable_attention_dp each rank schedules its"
                 " own requests under these limits",
+                "KvCacheConfig.free_gpu_memory_fraction 0.9: the KV cache takes that share of"
+                " the memory free after the model and its activations are allocated",
             ),
+            kv_budget="free",
         ),
     )
 }
