@@ -20,8 +20,8 @@ from estimator import (
     get_precision,
     model_entry,
 )
-from estimator.serving.estimate import estimate_inference, estimate_load
 from estimator.memory.inference import inference_memory
+from estimator.serving.estimate import estimate_inference, estimate_load
 from estimator.serving.load import ENGINES, budget_cap, solve_decoding
 from estimator.spec.lengths import LENGTH_PRESETS
 from validation import report
