@@ -22,7 +22,7 @@ from estimator import (
 )
 from estimator.memory.inference import inference_memory
 from estimator.serving.estimate import estimate_inference, estimate_load
-from estimator.serving.load import ENGINES, budget_cap, solve_decoding
+from estimator.serving.load import ENGINES, budget_cap, residual_step, solve_decoding
 from estimator.spec.lengths import LENGTH_PRESETS
 from validation import report
 from validation.load import OVERLOADED, LoadCase, Skip, cases, overloaded, rows, summary
@@ -176,9 +176,22 @@ def test_accuracy_under_load_is_pinned() -> None:
     nim, vultr = "nvidia_nim_benchmarking_docs", "vultr_inference_cookbook_b200"
     assert table[("itl", nim)]["median_ape"] <= 0.08  # 0.167 before the engines' KV budgets
     assert table[("throughput", nim)]["median_ape"] <= 0.10
-    assert table[("ttft", nim)]["median_ape"] <= 0.19
+    assert table[("ttft", nim)]["median_ape"] <= 0.08  # 0.263, 0.176, now with the queue in time
     assert table[("tpot", vultr)]["median_ape"] <= 0.16
     assert table[("throughput", vultr)]["median_ape"] <= 0.11
+
+
+def test_an_arrival_waits_for_the_step_under_way() -> None:
+    """The residual life of the running step (renewal theory): half a step when steps are
+    alike; with one step in five carrying a 5,000-token prompt (0.45 s against 0.04 s) a
+    Poisson arrival waits 0.171 s on average, not half the mean step's 0.061 s."""
+    assert residual_step(0.04, 0.04, 0.3) == pytest.approx(0.02)
+    assert residual_step(0.04, 0.45, 0.0) == pytest.approx(0.02)
+    by_hand = (0.2 * 0.45**2 + 0.8 * 0.04**2) / (2 * (0.2 * 0.45 + 0.8 * 0.04))
+    assert residual_step(0.04, 0.45, 0.2) == pytest.approx(by_hand) == pytest.approx(0.1712, 1e-3)
+    # Long prompts: TTFT under load grows with the load faster than the prefill queue's wait
+    light, loaded = _load(1), _load(50)
+    assert loaded.ttft_s - light.ttft_s > 0.1
 
 
 def test_each_engine_gives_its_kv_cache_its_share_of_memory() -> None:
@@ -203,7 +216,8 @@ def test_each_engine_gives_its_kv_cache_its_share_of_memory() -> None:
 def test_mlperf_rates_within_their_limits_are_compared() -> None:
     """Each MLPerf Server / Interactive run with its TTFT and TPOT p99 limits gets a slo_rate
     row: the highest predicted rate meeting the limits (a hair more does not), against the rate
-    the run served. The model is optimistic there (median +30%), pinned so it cannot drift."""
+    the run served. The model is optimistic there (median signed +26%; 38% APE: the long-prompt
+    405B runs, whose prefill work queues, come out pessimistic), pinned so it cannot drift."""
     from estimator.sweep.serving import rate_within_targets
     from validation.load import _load_at
 
@@ -220,7 +234,8 @@ def test_mlperf_rates_within_their_limits_are_compared() -> None:
     assert inside.ttft_p99_s <= ttft and inside.tpot_s <= tpot
     assert past.regime == "overloaded" or past.ttft_p99_s > ttft or past.tpot_s > tpot
     table = {(s["metric"], s["group"]): s for s in summary(found)}
-    assert table[("slo_rate", "all")]["median_ape"] <= 0.32
+    assert table[("slo_rate", "all")]["median_ape"] <= 0.39
+    assert table[("slo_rate", "all")]["median_signed"] <= 0.27
 
 
 def test_serving_page_draws_latency_against_load() -> None:

@@ -42,13 +42,16 @@ from estimator.layout.sharding import StageShape, distinct_stages
 from estimator.memory.inference import InferenceMemory, InferenceSetup, inference_memory
 from estimator.serving.engine_step import engine_step_time, workload_of
 from estimator.serving.load import (
+    BUDGET_BOUND_UTILIZATION,
     ENGINES,
     LoadPoint,
     Regime,
     budget_cap,
     decode_steps,
+    md1_wait,
     prefill_wait,
     quantile_wait,
+    residual_step,
     steady_state_steps,
 )
 from estimator.serving.run import simulate_run
@@ -578,21 +581,48 @@ def estimate_load(
     free = budget - q * d
     own = np.array(w.own_new + tuple(w.quantile_new(x) for x in TTFT_QUANTILES))
     pp = layout.pp
-    chunks = np.concatenate(([counts["prompt_tokens"], others], pp * np.minimum(own, free)))
+    chunk = pp * min(w.prompt_new, free)  # a step carrying one prompt's chunk
+    chunks = np.concatenate(
+        ([counts["prompt_tokens"], others, 0.0, chunk], pp * np.minimum(own, free))
+    )
     times = step_s(np.full(len(chunks), d), chunks)
     tau, tau_decode = float(times[0]), float(times[1])
-    services = np.maximum(1.0, own / free) * times[2:]
-    if rate is not None:  # a Poisson arrival lands mid-step: it waits for the step's end
-        services = services + tau / 2
+    services = np.maximum(1.0, own / free) * times[4:]
+    # A request arrives while a step of the others runs and waits for its end. The steps carry
+    # another request's prompt chunk (a fraction pi of them: the others' prompt tokens a step
+    # carries on average, over a chunk) or only decodes. A Poisson arrival lands at a random
+    # instant: the step's residual life, E[tau^2] / (2 E[tau]) (long prompt steps the likelier
+    # hit). A closed loop's client sends its next request as its last one ends, at a step's
+    # end: it waits for the whole step just launched (none when no other request runs).
+    pi = min(others / (chunk / pp), 1.0) if chunk else 0.0
+    bare, loaded = float(times[2]), float(times[3])
+    if rate is not None:
+        services = services + residual_step(bare, loaded, pi)
+    else:
+        busy_others = min(max(running - 1, 0.0), 1.0)
+        services = services + busy_others * (pi * loaded + (1 - pi) * bare)
     per_step = d / dec  # requests finishing a step
     req_per_s = per_step / tau  # one group's
     wait_s = counts["wait_steps"] * tau
+    rho = counts["rho"]
+    # In time: each prompt adds its tokens' work to the steps it rides (a step's time with a
+    # chunk over one without, per token: (tau(D, chunk) - tau(D, 0)) / chunk, times its mean
+    # computed tokens), and prompts arriving at req_per_s queue behind each other's work
+    # (M/G/1: the prompt length's spread in scv); the step count above sees only the token
+    # budget's queue.
+    work = max(loaded - bare, 0.0) / chunk * new if chunk else 0.0
+    others_share = 1.0 if rate is not None else max(running - 1, 0.0) / max(running, 1.0)
+    rho_time = req_per_s * work * others_share  # a closed loop's request never waits for itself
+    if rho_time >= 1 and not overloaded:
+        rho_time = BUDGET_BOUND_UTILIZATION
+    time_wait = float(md1_wait(work, rho_time, w.input_scv))
+    if time_wait > wait_s:
+        wait_s, rho = time_wait, rho_time
     queue_s = counts["queued"] / req_per_s if counts["queued"] else 0.0
     bins = len(w.own_new)
     service_s = float(np.mean(services[:bins]))
     at_quantile = dict(zip(TTFT_QUANTILES, services[bins:].tolist(), strict=True))
     ttft = queue_s + wait_s + service_s
-    rho = counts["rho"]
     if overloaded:
         regime: Regime = "overloaded"
     elif counts["queued"] > 0:

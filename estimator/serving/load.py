@@ -33,7 +33,11 @@ times them after:
 - **Latencies.** TPOT = the mean step time while a request decodes (steps carry the other
   requests' prompt chunks); TTFT = the queue for a slot (closed loop: ``(N - M) / X``) + the wait
   in the prefill queue + its ``s`` prefill steps, each carrying a chunk of ``min(ISL, B - D)``
-  tokens and the decodes; throughput X = ``r / tau`` requests/s. Percentiles put an
+  tokens and the decodes, + the step under way on arrival (a Poisson arrival's residual life,
+  ``E[tau^2] / (2 E[tau])`` over prompt-carrying and decode-only steps, ``residual_step``; a
+  closed loop's request, sent at a step's end, the whole step just launched); the prefill
+  queue's wait is also taken in time (the caller's: prompts queue behind each other's work,
+  M/G/1, the longer wait kept); throughput X = ``r / tau`` requests/s. Percentiles put an
   exponential tail on the prefill-queue wait (``P(W > t) = rho exp(-t rho / W)``, the mean
   ``W``) and take TPOT as its mean: approximate, and said so.
 
@@ -80,6 +84,7 @@ __all__ = [
     "md1_wait",
     "prefill_wait",
     "quantile_wait",
+    "residual_step",
     "solve_decoding",
     "steady_state_steps",
 ]
@@ -375,6 +380,18 @@ def steady_state_steps(
         "rho": min(rho, 1.0),
         "budget_bound": float(budget_bound),
     }
+
+
+def residual_step(bare: float, loaded: float, share: float) -> float:
+    """The mean time from a random instant to the end of the step under way, when a fraction
+    ``share`` of the steps last ``loaded`` seconds (they carry a prompt's chunk) and the rest
+    ``bare``: ``E[tau^2] / (2 E[tau])``, the renewal residual life (a random instant falls in
+    a long step more often than a step is long: the inspection paradox). Half a step when the
+    steps are alike."""
+    mean = share * loaded + (1 - share) * bare
+    if mean <= 0:
+        return 0.0
+    return (share * loaded**2 + (1 - share) * bare**2) / (2 * mean)
 
 
 def quantile_wait(mean_wait: Num, rho: Num, p: float) -> Num:
