@@ -89,6 +89,13 @@ def _plan(model_id: str, acc_id: str, tp: int, isl: int, osl: int) -> None:
         f"    estimate_inference {plain * 1e3:.2f} ms without the load block,"
         f" {loaded * 1e3:.2f} ms with it ({loaded / plain:.2f}x)"
     )
+    if model.moe is not None:  # the same GPUs as attention data parallel groups, wide EP
+        wide = Parallelism(tp=1, dp=tp, ep=tp)
+        dp_point = _median_s(lambda: estimate_load(model, acc, wide, setup, fp8))
+        print(
+            f"    one load point with attention DP {tp} x EP {tp} {dp_point * 1e3:.2f} ms"
+            f" ({dp_point / point:.2f}x the TP {tp} point)"
+        )
 
 
 def _disaggregated() -> None:
