@@ -8,6 +8,7 @@ import json
 import math
 import statistics
 from dataclasses import fields, replace
+from typing import get_args
 
 import pytest
 from fastapi.testclient import TestClient
@@ -211,6 +212,26 @@ def test_api_takes_a_dataset_and_says_what_it_assumed() -> None:
     assert unknown.status_code == 422 and unknown.json()["detail"][0]["field"] == "dataset"
     page = client.get("/serving", params={"model": "llama-3.1-8b", "dataset": "sharegpt"})
     assert page.status_code == 200 and "Length distribution" in page.text
+
+
+def test_every_length_preset_is_a_dataset_of_the_api() -> None:
+    """The API's dataset names are the estimator's presets, the MLPerf tasks' among them."""
+    from app.schemas.inference import Dataset
+
+    assert set(get_args(Dataset)) == set(LENGTH_PRESETS) >= {"sharegpt", *MLPERF_PRESETS}
+    client = TestClient(app)
+    req = {
+        "model": "llama-2-70b",
+        "accelerator": "h200-sxm-141gb",
+        "engine": "trtllm",
+        "precision": "fp8-serving",
+        "request_rate": 12,
+        "dataset": "mlperf-llama2-70b",
+    }
+    body = client.post("/api/v1/inference/estimate", json=req).json()
+    assert body["lengths"]["name"] == "mlperf-llama2-70b"
+    assert body["lengths"]["mean_input_tokens"] == pytest.approx(222.3, abs=0.05)
+    assert body["load"]["lengths"] == "mlperf-llama2-70b"
 
 
 def test_validation_maps_only_sharegpt_with_its_default_sampling() -> None:

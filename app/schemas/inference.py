@@ -48,6 +48,17 @@ PROMPT = form("Prompt tokens", "Workload", "1024")
 OUTPUT = form("Output tokens", "Workload", "256")
 
 
+# The length presets of estimator.spec.lengths (a test keeps the two lists equal).
+Dataset = Literal[
+    "sharegpt",
+    "mlperf-llama2-70b",
+    "mlperf-llama3.1-8b",
+    "mlperf-llama3.1-405b",
+    "mlperf-mixtral-8x7b",
+    "mlperf-deepseek-r1",
+]
+
+
 class InferenceLayout(Request):
     """One replica: ``dp x tp x pp`` GPUs; MoE experts over ``ep`` of the TP ranks, or with
     attention data parallel (``dp > 1``) of the ``dp x tp`` GPUs."""
@@ -83,12 +94,15 @@ class InferenceRequest(ClusterFields):
     )
     input_len: TokenCount = Field(1024, description="Prompt tokens", json_schema_extra=PROMPT)
     output_len: OutputLen = Field(256, description="Output tokens", json_schema_extra=OUTPUT)
-    dataset: Literal["sharegpt"] | None = Field(
+    dataset: Dataset | None = Field(
         None,
         description="Request lengths drawn from a dataset instead of fixed input_len /"
         " output_len (give one or the other): sharegpt, as vllm bench serve and"
-        " sglang.bench_serving sample it (mean 229.7 prompt and 203.1 output tokens; the"
-        " load model reads its spread, a lone request and the memory model its means)",
+        " sglang.bench_serving sample it (mean 229.7 prompt and 203.1 output tokens), or an"
+        " MLPerf Inference task's published means (mlperf-llama2-70b 222.3 / 294.4,"
+        " mlperf-llama3.1-8b 870.7 / 129.0, mlperf-llama3.1-405b 9,428.6 / 684.7,"
+        " mlperf-mixtral-8x7b 427.4 / 144.8, mlperf-deepseek-r1 803.8 / 3,886.2); the load"
+        " model reads its spread, a lone request and the memory model its means",
         json_schema_extra=form("Length distribution", "Workload", "fixed lengths"),
     )
     concurrency: Concurrency = Field(
