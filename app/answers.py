@@ -16,7 +16,9 @@ from app.accuracy import plan_accuracy, time_range
 from app.resolve import (
     InferencePlan,
     TrainingPlan,
+    engine_of,
     fitting_alternatives,
+    group_slots,
     plan_lengths,
     price_for,
     resolve_accelerator,
@@ -285,10 +287,8 @@ def launch_dict(req: InferenceRequest, plan: InferencePlan, e: InferenceEstimate
     hf_id = (model_entry(model.id).get("hf_id") if model.id in model_ids() else None) or (
         "/path/to/your/model"
     )
-    from estimator.serving.load import ENGINES
-
     dp = plan.parallel.dp
-    preset = ENGINES[req.engine].per_group(dp)  # one scheduler's (a DP group's) limits
+    preset = engine_of(req).per_group(dp)  # one scheduler's (a DP group's) limits
     spec = plan.setup.speculative
     draft = spec.draft if spec is not None else None
     commands = launch_commands(
@@ -296,7 +296,7 @@ def launch_dict(req: InferenceRequest, plan: InferencePlan, e: InferenceEstimate
         plan.parallel,
         plan.precision,
         max_model_len=plan.setup.input_len + plan.setup.output_len,
-        max_seqs=max(preset.slots(preset.kv_slots(e.memory, plan.parallel.tp * dp) // dp), 1),
+        max_seqs=max(group_slots(req, plan, e), 1),
         token_budget=preset.token_budget,
         speculative=spec,
         draft_id=None if draft is None else _hf_id(draft.id, "/path/to/your/draft-model"),

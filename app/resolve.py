@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from app.schemas.sweep import ServingSweepRequest, TrainingSweepRequest
     from app.schemas.training import FineTuneFields, OffloadFields, TrainingRequest
     from estimator.serving.estimate import InferenceEstimate
-    from estimator.serving.load import LoadPoint
+    from estimator.serving.load import EnginePreset, LoadPoint
     from estimator.spec.lengths import LengthDistribution
     from estimator.spec.speculative import Speculative
     from estimator.sweep.serving import ServingSweep
@@ -69,7 +69,9 @@ __all__ = [
     "SweepTimeout",
     "TrainingPlan",
     "TrainingViews",
+    "engine_of",
     "finetune_of",
+    "group_slots",
     "inference_plan",
     "price_for",
     "resolve_accelerator",
@@ -556,6 +558,21 @@ def run_inference_timeline(req: InferenceRequest) -> Timeline:
     return inference_timeline(*plan.specs)
 
 
+def engine_of(req: InferenceRequest) -> EnginePreset:
+    """The request's engine preset with the deployment's token budget and sequence cap."""
+    from estimator.serving.load import engine_preset
+
+    return engine_preset(req.engine, req.max_num_batched_tokens, req.max_num_seqs)
+
+
+def group_slots(req: InferenceRequest, plan: InferencePlan, estimate: InferenceEstimate) -> int:
+    """Requests one scheduler runs at once (an attention data-parallel group's with ``dp >
+    1``): the engine's sequence cap or its KV cache's slots, whichever is fewer."""
+    dp = plan.parallel.dp
+    preset = engine_of(req).per_group(dp)
+    return preset.slots(preset.kv_slots(estimate.memory, plan.parallel.tp * dp) // dp)
+
+
 def run_inference(req: InferenceRequest) -> tuple[InferencePlan, InferenceEstimate]:
     from estimator.serving.estimate import estimate_inference
 
@@ -567,7 +584,7 @@ def run_inference(req: InferenceRequest) -> tuple[InferencePlan, InferenceEstima
         ttft_target_s=req.ttft_target_s,
         tpot_target_s=req.tpot_target_s,
         cluster=plan.cluster,
-        engine=req.engine,
+        engine=engine_of(req),
         request_rate=req.request_rate,
     )
     return plan, estimate
@@ -586,7 +603,7 @@ def run_load_curve(
     return [
         estimate_load(
             model, accelerator, parallel, replace(setup, concurrency=n), precision,
-            engine=req.engine, cluster=plan.cluster, memory=estimate.memory,
+            engine=engine_of(req), cluster=plan.cluster, memory=estimate.memory,
         )
         for n in ns
     ]  # fmt: skip

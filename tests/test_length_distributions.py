@@ -286,6 +286,7 @@ def test_accuracy_on_sharegpt_is_pinned() -> None:
     # 0.069)
     assert median_ape("ttft", False) <= 0.19 and median_ape("tpot", False) <= 0.16
     # MLPerf TTFT: 0.745 over 43 records; 0.755 with the three DeepSeek-R1 runs (-90% each);
-    # 0.760 with the prefill queue in time (the long-prompt 405B runs over-predicted)
-    assert median_ape("ttft", True) <= 0.77 and median_ape("tpot", True) <= 0.80
+    # 0.760 with the prefill queue in time (the long-prompt 405B runs over-predicted); 0.744
+    # with each run's own engine options
+    assert median_ape("ttft", True) <= 0.75 and median_ape("tpot", True) <= 0.70
     assert median_ape("throughput", True) <= 0.03  # below capacity: the offered rate, served

@@ -22,7 +22,13 @@ from estimator import (
 )
 from estimator.memory.inference import inference_memory
 from estimator.serving.estimate import estimate_inference, estimate_load
-from estimator.serving.load import ENGINES, budget_cap, residual_step, solve_decoding
+from estimator.serving.load import (
+    ENGINES,
+    budget_cap,
+    engine_preset,
+    residual_step,
+    solve_decoding,
+)
 from estimator.spec.lengths import LENGTH_PRESETS
 from validation import report
 from validation.load import OVERLOADED, LoadCase, Skip, cases, overloaded, rows, summary
@@ -143,8 +149,10 @@ def test_replicas_share_the_rate_and_add_their_throughput() -> None:
         get_model(case.model), get_accelerator(case.accelerator), Parallelism(tp=2),
         InferenceSetup(input_len=case.input_len, output_len=case.output_len,
                        lengths=LENGTH_PRESETS[case.lengths]),
-        get_precision(case.precision), engine=case.engine, request_rate=75.0 / 4,
+        get_precision(case.precision), request_rate=75.0 / 4,
+        engine=engine_preset(case.engine, case.token_budget, case.max_seqs),
     )  # fmt: skip
+    assert (case.token_budget, case.max_seqs) == (4096, 1024)  # the harness's, as it ran
     found, _ = rows()
     tps = next(r for r in found if r.id == rid and r.metric == "throughput")
     assert tps.predicted == pytest.approx(4 * point.output_tokens_per_s, rel=1e-12)
@@ -194,6 +202,35 @@ def test_an_arrival_waits_for_the_step_under_way() -> None:
     assert loaded.ttft_s - light.ttft_s > 0.1
 
 
+def test_a_deployments_limits_replace_the_presets() -> None:
+    """max_num_batched_tokens and max_num_seqs as a deployment sets them (API, page, CLI and
+    the validation's records, from their engine options)."""
+    assert engine_preset("vllm") is ENGINES["vllm"]
+    small = engine_preset("trtllm", 2048, 64)
+    assert (small.token_budget, small.max_seqs, small.mixed) == (2048, 64, True)
+    assert "token budget 2,048, sequence cap 64, as set" in small.label
+    with pytest.raises(SpecError) as err:
+        engine_preset("vllm", max_seqs=0)
+    assert err.value.field == "max_num_seqs"
+    setup = InferenceSetup(input_len=5000, output_len=500, concurrency=8)
+    wide = estimate_load(MODEL, H100, TP2, setup, FP8, engine="trtllm")
+    narrow = estimate_load(MODEL, H100, TP2, setup, FP8, engine=small)
+    assert wide.prefill_steps < 1.01 < 2 < narrow.prefill_steps  # 5,000 tokens in 2,048-token steps
+    assert narrow.ttft_s > wide.ttft_s
+    client = TestClient(app)
+    req = {"model": "llama-3.3-70b", "accelerator": "h100-sxm-80gb", "layout": {"tp": 2},
+           "precision": "fp8-serving", "engine": "trtllm", "concurrency": 8,
+           "max_num_batched_tokens": 2048, "max_num_seqs": 64}  # fmt: skip
+    body = client.post("/api/v1/inference/estimate", json=req).json()
+    assert "--max_batch_size 64 --max_num_tokens 2048" in body["launch"]["trtllm"]
+    assert any("token budget 2,048, sequence cap 64, as set" in n for n in body["notes"])
+    bad = client.post("/api/v1/inference/estimate", json={**req, "max_num_batched_tokens": 0})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "max_num_batched_tokens"
+    found = {c.id: c for c in cases() if isinstance(c, LoadCase)}
+    nebius = found["mlperf-v5.1-Nebius-H200-SXM-141GBx8_TRT-llama2-70b-99-Interactive"]
+    assert (nebius.token_budget, nebius.max_seqs) == (256, 512)
+
+
 def test_each_engine_gives_its_kv_cache_its_share_of_memory() -> None:
     """vLLM: 0.9 of the GPU for everything (gpu_memory_utilization); TensorRT-LLM: 0.9 of what
     the model and its activations leave (free_gpu_memory_fraction); SGLang: a share of the GPU
@@ -216,7 +253,7 @@ def test_each_engine_gives_its_kv_cache_its_share_of_memory() -> None:
 def test_mlperf_rates_within_their_limits_are_compared() -> None:
     """Each MLPerf Server / Interactive run with its TTFT and TPOT p99 limits gets a slo_rate
     row: the highest predicted rate meeting the limits (a hair more does not), against the rate
-    the run served. The model is optimistic there (median signed +26%; 38% APE: the long-prompt
+    the run served. The model is optimistic there (median signed +26%; 37% APE: the long-prompt
     405B runs, whose prefill work queues, come out pessimistic), pinned so it cannot drift."""
     from estimator.sweep.serving import rate_within_targets
     from validation.load import _load_at
@@ -234,7 +271,7 @@ def test_mlperf_rates_within_their_limits_are_compared() -> None:
     assert inside.ttft_p99_s <= ttft and inside.tpot_s <= tpot
     assert past.regime == "overloaded" or past.ttft_p99_s > ttft or past.tpot_s > tpot
     table = {(s["metric"], s["group"]): s for s in summary(found)}
-    assert table[("slo_rate", "all")]["median_ape"] <= 0.39
+    assert table[("slo_rate", "all")]["median_ape"] <= 0.37
     assert table[("slo_rate", "all")]["median_signed"] <= 0.27
 
 

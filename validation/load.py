@@ -39,7 +39,7 @@ from estimator import (
     get_precision,
 )
 from estimator.serving.estimate import estimate_load
-from estimator.serving.load import LoadPoint
+from estimator.serving.load import LoadPoint, engine_preset
 from estimator.spec.lengths import LENGTH_PRESETS
 from estimator.spec.model import ModelSpec
 from estimator.sweep.serving import rate_within_targets
@@ -105,6 +105,8 @@ class LoadCase:
     dp: int = 1  # attention data-parallel groups (of tp GPUs each)
     ep: int = 1
     constraints: tuple[float, float] | None = None  # MLPerf's TTFT and TPOT p99 limits, s
+    token_budget: int | None = None  # the engine options the run states (else the preset's)
+    max_seqs: int | None = None
 
     @property
     def gpus(self) -> int:
@@ -289,11 +291,12 @@ def _case(r: dict[str, Any]) -> LoadCase:
             f" tokens/s times {instances} (queries assumed spread evenly over the replicas)"
         )
         rate = rate / instances if rate is not None else None
+    budget, cap = _limits(r.get("engine_options") or {})
+    stated = [f"{what} {n:,}" for what, n in (("token budget", budget), ("sequence cap", cap)) if n]
+    if stated:
+        notes.append(f"the run's engine options: {', '.join(stated)} (else the preset's)")
     if lengths in _MLPERF.values():
-        notes.append(
-            f"LoadGen {load.get('scenario')} scenario: Poisson arrivals at target_qps; the"
-            f" harness's batching limits are not taken (the {engine} preset's)"
-        )
+        notes.append(f"LoadGen {load.get('scenario')} scenario: Poisson arrivals at target_qps")
     return LoadCase(
         id=str(r["id"]),
         group=str(r["group"]),
@@ -313,6 +316,8 @@ def _case(r: dict[str, Any]) -> LoadCase:
         dp=dp,
         ep=ep,
         constraints=_constraints(load),
+        token_budget=budget,
+        max_seqs=cap,
         measured=r["measured"],
         source=str(r["source"]),
         assumptions=tuple(notes),
@@ -328,9 +333,27 @@ def _load_at(case: LoadCase, setup: InferenceSetup, rate: float | None) -> LoadP
         Parallelism(tp=case.tp, dp=case.dp, ep=case.ep),
         setup,
         get_precision(case.precision),
-        engine=case.engine,
+        engine=engine_preset(case.engine, case.token_budget, case.max_seqs),
         request_rate=rate,
     )
+
+
+# engine options that state a run's token budget per step and its sequence cap
+_BUDGET_KEYS = ("max_num_tokens", "max_num_batched_tokens")
+_CAP_KEYS = ("max_batch_size(gpu_batch_size)", "max_batch_size", "max_num_seqs")
+
+
+def _limits(options: dict[str, Any]) -> tuple[int | None, int | None]:
+    """(token budget, sequence cap) a record's engine options state (None: not stated)."""
+
+    def first(keys: tuple[str, ...]) -> int | None:
+        for key in keys:
+            value = options.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+        return None
+
+    return first(_BUDGET_KEYS), first(_CAP_KEYS)
 
 
 def _constraints(load: dict[str, Any]) -> tuple[float, float] | None:

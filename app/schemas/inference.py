@@ -117,6 +117,18 @@ class InferenceRequest(ClusterFields):
         " (V1 on A100 or < 70 GiB), sglang, trtllm",
         json_schema_extra=form("Engine", "Workload"),
     )
+    max_num_batched_tokens: Annotated[int, Field(ge=1, le=2**20)] | None = Field(
+        None,
+        description="The engine's token budget per step (vLLM --max-num-batched-tokens,"
+        " TensorRT-LLM max_num_tokens, SGLang --chunked-prefill-size); default the engine's",
+        json_schema_extra=form("Token budget per step", "Workload", "engine default"),
+    )
+    max_num_seqs: Annotated[int, Field(ge=1, le=2**20)] | None = Field(
+        None,
+        description="The engine's sequence cap per step (vLLM --max-num-seqs, TensorRT-LLM"
+        " max_batch_size, SGLang --max-running-requests); default the engine's",
+        json_schema_extra=form("Sequence cap", "Workload", "engine default"),
+    )
     request_rate: Annotated[float, Field(ge=1e-6, le=1e6)] | None = Field(
         None,
         description="Poisson arrivals, requests/s (open loop): the load model's alternative to"

@@ -216,6 +216,8 @@ SERVING_INPUTS = inputs_of(
     "request_rate",
     "num_prompts",
     "engine",
+    "max_num_batched_tokens",
+    "max_num_seqs",
     "prefix_cache_hit_rate",
     "moe_imbalance",
     "speculative_method",

@@ -45,6 +45,7 @@ from app.api.training import check_csv_rows
 from app.deps import bind_team, settings_of
 from app.resolve import (
     all_refusals,
+    group_slots,
     resolve_model,
     run_inference,
     run_inference_timeline,
@@ -79,7 +80,6 @@ from app.web.forms import (
 from app.web.static import static_url
 from estimator import model_ids
 from estimator.errors import SpecError, UnknownIdError
-from estimator.serving.load import ENGINES
 from estimator.timing.stacks import STACKS
 
 __all__ = ["page_query", "router", "templates"]
@@ -617,7 +617,7 @@ def serving_page(request: Request) -> Response:
             "_timeline": timeline_out(run_inference_timeline(req)),
             "_at_best": at_best,
             "_load_curve": run_load_curve(req, plan, estimate),
-            "_slots": ENGINES[req.engine].slots(estimate.max_concurrency),
+            "_slots": plan.parallel.dp * group_slots(req, plan, estimate),
         }
 
     return _page(

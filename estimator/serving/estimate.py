@@ -43,11 +43,12 @@ from estimator.memory.inference import InferenceMemory, InferenceSetup, inferenc
 from estimator.serving.engine_step import engine_step_time, workload_of
 from estimator.serving.load import (
     BUDGET_BOUND_UTILIZATION,
-    ENGINES,
+    EnginePreset,
     LoadPoint,
     Regime,
     budget_cap,
     decode_steps,
+    engine_preset,
     md1_wait,
     prefill_wait,
     quantile_wait,
@@ -93,8 +94,8 @@ __all__ = [
 
 DEFAULT_MAX_BATCH = 2048
 LOAD_NOTE = (
-    "Under load (load.*): a steady-state model of {label}'s scheduler (chunked prefill within"
-    " its token budget, its sequence cap and the KV cache's), {lengths}; the percentiles"
+    "Under load (load.*): a steady-state model of the scheduler of {label} (chunked prefill"
+    " within its token budget, its sequence cap and the KV cache's), {lengths}; the percentiles"
     " are approximate (an exponential tail on the prefill queue's wait)."
 )
 LENGTHS_NOTE = (
@@ -274,7 +275,7 @@ def estimate_inference(
     ttft_target_s: float | None = None,
     tpot_target_s: float | None = None,
     cluster: Cluster | None = None,
-    engine: str | None = None,
+    engine: str | EnginePreset | None = None,
     request_rate: float | None = None,
 ) -> InferenceEstimate:
     """Serving memory, TTFT/TPOT with breakdowns, throughput at ``setup.concurrency`` (``0``
@@ -436,7 +437,8 @@ def estimate_inference(
             request_rate=request_rate, cluster=cluster, memory=memory,
         )  # fmt: skip
         lengths = "fixed lengths" if setup.lengths is None else f"{setup.lengths.name} lengths"
-        notes.append(LOAD_NOTE.format(label=ENGINES[load.engine].label, lengths=lengths))
+        label = engine_preset(engine or "vllm").label
+        notes.append(LOAD_NOTE.format(label=label, lengths=lengths))
         if load.regime == "overloaded":
             notes.append(
                 f"Arrivals at {request_rate:g} requests/s exceed what the replica completes"
@@ -480,17 +482,16 @@ def estimate_load(
     setup: InferenceSetup,
     precision: Precision,
     *,
-    engine: str = "vllm",
+    engine: str | EnginePreset = "vllm",
     request_rate: float | None = None,
     cluster: Cluster | None = None,
     memory: InferenceMemory | None = None,
 ) -> LoadPoint:
     """TTFT, TPOT and throughput of a replica in steady state under load (``serving.load``):
     ``setup.concurrency`` requests kept in flight (closed loop), or Poisson arrivals at
-    ``request_rate`` requests/s (open loop), on ``engine``'s scheduler preset."""
-    replica_preset = ENGINES.get(engine)
-    if replica_preset is None:
-        raise SpecError("engine", f"must be one of {', '.join(ENGINES)}", engine)
+    ``request_rate`` requests/s (open loop), on ``engine``'s scheduler preset (a name of
+    ``ENGINES``, or a preset with a deployment's limits: ``load.engine_preset``)."""
+    replica_preset = engine_preset(engine)
     if request_rate is not None and not 0 < request_rate <= 1e6:
         raise SpecError("request_rate", "must be > 0 and <= 1,000,000 requests/s", request_rate)
     layout = serving_layout(model, parallel)

@@ -81,6 +81,7 @@ __all__ = [
     "Regime",
     "budget_cap",
     "decode_steps",
+    "engine_preset",
     "md1_wait",
     "prefill_wait",
     "quantile_wait",
@@ -227,6 +228,37 @@ ENGINES: dict[str, EnginePreset] = {
         ),
     )
 }
+
+
+def engine_preset(
+    engine: str | EnginePreset, token_budget: int | None = None, max_seqs: int | None = None
+) -> EnginePreset:
+    """An engine's scheduler preset (``ENGINES``), with the token budget per step
+    (``max_num_batched_tokens`` / ``max_num_tokens`` / ``--chunked-prefill-size``) and the
+    sequence cap (``max_num_seqs`` / ``max_batch_size`` / ``--max-running-requests``) a
+    deployment sets instead of the defaults."""
+    preset = engine if isinstance(engine, EnginePreset) else ENGINES.get(engine)
+    if preset is None:
+        raise SpecError("engine", f"must be one of {', '.join(ENGINES)}", engine)
+    changes: dict[str, int] = {}
+    for name, field, value in (
+        ("max_num_batched_tokens", "token_budget", token_budget),
+        ("max_num_seqs", "max_seqs", max_seqs),
+    ):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 2**20:
+            raise SpecError(name, "must be an integer from 1 to 1,048,576", value)
+        if value != getattr(preset, field):
+            changes[field] = value
+    if not changes:
+        return preset
+    budget, cap = (
+        changes.get("token_budget", preset.token_budget),
+        changes.get("max_seqs", preset.max_seqs),
+    )
+    label = f"{preset.label.split(' (')[0]} (token budget {budget:,}, sequence cap {cap:,}, as set)"
+    return replace(preset, label=label, **changes)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, slots=True)
