@@ -486,7 +486,7 @@ def speculative_of(req: InferenceRequest) -> Speculative | None:
     return Speculative(method, k, accepted, draft)
 
 
-def lengths_of(req: InferenceRequest) -> LengthDistribution | None:
+def lengths_of(req: InferenceRequest | ServingSweepRequest) -> LengthDistribution | None:
     """The request's dataset length distribution (None: fixed input_len / output_len); a
     dataset sets the lengths, so it comes without them."""
     from estimator.spec.lengths import LENGTH_PRESETS
@@ -805,9 +805,13 @@ def _serving_sweep(req: ServingSweepRequest) -> ServingSweep:
         ep=None if req.layout.ep is None else _axis(req.layout.ep, ()),
         dp=_axis(req.layout.dp, d.dp),
     )
+    lengths = lengths_of(req)
     workload = ServingWorkload(
-        input_len=req.input_len,
-        output_len=req.output_len,
+        input_len=req.input_len if lengths is None else lengths.input_len,
+        output_len=req.output_len if lengths is None else lengths.output_len,
+        lengths=lengths,
+        token_budget=req.max_num_batched_tokens,
+        max_seqs=req.max_num_seqs,
         ttft_target_s=req.ttft_target_s,
         tpot_target_s=req.tpot_target_s,
         output_tokens_per_s=req.output_tokens_per_s,

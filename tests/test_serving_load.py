@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace as replace_
 from typing import Any
 
 import pytest
@@ -229,6 +230,35 @@ def test_a_deployments_limits_replace_the_presets() -> None:
     found = {c.id: c for c in cases() if isinstance(c, LoadCase)}
     nebius = found["mlperf-v5.1-Nebius-H200-SXM-141GBx8_TRT-llama2-70b-99-Interactive"]
     assert (nebius.token_budget, nebius.max_seqs) == (256, 512)
+
+
+def test_a_fleet_plan_takes_a_dataset_and_engine_limits() -> None:
+    """The serving sweep at a request rate with ShareGPT lengths and a deployment's engine
+    limits: each row's rate per replica is the highest whose steady state, on those lengths and
+    limits, meets the targets; a dataset with disaggregated planning is a 422 naming it."""
+    from estimator.sweep.serving import ServingSearch, ServingWorkload, sweep_serving
+
+    sharegpt = LENGTH_PRESETS["sharegpt"]
+    space = ServingSearch(accelerators=("h100-sxm-80gb",), tp=(2,), pp=(1,),
+                          precision=("fp8-serving",))  # fmt: skip
+    workload = ServingWorkload(
+        sharegpt.input_len, sharegpt.output_len, ttft_target_s=0.5, tpot_target_s=0.05,
+        request_rate=40.0, lengths=sharegpt, token_budget=512, max_seqs=128,
+    )  # fmt: skip
+    (row,) = sweep_serving(MODEL, workload, space).rows
+    assert row["ok"]
+    setup = InferenceSetup(sharegpt.input_len, sharegpt.output_len, lengths=sharegpt)
+    engine = engine_preset("vllm", 512, 128)
+    at = estimate_load(MODEL, H100, TP2, setup, FP8, engine=engine,
+                       request_rate=row["rate_per_replica"])  # fmt: skip
+    assert at.lengths == "sharegpt" and at.ttft_p99_s <= 0.5 and at.tpot_s <= 0.05
+    plain = sweep_serving(MODEL, replace_(workload, token_budget=None, max_seqs=None), space)
+    assert plain.rows[0]["rate_per_replica"] > row["rate_per_replica"]  # 128 slots bind
+    client = TestClient(app)
+    both = client.post("/api/v1/inference/sweep", json={
+        "model": "llama-3-8b", "request_rate": 5, "dataset": "sharegpt", "disaggregated": True,
+        "accelerator": "h100-sxm-80gb"})  # fmt: skip
+    assert both.status_code == 422 and both.json()["detail"][0]["field"] == "dataset"
 
 
 def test_each_engine_gives_its_kv_cache_its_share_of_memory() -> None:

@@ -22,7 +22,7 @@ from app.schemas.common import (
     TokenCount,
 )
 from app.schemas.fields import form
-from app.schemas.inference import OUTPUT, PROMPT, OutputLen
+from app.schemas.inference import OUTPUT, PROMPT, Dataset, OutputLen
 from app.schemas.training import (
     MODEL_FORM,
     FineTuneFields,
@@ -318,6 +318,12 @@ class ServingSweepRequest(Request):
     )
     input_len: TokenCount = Field(1024, description="Prompt tokens", json_schema_extra=PROMPT)
     output_len: OutputLen = Field(256, description="Output tokens", json_schema_extra=OUTPUT)
+    dataset: Dataset | None = Field(
+        None,
+        description="Request lengths drawn from a dataset instead of fixed input_len /"
+        " output_len (as on the inference estimate; not with disaggregated)",
+        json_schema_extra=form("Length distribution", "Workload", "fixed lengths"),
+    )
     ttft_target_s: Annotated[float, Field(gt=0, le=1e4)] | None = Field(
         None, json_schema_extra=form("TTFT target (s)", "Workload", "none")
     )
@@ -340,6 +346,16 @@ class ServingSweepRequest(Request):
         "vllm",
         description="The scheduler the load model follows (with request_rate)",
         json_schema_extra=form("Engine", "Workload"),
+    )
+    max_num_batched_tokens: Annotated[int, Field(ge=1, le=2**20)] | None = Field(
+        None,
+        description="The engine's token budget per step; default the engine's",
+        json_schema_extra=form("Token budget per step", "Workload", "engine default"),
+    )
+    max_num_seqs: Annotated[int, Field(ge=1, le=2**20)] | None = Field(
+        None,
+        description="The engine's sequence cap per step; default the engine's",
+        json_schema_extra=form("Sequence cap", "Workload", "engine default"),
     )
     disaggregated: bool = Field(
         False,

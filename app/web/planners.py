@@ -678,7 +678,8 @@ _serving_planner_url = _RowLink(
     "/serving",
     "serving",
     "accelerator precision tp pp dp ep concurrency",
-    "input_len output_len ttft_target_s tpot_target_s",
+    "input_len output_len dataset engine max_num_batched_tokens max_num_seqs ttft_target_s"
+    " tpot_target_s",
 )
 
 

@@ -18,8 +18,9 @@ from estimator.layout.parallel import Parallelism
 from estimator.memory.inference import InferenceMemory, InferenceSetup, inference_memory
 from estimator.serving.disagg import Overlap
 from estimator.serving.estimate import estimate_inference, estimate_load
-from estimator.serving.load import LoadPoint
+from estimator.serving.load import LoadPoint, engine_preset
 from estimator.spec.accelerator import GIB, Accelerator
+from estimator.spec.lengths import LengthDistribution
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import Precision, get_precision
 from estimator.sweep import disagg
@@ -50,7 +51,9 @@ class ServingWorkload:
     highest rate per replica that meets them, and the fleet is as many replicas as the rate
     needs. ``disaggregated``: beside the aggregated fleets, the disaggregated ones (prefill and
     decode pools, ``sweep.disagg``) for the same rate and targets, their KV transfer overlapped
-    with the prefill as ``kv_overlap`` says."""
+    with the prefill as ``kv_overlap`` says. ``lengths``: a dataset's length distribution (the
+    load model reads its spread; ``input_len`` / ``output_len`` are then its rounded means);
+    ``token_budget`` / ``max_seqs``: the engine's limits as the deployment sets them."""
 
     input_len: int
     output_len: int
@@ -62,6 +65,19 @@ class ServingWorkload:
     engine: str = "vllm"
     disaggregated: bool = False
     kv_overlap: Overlap = "none"
+    lengths: LengthDistribution | None = None  # a dataset's (input/output_len its rounded means)
+    token_budget: int | None = None  # the deployment's engine limits (else the preset's)
+    max_seqs: int | None = None
+
+    def setup(self, concurrency: int = 1) -> InferenceSetup:
+        return InferenceSetup(
+            self.input_len, self.output_len, concurrency=concurrency, lengths=self.lengths
+        )
+
+    @property
+    def mean_output(self) -> float:
+        """Output tokens per request on average (the dataset's mean)."""
+        return self.output_len if self.lengths is None else self.lengths.mean_output
 
 
 @dataclass(frozen=True)
@@ -146,6 +162,11 @@ def sweep_serving(
         raise SpecError(
             "request_rate", "disaggregated planning needs a fleet request rate (requests/s)", None
         )
+    if workload.disaggregated and workload.lengths is not None:
+        raise SpecError(
+            "dataset", "disaggregated planning takes fixed input_len / output_len", None
+        )
+    engine_preset(workload.engine, workload.token_budget, workload.max_seqs)  # refused up front
     rows = []
     specs = tuple(map(accelerator_spec, space.accelerators))
     # Disaggregated: each layout also as a pool, with its pairs, and on the aggregated front.
@@ -215,7 +236,6 @@ def _serving_row(
     }
     precision = get_precision(prec_name)
     usd = price_of(acc.id, workload.prices)
-    lengths = (workload.input_len, workload.output_len)
     if workload.request_rate is not None:
         return row | _rate_row(model, acc, layout, precision, usd, workload)
     try:
@@ -223,7 +243,7 @@ def _serving_row(
             model,
             acc,
             layout,
-            InferenceSetup(*lengths),
+            workload.setup(),
             precision,
             ttft_target_s=workload.ttft_target_s,
             tpot_target_s=workload.tpot_target_s,
@@ -237,7 +257,7 @@ def _serving_row(
             model,
             acc,
             layout,
-            InferenceSetup(*lengths, probe.best_concurrency),
+            workload.setup(probe.best_concurrency),
             precision,
             price_usd_per_gpu_hour=usd,
         )
@@ -308,7 +328,8 @@ def _rate_row(
     the all-in cost per 1M output tokens at that rate."""
     total = workload.request_rate
     assert total is not None
-    setup = InferenceSetup(workload.input_len, workload.output_len)
+    setup = workload.setup()
+    engine = engine_preset(workload.engine, workload.token_budget, workload.max_seqs)
     try:
         memory = inference_memory(model, acc, layout, setup, precision)
         if memory.max_concurrency < 1:
@@ -316,7 +337,7 @@ def _rate_row(
 
         def at(rate: float) -> LoadPoint:
             return estimate_load(
-                model, acc, layout, setup, precision, engine=workload.engine,
+                model, acc, layout, setup, precision, engine=engine,
                 request_rate=rate, memory=memory,
             )  # fmt: skip
 
@@ -334,7 +355,7 @@ def _rate_row(
     gpus = layout.num_gpus
     per_1m = None
     if usd is not None:  # all-in: the fleet's GPU-hours over the output tokens it serves
-        per_1m = usd * gpus * replicas / SECONDS_PER_HOUR / (total * workload.output_len) * 1e6
+        per_1m = usd * gpus * replicas / SECONDS_PER_HOUR / (total * workload.mean_output) * 1e6
     return {
         "ok": True,
         "concurrency": round(point.running),
