@@ -189,6 +189,11 @@ def kernel_profile(accelerator_id: str) -> KernelProfile:
     overrides: dict[str, Any] = {"measured": entry.get("measured", False)}
     if "gemm_efficiency_max" in entry:
         overrides["gemm"] = {**fitted[base]["gemm"], "efficiency_max": entry["gemm_efficiency_max"]}
+    if "attention_efficiency_max" in entry:
+        overrides["attention_prefill"] = {
+            **fitted[base]["attention_prefill"],
+            "efficiency_max": entry["attention_efficiency_max"],
+        }
     if "format_scale" in entry:
         overrides["format_scale"] = entry["format_scale"]
     return _profile(accelerator_id, fitted[base], overrides, tuple(entry.get("notes", ())))
