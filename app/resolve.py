@@ -362,6 +362,7 @@ def _comms(
         cluster=plan.cluster,
         tp_comm_overlap=plan.options.tp_comm_overlap,
         memory=memory,
+        moe_dispatcher=plan.options.moe_dispatcher,
     )
 
 

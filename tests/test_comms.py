@@ -70,6 +70,30 @@ def test_moe_all_to_all_is_what_the_step_charges() -> None:
     assert _time(plan, "ep") == pytest.approx(est.time.breakdown["ep_comm"], rel=1e-12)
 
 
+def test_an_all_to_all_across_domains_sends_its_remote_share_whole() -> None:
+    """Nothing combines on the way: 64 ranks over 8 NVLink domains send 56/64 of each rank's
+    payload through its NIC (7 of every 8 copies), at the same time as 7/64 over NVLink; no
+    1/k share as a reduction's hierarchy has. A domain-deduplicating dispatcher (DeepEP,
+    HybridEP) sends a top-4 token once to each other domain holding one of its experts:
+    8 (1 - (7/8)^4) / 4 of the copies."""
+    from estimator.spec.cluster import cluster_of
+    from estimator.timing.collectives import domain_dedup
+    from estimator.timing.kernels import collective_time, kernel_profile
+
+    prof, net = kernel_profile(H100.id), cluster_of(H100)
+    payload = 64e6
+    t = collective_time(H100, prof, "all_to_all", payload, 64, 1, net)
+    link = prof.scale_out
+    nic = payload * 56 / 64 / (net.scale_out_bytes_per_s * link.bandwidth_fraction)
+    lat = link.latency_s + link.latency_per_doubling_s * 3  # log2 of the 8 domains
+    assert t == pytest.approx(nic + lat, rel=1e-12)
+    share = domain_dedup(4, 64, 1, 8)
+    assert share == pytest.approx(8 * (1 - (7 / 8) ** 4) / 4)
+    deduped = collective_time(H100, prof, "all_to_all", payload, 64, 1, net, share)
+    assert deduped == pytest.approx(nic * share + lat, rel=1e-12)
+    assert domain_dedup(8, 8, 1, 8) == 1.0  # inside one domain: every copy over NVLink
+
+
 def test_wire_factors_follow_nccl_rings() -> None:
     assert wire_factor("all_reduce", 8) == 2 * 7 / 8
     assert wire_factor("all_gather", 8) == wire_factor("reduce_scatter", 8) == 7 / 8

@@ -32,7 +32,7 @@ from estimator.spec.architecture import LayerKind
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
 from estimator.timing.kernels import Collective
-from estimator.xp import Num, maximum, where
+from estimator.xp import Num, maximum, minimum, where
 
 __all__ = [
     "CP_DIRECTIONS",
@@ -42,6 +42,7 @@ __all__ = [
     "collective_passes",
     "cp_message_bytes",
     "cp_width",
+    "domain_dedup",
     "dp_sync_collective",
     "ep_message_bytes",
     "pp_message_bytes",
@@ -106,6 +107,19 @@ def zero3_layer_payloads(
 def tp_message_bytes(model: ModelSpec, p: Parallelism, tokens: Num, precision: Precision) -> Num:
     """One TP collective's buffer: a layer's activations for the rank's ``tokens``."""
     return tokens * model.hidden_size * DTYPES[precision.activations].bytes
+
+
+def domain_dedup(top_k: int, ep: Num, stride: Num, scale_up_domain: int) -> Num:
+    """The share of an EP all-to-all's bytes a domain-deduplicating dispatcher sends (DeepEP's
+    and HybridEP's normal kernels: a token crosses to each other scale-up domain holding one of
+    its ``top_k`` experts once, then fans out over NVLink). With the experts spread evenly over
+    ``R`` domains a token reaches a given domain with probability ``1 - (1 - 1/R)^k``: it
+    sends ``(R - 1)`` times that instead of its ``k (R - 1) / R`` copies, a share ``R (1 - (1 -
+    1/R)^k) / k`` (1 inside one domain)."""
+    local = minimum(maximum(scale_up_domain // maximum(stride, 1), 1), ep)
+    domains = maximum(ep // local, 1)
+    share = domains * (1 - (1 - 1 / domains) ** top_k) / top_k
+    return where(domains > 1, share, 1.0)
 
 
 def ep_message_bytes(model: ModelSpec, p: Parallelism, tokens: Num, precision: Precision) -> Num:

@@ -81,10 +81,12 @@ def communication_plan(
     cluster: Cluster | None = None,
     tp_comm_overlap: bool = False,
     memory: TrainingMemory | None = None,
+    moe_dispatcher: str = "flex",
 ) -> CommPlan:
     """Every collective one iteration runs on the most-loaded GPU (stage 0 for the layer
     counts), with message sizes, call counts, group spans and times. ``memory`` is the plan's
-    ``training_memory`` when the caller already has it."""
+    ``training_memory`` when the caller already has it; ``moe_dispatcher`` the stack's
+    (``flex``: a token crosses to another scale-up domain once, ``collectives.domain_dedup``)."""
     if memory is None:  # the plan's memory estimate, unless the caller has it already
         memory = training_memory(model, accelerator, p, setup, precision)
     prof = kernel_profile(accelerator.id)
@@ -113,9 +115,10 @@ def communication_plan(
         per_mb: float,
         per_iter: float,
         overlap: str,
+        far_share: float = 1.0,
     ) -> None:
         size, stride = groups[group]
-        t = collective_time(accelerator, prof, collective, message, size, stride, domain)
+        t = collective_time(accelerator, prof, collective, message, size, stride, domain, far_share)
         events.append(
             CommEvent(
                 dim,
@@ -180,6 +183,12 @@ def communication_plan(
         if moe_layers:
             msg = float(rules.ep_message_bytes(model, p, tokens, precision))
             calls = rules.EP_CALLS_PER_MOE_LAYER * moe_layers * passes
+            size, stride = groups["ep"]
+            share = 1.0
+            if moe_dispatcher == "flex":
+                share = float(
+                    rules.domain_dedup(model.moe.top_k, size, stride, domain.scale_up_domain)
+                )
             add(
                 "ep",
                 "all_to_all",
@@ -190,6 +199,7 @@ def communication_plan(
                 calls,
                 calls * m,
                 "exposed",
+                share,
             )
     if p.pp > 1:
         msg = float(rules.pp_message_bytes(model, p, tokens, precision))

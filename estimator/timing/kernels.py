@@ -296,6 +296,7 @@ def collective_time(
     n: Num,
     stride: Num,
     net: Cluster,
+    far_share: Num = 1.0,
 ) -> Num:
     """Time of one collective over ``n`` ranks whose rank ids are ``stride`` apart, when
     ``net.scale_up_domain`` consecutive ranks share a scale-up (NVLink / xGMI) domain.
@@ -305,7 +306,10 @@ def collective_time(
     message). A group inside one domain runs at scale-up bandwidth. A group spread over domains
     runs hierarchically: the ``k`` ranks that share a domain first act over scale-up, then the
     ``n / k`` domains over the scale-out network with a ``1/k`` share each (reduce-scatter inside,
-    all-reduce across, all-gather inside), NCCL's two-level algorithm.
+    all-reduce across, all-gather inside), NCCL's two-level algorithm. An all-to-all has nothing
+    to combine: each rank's ``(n - k) / n`` share for other domains crosses its NIC whole (times
+    ``far_share`` where a dispatcher sends a token once per domain), while its ``(k - 1) / n``
+    for its own domain crosses NVLink, at the same time.
     """
     up_bw = acc.scale_up_bytes_per_s or acc.hbm_bytes_per_s * 0.1
     out_bw = net.scale_out_bytes_per_s  # the GPU's NIC share, after oversubscription
@@ -319,6 +323,13 @@ def collective_time(
     if kind == "send_recv":
         outer = _flat_time(kind, payload, 2 + 0 * n, prof.scale_out, out_bw)
         return where(remote > 1, outer, flat)
+    if kind == "all_to_all":
+        # Nothing to combine on the way: each rank sends (n - local) / n of its payload across
+        # domains and (local - 1) / n inside its own, both at once (NCCL's and DeepEP's
+        # all-to-all post every send together): the slower of the two, NVLink or the NIC.
+        near = _flat_time(kind, payload * local / n, local, prof.scale_up, up_bw)
+        far = _flat_time(kind, payload * far_share, remote, prof.scale_out, out_bw)
+        return where(remote > 1, maximum(near, far), flat)
     if kind == "all_reduce":  # reduce-scatter inside, all-reduce across, all-gather inside
         inner = _flat_time("reduce_scatter", payload, local, prof.scale_up, up_bw) + _flat_time(
             "all_gather", payload, local, prof.scale_up, up_bw

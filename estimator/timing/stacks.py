@@ -20,6 +20,7 @@ MoE dispatcher, bucket sizes) are the same in all of them and listed in ``docs/m
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from estimator.errors import SpecError
 from estimator.timing.kernels import AttentionKernel
@@ -38,6 +39,10 @@ class StackProfile:
     compute_scale: float
     fitted_on: str  # the group of published runs the scale was fitted on, or why none
     sources: tuple[str, ...]
+    # MoE token dispatch: "flex" sends a token once to each other scale-up domain holding
+    # one of its experts and fans it out there over NVLink (DeepEP / HybridEP); "alltoall"
+    # sends every routed copy (NCCL all-to-all)
+    moe_dispatcher: Literal["flex", "alltoall"] = "alltoall"
 
     def note(self) -> str:
         overlaps = [
@@ -76,7 +81,12 @@ STACKS: dict[str, StackProfile] = {
                 " Transformer Engine userbuffers (off by default)",
                 "Transformer Engine DotProductAttention: cuDNN fused attention on Hopper and"
                 " Blackwell",
+                "Megatron-Core MoE README: the flex token dispatcher with DeepEP (v0.12) and"
+                " HybridEP (v0.15); Megatron-Bridge's performance configs set"
+                " moe_flex_dispatcher_backend hybridep for the Qwen3 and most Blackwell MoE"
+                " recipes (scripts/performance/configs/qwen/qwen3_workload_base_configs.py)",
             ),
+            moe_dispatcher="flex",
         ),
         StackProfile(
             name="fsdp2",

@@ -59,7 +59,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from estimator.counts.flops import (
     attended_keys,
@@ -141,6 +141,7 @@ class TimingOptions:
     overlap_param_gather: bool = True
     stack: str = DEFAULT_STACK
     compute_scale: float = 1.0
+    moe_dispatcher: Literal["flex", "alltoall"] = "flex"
 
     @classmethod
     def of_stack(cls, name: str, **fields: Any) -> TimingOptions:
@@ -154,6 +155,7 @@ class TimingOptions:
                 "overlap_grad_reduce": profile.overlap_grad_reduce,
                 "overlap_param_gather": profile.overlap_param_gather,
                 "compute_scale": profile.compute_scale,
+                "moe_dispatcher": profile.moe_dispatcher,
                 **fields,
             }
         )
@@ -374,13 +376,16 @@ def layer_time(
     expert_load: Num = 1.0,
     grouped_experts: bool = False,
     expert_tokens: Num | None = None,
+    dedup_domains: bool = False,
 ) -> _LayerTime:
     """Forward time of one layer of ``kind`` for one micro-batch on one rank (and the backward
     time of its attention, whose ratio to the forward depends on the kernel).
     ``attention_format`` is the tensor-core rate the attention core runs at (default: the GEMMs'
     rate); training passes ``training_attention_format``. ``grouped_experts``: the routed
     experts as one fused kernel (``linear_gemm_time``), as the serving engines run them;
-    ``expert_tokens``: the tokens the expert-parallel group routes (``_linear_gemms``)."""
+    ``expert_tokens``: the tokens the expert-parallel group routes (``_linear_gemms``);
+    ``dedup_domains``: the token dispatcher sends a token once to each other scale-up domain
+    holding one of its experts (``collectives.domain_dedup``: DeepEP / HybridEP)."""
     compute = precision.compute
     att_compute = attention_format or compute
     gemm_b = DTYPES[precision.gemm_inputs].bytes
@@ -481,8 +486,11 @@ def layer_time(
     if model.moe is not None and any(m.copies > 1 for m in kind.linears):
         ep_size, ep_stride = ranks["ep"]
         routed_bytes = rules.ep_message_bytes(model, p, tokens, precision)
+        share: Num = 1.0
+        if dedup_domains:
+            share = rules.domain_dedup(model.moe.top_k, ep_size, ep_stride, domain.scale_up_domain)
         ep_comm = rules.EP_CALLS_PER_MOE_LAYER * collective_time(
-            acc, prof, "all_to_all", routed_bytes, ep_size, ep_stride, domain
+            acc, prof, "all_to_all", routed_bytes, ep_size, ep_stride, domain, share
         )
 
     cp_comm: Num = 0.0
@@ -731,6 +739,7 @@ def training_time_terms(
             options.attention_kernel,
             training_attention_format(precision),
             setup.expert_load,
+            dedup_domains=options.moe_dispatcher == "flex",
         )
         for k, kind in enumerate(model.kinds)
     ]
