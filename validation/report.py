@@ -351,8 +351,8 @@ def memory_section() -> dict[str, Any]:
 
 def load_section() -> dict[str, Any]:
     """Serving latency under load (``validation/load.py``): TTFT, TPOT / ITL and throughput of
-    the steady-state load model against the published measurements, by metric, source, engine
-    and regime."""
+    the steady-state load model against the published measurements, by metric, source, engine,
+    accelerator and regime."""
     from validation.load import OVERLOADED, overloaded
     from validation.load import rows as load_rows
 
@@ -370,6 +370,9 @@ def load_section() -> dict[str, Any]:
             ),
             "latency under load, by metric and engine": summarize(
                 found, lambda r: f"{r.metric} / {r.engine}"
+            ),
+            "latency under load, by metric and accelerator": summarize(
+                found, lambda r: f"{r.metric} / {r.accelerator}"
             ),
             "latency under load, by metric and regime": summarize(
                 found, lambda r: f"{r.metric} / {r.regime}"
