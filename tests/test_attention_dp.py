@@ -184,3 +184,33 @@ def test_concurrency_below_the_groups_leaves_groups_idle() -> None:
     assert two.tpot_s > one.tpot_s
     assert math.isfinite(two.ttft_p99_s)
     assert np.isclose(two.running, 2.0)
+
+
+def test_disaggregated_decode_pools_take_attention_dp() -> None:
+    """A MoE model's decode pool also as attention data parallel with wide EP on the same GPUs:
+    one group's scheduler stepped, the replica decoding dp times its sequences."""
+    from estimator.serving.disagg import PoolReplica, decode_curve
+    from estimator.serving.engine_step import engine_step_time
+    from estimator.serving.load import ENGINES
+
+    model, h200 = get_model("deepseek-v3"), get_accelerator("h200-sxm-141gb")
+    fp8 = get_precision("fp8-serving")
+    wide = Parallelism(tp=1, dp=8, ep=8)
+    replica = PoolReplica(model, h200, wide, 1024, 1024, fp8, ENGINES["sglang"], cluster_of(h200))
+    curve = decode_curve(replica)
+    per_group = curve.decoding / 8
+    step = engine_step_time(
+        model, h200, wide, InferenceSetup(1024, 1024), fp8, mixed=False, cluster=cluster_of(h200)
+    )
+    assert np.allclose(curve.tpot_s, step(per_group, 0.0))
+    assert np.allclose(curve.rate, curve.decoding / (1024 * curve.tpot_s))
+    assert curve.slots % 8 == 0
+    workload = ServingWorkload(
+        1024, 1024, ttft_target_s=2.0, tpot_target_s=0.1, request_rate=20.0,
+        disaggregated=True, engine="sglang",
+    )  # fmt: skip
+    space = ServingSearch(accelerators=("h200-sxm-141gb",), tp=(8,), pp=(1,),
+                          precision=("fp8-serving",))  # fmt: skip
+    comparison = sweep_serving(model, workload, space).disaggregated
+    assert comparison is not None
+    assert {p["decode_dp"] for p in comparison.plans} == {1, 8}

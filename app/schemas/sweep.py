@@ -434,6 +434,7 @@ class DisaggregatedFleet(BaseModel):
     )
     decode_tp: int
     decode_pp: int
+    decode_dp: int = Field(1, description="Attention data-parallel groups of a decode replica")
     decode_replicas: int = Field(description="y")
     decode_rate_per_replica: float = Field(description="requests/s each decode replica finishes")
     decoding_per_replica: float = Field(description="Mean sequences a decode replica decodes")
@@ -486,6 +487,7 @@ class DisaggregatedPoint(BaseModel):
     prefill_pp: int
     decode_tp: int
     decode_pp: int
+    decode_dp: int = 1
     decoding_per_replica: float
     prefill_per_decode_replica: float = Field(description="The x:y ratio, as x / y")
     tpot_s: float

@@ -849,6 +849,7 @@ def _dis_text(p: Mapping[str, Any]) -> str:
     return (
         f"{p['accelerator']} {p['precision']} prefill tp {p['prefill_tp']} pp {p['prefill_pp']},"
         f" decode tp {p['decode_tp']} pp {p['decode_pp']}"
+        + (f" dp {p['decode_dp']}" if p.get("decode_dp", 1) > 1 else "")
     )
 
 

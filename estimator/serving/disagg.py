@@ -282,21 +282,24 @@ class DecodeCurve:
 
 def decode_curve(r: PoolReplica) -> DecodeCurve:
     """A decode-only replica of ``layout`` at whole numbers of sequences, 1 to what the engine's
-    KV cache (at ``ISL + OSL`` tokens each), its sequence cap and its token budget allow;
+    KV cache (at ``ISL + OSL`` tokens each), its sequence cap and its token budget allow (with
+    attention data parallel, each group's: the replica decodes ``dp`` times as many);
     refused (``SpecError`` on ``memory``) where the KV cache holds no sequence."""
     memory = r.memory(InferenceSetup(r.isl, r.osl))
-    held = r.engine.kv_slots(memory, r.layout.tp * r.layout.dp)
-    slots = min(r.engine.slots(held), r.engine.token_budget)
+    groups = r.layout.dp  # attention data parallel: one group's scheduler, every group alike
+    engine = r.engine.per_group(groups)
+    held = engine.kv_slots(memory, r.layout.tp * groups) // groups
+    slots = min(engine.slots(held), engine.token_budget)
     if slots < 1:
         raise SpecError("memory", "the KV cache holds no sequence of this length")
     levels = np.unique(np.round(np.geomspace(1, slots, _DECODE_LEVELS)))
     tau = r.step()(levels, 0.0)
     return DecodeCurve(
         layout=r.layout,
-        slots=slots,
-        decoding=levels,
+        slots=groups * slots,
+        decoding=groups * levels,
         tpot_s=tau,
-        rate=levels / (max(r.osl, 1) * tau),
+        rate=groups * levels / (max(r.osl, 1) * tau),
     )
 
 

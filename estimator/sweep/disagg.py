@@ -128,6 +128,15 @@ def pools(
                 decode.append(decode_curve(replica))
             except SpecError as exc:
                 refused.append((layout, str(exc)))
+            if model.moe is not None and pp == 1 and tp > 1:
+                # the same GPUs as a decode pool of attention data parallel with wide EP
+                # (SGLang's and TensorRT-LLM's disaggregated MoE decode)
+                wide = Parallelism(tp=1, dp=tp, ep=tp)
+                try:
+                    replica = PoolReplica(model, acc, wide, isl, osl, precision, engine, cluster)
+                    decode.append(decode_curve(replica))
+                except SpecError as exc:
+                    refused.append((wide, str(exc)))
             if progress is not None:
                 progress()
         out.append(Pools(acc, prec, tuple(prefill), tuple(decode), tuple(refused)))
@@ -305,6 +314,7 @@ def _fleet(
         "prefill_utilization": float(np.interp(r_p, pc.rate, pc.rho)),
         "decode_tp": dc.layout.tp,
         "decode_pp": dc.layout.pp,
+        "decode_dp": dc.layout.dp,
         "decode_replicas": decoders,
         "decode_rate_per_replica": r_d,
         "decoding_per_replica": r_d * max(osl, 1) * tpot_s,  # Little's law
@@ -389,6 +399,7 @@ def _disaggregated_front(pairs: list[_PairPoints]) -> tuple[dict[str, Any], ...]
                 "prefill_pp": p.prefill.layout.pp,
                 "decode_tp": p.decode.layout.tp,
                 "decode_pp": p.decode.layout.pp,
+                "decode_dp": p.decode.layout.dp,
                 "decoding_per_replica": float(p.decode.decoding[i]),
                 "prefill_per_decode_replica": float(p.decode.rate[i] / p.prefill_rate[k]),
                 "tpot_s": float(p.decode.tpot_s[i]),
