@@ -399,6 +399,12 @@ def estimate_inference(
             " TPOT without speculation at this concurrency). The acceptance length is an input,"
             " measured on your data and sampling settings."
         )
+    if p.dp > 1:
+        notes.append(
+            f"Attention data parallel ({p.dp} groups): a step is one group's, its experts routing"
+            " every busy group's tokens; the groups are taken alike (a real step ends with the"
+            " slowest group's, which the engines' balancing only approaches: not modelled)."
+        )
     if setup.moe_imbalance != 1:
         notes.append(
             f"MoE router imbalance {setup.moe_imbalance:g}: the busiest expert-parallel rank's"
