@@ -261,6 +261,26 @@ def test_a_fleet_plan_takes_a_dataset_and_engine_limits() -> None:
     assert both.status_code == 422 and both.json()["detail"][0]["field"] == "dataset"
 
 
+def test_arrivals_near_capacity_are_marked_approximate() -> None:
+    """Never silently wrong: Poisson arrivals at 85% or more of the replica's capacity carry a
+    note that the latencies are approximate to a factor (the MLPerf server runs' regime); a
+    lighter rate and a closed loop do not."""
+    setup = InferenceSetup(5000, 500)
+
+    def notes(**load: Any) -> list[str]:
+        e = estimate_inference(MODEL, H100, TP2, setup, FP8, **load)
+        return [n for n in e.notes if "approximate to a factor" in n]
+
+    capacity = estimate_load(MODEL, H100, TP2, setup, FP8, request_rate=0.1)
+    top = capacity.capacity_requests_per_s
+    assert notes(request_rate=0.9 * top) and not notes(request_rate=0.5 * top)
+    assert "At 90% of the replica's capacity" in notes(request_rate=0.9 * top)[0]
+    closed = replace_(setup, concurrency=400)
+    e = estimate_inference(MODEL, H100, TP2, closed, FP8, engine="vllm")
+    assert e.load is not None and e.load.regime == "slot-limited"
+    assert not [n for n in e.notes if "approximate to a factor" in n]
+
+
 def test_each_engine_gives_its_kv_cache_its_share_of_memory() -> None:
     """vLLM: 0.9 of the GPU for everything (gpu_memory_utilization); TensorRT-LLM: 0.9 of what
     the model and its activations leave (free_gpu_memory_fraction); SGLang: a share of the GPU

@@ -98,6 +98,17 @@ LOAD_NOTE = (
     " within its token budget, its sequence cap and the KV cache's), {lengths}; the percentiles"
     " are approximate (an exponential tail on the prefill queue's wait)."
 )
+# Poisson arrivals this close to the replica's capacity are ill-conditioned: TTFT and TPOT move
+# several-fold with a few percent of capacity (docs/validation.md: the MLPerf server runs).
+NEAR_CAPACITY = 0.85
+NEAR_CAPACITY_NOTE = (
+    "At {share:.0%} of the replica's capacity the latencies under load are approximate to a"
+    " factor, not a percentage: near capacity TTFT and TPOT change several-fold with a few"
+    " percent of it, and the planner's capacity is itself ~10-30% optimistic on published runs"
+    " (validation/report.md: MLPerf server runs, TTFT -72% and TPOT -68% median near their"
+    " limits, while their throughput is within 2%). Plan on the rate within the targets"
+    " (the serving sweep's request_rate mode) with headroom."
+)
 LENGTHS_NOTE = (
     "Request lengths: {label}, mean {isl:.1f} prompt and {osl:.1f} output tokens (prompt p50"
     " {p50:.0f}, p90 {p90:.0f}). The load model reads the distribution; a lone request, the"
@@ -452,6 +463,12 @@ def estimate_inference(
                 " grows without bound and TTFT has no steady state. Add replicas or lower"
                 " the rate."
             )
+        elif request_rate is not None and load.capacity_requests_per_s > 0:
+            # open loop only: a closed loop's clients wait for their own requests, and its
+            # queue for slots grows with them, not without bound
+            share = request_rate / load.capacity_requests_per_s
+            if share >= NEAR_CAPACITY:
+                notes.append(NEAR_CAPACITY_NOTE.format(share=share))
     return InferenceEstimate(
         memory=memory,
         concurrency=conc,
