@@ -298,6 +298,13 @@ def test_each_engine_gives_its_kv_cache_its_share_of_memory() -> None:
         assert 0 < ENGINES[engine].kv_slots(memory, 2) < memory.max_concurrency
     # attention data parallel: each group its own cache
     assert ENGINES["vllm"].kv_slots(memory, 2, groups=4) == 4 * ENGINES["vllm"].kv_slots(memory, 2)
+    # vLLM allocates blocks as tokens arrive: a sequence holds its live context on average
+    # (5,250 of 5,500 tokens at fixed lengths); the others reserve the whole context
+    budget = ENGINES["vllm"].kv_budget_bytes(memory, 2)
+    live = ENGINES["vllm"].kv_slots(memory, 2, live_share=5250 / 5500)
+    assert live == int(budget // (held * 5250 / 5500)) > ENGINES["vllm"].kv_slots(memory, 2)
+    trt = ENGINES["trtllm"]
+    assert trt.kv_slots(memory, 2, live_share=5250 / 5500) == trt.kv_slots(memory, 2)
 
 
 def test_mlperf_rates_within_their_limits_are_compared() -> None:

@@ -553,7 +553,9 @@ def estimate_load(
         busy_groups=busy,
     )  # fmt: skip
 
-    kv_slots = preset.kv_slots(memory, layout.tp * groups) // groups  # one group's
+    # an on-demand cache holds a sequence's live context on average (its mean while decoding)
+    live = min(w.context / max(setup.input_len + setup.output_len, 1), 1.0)
+    kv_slots = preset.kv_slots(memory, layout.tp * groups, live_share=live) // groups
     slots = preset.slots(kv_slots)
     budget = preset.token_budget
     if slots < 1:

@@ -113,6 +113,9 @@ class EnginePreset:
     # the GPU less weights ("static", SGLang's mem_fraction_static, by the replica's TP size)
     kv_budget: Literal["total", "free", "static"] = "total"
     kv_fraction: float | tuple[tuple[int, float], ...] = 0.9
+    # KV blocks allocated as a sequence's tokens arrive (vLLM V1), not its whole context
+    # reserved at admission (TensorRT-LLM's GUARANTEED_NO_EVICT default, SGLang's reservation)
+    kv_on_demand: bool = False
 
     def slots(self, kv_slots: int) -> int:
         """Requests a replica runs at once: the engine's sequence cap or what the KV cache
@@ -136,15 +139,20 @@ class EnginePreset:
             return f * (memory.capacity_bytes - static - transient)
         return f * memory.capacity_bytes - static - transient
 
-    def kv_slots(self, memory: InferenceMemory, gpus: int, groups: int = 1) -> int:
+    def kv_slots(
+        self, memory: InferenceMemory, gpus: int, groups: int = 1, live_share: float = 1.0
+    ) -> int:
         """Sequences the engine's KV cache holds on a replica of ``gpus`` GPUs, ``groups``
-        attention data-parallel groups of them (each its own cache), every sequence reserving
-        its whole context (the memory model's ``kv_cache_bytes_per_sequence``: the
-        conservative reading of the engines' paged caches)."""
+        attention data-parallel groups of them (each its own cache). An engine that reserves a
+        sequence's whole context holds ``kv_cache_bytes_per_sequence`` for each; one that
+        allocates blocks as tokens arrive (``kv_on_demand``) holds ``live_share`` of it on
+        average (the mean live context over the whole one: the caller's workload), the
+        recurrent state whole."""
+        share = live_share if self.kv_on_demand else 1.0
         held = (
-            memory.kv_cache_bytes_per_sequence
+            share * memory.kv_cache_bytes_per_sequence
             + memory.state_bytes_per_sequence
-            + memory.draft_kv_cache_bytes_per_sequence
+            + share * memory.draft_kv_cache_bytes_per_sequence
         )
         if not held:
             return memory.max_concurrency
@@ -177,7 +185,11 @@ ENGINES: dict[str, EnginePreset] = {
                 " with these limits (vllm/v1/engine/core.py DPEngineCoreProc)",
                 "--gpu-memory-utilization 0.9: the fraction of GPU memory for the model"
                 " executor, weights, activations and KV cache together (EngineArgs default)",
+                "vllm/v1/core/kv_cache_manager.py allocate_slots: blocks allocated for each"
+                " step's new tokens; the scheduler preempts a running request when none is"
+                " free (not modelled)",
             ),
+            kv_on_demand=True,
         ),
         EnginePreset(
             name="vllm-small-gpu",
@@ -187,8 +199,9 @@ ENGINES: dict[str, EnginePreset] = {
             mixed=True,
             sources=(
                 "vllm/engine/arg_utils.py EngineArgs.get_batch_defaults (as above);"
-                " --gpu-memory-utilization 0.9",
+                " --gpu-memory-utilization 0.9; blocks allocated as tokens arrive",
             ),
+            kv_on_demand=True,
         ),
         EnginePreset(
             name="sglang",
