@@ -222,11 +222,12 @@ def _page_title(out: Mapping[str, Any]) -> list[str]:
 def serving_sweep_text(out: Mapping[str, Any]) -> str:
     """A serving sweep: the counts, then the page of replica layouts (cheapest first)."""
     counts = ", ".join(f"{v:,} {k.replace('_', ' ')}" for k, v in out["counts"].items())
-    header = ["accelerator", "precision", "tp", "pp", "gpus", "concurrency", "TTFT ms"]
-    header += ["TPOT ms", "out tok/s/GPU", "$/1M out", "replicas", "refused"]
+    header = ["accelerator", "precision", "tp", "pp", "dp", "ep", "gpus", "concurrency"]
+    header += ["TTFT ms", "TPOT ms", "out tok/s/GPU", "$/1M out", "replicas", "refused"]
     rows = [
         [
-            *(str(row[k]) for k in ("accelerator", "precision", "tp", "pp", "num_gpus")),
+            *(str(row[k]) for k in ("accelerator", "precision", "tp", "pp", "dp", "ep")),
+            str(row["num_gpus"]),
             _num(row["concurrency"]),
             _ms(row["ttft_s"]),
             _ms(row["tpot_s"]),
@@ -266,7 +267,10 @@ def _disaggregated_lines(d: Mapping[str, Any]) -> list[str]:
 
 
 def _agg_layout(a: Mapping[str, Any] | None) -> str:
-    return "-" if a is None else f"{a['accelerator']} {a['precision']} tp {a['tp']} pp {a['pp']}"
+    if a is None:
+        return "-"
+    dp = f" dp {a['dp']}" if a.get("dp", 1) > 1 else ""
+    return f"{a['accelerator']} {a['precision']} tp {a['tp']} pp {a['pp']}{dp}"
 
 
 def _dis_layout(p: Mapping[str, Any] | None) -> str:
@@ -275,6 +279,7 @@ def _dis_layout(p: Mapping[str, Any] | None) -> str:
     return (
         f"{p['accelerator']} {p['precision']} P tp {p['prefill_tp']} pp {p['prefill_pp']},"
         f" D tp {p['decode_tp']} pp {p['decode_pp']}"
+        + (f" dp {p['decode_dp']}" if p.get("decode_dp", 1) > 1 else "")
     )
 
 
