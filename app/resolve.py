@@ -601,10 +601,11 @@ def run_load_curve(
     top = max(2 * estimate.max_concurrency, 2)
     ns = sorted({max(1, round(top ** (i / (points - 1)))) for i in range(points)})
     model, accelerator, parallel, setup, precision = plan.specs
+    engine = engine_of(req)
     return [
         estimate_load(
             model, accelerator, parallel, replace(setup, concurrency=n), precision,
-            engine=engine_of(req), cluster=plan.cluster, memory=estimate.memory,
+            engine=engine, cluster=plan.cluster, memory=estimate.memory,
         )
         for n in ns
     ]  # fmt: skip

@@ -449,13 +449,13 @@ def estimate_inference(
         )  # fmt: skip
     load = None
     if engine is not None or request_rate is not None:
+        preset = engine_preset(engine or "vllm")
         load = estimate_load(
-            model, accelerator, parallel, setup, precision, engine=engine or "vllm",
+            model, accelerator, parallel, setup, precision, engine=preset,
             request_rate=request_rate, cluster=cluster, memory=memory,
         )  # fmt: skip
         lengths = "fixed lengths" if setup.lengths is None else f"{setup.lengths.name} lengths"
-        label = engine_preset(engine or "vllm").label
-        notes.append(LOAD_NOTE.format(label=label, lengths=lengths))
+        notes.append(LOAD_NOTE.format(label=preset.label, lengths=lengths))
         if load.regime == "overloaded":
             notes.append(
                 f"Arrivals at {request_rate:g} requests/s exceed what the replica completes"

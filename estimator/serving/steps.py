@@ -164,7 +164,7 @@ def prefill_kinds(
         whole = layer_time(
             model, kind, k, acc, prof, p, precision, prompt, batch, domain, attention_format=att,
             expert_load=expert_load, grouped_experts=True,
-            expert_tokens=None if expert_tokens is None or cached else expert_tokens,
+            expert_tokens=None if cached else expert_tokens,
         )  # fmt: skip
         if not cached:
             out.append(

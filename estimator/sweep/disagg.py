@@ -51,7 +51,7 @@ from estimator.serving.disagg import (
     prefill_curve,
 )
 from estimator.serving.estimate import estimate_load
-from estimator.serving.load import EnginePreset, LoadPoint, engine_preset
+from estimator.serving.load import EnginePreset, LoadPoint
 from estimator.spec.accelerator import Accelerator
 from estimator.spec.cluster import cluster_of
 from estimator.spec.model import ModelSpec
@@ -112,7 +112,7 @@ def pools(
     """Each group's prefill and decode curves over ``layouts`` (tp, pp); then the targets are
     checked against the quickest lone prefill and decode step of them all: a target below
     those is refused (``SpecError`` naming it), since no fleet of any size meets it."""
-    engine = engine_preset(workload.engine, workload.token_budget, workload.max_seqs)
+    engine = workload.scheduler()
     isl, osl = workload.input_len, workload.output_len
     out = []
     tops = tuple(layouts)
@@ -421,6 +421,7 @@ def _aggregated_front(
     ``AGGREGATED_LOADS`` of its capacity, the points within the TTFT target."""
     specs = {g.accelerator.id: g.accelerator for g in groups}
     setup = InferenceSetup(workload.input_len, workload.output_len)
+    engine = workload.scheduler()
     osl = max(workload.output_len, 1)
     ttft = workload.ttft_target_s
     out = []
@@ -432,7 +433,6 @@ def _aggregated_front(
             continue
         tp, pp = r["tp"], r["pp"]
         layout = Parallelism(tp=tp, pp=pp, dp=r.get("dp", 1), ep=r["ep"])  # the row's own
-        engine = engine_preset(workload.engine, workload.token_budget, workload.max_seqs)
         loads = _loads(model, acc, layout, r["precision"], setup, engine)
         for point in loads:
             if point.regime == "overloaded" or (ttft is not None and point.ttft_p99_s > ttft):

@@ -18,7 +18,7 @@ from estimator.layout.parallel import Parallelism
 from estimator.memory.inference import InferenceMemory, InferenceSetup, inference_memory
 from estimator.serving.disagg import Overlap
 from estimator.serving.estimate import estimate_inference, estimate_load
-from estimator.serving.load import LoadPoint, engine_preset
+from estimator.serving.load import EnginePreset, LoadPoint, engine_preset
 from estimator.spec.accelerator import GIB, Accelerator
 from estimator.spec.lengths import LengthDistribution
 from estimator.spec.model import ModelSpec
@@ -73,6 +73,10 @@ class ServingWorkload:
         return InferenceSetup(
             self.input_len, self.output_len, concurrency=concurrency, lengths=self.lengths
         )
+
+    def scheduler(self) -> EnginePreset:
+        """The engine preset with the deployment's limits (``load.engine_preset``)."""
+        return engine_preset(self.engine, self.token_budget, self.max_seqs)
 
     @property
     def mean_output(self) -> float:
@@ -166,7 +170,7 @@ def sweep_serving(
         raise SpecError(
             "dataset", "disaggregated planning takes fixed input_len / output_len", None
         )
-    engine_preset(workload.engine, workload.token_budget, workload.max_seqs)  # refused up front
+    workload.scheduler()  # a bad engine limit is refused before any layout
     rows = []
     specs = tuple(map(accelerator_spec, space.accelerators))
     # Disaggregated: each layout also as a pool, with its pairs, and on the aggregated front.
@@ -329,7 +333,7 @@ def _rate_row(
     total = workload.request_rate
     assert total is not None
     setup = workload.setup()
-    engine = engine_preset(workload.engine, workload.token_budget, workload.max_seqs)
+    engine = workload.scheduler()
     try:
         memory = inference_memory(model, acc, layout, setup, precision)
         if memory.max_concurrency < 1:
