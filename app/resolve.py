@@ -301,6 +301,8 @@ def training_plan(req: TrainingRequest) -> TrainingPlan:
         offload=offload_of(req),
         moe_imbalance=req.moe_imbalance,
         moe_capacity_factor=req.moe_capacity_factor,
+        chunked_loss=req.chunked_loss,
+        compiled_loss=req.compiled_loss,
     )
     accelerator = resolve_accelerator(req.accelerator)
     cluster = _cluster(accelerator, req)

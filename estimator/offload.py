@@ -6,7 +6,9 @@ Three switches, as the frameworks offer them:
   ``--optimizer-cpu-offload``, FSDP ``CPUOffload``): the fp32 master weights and the optimizer
   states live in host memory and the optimizer step runs on the CPU (DeepSpeed's CPU Adam).
   Each step the GPU's gradient shard goes down the host link and its updated weights come back
-  up; the CPU reads and writes, per parameter, the fp32 gradient (4 bytes read), master weight
+  up (with ZeRO stage 2 or 3, DeepSpeed's and FSDP's offload, the gradient shard itself lives in
+  host memory; Megatron's distributed optimizer keeps its gradient buffer on the GPU); the CPU
+  reads and writes, per parameter, the fp32 gradient (4 bytes read), master weight
   (4 + 4), two Adam moments (8 + 8) and writes the 16-bit weight sent back (2):
   ``CPU_ADAM_BYTES_PER_PARAM`` = 30 bytes, at the host's memory bandwidth (ZeRO-Offload,
   Ren et al. 2021, Sec. 4: the optimizer step is memory-bound on the CPU). The transfers and

@@ -22,7 +22,7 @@ from estimator import (
     model_from_config,
     training_memory,
 )
-from estimator.memory.activations import layer_activation_bytes
+from estimator.memory.activations import layer_activation_bytes, loss_backward_bytes
 
 LLAMA_TINY = {
     "model_type": "llama",
@@ -51,7 +51,12 @@ def _estimate(
     )
     precision = get_precision(dtype)
     r = training_memory(model, get_accelerator("h100-sxm-80gb"), Parallelism(), setup, precision)
-    saved = r.activations_bytes + r.logits_bytes
+    # the loss's backward buffers are transient, not saved by the forward
+    saved = (
+        r.activations_bytes
+        + r.logits_bytes
+        - loss_backward_bytes(batch * seq, model.vocab_size, "hf", precision)
+    )
     if checkpointing:  # the recompute working set is transient, not saved by the forward
         saved -= max(
             float(

@@ -234,9 +234,10 @@ _ACCELERATORS: dict[str, tuple[str | None, bool, str]] = {
     ),
     "NVIDIA RTX A6000 48GB": (None, False, "RTX A6000 48GB"),
     "NVIDIA H100 SXM 96GB HBM2e (Grand Teton, 500W power limit)": (
-        None,
+        "h100-sxm-80gb",
         False,
-        "H100 SXM 96GB HBM2e (h100-sxm-80gb has 80 GB; not substituted)",
+        "H100 SXM 96GB HBM2e, not in the catalog: bytes compared on h100-sxm-80gb (the "
+        "estimate's bytes do not depend on the card), fits not judged",
     ),
 }
 
@@ -265,6 +266,33 @@ _PURE_BF16_FRAMEWORKS = ("torchtune", "LitGPT")
 # nn.Dropout per adapter (modules/peft/lora.py); LitGPT's config hub sets lora_dropout 0.05
 # (config_hub/finetune/llama-2-7b/lora.yaml), one dropout for its fused qkv adapter.
 _LORA_DROPOUT = {"torchtune_readme_2024_05": "per adapter", "litgpt_config_hub_benchmarks": "qkv"}
+
+
+# Runs whose layers were compiled but whose cross-entropy stayed eager (the compiled convention
+# compiles both, as torchtune's recipes and TorchTitan since 2025-04 do):
+# - TorchTitan compiles its loss from pytorch/torchtitan#1033 (bbb1b616, 2025-04-02); its
+#   December 2024 benchmark (9dec370) and torchao's H100 table (torchao 890e0ac8, 2025-02-28,
+#   added to the docs by pytorch/ao#1793 on 2025-03-12) ran before it;
+# - torchtune@1814feb1 recipes/full_finetune_single_device.py:292 calls
+#   ``training.compile_loss(self._loss_fn)`` and drops what it returns: an unchunked loss stays
+#   eager (a chunked one is compiled in place, torchtune/training/_compile.py).
+_EAGER_LOSS_GROUPS = {
+    "torchtitan_benchmark_llama3_h100_202412": "TorchTitan at 9dec370 compiles the blocks only",
+}
+_EAGER_LOSS_IDS = {
+    "ao-h100-l3-8b-bf16": "TorchTitan before its compiled loss (pytorch/torchtitan#1033)",
+    "ao-h100-l3-8b-fp8-tensorwise": "TorchTitan before its compiled loss (pytorch/torchtitan#1033)",
+    "ao-h100-l3-8b-fp8-rowwise": "TorchTitan before its compiled loss (pytorch/torchtitan#1033)",
+    "ttflags-l32-3b-full-compile": "torchtune's full recipe drops compile_loss's result",
+}
+
+
+def _loss_compiled(r: Record, compiled: bool, chunked: bool) -> tuple[bool, list[str]]:
+    """Whether the run's cross-entropy was compiled, and why where it differs from its layers."""
+    why = _EAGER_LOSS_IDS.get(str(r["id"])) or _EAGER_LOSS_GROUPS.get(str(r["group"]))
+    if compiled and why and not chunked:
+        return False, [f"layers compiled, cross-entropy eager: {why}"]
+    return compiled, []
 
 
 # What the records' sequence lengths are, where they are caps rather than lengths.
@@ -360,8 +388,13 @@ def _refusals(r: Record) -> list[str]:
     acc_id, _, note = _gpu(r)
     if acc_id is None:
         out.append(f"accelerator not in the catalog: {note}")
-    if opts.get("compile"):
-        out.append("torch.compile: its fusions change what is saved for backward")
+    if r["group"] == "torchtune_readme_2024_05" and not opts.get("packed"):
+        out.append(
+            "sequence lengths not fixed: unpacked alpaca padded to each batch's longest sample "
+            f"and cut at {r['seq_len']}, the table's 'Seq Length'; which lengths the peak saw is "
+            "not published (torchtune's own unpacked alpaca baseline peaked at 25.5 GiB against "
+            "60.0 GiB packed to the same 4096, README optimization-flags table)"
+        )
     if opts.get("optimizer_in_bwd"):
         out.append("optimizer step in the backward: each gradient is freed as it is applied")
     if "8bit" in optimizer or "8-bit" in optimizer:
@@ -371,13 +404,11 @@ def _refusals(r: Record) -> list[str]:
             "paged optimizer states of the whole model: bitsandbytes keeps them in CUDA unified "
             "memory, evicted under pressure and outside the allocator's statistics"
         )
-    scaling = str(opts.get("float8_scaling", "none"))
-    if opts.get("float8") or not scaling.startswith("none") or "float8" in precision.lower():
-        out.append("float8 training: torchao Float8Linear")
-    if isinstance(ac, str) and ac.startswith("selective (per-op"):
+    if _float8(r) and ac != "full":
         out.append(
-            "per-op selective activation checkpointing: torchtitan's policy (the estimator's "
-            "selective recompute is Megatron's)"
+            "float8 training without full checkpointing: torchao Float8Linear's saved fp8 casts "
+            "and, under the per-op policy, its amax ops (abs and max are in torchtitan's save "
+            "list) are not modelled"
         )
     if ac is None:
         out.append("layout not published: activation checkpointing and sharding unknown")
@@ -386,6 +417,21 @@ def _refusals(r: Record) -> list[str]:
     if unit.startswith("G") and not unit.startswith(("GiB", "GB")) and not r["measured"]["oom"]:
         out.append(f"ambiguous unit: {unit!r} (GB or GiB; the data file copies it unconverted)")
     return out
+
+
+def _float8(r: Record) -> bool:
+    opts = r.get("options") or {}
+    scaling = str(opts.get("float8_scaling", "none"))
+    return bool(opts.get("float8")) or not scaling.startswith("none")
+
+
+def _recompute(r: Record) -> tuple[Recompute, str]:
+    ac = r["activation_checkpointing"]
+    if ac is True or ac == "full":
+        return "full", f"activation checkpointing {ac!r}: recompute full"
+    if isinstance(ac, str) and ac.startswith("selective (per-op"):
+        return "op", "torchtitan's per-op selective checkpointing: recompute 'op'"
+    return "none", f"activation checkpointing {ac!r}: recompute none"
 
 
 def _measured_notes(r: Record) -> list[str]:
@@ -398,16 +444,48 @@ def _measured_notes(r: Record) -> list[str]:
     return []
 
 
+def _layers(r: Record) -> int:
+    return get_model(_MODELS[str(r["model"]).split(" (")[0]]).num_layers
+
+
+def _torchtitan_split(layers: int, stages: int) -> tuple[int, ...]:
+    """TorchTitan's default split points (``generate_split_points``, torchtitan@9dec370
+    torchtitan/parallelisms/pipelining_utils.py): ``layers // stages`` on the first and last
+    stages, one more on each middle stage while the remainder lasts."""
+    base, extra = divmod(layers, stages)
+    sizes = [base]
+    for _ in range(stages - 2):
+        sizes.append(base + (extra > 0))
+        extra -= extra > 0
+    return (*sizes, layers - sum(sizes))
+
+
 def _layout(r: Record) -> tuple[Parallelism, Offload, str]:
     p, n = r["parallel"], int(r["num_gpus"])
-    offload = Offload(optimizer=True, params=True) if p.get("fsdp_cpu_offload") else NO_OFFLOAD
+    cpu = bool(p.get("fsdp_cpu_offload"))
+    acts = bool((r.get("options") or {}).get("activation_offloading"))
+    offload = Offload(optimizer=cpu, params=cpu, activations=acts) if cpu or acts else NO_OFFLOAD
     fsdp, deepspeed = p.get("fsdp"), str(p.get("deepspeed", ""))
     if n == 1:
         return Parallelism(), offload, "single GPU"
     if isinstance(fsdp, int):  # torchtitan: every degree given
         tp, pp, cp = (int(p.get(k) or 1) for k in ("tp", "pp", "cp"))
-        layout = Parallelism(tp=tp, pp=pp, dp=fsdp, cp=cp, zero_stage=3, sequence_parallel=tp > 1)
-        return layout, offload, f"FSDP2 {fsdp} x TP {tp} x PP {pp} x CP {cp}, FSDP as ZeRO-3"
+        vp = 2 if "Interleaved" in str(p.get("pp_schedule")) else 1
+        split = _torchtitan_split(_layers(r), pp * vp) if pp > 1 else None
+        layout = Parallelism(
+            tp=tp,
+            pp=pp,
+            vp=vp,
+            dp=fsdp,
+            cp=cp,
+            zero_stage=3,
+            sequence_parallel=tp > 1,
+            stage_layers=split,
+        )
+        note = f"FSDP2 {fsdp} x TP {tp} x PP {pp} x CP {cp}, FSDP as ZeRO-3"
+        if split:
+            note += f"; TorchTitan's generated pipeline split {split}"
+        return layout, offload, note
     if isinstance(fsdp, str) and "full shard" in fsdp.lower().replace("_", " "):
         return Parallelism(dp=n, zero_stage=3), offload, f"FSDP full shard over {n}: ZeRO-3"
     if deepspeed.startswith(("ZeRO-2", "ZeRO-3")):
@@ -454,8 +532,11 @@ def _bounds(r: Record, case: MemoryCase, memory: TrainingMemory) -> list[Bound]:
     """Unmodelled options confined to one term of the estimate, that term their bound."""
     opts = r.get("options") or {}
     out = []
-    if "Chunked" in str(opts.get("loss")) or opts.get("lm_head_chunk_size"):
-        why = "a chunked output head / cross-entropy can only shrink the logits buffers"
+    if opts.get("lm_head_chunk_size"):  # torchtune's chunked loss is modelled (chunked_loss)
+        why = (
+            "LitGPT's chunked cross-entropy runs in the logits' dtype (bf16, no fp32 upcast): "
+            "it can only shrink the logits buffers"
+        )
         out.append(Bound("chunked logits", why, memory.logits_bytes))
     if "Paged" in str(r.get("optimizer")) and case.compared != "device":
         why = "bitsandbytes' paged states are CUDA unified memory, outside the allocator"
@@ -506,26 +587,40 @@ def _case(r: Record) -> MemoryCase:
     finetune, finetune_notes = _finetune(r)
     precision, precision_notes = _precision(r)
     statistic, compared, statistic_notes = _statistic(r)
-    ac = r["activation_checkpointing"]
-    recompute: Recompute = "full" if ac is True or ac == "full" else "none"
+    recompute, recompute_note = _recompute(r)
+    opts = r.get("options") or {}
+    compiled = bool(opts.get("compile"))
+    chunked = "Chunked" in str(opts.get("loss")) or bool(opts.get("lm_head_chunk_size"))
+    compiled_loss, loss_notes = _loss_compiled(r, compiled, chunked)
     local = int(r["micro_batch_size"])  # per data-parallel rank, before pipeline micro-batching
     setup = TrainingSetup(
         seq_len=int(r["seq_len"]),
         micro_batch_size=local // layout.pp,  # torchtitan's default: pp micro-batches
         global_batch_size=local * layout.dp,
         recompute=recompute,
-        activation_convention="hf",
+        activation_convention="compiled" if compiled else "hf",
         finetune=finetune,
         offload=offload,
+        chunked_loss=chunked,
+        compiled_loss=compiled_loss,
     )
     assumptions = [
         *([acc_note] if acc_note else []),
         layout_note,
-        *(["FSDP CPU offload: parameters and optimizer on the host"] if offload.any else []),
+        *(
+            ["FSDP CPU offload: parameters, gradients and optimizer on the host"]
+            if offload.params
+            else []
+        ),
+        *(["activation offloading: saved activations on the host"] if offload.activations else []),
         *finetune_notes,
         *precision_notes,
-        f"activation checkpointing {ac!r}: recompute {recompute}",
-        "eager PyTorch modules with SDPA / flash attention: the estimator's hf convention",
+        recompute_note,
+        "torch.compile'd PyTorch modules with SDPA / flash attention: the compiled convention"
+        if compiled
+        else "eager PyTorch modules with SDPA / flash attention: the estimator's hf convention",
+        *(["chunked output head and cross-entropy"] if chunked else []),
+        *loss_notes,
         *statistic_notes,
         *_measured_notes(r),
         *([_GROUP_NOTES[str(r["group"])]] if str(r["group"]) in _GROUP_NOTES else []),

@@ -61,7 +61,7 @@ Names = Annotated[str, Field(max_length=128)]
 NameList = Names | Annotated[list[Names], Field(min_length=1, max_length=MAX_AXIS)]
 Zeros = ZeroStage | Annotated[list[ZeroStage], Field(min_length=1, max_length=4)]
 MicroBatches = MicroBatch | Annotated[list[MicroBatch], Field(min_length=1, max_length=MAX_AXIS)]
-Recomputes = Recompute | Annotated[list[Recompute], Field(min_length=1, max_length=3)]
+Recomputes = Recompute | Annotated[list[Recompute], Field(min_length=1, max_length=4)]
 Page = Annotated[int, Field(ge=1, le=1_000_000)]
 PageSize = Annotated[int, Field(ge=1, le=1000)]
 ACCELERATORS = form("Accelerators", "Space", choices="accelerators")
@@ -119,7 +119,9 @@ class TrainingSweepRequest(FineTuneFields, OffloadFields, MoEFields):
         1024, json_schema_extra=form("Global batch", "Workload", "1024")
     )
     recompute: Recomputes | None = Field(
-        None, description="Default: all three", json_schema_extra=form("Recompute", "Space")
+        None,
+        description="Default: none, selective and full ('op' on request)",
+        json_schema_extra=form("Recompute", "Space"),
     )
     precision: NameList | None = Field(
         None,

@@ -42,7 +42,7 @@ __all__ = [
     "TrainingRequest",
 ]
 
-Recompute = Literal["none", "selective", "full"]
+Recompute = Literal["none", "selective", "op", "full"]
 Optimizer = Literal["adamw", "adam8bit", "sgd", "adafactor"]
 ZeroStage = Literal[0, 1, 2, 3]
 PipelineSplitRule = Literal[
@@ -253,7 +253,11 @@ class TrainingRequest(FineTuneFields, OffloadFields, MoEFields, ClusterFields):
         json_schema_extra=form("Global batch", "Batch", "micro × dp"),
     )
     recompute: Recompute = Field(
-        "none", description="Activation recomputation", json_schema_extra=form("Recompute", "Batch")
+        "none",
+        description="Activation recomputation: none, selective (Megatron: the attention core),"
+        " op (TorchTitan's per-op policy: saves every other projection output and attention;"
+        " dense Llama-style models) or full",
+        json_schema_extra=form("Recompute", "Batch"),
     )
     precision: PrecisionRef = Field(
         "bf16",
@@ -273,7 +277,23 @@ class TrainingRequest(FineTuneFields, OffloadFields, MoEFields, ClusterFields):
         None,
         description="fused (cuDNN / FlashAttention-3 class) or flash2; default: the stack's",
     )
-    activation_convention: Literal["megatron", "hf"] = "megatron"
+    activation_convention: Literal["megatron", "hf", "compiled"] = Field(
+        "megatron",
+        description="Whose saved tensors are counted: megatron (Megatron-Core's fused kernels),"
+        " hf (eager PyTorch modules: Hugging Face, torchtune, TorchTitan), compiled (the same"
+        " under torch.compile); hf and compiled for Llama-style families",
+    )
+    chunked_loss: bool = Field(
+        False,
+        description="Output head and cross-entropy in chunks of tokens (torchtune's"
+        " CEWithChunkedOutputLoss, LitGPT): the eager loss's backward buffers shrink to a"
+        " chunk's (hf and compiled conventions)",
+    )
+    compiled_loss: bool | None = Field(
+        None,
+        description="Cross-entropy under torch.compile (a fused loss keeps model-dtype logits);"
+        " default: as the layers (compiled convention)",
+    )
     tp_comm_overlap: bool | None = Field(None, description="Default: the stack's")
     tokens: Tokens | None = Field(
         None, json_schema_extra=form("Tokens to train", "Cost", "e.g. 2e12")

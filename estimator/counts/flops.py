@@ -35,8 +35,15 @@ from typing import Literal, NamedTuple, get_args
 
 from estimator.finetune import FULL, FineTune, adapters
 from estimator.memo import per_model
+from estimator.memory.activations import op_policy
 from estimator.records import from_fields
-from estimator.spec.architecture import AttentionCore, Component, Compressor, RecurrentCore
+from estimator.spec.architecture import (
+    AttentionCore,
+    Component,
+    Compressor,
+    LayerKind,
+    RecurrentCore,
+)
 from estimator.spec.model import ModelSpec
 from estimator.xp import Num, minimum
 
@@ -55,10 +62,12 @@ __all__ = [
     "core_term",
     "forward_flops",
     "mixer_flops",
+    "op_recomputed_flops_per_token",
+    "op_recomputed_share",
     "training_flops",
 ]
 
-Recompute = Literal["none", "selective", "full"]
+Recompute = Literal["none", "selective", "op", "full"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,7 +354,8 @@ class TrainingFlops:
     frozen weights). ``hardware`` adds the recomputed forward work (HFU numerator): full
     recompute repeats the whole forward of the layers (adapters included), selective recompute
     repeats the attention scores only (Korthikanti et al. 2022, "Reducing Activation
-    Recomputation in Large Transformer Models"). Built with ``records.from_fields`` (no
+    Recomputation in Large Transformer Models"), the per-op policy (``op``) the projections it
+    does not save (``op_recomputed_flops_per_token``). Built with ``records.from_fields`` (no
     ``__slots__``).
     """
 
@@ -360,6 +370,23 @@ class TrainingFlops:
     @property
     def hardware(self) -> Num:
         return self.forward + self.backward + self.recompute
+
+
+@per_model
+def op_recomputed_flops_per_token(model: ModelSpec) -> int:
+    """Forward FLOPs per token the per-op checkpointing policy repeats in the backward: the
+    projections whose outputs it does not save (``memory.activations.op_policy``), over every
+    layer; attention's output is saved, and pointwise work is not counted as FLOPs."""
+    total = 0
+    for kind, n in zip(model.kinds, model.kind_counts, strict=True):
+        total += n * sum(m.forward_flops_per_token() for m in op_policy(kind)[1])
+    return total
+
+
+def op_recomputed_share(kind: LayerKind) -> float:
+    """The share of a layer's projection FLOPs the per-op policy repeats (its GEMM time's)."""
+    recomputed = sum(m.forward_flops_per_token() for m in op_policy(kind)[1])
+    return recomputed / max(sum(m.forward_flops_per_token() for m in kind.linears), 1)
 
 
 def training_flops(
@@ -392,6 +419,8 @@ def training_flops(
         extra = tokens * (per_token["layers"] + lora) + core_causal + mixers
     elif recompute == "selective":
         extra = core_causal
+    elif recompute == "op":
+        extra = tokens * op_recomputed_flops_per_token(model)
     else:
         extra = 0
     return from_fields(

@@ -28,15 +28,17 @@ from functools import cache
 from typing import Literal
 
 from estimator.memo import per_model
-from estimator.spec.architecture import AttentionCore, LayerKind, RecurrentCore
+from estimator.spec.architecture import AttentionCore, LayerKind, Linear, RecurrentCore
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
 from estimator.xp import Num, where
 
 __all__ = [
     "HF_CONVENTION_FAMILIES",
+    "HF_STYLE",
     "ActivationConvention",
     "ActivationItem",
+    "compiled_layer_items",
     "embedding_activation_bytes",
     "head_activation_bytes",
     "hf_checkpoint_shared_bytes",
@@ -45,16 +47,23 @@ __all__ = [
     "layer_activation_bytes",
     "layer_items",
     "layer_regions",
+    "loss_backward_bytes",
+    "op_policy",
+    "op_saved_items",
     "recomputed_layer_input_bytes",
     "region_scales",
     "saved_bytes",
 ]
 
-ActivationConvention = Literal["megatron", "hf"]
-# Families whose Hugging Face implementation the ``hf`` convention models op by op (RMSNorm with
-# an fp32 upcast, rotary positions, gated MLP, eager or SDPA attention).
+ActivationConvention = Literal["megatron", "hf", "compiled"]
+# Families whose Hugging Face implementation the ``hf`` and ``compiled`` conventions model op by
+# op (RMSNorm with an fp32 upcast, rotary positions, gated MLP, eager or SDPA attention), and
+# whose layers the per-op selective checkpointing policy (recompute ``op``) is modelled for.
 HF_CONVENTION_FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
-Region = Literal["seq", "tp", "full", "expert_h", "expert_i", "scores"]
+# Conventions of eager PyTorch modules (Hugging Face / torchtune / TorchTitan style): the
+# embedding's rotary tables, the head's RMSNorm and int64 labels are theirs.
+HF_STYLE = ("hf", "compiled")
+Region = Literal["seq", "tp", "full", "expert_h", "expert_i", "scores", "scatter"]
 
 # Megatron counts the token ids fed to the embedding as 8 bytes per token (int64).
 TOKEN_ID_BYTES = 8
@@ -249,6 +258,89 @@ def hf_layer_items(model: ModelSpec, kind: LayerKind, flash: bool) -> tuple[Acti
     return tuple(items)
 
 
+def compiled_layer_items(
+    model: ModelSpec, kind: LayerKind, flash: bool
+) -> tuple[ActivationItem, ...]:
+    """What the same Llama-style layer saves under ``torch.compile`` (AOTAutograd's min-cut
+    partition, which recomputes cheap pointwise work in the backward instead of saving it; as
+    ``backend="aot_eager_decomp_partition"`` partitions for Inductor, measured with
+    ``saved_tensors_hooks`` in the tests): the layer input, the inputs of the q/k/v, o and
+    gate/up projections in the model dtype, each RMSNorm's fp32 rsqrt (no fp32 input copies),
+    the q/k norms' inputs, SDPA's q, k, v, output and log-sum-exp, and three SwiGLU tensors
+    (gate and up outputs, their product) instead of four."""
+    h, a = model.hidden_size, kind.attention
+    if a is None:
+        return layer_items(model, kind, flash)
+    items = [
+        ActivationItem("layer.input", h, "act", "seq"),
+        ActivationItem("input_layernorm.rsqrt", 1, "fp32", "seq"),
+        ActivationItem("post_attention_layernorm.rsqrt", 1, "fp32", "seq"),
+        ActivationItem("attention.input", h, "gemm", "seq"),
+        ActivationItem("mlp.input", h, "gemm", "seq"),
+    ]
+    for n in kind.norms:
+        if n.name.endswith(("q_norm", "k_norm")):
+            heads = a.num_heads if n.name.endswith("q_norm") else a.num_kv_heads
+            items += [
+                ActivationItem(f"{n.name}.input", heads * n.size, "act", "tp"),
+                ActivationItem(f"{n.name}.rsqrt", heads, "fp32", "tp"),
+            ]
+    out = a.num_heads * a.v_head_dim
+    items += [
+        ActivationItem("attention.q", a.num_heads * a.qk_head_dim, "act", "tp"),
+        ActivationItem("attention.k", a.num_kv_heads * a.qk_head_dim, "act", "tp"),
+        ActivationItem("attention.v", a.num_kv_heads * a.v_head_dim, "act", "tp"),
+        ActivationItem("attention.output", out, "act", "tp"),
+        ActivationItem("o_proj.input", out, "gemm", "tp"),
+    ]
+    if flash:
+        items.append(ActivationItem("attention.softmax_lse", a.num_heads, "fp32", "tp"))
+    else:
+        items.append(ActivationItem("attention.probs", a.num_heads, "act", "scores"))
+    for m in kind.linears:
+        if m.component == "mlp" and m.tp == "row":
+            items.append(ActivationItem("mlp.intermediates", 3 * m.in_features, "act", "tp"))
+    return tuple(items)
+
+
+def op_policy(kind: LayerKind) -> tuple[tuple[Linear, ...], tuple[Linear, ...]]:
+    """TorchTitan's per-op selective activation checkpointing policy (``ac_config.mode =
+    "selective"``, ``selective_ac_option = "op"``; torchtitan parallelize_llama.py ``_save_list``
+    and ``_custom_policy``) on one layer's linears, in forward order: it saves the output of
+    every ``aten.mm`` except every second one (a bias-free ``nn.Linear`` is an ``mm``; one with a
+    bias is an ``addmm``, not in the save list and not counted). Returns (saved, recomputed)."""
+    saved: list[Linear] = []
+    recomputed: list[Linear] = []
+    count = 0
+    for m in kind.linears:
+        if m.bias:
+            recomputed.append(m)
+            continue
+        count += 1
+        (recomputed if count % 2 == 0 else saved).append(m)
+    return tuple(saved), tuple(recomputed)
+
+
+def op_saved_items(model: ModelSpec, kind: LayerKind, flash: bool) -> tuple[ActivationItem, ...]:
+    """What a layer keeps under the per-op policy besides its input (the checkpoint's): the
+    saved projections' outputs (a row-parallel one is each rank's partial sum of all tokens,
+    before its reduce-scatter), SDPA's output and log-sum-exp, and with sequence parallelism the
+    two reduce-scatter outputs (``_c10d_functional.reduce_scatter_tensor`` is in the list)."""
+    a = kind.attention
+    saved, _ = op_policy(kind)
+    items = []
+    for m in saved:
+        region: Region = "full" if m.tp == "row" else "tp"
+        items.append(ActivationItem(f"{m.name}.output", m.out_features, "act", region))
+    if a is not None:  # flash attention (the op policy saves the flash / efficient SDPA ops)
+        out = a.num_heads * a.v_head_dim
+        items.append(ActivationItem("attention.output", out, "act", "tp"))
+        items.append(ActivationItem("attention.softmax_lse", a.num_heads, "fp32", "tp"))
+    h = model.hidden_size
+    items.append(ActivationItem("reduce_scatter.outputs", 2 * h, "act", "scatter"))
+    return tuple(items)
+
+
 def _fmt_bytes(fmt: str, precision: Precision) -> float:
     return _fmt_table(precision.activations, precision.gemm_inputs)[fmt]
 
@@ -331,6 +423,7 @@ def region_scales(
         "full": 1,
         "expert_h": etp / tp * expert_load,
         "scores": 0 if recompute == "selective" else keys / tp,
+        "scatter": where(sp, per_rank, 0),
     }
 
 
@@ -359,11 +452,15 @@ def _coefficients(
     """The kind's saved items summed by (region, format): what ``layer_activation_bytes`` needs
     (the item lists do not depend on the layout)."""
     kind = model.kinds[kind_index]
-    items = hf_layer_items if convention == "hf" else layer_items
+    items = _ITEMS.get(convention, layer_items)
     acc: dict[tuple[Region, str], int] = {}
     for it in items(model, kind, flash):
         acc[it.region, it.fmt] = acc.get((it.region, it.fmt), 0) + it.elems
     return tuple((r, f, n) for (r, f), n in acc.items())
+
+
+# Item lists by convention; ``op`` is what the per-op checkpointing policy keeps of a layer.
+_ITEMS = {"hf": hf_layer_items, "compiled": compiled_layer_items, "op": op_saved_items}
 
 
 def _region_bytes(
@@ -411,7 +508,7 @@ def embedding_activation_bytes(
     """
     drop = model.hidden_size * DTYPES[precision.activations].bytes if model.hidden_dropout else 0
     extra: Num = 0
-    if convention == "hf":
+    if convention in HF_STYLE:
         extra = 2 * seq_len * model.head_dim * DTYPES[precision.activations].bytes
     return tokens * (TOKEN_ID_BYTES + drop / where(sp, tp, 1)) + extra
 
@@ -438,14 +535,32 @@ def head_activation_bytes(
 ) -> Num:
     """Last stage, one micro-batch: final-norm input, head input, and the logits the
     cross-entropy keeps in fp32 (the fp32 upcast of the vocabulary-parallel loss). The ``hf``
-    convention's RMSNorm keeps its fp32 copy and rsqrt, and the loss its int64 labels."""
+    convention's RMSNorm keeps its fp32 copy and rsqrt, and the loss its int64 labels; the
+    ``compiled`` convention's loss (``torch.compile``'d, as torchtune and TorchTitan compile it
+    with the layers; the final norm and head stay eager) keeps the logits in the model dtype and
+    two fp32 statistics per token instead of the fp32 log-softmax (measured in the tests)."""
     h = model.hidden_size
     act, gemm = DTYPES[precision.activations].bytes, DTYPES[precision.gemm_inputs].bytes
-    if convention == "hf":
+    if convention in HF_STYLE:
         norm = sum(it.elems * _fmt_bytes(it.fmt, precision) for it in _hf_norm("norm", h, 1, "seq"))
-        return (
-            tokens
-            * ((norm + h * gemm) / where(sp, tp, 1) + vocab_per_rank * STATS_BYTES + TOKEN_ID_BYTES)
-            + STATS_BYTES
-        )
+        loss = vocab_per_rank * STATS_BYTES  # eager: the fp32 log-softmax output
+        if convention == "compiled":
+            loss = vocab_per_rank * act + 2 * STATS_BYTES
+        return tokens * ((norm + h * gemm) / where(sp, tp, 1) + loss + TOKEN_ID_BYTES) + STATS_BYTES
     return tokens * ((h * act + h * gemm) / where(sp, tp, 1) + vocab_per_rank * STATS_BYTES)
+
+
+def loss_backward_bytes(
+    tokens: Num, vocab_per_rank: Num, convention: str, precision: Precision
+) -> Num:
+    """What the loss's backward adds to the saved logits at the first backward, the step's
+    peak. Eager (``hf``): ``log_softmax``'s backward holds its saved fp32 output (counted in
+    ``head_activation_bytes``), the dense fp32 gradient ``nll_loss``'s backward hands it, and
+    the fp32 gradient it returns, ``[tokens, vocab]`` each (aten ``_log_softmax_backward_data``).
+    Compiled: one fused kernel writes the logits' gradient in the model dtype. Megatron's fused
+    vocabulary-parallel cross-entropy computes its gradient in place: nothing is added."""
+    if convention == "hf":
+        return 2 * tokens * vocab_per_rank * STATS_BYTES
+    if convention == "compiled":
+        return tokens * vocab_per_rank * DTYPES[precision.activations].bytes
+    return 0

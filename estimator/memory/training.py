@@ -47,12 +47,14 @@ from estimator.layout.sharding import (
 from estimator.memo import per_model
 from estimator.memory.activations import (
     HF_CONVENTION_FAMILIES,
+    HF_STYLE,
     ActivationConvention,
     Region,
     embedding_activation_bytes,
     head_activation_bytes,
     hf_checkpoint_shared_bytes,
     layer_regions,
+    loss_backward_bytes,
     recomputed_layer_input_bytes,
     region_scales,
     saved_bytes,
@@ -111,7 +113,11 @@ class TrainingSetup:
     families only); ``finetune`` what is trained (``estimator.finetune``: full, LoRA or QLoRA);
     ``offload`` what lives in host memory (``estimator.offload``); ``moe_imbalance`` (>= 1)
     the busiest expert-parallel rank's routed tokens over the mean, ``moe_capacity_factor`` the
-    per-expert cap (None: dropless), for MoE models.
+    per-expert cap (None: dropless), for MoE models; ``chunked_loss`` whether the output head
+    and cross-entropy run in chunks of tokens (torchtune's CEWithChunkedOutputLoss, LitGPT's
+    chunked cross-entropy), which keeps the eager loss's backward buffers to one chunk's;
+    ``compiled_loss`` whether the cross-entropy is ``torch.compile``'d (None: as the layers are,
+    under the ``compiled`` convention).
     Frozen, filled in one step like ``Parallelism``.
     """
 
@@ -126,6 +132,8 @@ class TrainingSetup:
     offload: Offload = NO_OFFLOAD
     moe_imbalance: float = 1.0
     moe_capacity_factor: float | None = None
+    chunked_loss: bool = False
+    compiled_loss: bool | None = None
 
     def __init__(
         self,
@@ -140,6 +148,8 @@ class TrainingSetup:
         offload: Offload = NO_OFFLOAD,
         moe_imbalance: float = 1.0,
         moe_capacity_factor: float | None = None,
+        chunked_loss: bool = False,
+        compiled_loss: bool | None = None,
     ) -> None:
         object.__setattr__(  # fill the frozen record in one step (see ``records``)
             self,
@@ -156,8 +166,20 @@ class TrainingSetup:
                 "offload": offload,
                 "moe_imbalance": moe_imbalance,
                 "moe_capacity_factor": moe_capacity_factor,
+                "chunked_loss": chunked_loss,
+                "compiled_loss": compiled_loss,
             },
         )
+
+    @property
+    def loss_convention(self) -> str:
+        """The convention the head's loss follows: ``compiled`` or ``hf`` (eager) for the
+        PyTorch-module conventions, ``megatron`` otherwise."""
+        convention = self.activation_convention
+        if convention not in HF_STYLE:
+            return convention
+        compiled = convention == "compiled" if self.compiled_loss is None else self.compiled_loss
+        return "compiled" if compiled else "hf"
 
     @property
     def expert_load(self) -> float:
@@ -401,7 +423,7 @@ class StageTerms(NamedTuple):
     microbatch_activations_bytes: Num
     working_layer_bytes: Num
     # CPU offload (``estimator.offload``): what lives in host memory instead
-    host_optimizer_bytes: Num  # master weights and optimizer states
+    host_optimizer_bytes: Num  # master weights, optimizer states (and gradients, ZeRO >= 2)
     host_weights_bytes: Num  # the GPU's weight shard (ZeRO-3 parameter offload)
     host_activations_bytes: Num  # saved activations beyond the two layers the GPU keeps
 
@@ -461,6 +483,14 @@ def _stage_values(
     # alike for one layout (bools) and for arrays, and x / 1 is exactly x. Megatron's
     # distributed optimizer shards like stage 1 (``Parallelism.optimizer_shard_stage``).
     shard_weights, shard_grads = zero_stage >= 3, zero_stage >= 2
+    # FSDP2 under a pipeline (TorchTitan; DeepSpeed refuses ZeRO-2/3 with pipelines): the stage's
+    # blocks are not resharded after forward (torchtitan parallelize_llama.py: "For PP, do not
+    # reshard after forward to avoid per-microbatch all-gathers") and their gradients are reduced
+    # only after the last micro-batch's backward (torch.distributed.pipelining PipelineStage:
+    # set_requires_gradient_sync(False) before), accumulated unsharded in the reduce dtype
+    # (FSDPParam.to_accumulated_grad_if_needed): the whole stage's weights stay gathered and
+    # its gradients unsharded.
+    fsdp_pp = shard_weights & (pp > 1)
     shard_states = (zero_stage >= 1) | parallel.distributed_optimizer
     weights_div = 1 + shard_weights * (dense_shards - 1), 1 + shard_weights * (expert_shards - 1)
     grads_div = 1 + shard_grads * (dense_shards - 1), 1 + shard_grads * (expert_shards - 1)
@@ -473,16 +503,19 @@ def _stage_values(
 
     tokens = seq_len * micro_batch / cp
     # Full recompute keeps each layer's input, and the layer being recomputed holds its full
-    # activations (the "none" policy's).
-    policy = "none" if recompute == "full" else recompute
+    # activations (the "none" policy's); so does the per-op policy, besides what it saves.
+    policy = "none" if recompute in ("full", "op") else recompute
     scales = region_scales(
         keys=seq_len, tp=tp, sp=sp_on, etp=etp, recompute=policy, expert_load=setup.expert_load
     )
 
     regions = tables.regions
-    if recompute == "full":
+    if recompute in ("full", "op"):
         kept = recomputed_layer_input_bytes(model, precision, tokens, tp, sp_on)
         stored = [kept] * len(kinds)
+        if recompute == "op":  # and the outputs the per-op policy saves
+            for k, r in enumerate(layer_regions(model, precision, flash, "op")):
+                stored[k] = stored[k] + saved_bytes(r, scales, tokens)
         working = [saved_bytes(r, scales, tokens) for r in regions]
     else:
         stored = []
@@ -501,14 +534,17 @@ def _stage_values(
             working = [w + a for w, a in zip(working, adapter_acts, strict=True)]
         if lora.quantized:
             dequant = dequant_buffer_elems(model, tp) * w_other
-    if convention == "hf" and recompute == "full":
+    if convention in HF_STYLE and recompute in ("full", "op"):
         embed = embedding_activation_bytes(
             model, precision, tokens, tp, sp_on
         ) + hf_checkpoint_shared_bytes(model, precision, seq_len, micro_batch, flash)
     else:
         embed = embedding_activation_bytes(model, precision, tokens, tp, sp_on, convention, seq_len)
-    head_rows = model.vocab_size / tp if convention == "hf" else vocab_rows
-    head = head_activation_bytes(model, precision, tokens, tp, sp_on, head_rows, convention)
+    head_rows = model.vocab_size / tp if convention in HF_STYLE else vocab_rows
+    loss = setup.loss_convention
+    head = head_activation_bytes(model, precision, tokens, tp, sp_on, head_rows, loss)
+    if not setup.chunked_loss:
+        head = head + loss_backward_bytes(tokens, head_rows, loss, precision)
     # int + bool counts for one layout and for arrays (where bool + bool would be "or").
     groups = 1 * (tp > 1) + (pp > 1) + (dp > 1) + (cp > 1) + (ep > 1)
     comm = groups * NCCL_BUFFER_BYTES_PER_GROUP
@@ -544,11 +580,13 @@ def _stage_values(
         head_params = untied_head_params - (tied & first) * head_rows_params
         other = stack_other + first * embedding_params + last * head_params
         dense = lw + other
+        if fsdp_pp is not False:  # the stage's weights stay gathered all step
+            gather = where(fsdp_pp, lw * w_lin + other * w_other, gather)
         total = dense + experts
         weights = (lw_bytes + other * w_other) / weights_div[0] + expert_weights
         if lora is None:
             trainable = total
-            grads = (dense / grads_div[0] + expert_grads) * grad_b
+            grads = (dense / where(fsdp_pp, 1, grads_div[0]) + expert_grads) * grad_b
             opt_params = dense / states_div[0] + expert_states
             states = opt_params * state_b
         else:  # frozen base: gradients, master weights and states of the adapters only
@@ -568,6 +606,11 @@ def _stage_values(
         if offload.any:
             if offload.optimizer:
                 host_opt, master, states = master + states, 0.0, 0.0
+                # DeepSpeed ZeRO-Offload and FSDP's CPU offload keep the gradient shard on the
+                # host too (the optimizer step reads it there); Megatron's distributed
+                # optimizer keeps its gradient buffer on the GPU.
+                moved = grads * shard_grads
+                host_opt, grads = host_opt + moved, grads - moved
             if offload.params:
                 host_weights, weights = weights, 0.0  # the gather buffers hold what is in use
             if offload.activations:  # the GPU keeps the layer in use and the next one
@@ -676,24 +719,58 @@ def _check_moe_load(model: ModelSpec, setup: TrainingSetup) -> None:
         raise SpecError("moe_capacity_factor", "applies to mixture-of-experts models", model.id)
 
 
+RECOMPUTE_POLICIES = ("none", "selective", "op", "full")
+
+
+def check_op_policy(model: ModelSpec, setup: TrainingSetup) -> None:
+    """The per-op policy (recompute ``op``) is modelled on dense Llama-style layers whose linears
+    are plain ``nn.Linear`` calls with flash attention, as TorchTitan runs it: the ``mm`` count
+    it alternates on changes with experts' grouped GEMMs, MLA, recurrent mixers and the extra
+    GEMMs of LoRA adapters."""
+    if model.model_type not in HF_CONVENTION_FAMILIES or model.moe is not None:
+        raise SpecError(
+            "recompute",
+            "the per-op policy ('op', TorchTitan's selective_ac_option='op') is modelled for "
+            f"dense {', '.join(HF_CONVENTION_FAMILIES)} models; use 'selective' or 'full'",
+            model.model_type,
+        )
+    if setup.finetune.frozen:
+        raise SpecError(
+            "recompute",
+            "the per-op policy is not modelled with LoRA / QLoRA adapters (their GEMMs shift "
+            "which outputs it saves); use 'full'",
+            setup.finetune.method,
+        )
+    if not setup.flash_attention:
+        raise SpecError(
+            "recompute",
+            "the per-op policy saves the flash / memory-efficient attention kernels' outputs: "
+            "it needs flash_attention",
+            setup.flash_attention,
+        )
+
+
 def validate_training(model: ModelSpec, p: Parallelism, setup: TrainingSetup) -> None:
     validate_layout(model, p, training=True)
     check_seq_len(model, setup.seq_len)
     if setup.micro_batch_size < 1:
         raise SpecError("micro_batch_size", "must be >= 1", setup.micro_batch_size)
-    if setup.recompute not in ("none", "selective", "full"):
-        raise SpecError("recompute", "must be 'none', 'selective' or 'full'", setup.recompute)
-    if setup.activation_convention not in ("megatron", "hf"):
+    if setup.recompute not in RECOMPUTE_POLICIES:
+        raise SpecError("recompute", "must be 'none', 'selective', 'op' or 'full'", setup.recompute)
+    convention = setup.activation_convention
+    if convention not in ("megatron", *HF_STYLE):
         raise SpecError(
-            "activation_convention", "must be 'megatron' or 'hf'", setup.activation_convention
+            "activation_convention", "must be 'megatron', 'hf' or 'compiled'", convention
         )
-    if setup.activation_convention == "hf" and model.model_type not in HF_CONVENTION_FAMILIES:
+    if convention in HF_STYLE and model.model_type not in HF_CONVENTION_FAMILIES:
         raise SpecError(
             "activation_convention",
-            "the 'hf' convention is modelled for "
+            f"the '{convention}' convention is modelled for "
             f"{', '.join(HF_CONVENTION_FAMILIES)}; use 'megatron'",
             model.model_type,
         )
+    if setup.recompute == "op":
+        check_op_policy(model, setup)
     if setup.optimizer not in OPTIMIZERS:
         raise SpecError("optimizer", f"must be one of {', '.join(OPTIMIZERS)}", setup.optimizer)
     if setup.moe_imbalance != 1.0 or setup.moe_capacity_factor is not None:

@@ -32,8 +32,10 @@ from estimator.layout.pipeline import SPLITS, PipelineSplit, model_split
 from estimator.memo import per_model
 from estimator.memory.training import (
     OPTIMIZERS,
+    RECOMPUTE_POLICIES,
     TrainingSetup,
     candidate_stages,
+    check_op_policy,
     check_seq_len,
     most_loaded_terms,
 )
@@ -195,7 +197,7 @@ class TrainingSweep:
         names = {
             "accelerator": self.accelerators,
             "precision": self.precisions,
-            "recompute": RECOMPUTE,
+            "recompute": RECOMPUTE_POLICIES,
             "pipeline_split": SPLITS,
         }
         cols: dict[str, list[Any]] = {
@@ -241,8 +243,20 @@ def _check(model: ModelSpec, workload: TrainingWorkload, space: TrainingSearch) 
     for prec in space.precision:
         check_precision(workload.finetune, get_precision(prec))
     for rec in space.recompute:
-        if rec not in RECOMPUTE:
-            raise SpecError("space.recompute", "values must be 'none', 'selective' or 'full'", rec)
+        if rec not in RECOMPUTE_POLICIES:
+            raise SpecError(
+                "space.recompute", "values must be 'none', 'selective', 'op' or 'full'", rec
+            )
+        if rec == "op":
+            try:
+                given = TrainingSetup(
+                    workload.seq_len,
+                    flash_attention=workload.flash_attention,
+                    finetune=workload.finetune,
+                )
+                check_op_policy(model, given)
+            except SpecError as exc:
+                raise SpecError("space.recompute", exc.rule, rec) from None
     for name, values in _axes(model, space).items():
         if not values:
             raise SpecError(f"space.{name}", "must list at least one value", values)
@@ -530,7 +544,7 @@ def _groups(
     for ai, acc in enumerate(specs):
         for pi, prec in enumerate(space.precision):
             for rec in space.recompute:
-                yield ai, acc, pi, prec, RECOMPUTE.index(rec), rec  # type: ignore[misc]
+                yield ai, acc, pi, prec, RECOMPUTE_POLICIES.index(rec), rec  # type: ignore[misc]
 
 
 def sweep_training(
@@ -808,7 +822,7 @@ def _why(sweep: TrainingSweep, i: int, fastest: int, rank: int) -> list[str]:
             continue
         j = int(hits[0])
         label = (
-            f"recompute={RECOMPUTE[int(c[axis][i])]}"
+            f"recompute={RECOMPUTE_POLICIES[int(c[axis][i])]}"
             if axis == "recompute"
             else f"{axis}={int(c[axis][i])}"
         )

@@ -61,8 +61,10 @@ ZERO3_GATHERS_PER_LAYER = 2  # the layer's weights for forward and again for bac
 
 def collective_passes(recompute: str) -> int:
     """Passes that run a layer's TP and EP collectives: forward and backward, and the second
-    forward of a fully recomputed layer."""
-    return 3 if recompute == "full" else 2
+    forward of a fully recomputed layer; the per-op policy recomputes them too (of the
+    collectives only reduce-scatter outputs are in its save list: the all-gathers, about half of
+    a sequence-parallel layer's volume, repeat; counted as a whole pass)."""
+    return 3 if recompute in ("full", "op") else 2
 
 
 def tp_collectives(sequence_parallel: bool) -> tuple[Collective, ...]:

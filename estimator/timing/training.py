@@ -65,6 +65,7 @@ from estimator.counts.flops import (
     attended_keys,
     attention_terms,
     core_pairs_flops,
+    op_recomputed_share,
     training_flops,
 )
 from estimator.errors import SpecError
@@ -628,6 +629,8 @@ def _stage_times(
             rec = rec + n * compute_f
         elif setup.recompute == "selective":
             rec = rec + n * lt.attention
+        elif setup.recompute == "op":  # the unsaved projections and the pointwise work
+            rec = rec + n * (lt.gemm * op_recomputed_share(model.kinds[k]) + lt.elementwise)
         comm["tp_comm"] = comm["tp_comm"] + n * passes * tp_f
         comm["ep_comm"] = comm["ep_comm"] + n * passes * lt.ep_comm
         comm["cp_comm"] = comm["cp_comm"] + n * rules.CP_DIRECTIONS * lt.cp_comm
