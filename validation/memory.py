@@ -621,6 +621,24 @@ def _case(r: Record) -> MemoryCase:
         else "eager PyTorch modules with SDPA / flash attention: the estimator's hf convention",
         *(["chunked output head and cross-entropy"] if chunked else []),
         *loss_notes,
+        *(
+            [
+                "float8 training under full checkpointing, compared as bf16: torchao's "
+                "Float8Linear only changes the recomputed layer (fp8 copies of its GEMM inputs and "
+                "weights) and, with FSDP's float8 all-gather, the gathered weights: both can only "
+                "shrink against the prediction"
+            ]
+            if _float8(r)
+            else []
+        ),
+        *(
+            [
+                "TorchTitan's loss parallel (DTensor cross-entropy over the vocabulary shards) is "
+                "counted as the eager loss on each rank's shard"
+            ]
+            if layout.tp > 1 and str(r["framework"]).startswith("torchtitan")
+            else []
+        ),
         *statistic_notes,
         *_measured_notes(r),
         *([_GROUP_NOTES[str(r["group"])]] if str(r["group"]) in _GROUP_NOTES else []),

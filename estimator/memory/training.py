@@ -771,6 +771,15 @@ def validate_training(model: ModelSpec, p: Parallelism, setup: TrainingSetup) ->
         )
     if setup.recompute == "op":
         check_op_policy(model, setup)
+    if convention not in HF_STYLE:
+        for name in ("chunked_loss", "compiled_loss"):
+            if getattr(setup, name):
+                raise SpecError(
+                    name,
+                    "applies to the eager PyTorch losses of the 'hf' and 'compiled' activation "
+                    "conventions (Megatron's vocabulary-parallel loss is fused)",
+                    getattr(setup, name),
+                )
     if setup.optimizer not in OPTIMIZERS:
         raise SpecError("optimizer", f"must be one of {', '.join(OPTIMIZERS)}", setup.optimizer)
     if setup.moe_imbalance != 1.0 or setup.moe_capacity_factor is not None:

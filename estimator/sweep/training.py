@@ -249,12 +249,14 @@ def _check(model: ModelSpec, workload: TrainingWorkload, space: TrainingSearch) 
             )
         if rec == "op":
             try:
-                given = TrainingSetup(
-                    workload.seq_len,
-                    flash_attention=workload.flash_attention,
-                    finetune=workload.finetune,
+                check_op_policy(
+                    model,
+                    TrainingSetup(
+                        workload.seq_len,
+                        flash_attention=workload.flash_attention,
+                        finetune=workload.finetune,
+                    ),
                 )
-                check_op_policy(model, given)
             except SpecError as exc:
                 raise SpecError("space.recompute", exc.rule, rec) from None
     for name, values in _axes(model, space).items():
