@@ -282,17 +282,20 @@ class TrainingRequest(FineTuneFields, OffloadFields, MoEFields, ClusterFields):
         description="Whose saved tensors are counted: megatron (Megatron-Core's fused kernels),"
         " hf (eager PyTorch modules: Hugging Face, torchtune, TorchTitan), compiled (the same"
         " under torch.compile); hf and compiled for Llama-style families",
+        json_schema_extra=form("Saved tensors", "Batch"),
     )
     chunked_loss: bool = Field(
         False,
         description="Output head and cross-entropy in chunks of tokens (torchtune's"
         " CEWithChunkedOutputLoss, LitGPT): the eager loss's backward buffers shrink to a"
         " chunk's (hf and compiled conventions)",
+        json_schema_extra=form("Chunked loss", "Batch"),
     )
     compiled_loss: bool | None = Field(
         None,
         description="Cross-entropy under torch.compile (a fused loss keeps model-dtype logits);"
         " default: as the layers (compiled convention)",
+        json_schema_extra=form("Compiled loss", "Batch", "as the layers"),
     )
     tp_comm_overlap: bool | None = Field(None, description="Default: the stack's")
     tokens: Tokens | None = Field(
