@@ -4,9 +4,10 @@ accuracy pinned at the level validation/report.md shows.
 31 of 67 records are compared (torch.compile, TorchTitan's per-op checkpointing, chunked and
 compiled losses, FSDP2 under a pipeline and activation offloading are modelled; float8 under full
 checkpointing compared as bf16), with a 7.8% median (the issue's target, 8%, met) and 25 of 26
-fits calls right (96%; the target, 95%, met, though only one judged run went out of memory). The bounds below are those levels plus a point or
-two, so a change that drifts is caught; the far-off records are pinned at their present error so
-that they are seen (docs/validation.md says why).
+fits calls right (96%; the target, 95%, met, though only one judged run went out of memory).
+The bounds below are those levels plus a point or two, so a change that drifts is caught; the
+far-off records are pinned at their present error so that they are seen (docs/validation.md
+says why).
 """
 
 from __future__ import annotations
