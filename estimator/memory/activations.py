@@ -220,15 +220,20 @@ def hf_layer_items(model: ModelSpec, kind: LayerKind, flash: bool) -> tuple[Acti
     with ``saved_tensors_hooks`` in the tests): two RMSNorms, the inputs of the q/k/v and gate/up
     projections, SDPA's q, k, v, output and log-sum-exp (eager: q and the KV-repeated k, v, the
     fp32 softmax and its model-dtype copy, the output), and four intermediates of the SwiGLU MLP
-    (gate output, SiLU output, up output, product)."""
+    (gate output, SiLU output, up output, product).
+
+    Under tensor parallelism (DTensor, as TorchTitan's plan runs these modules) the norms run on
+    sequence shards and their output is all-gathered before the column-parallel projections
+    (``PrepareModuleInput`` to ``Replicate``): those projections save the gathered input whole
+    (region ``full``), where Megatron keeps its shard and gathers it again in the backward."""
     h, a = model.hidden_size, kind.attention
     if a is None:  # measured for attention layers only: the planner's own items otherwise
         return layer_items(model, kind, flash)
     items = [
         *_hf_norm("input_layernorm", h, 1, "seq"),
         *_hf_norm("post_attention_layernorm", h, 1, "seq"),
-        ActivationItem("attention.input", h, "gemm", "seq"),
-        ActivationItem("mlp.input", h, "gemm", "seq"),
+        ActivationItem("attention.input", h, "gemm", "full"),
+        ActivationItem("mlp.input", h, "gemm", "full"),
     ]
     for n in kind.norms:
         if n.name.endswith(("q_norm", "k_norm")):
@@ -275,8 +280,8 @@ def compiled_layer_items(
         ActivationItem("layer.input", h, "act", "seq"),
         ActivationItem("input_layernorm.rsqrt", 1, "fp32", "seq"),
         ActivationItem("post_attention_layernorm.rsqrt", 1, "fp32", "seq"),
-        ActivationItem("attention.input", h, "gemm", "seq"),
-        ActivationItem("mlp.input", h, "gemm", "seq"),
+        ActivationItem("attention.input", h, "gemm", "full"),
+        ActivationItem("mlp.input", h, "gemm", "full"),
     ]
     for n in kind.norms:
         if n.name.endswith(("q_norm", "k_norm")):
