@@ -310,8 +310,10 @@ def test_each_engine_gives_its_kv_cache_its_share_of_memory() -> None:
 def test_mlperf_rates_within_their_limits_are_compared() -> None:
     """Each MLPerf Server / Interactive run with its TTFT and TPOT p99 limits gets a slo_rate
     row: the highest predicted rate meeting the limits (a hair more does not), against the rate
-    the run served. The model is optimistic there (median signed +26%; 37% APE: the long-prompt
-    405B runs, whose prefill work queues, come out pessimistic), pinned so it cannot drift."""
+    the run served. The model is optimistic there (median signed +28%; 30% APE: the long-prompt
+    405B runs, whose prefill work queues, come out pessimistic), pinned so it cannot drift. (The
+    TTFT p99 as the independent sum of a prompt's prefill and its wait, not the sum of their
+    quantiles: 36.5% -> 30.1% APE, +25.7% -> +27.7% signed, the 405B runs less pessimistic.)"""
     from estimator.sweep.serving import rate_within_targets
     from validation.load import _load_at
 
@@ -328,8 +330,8 @@ def test_mlperf_rates_within_their_limits_are_compared() -> None:
     assert inside.ttft_p99_s <= ttft and inside.tpot_s <= tpot
     assert past.regime == "overloaded" or past.ttft_p99_s > ttft or past.tpot_s > tpot
     table = {(s["metric"], s["group"]): s for s in summary(found)}
-    assert table[("slo_rate", "all")]["median_ape"] <= 0.37
-    assert table[("slo_rate", "all")]["median_signed"] <= 0.27
+    assert table[("slo_rate", "all")]["median_ape"] <= 0.31
+    assert table[("slo_rate", "all")]["median_signed"] <= 0.29
 
 
 def test_serving_page_draws_latency_against_load() -> None:
@@ -474,3 +476,30 @@ def test_expert_load_imbalance_slows_the_busiest_rank() -> None:
         "/api/v1/inference/estimate", json={"model": "llama-3-8b", "moe_imbalance": 2.0}
     )
     assert refused.status_code == 422 and refused.json()["detail"][0]["field"] == "moe_imbalance"
+
+
+def test_ttft_quantile_is_the_independent_sum_of_prefill_and_wait() -> None:
+    """A request's own prefill (one of the length bins) and its prefill-queue wait (mass
+    ``1 - rho`` at zero, an exponential tail) are independent: the quantile of their sum, checked
+    against a sampled sum; in the tail it lies between the larger of the two quantiles and their
+    sum (the comonotonic one, a long prompt waiting longest, which the model used to take)."""
+    import numpy as np
+
+    from estimator.serving.load import quantile_wait, sum_quantile
+
+    services = [0.2 + 0.15 * k for k in range(16)]  # 0.2 .. 2.45 s
+    mean_wait, rho = 1.2, 0.6
+    rng = np.random.default_rng(0)
+    n = 400_000
+    s = rng.choice(services, n)
+    waiting = rng.random(n) < rho
+    w = np.where(waiting, rng.exponential(mean_wait / rho, n), 0.0)
+    for p in (0.5, 0.9, 0.99):
+        sampled = float(np.quantile(s + w, p))
+        got = sum_quantile(services, mean_wait, rho, p)
+        assert got == pytest.approx(sampled, rel=0.02), p
+        alone = max(float(np.quantile(services, p)), float(quantile_wait(mean_wait, rho, p)))
+        assert alone <= got
+        if p >= 0.9:
+            assert got < float(np.quantile(services, p)) + quantile_wait(mean_wait, rho, p)
+    assert sum_quantile(services, 0.0, 0.0, 0.99) == pytest.approx(np.quantile(services, 0.99))

@@ -51,9 +51,9 @@ from estimator.serving.load import (
     engine_preset,
     md1_wait,
     prefill_wait,
-    quantile_wait,
     residual_step,
     steady_state_steps,
+    sum_quantile,
 )
 from estimator.serving.run import simulate_run
 from estimator.serving.speculative import (
@@ -660,10 +660,15 @@ def estimate_load(
     else:
         regime = "shared"
 
+    own_services = services[:bins].tolist()
+
     def ttft_at(quantile: float) -> float:
+        # a request's own prefill and its wait are independent: the quantile of their sum,
+        # never below the prefill's own quantile (the bins resolve the tail coarsely)
         if overloaded:
             return math.inf
-        return float(queue_s + at_quantile[quantile] + quantile_wait(wait_s, rho, quantile))
+        both = sum_quantile(own_services, wait_s, rho, quantile)
+        return float(queue_s + max(at_quantile[quantile], both))
 
     steady = LoadPoint(  # the replica's: the busy groups' counts and rates together
         engine=preset.name,

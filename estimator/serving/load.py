@@ -39,7 +39,8 @@ times them after:
   queue's wait is also taken in time (the caller's: prompts queue behind each other's work,
   M/G/1, the longer wait kept); throughput X = ``r / tau`` requests/s. Percentiles put an
   exponential tail on the prefill-queue wait (``P(W > t) = rho exp(-t rho / W)``, the mean
-  ``W``) and take TPOT as its mean: approximate, and said so.
+  ``W``), take a request's own prefill and that wait as independent (the quantile of their
+  sum over the length bins, ``sum_quantile``) and TPOT as its mean: approximate, and said so.
 
 - **Speculative decoding** (``acceptance_length`` tau, ``queries`` = k + 1): a decoding sequence
   takes ``k + 1`` tokens of the step's budget (vLLM schedules ``1 + num_spec_tokens`` per
@@ -65,6 +66,7 @@ No preemption.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -88,6 +90,7 @@ __all__ = [
     "residual_step",
     "solve_decoding",
     "steady_state_steps",
+    "sum_quantile",
 ]
 
 # A prefill queue this busy is the token budget binding: prompts wait for it, not for slots.
@@ -437,6 +440,30 @@ def residual_step(bare: float, loaded: float, share: float) -> float:
     if mean <= 0:
         return 0.0
     return (share * loaded**2 + (1 - share) * bare**2) / (2 * mean)
+
+
+def sum_quantile(services: Sequence[float], mean_wait: float, rho: float, p: float) -> float:
+    """The ``p`` quantile of a request's own service plus its wait, taken independent: the
+    service one of the equally likely ``services`` (a length distribution's bins), the wait
+    ``quantile_wait``'s (``P(W > x) = rho exp(-x rho / mean_wait)``). Adding the two quantiles
+    takes them comonotonic (the longest prompt waiting longest), well above this in the tail
+    where both spread; a prompt's wait does not depend on its own length (it waits for the
+    others' work). Bisection on ``P(S + W > t) = 1 - p``."""
+    low, high = min(services), max(services)
+    if mean_wait <= 0 or rho <= 0:
+        return float(np.quantile(services, p)) if len(services) > 1 else low
+    s = np.asarray(services, dtype=float)
+    decay = rho / mean_wait
+
+    def tail(t: float) -> float:
+        over = np.minimum(rho * np.exp(-np.maximum(t - s, 0.0) * decay), 1.0)
+        return float(np.mean(np.where(t < s, 1.0, over)))
+
+    lo, hi = low, high + float(quantile_wait(mean_wait, rho, p))
+    for _ in range(48):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if tail(mid) > 1 - p else (lo, mid)
+    return hi
 
 
 def quantile_wait(mean_wait: Num, rho: Num, p: float) -> Num:
