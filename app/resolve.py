@@ -303,6 +303,11 @@ def training_plan(req: TrainingRequest) -> TrainingPlan:
         moe_capacity_factor=req.moe_capacity_factor,
         chunked_loss=req.chunked_loss,
         compiled_loss=req.compiled_loss,
+        gradients_per_step=(
+            STACKS[req.stack].gradients_per_step
+            if req.gradients_per_step is None
+            else req.gradients_per_step
+        ),
     )
     accelerator = resolve_accelerator(req.accelerator)
     cluster = _cluster(accelerator, req)

@@ -131,3 +131,65 @@ def test_api_takes_the_new_fields_and_refuses_op_on_moe() -> None:
     moe = {**body, "model": "qwen3-30b-a3b", "activation_convention": "megatron"}
     r = client.post("/api/v1/training/estimate", json=moe)
     assert r.status_code == 422 and "per-op policy" in r.text
+
+
+def test_gradients_freed_between_steps_come_back_as_activations_go() -> None:
+    """PyTorch's zero_grad(set_to_none=True): with one micro-batch a step and no pipeline the
+    peak holds the larger of the first backward's activations (and logits) and the gradients;
+    the timeline shows none during the forward and all of them at the optimizer step."""
+    from estimator.memory.timeline import training_timeline
+
+    pure = get_precision({"gradients": "bf16", "master_weights": None, "optimizer_states": "bf16"})
+    small = get_model("llama-3.2-3b")
+    a100 = get_accelerator("a100-sxm-80gb")
+    for recompute in ("full", "none"):
+        given = {
+            "seq_len": 4096,
+            "micro_batch_size": 2,
+            "recompute": recompute,
+            "activation_convention": "compiled",
+            "chunked_loss": True,
+        }
+        kept = training_memory(small, a100, NO_PARALLELISM, TrainingSetup(**given), pure)
+        freed_setup = TrainingSetup(**given, gradients_per_step=True)
+        freed = training_memory(small, a100, NO_PARALLELISM, freed_setup, pure)
+        held = kept.activations_bytes + kept.logits_bytes
+        g = kept.gradients_bytes
+        assert freed.gradients_bytes == pytest.approx(max(g - held, 0.0))
+        allocated_drop = g - freed.gradients_bytes
+        assert kept.total_bytes - freed.total_bytes == pytest.approx(allocated_drop * 1.05)
+        timeline = training_timeline(small, a100, NO_PARALLELISM, freed_setup, pure)
+        assert timeline.peak.total_bytes == pytest.approx(freed.total_bytes)
+        by_phase = {p.phase: p.parts["gradients_bytes"] for p in timeline.points}
+        assert by_phase["warm-up"] == 0 and by_phase["optimizer"] == pytest.approx(g)
+    # gradient accumulation or a pipeline keep them: they outlive the next micro-batch's forward
+    accumulated = TrainingSetup(
+        4096, micro_batch_size=1, global_batch_size=4, gradients_per_step=True
+    )
+    assert _memory(micro_batch_size=1, global_batch_size=4).gradients_bytes == pytest.approx(
+        training_memory(LLAMA, H100, NO_PARALLELISM, accumulated, BF16).gradients_bytes
+    )
+
+
+def test_the_fsdp2_stack_frees_gradients_between_steps() -> None:
+    client = TestClient(app)
+    body = {
+        "model": "llama-3.1-8b",
+        "num_gpus": 8,
+        "layout": {"dp": 8, "zero_stage": 3},
+        "seq_len": 8192,
+        "micro_batch_size": 2,
+        "global_batch_size": 16,
+        "activation_convention": "hf",
+    }
+    grads = {}
+    for stack in ("megatron-core", "fsdp2"):
+        r = client.post("/api/v1/training/estimate", json={**body, "stack": stack})
+        assert r.status_code == 200, r.text
+        grads[stack] = r.json()["memory_per_gpu"]["gradients_bytes"]
+    assert grads["megatron-core"] > 0 and grads["fsdp2"] == 0  # the activations dwarf them
+    r = client.post(
+        "/api/v1/training/estimate",
+        json={**body, "stack": "fsdp2", "gradients_per_step": False},
+    )
+    assert r.json()["memory_per_gpu"]["gradients_bytes"] == grads["megatron-core"]

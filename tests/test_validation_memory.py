@@ -3,8 +3,9 @@ accuracy pinned at the level validation/report.md shows.
 
 31 of 67 records are compared (torch.compile, TorchTitan's per-op checkpointing, chunked and
 compiled losses, FSDP2 under a pipeline and activation offloading are modelled; float8 under full
-checkpointing compared as bf16), with a 7.3% median (the issue's target, 8%, met) and 25 of 26
-fits calls right (96%; the target, 95%, met, though only one judged run went out of memory).
+checkpointing compared as bf16; gradients freed between steps), with a 7.7% median (the issue's
+target, 8%, met) and 25 of 27 fits calls right (93%; the target, 95%, not met: both LitGPT full
+fine-tunes on 4 x A10G went out of memory where the planner puts them 27-38% under the card).
 The bounds below are those levels plus a point or two, so a change that drifts is caught; the
 far-off records are pinned at their present error so that they are seen (docs/validation.md
 says why).
@@ -54,8 +55,8 @@ COUNTS = {
     ("torchao_float8_training_benchmarks", "MemoryCase"): 3,
     ("torchao_float8_training_benchmarks", "Skip"): 2,
     ("qwen_v1_readme_profiling", "Skip"): 10,
-    ("litgpt_config_hub_benchmarks", "MemoryCase"): 3,
-    ("litgpt_config_hub_benchmarks", "Skip"): 5,
+    ("litgpt_config_hub_benchmarks", "MemoryCase"): 4,
+    ("litgpt_config_hub_benchmarks", "Skip"): 4,
 }
 
 
@@ -81,7 +82,7 @@ def test_pinned_counts() -> None:
 
 def test_every_skip_says_why() -> None:
     skips = _skips()
-    assert len(skips) == 36
+    assert len(skips) == 35
     for s in skips.values():
         assert s.reasons and all(": " in r and r.split(":")[0].strip() for r in s.reasons), s.id
     assert skips["qwen-7b-full-2gpu-zero3-s2048-oom"].reasons == (
@@ -101,10 +102,11 @@ def test_every_skip_says_why() -> None:
     assert "GPTQ int4 base weights" in skips["qwen-72b-qlora-1gpu-s8192"].reason
     assert "ambiguous unit: 'G'" in skips["qwen-7b-lora-1gpu-s256"].reason
     # bounded options over BOUND_SHARE of the prediction: the chunked logits of LitGPT's
-    # full fine-tunes (their bf16 moments are modelled: precision.optimizer_states) and the
-    # chunked logits and paged states of its QLoRA runs
-    for ident in ("litgpt-l32-3b-full-a10g", "litgpt-l3-8b-full-4xa10g-oom"):
-        assert skips[ident].reason.startswith("chunked logits (bounded options over 2%"), ident
+    # full fine-tune (its bf16 moments are modelled: precision.optimizer_states) and the
+    # chunked logits and paged states of its QLoRA runs; the out-of-memory runs are compared
+    # (a bound that only shrinks the prediction cannot change their fits call)
+    assert skips["litgpt-l32-3b-full-a10g"].reason.startswith("chunked logits (bounded options")
+    assert "litgpt-l3-8b-full-4xa10g-oom" not in skips
     for ident in ("litgpt-l2-7b-qlora-a10g", "litgpt-l3-8b-qlora-a10g"):
         reason = skips[ident].reason
         assert reason.startswith("chunked logits (bounded") and "paged optimizer states" in reason
@@ -118,7 +120,7 @@ def test_skip_reasons_say_what_each_gap_keeps_out() -> None:
     assert counts["accelerator not in the catalog"] == {"records": 2, "sole": 1}
     assert counts["model not in the catalog"] == {"records": 11, "sole": 2}
     chunked = "chunked logits (bounded options over 2% of the prediction)"
-    assert counts[chunked] == {"records": 4, "sole": 4}
+    assert counts[chunked] == {"records": 3, "sole": 3}
     assert sum(c["records"] for c in counts.values()) >= len(_skips())
 
 
@@ -187,6 +189,10 @@ def test_accepted_bounds_stay_under_their_share() -> None:
         acc = get_accelerator(c.accelerator)
         estimate = training_memory(c.model, acc, c.parallel, c.setup, c.precision)
         bounded = sum(b.bytes for b in c.bounds)
+        if c.oom:  # no error to bound: the fits call must stand whatever the bound takes off
+            capacity = c.capacity_bytes or acc.memory_bytes
+            assert estimate.total_bytes <= capacity or estimate.total_bytes - bounded > capacity
+            continue
         assert bounded <= BOUND_SHARE * compared_bytes(estimate, c.compared), c.id
         assert all(any(b.label in a for a in c.assumptions) for b in c.bounds), c.id
 
@@ -245,31 +251,33 @@ def test_fits_calls_count_out_of_memory_runs() -> None:
 
 def test_accuracy_is_pinned() -> None:
     found, skipped = rows()
-    assert len(found) == 31 and len(skipped) == 36
+    assert len(found) == 32 and len(skipped) == 35
     errors = {r.id: r.error for r in found if r.measured_gib is not None}
     assert len(errors) == 30  # one ran out of memory: nothing measured
-    # report: 7.3% median over 30 records (the target, 8%, met), p90 18.8%
+    # report: 7.7% median over 30 records (the target, 8%, met), p90 18.0%
     assert statistics.median(abs(e) for e in errors.values()) <= 0.08
     litgpt = [abs(e) for i, e in errors.items() if i.startswith("litgpt")]
     assert len(litgpt) == 2 and max(litgpt) <= 0.03  # report: +0.6%, +0.1%
     titan_8b = [abs(e) for i, e in errors.items() if i.startswith("ttitan-l31-8b")]
-    assert len(titan_8b) == 7 and max(titan_8b) <= 0.07  # report: -6.0% .. +2.0%
-    # the compiled convention against torchtune's own ablation (report: +6.5%, +8.1%)
-    assert abs(errors["ttflags-l32-3b-full-packed"]) <= 0.08
-    assert abs(errors["ttflags-l32-3b-full-compile"]) <= 0.09
+    assert len(titan_8b) == 7 and max(titan_8b) <= 0.09  # report: -8.2% .. -0.4%
+    # the compiled convention against torchtune's own ablation (report: -3.5%, -3.6%, -3.9%)
+    assert abs(errors["ttflags-l32-3b-full-packed"]) <= 0.05
+    assert abs(errors["ttflags-l32-3b-full-compile"]) <= 0.05
+    assert abs(errors["ttflags-l32-3b-full-ac"]) <= 0.05
     # far off, seen (report): TP 8 and pipelines under TorchTitan, torchao's B200 run, the
     # activation-offloaded QLoRA, the CPU-offloaded 70B full fine-tune
-    assert -0.18 <= errors["ttitan-l31-70b-256gpu-fsdp32-tp8"] <= -0.14  # -16.5%
+    assert -0.20 <= errors["ttitan-l31-70b-256gpu-fsdp32-tp8"] <= -0.16  # -18.0%
     assert -0.21 <= errors["ttitan-l31-405b-512gpu-fsdp8-tp8-pp8-1f1b"] <= -0.16  # -18.8%
-    assert errors["ao-b200-l3-8b-bf16"] <= 0.21  # +19.6%
-    assert errors["ttflags-l32-3b-qlora"] <= 0.26  # +24.7%
+    assert errors["ao-b200-l3-8b-bf16"] <= 0.10  # +8.0%
+    assert errors["ttflags-l32-3b-qlora"] <= 0.23  # +21.1%
     assert abs(errors["tt2409-l31-70b-full-8xa100-cpuoffload"]) <= 0.26  # -24.7%
     fits = fits_summary(found)
-    # report: 25 of 26 right (96%; the 14 TorchTitan runs judged against the 96 GB their cards
-    # hold); wrong: LitGPT's Llama-2-7B full fine-tune on 4 x A10G ran out of memory where the
-    # planner predicts 16.2 GiB of 24. Only one judged run went out of memory.
-    assert fits["n"] == 26 and fits["rate"] >= 0.95 and fits["oom_records"] == 1
-    assert fits["wrong"] == ["litgpt-l2-7b-full-4xa10g-oom"]
+    # report: 25 of 27 right (93%; the target, 95%, not met; the 14 TorchTitan runs
+    # judged against the 96 GB their cards hold); wrong: both LitGPT full fine-tunes on 4 x A10G
+    # (Llama-2-7B, Llama-3-8B) ran out of memory where the planner predicts 15.0 and 17.6 GiB
+    # of 24, the only judged runs that went out of memory
+    assert fits["n"] == 27 and fits["rate"] >= 0.92 and fits["oom_records"] == 2
+    assert fits["wrong"] == ["litgpt-l2-7b-full-4xa10g-oom", "litgpt-l3-8b-full-4xa10g-oom"]
 
 
 def test_report_section() -> None:

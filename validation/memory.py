@@ -22,14 +22,19 @@ allocator, none of which counts the CUDA context or NCCL's buffers (allocated ou
 
 ``fits`` is always the planner's total (overheads included) against the card's capacity.
 
-When a record is skipped. A run that used an option the estimator does not model (torch.compile,
-the optimizer step fused into the backward, 8-bit or paged optimizer states of the whole model,
-float8 training, torchtitan's per-op selective activation checkpointing, a GPTQ base ...) is
-skipped with that reason: nothing here bounds what the option does to the measured memory. An
-unmodelled option confined to one term of the estimate is bounded by that term (chunked
+When a record is skipped. A run that used an option the estimator does not model (the
+optimizer step fused into the backward, 8-bit or paged optimizer states of the whole model,
+float8 casts outside full checkpointing, a GPTQ base, unpacked variable-length batches ...) is
+skipped with that reason: nothing here bounds what the option does to the measured memory.
+What the estimator models is mapped to its inputs (torch.compile to the ``compiled``
+convention, TorchTitan's per-op checkpointing to ``recompute="op"``, chunked and compiled
+losses, activation and FSDP CPU offload, TorchTitan's pipeline split). An unmodelled option
+confined to one term of the estimate is bounded by that term (LitGPT's bf16 chunked
 cross-entropy can only shrink the logits buffers; paged optimizer states leave the allocator's
-statistics): the record is
-compared when the bounds add up to at most ``BOUND_SHARE`` of the prediction, and lists them.
+statistics): the record is compared when the bounds add up to at most ``BOUND_SHARE`` of the
+prediction, and lists them; a run that went out of memory has no error, only a fits call, which
+such bounds (they can only shrink the prediction) leave as it is unless they could take the
+total under the card.
 """
 
 from __future__ import annotations
@@ -609,6 +614,7 @@ def _case(r: Record) -> MemoryCase:
         offload=offload,
         chunked_loss=chunked,
         compiled_loss=compiled_loss,
+        gradients_per_step=True,  # every framework here is PyTorch's, zero_grad(set_to_none)
     )
     assumptions = [
         *([acc_note] if acc_note else []),
@@ -627,6 +633,7 @@ def _case(r: Record) -> MemoryCase:
         else "eager PyTorch modules with SDPA / flash attention: the estimator's hf convention",
         *(["chunked output head and cross-entropy"] if chunked else []),
         *loss_notes,
+        "gradients freed between steps (PyTorch's zero_grad(set_to_none=True))",
         *(
             [
                 "float8 training under full checkpointing, compared as bf16: torchao's "
@@ -673,7 +680,12 @@ def _case(r: Record) -> MemoryCase:
         raise _Refused(f"estimator refuses it: {exc}") from None
     bounds = _bounds(r, case, memory)
     bounded, prediction = sum(b.bytes for b in bounds), compared_bytes(memory, compared)
-    if bounded > BOUND_SHARE * prediction:
+    if case.oom:  # nothing measured: a bound matters only if it could flip the fits call
+        capacity = case.capacity_bytes or memory.capacity_bytes
+        unsettled = memory.total_bytes > capacity >= memory.total_bytes - bounded
+    else:
+        unsettled = bounded > BOUND_SHARE * prediction
+    if unsettled:
         largest = max(bounds, key=lambda b: b.bytes)
         raise _Refused(
             f"{largest.label} (bounded options over {BOUND_SHARE:.0%} of the prediction): "

@@ -291,6 +291,13 @@ class TrainingRequest(FineTuneFields, OffloadFields, MoEFields, ClusterFields):
         " chunk's (hf and compiled conventions)",
         json_schema_extra=form("Chunked loss", "Batch"),
     )
+    gradients_per_step: bool | None = Field(
+        None,
+        description="Gradients freed between steps (PyTorch's zero_grad(set_to_none=True)):"
+        " the backward allocates them as it frees activations; default: the stack's (fsdp2"
+        " yes; megatron-core, deepspeed and llm-foundry keep them)",
+        json_schema_extra=form("Gradients freed each step", "Batch", "the stack's"),
+    )
     compiled_loss: bool | None = Field(
         None,
         description="Cross-entropy under torch.compile (a fused loss keeps model-dtype logits);"

@@ -181,6 +181,7 @@ TRAINING_INPUTS = inputs_of(
     "activation_convention",
     "chunked_loss",
     "compiled_loss",
+    "gradients_per_step",
     "precision",
     "finetune",
     "lora_rank",

@@ -91,9 +91,16 @@ def training_timeline(
     total_chunks = gbs // (setup.micro_batch_size * parallel.dp) * vp
     working, logits = float(t["working_layer_bytes"]), float(t["logits_bytes"])
     unit = "micro-batch" if vp == 1 else "chunk"
+    # Gradients freed between steps: none while the forward runs, what they add beyond the
+    # activations at the first backward (the peak's share), all of them at the optimizer step.
+    step_grads = float(t["step_gradients_bytes"])
+    per_step = step_grads != resident["gradients_bytes"]
 
     def point(label: str, phase: str, live: int, backward: bool = False) -> MemoryPoint:
         parts = {**resident, "activations_bytes": live * chunk}
+        if per_step:
+            done = phase in ("optimizer", "cool-down")  # one micro-batch: the backward is over
+            parts["gradients_bytes"] = step_grads if done else 0.0
         parts["logits_bytes"] = logits if backward else 0.0
         parts["working_layer_bytes"] = working if backward else 0.0
         allocated = sum(parts.values())
@@ -118,6 +125,15 @@ def training_timeline(
         "which also holds the logits and any recomputed layer).",
         "No transient beyond the memory model's terms is added at the optimizer step (fused "
         "optimizers update in place).",
+        *(
+            [
+                "Gradients are freed between steps (zero_grad(set_to_none=True)) and allocated "
+                "by the backward as it frees activations: none during the forward, all of them "
+                "at the optimizer step; the peak holds what they add beyond the activations."
+            ]
+            if per_step
+            else []
+        ),
     )
     return Timeline(tuple(points), float(accelerator.memory_bytes), notes)
 

@@ -117,7 +117,9 @@ class TrainingSetup:
     and cross-entropy run in chunks of tokens (torchtune's CEWithChunkedOutputLoss, LitGPT's
     chunked cross-entropy), which keeps the eager loss's backward buffers to one chunk's;
     ``compiled_loss`` whether the cross-entropy is ``torch.compile``'d (None: as the layers are,
-    under the ``compiled`` convention).
+    under the ``compiled`` convention); ``gradients_per_step`` whether the gradients are freed
+    between steps (PyTorch's ``zero_grad(set_to_none=True)``, as FSDP2 / TorchTitan, torchtune
+    and Composer run; Megatron's and DeepSpeed's gradient buffers persist).
     Frozen, filled in one step like ``Parallelism``.
     """
 
@@ -134,6 +136,7 @@ class TrainingSetup:
     moe_capacity_factor: float | None = None
     chunked_loss: bool = False
     compiled_loss: bool | None = None
+    gradients_per_step: bool = False
 
     def __init__(
         self,
@@ -150,6 +153,7 @@ class TrainingSetup:
         moe_capacity_factor: float | None = None,
         chunked_loss: bool = False,
         compiled_loss: bool | None = None,
+        gradients_per_step: bool = False,
     ) -> None:
         object.__setattr__(  # fill the frozen record in one step (see ``records``)
             self,
@@ -168,6 +172,7 @@ class TrainingSetup:
                 "moe_capacity_factor": moe_capacity_factor,
                 "chunked_loss": chunked_loss,
                 "compiled_loss": compiled_loss,
+                "gradients_per_step": gradients_per_step,
             },
         )
 
@@ -426,6 +431,9 @@ class StageTerms(NamedTuple):
     host_optimizer_bytes: Num  # master weights, optimizer states (and gradients, ZeRO >= 2)
     host_weights_bytes: Num  # the GPU's weight shard (ZeRO-3 parameter offload)
     host_activations_bytes: Num  # saved activations beyond the two layers the GPU keeps
+    # the gradients at the end of the backward (``gradients_bytes`` is their share of the peak:
+    # less when they are freed between steps and come back as the activations go)
+    step_gradients_bytes: Num
 
 
 STAGE_KEYS = StageTerms._fields
@@ -491,6 +499,7 @@ def _stage_values(
     # (FSDPParam.to_accumulated_grad_if_needed): the whole stage's weights stay gathered and
     # its gradients unsharded.
     fsdp_pp = shard_weights & (pp > 1)
+    per_step_grads = setup.gradients_per_step & (pp == 1) & (microbatches == 1)
     shard_states = (zero_stage >= 1) | parallel.distributed_optimizer
     weights_div = 1 + shard_weights * (dense_shards - 1), 1 + shard_weights * (expert_shards - 1)
     grads_div = 1 + shard_grads * (dense_shards - 1), 1 + shard_grads * (expert_shards - 1)
@@ -618,6 +627,13 @@ def _stage_values(
                 host_acts = maximum(acts - on_gpu, 0.0)
                 acts = acts - host_acts
         logits = last * head
+        step_grads = grads
+        if per_step_grads is not False:
+            # Gradients freed between steps (PyTorch's zero_grad(set_to_none=True)) come back
+            # as the backward frees the activations: with one micro-batch a step and no
+            # pipeline the peak holds the larger of the first backward's activations and the
+            # last one's gradients; the term is what the gradients add beyond them.
+            grads = where(per_step_grads, maximum(grads - acts - logits, 0.0), grads)
         allocated = weights + cache + grads + master + states + acts + logits + gather + dequant
         fragmentation = allocated * FRAGMENTATION_FRACTION
         out.append(
@@ -644,6 +660,7 @@ def _stage_values(
                     host_opt,
                     host_weights,
                     host_acts,
+                    step_grads,
                 )
             )
         )

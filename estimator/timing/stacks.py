@@ -43,6 +43,10 @@ class StackProfile:
     # one of its experts and fans it out there over NVLink (DeepEP / HybridEP); "alltoall"
     # sends every routed copy (NCCL all-to-all)
     moe_dispatcher: Literal["flex", "alltoall"] = "alltoall"
+    # Gradients freed between steps (torch.optim.Optimizer.zero_grad's set_to_none=True, the
+    # default since PyTorch 2.0) and allocated again by each backward, or kept in persistent
+    # buffers (Megatron's contiguous main_grad buffer, DeepSpeed's partitioned gradients)
+    gradients_per_step: bool = False
 
     def note(self) -> str:
         overlaps = [
@@ -103,7 +107,11 @@ STACKS: dict[str, StackProfile] = {
                 " each module's gradients are ready",
                 "TorchTitan docs: attention through F.scaled_dot_product_attention (flash"
                 " backend: FlashAttention-2); asynchronous TP is an opt-in",
+                "TorchTitan's train loop calls optimizers.zero_grad() each step"
+                " (torchtitan/optimizer.py), set_to_none=True by default: the sharded"
+                " gradients are freed between steps",
             ),
+            gradients_per_step=True,
         ),
         StackProfile(
             name="deepspeed",
