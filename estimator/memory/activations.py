@@ -419,16 +419,18 @@ def region_scales(
     only with sequence parallelism, ``tp`` and ``expert_i`` items always, ``full`` items never,
     routed tokens (``expert_h``) as all-gathered over ETP, score matrices per key unless selective
     recompute drops them; the routed-token regions at ``expert_load`` times the balanced share
-    (the busiest expert-parallel rank's)."""
+    (the busiest expert-parallel rank's); reduce-scatter outputs (``scatter``) a shard each under
+    sequence parallelism over more than one rank, none without."""
     per_rank = 1 / tp
+    split = where(sp, tp, 1)
     return {
-        "seq": 1 / where(sp, tp, 1),
+        "seq": 1 / split,
         "tp": per_rank,
         "expert_i": per_rank * expert_load,
         "full": 1,
         "expert_h": etp / tp * expert_load,
         "scores": 0 if recompute == "selective" else keys / tp,
-        "scatter": where(sp, per_rank, 0),
+        "scatter": (split != 1) / split,
     }
 
 

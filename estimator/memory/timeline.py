@@ -18,7 +18,7 @@ batching), which is what ``inference_memory`` sizes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from estimator.layout.parallel import Parallelism
 from estimator.memory.inference import InferenceSetup, inference_memory
@@ -93,8 +93,11 @@ def training_timeline(
     unit = "micro-batch" if vp == 1 else "chunk"
     # Gradients freed between steps: none while the forward runs, what they add beyond the
     # activations at the first backward (the peak's share), all of them at the optimizer step.
-    step_grads = float(t["step_gradients_bytes"])
-    per_step = step_grads != resident["gradients_bytes"]
+    per_step = setup.gradients_per_step
+    if per_step:
+        kept = replace(setup, gradients_per_step=False)
+        step_grads = float(most_loaded_terms(model, parallel, kept, precision)["gradients_bytes"])
+        per_step = step_grads != resident["gradients_bytes"]
 
     def point(label: str, phase: str, live: int, backward: bool = False) -> MemoryPoint:
         parts = {**resident, "activations_bytes": live * chunk}

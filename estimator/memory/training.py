@@ -431,9 +431,6 @@ class StageTerms(NamedTuple):
     host_optimizer_bytes: Num  # master weights, optimizer states (and gradients, ZeRO >= 2)
     host_weights_bytes: Num  # the GPU's weight shard (ZeRO-3 parameter offload)
     host_activations_bytes: Num  # saved activations beyond the two layers the GPU keeps
-    # the gradients at the end of the backward (``gradients_bytes`` is their share of the peak:
-    # less when they are freed between steps and come back as the activations go)
-    step_gradients_bytes: Num
 
 
 STAGE_KEYS = StageTerms._fields
@@ -499,10 +496,11 @@ def _stage_values(
     # (FSDPParam.to_accumulated_grad_if_needed): the whole stage's weights stay gathered and
     # its gradients unsharded.
     fsdp_pp = shard_weights & (pp > 1)
-    per_step_grads = setup.gradients_per_step & (pp == 1) & (microbatches == 1)
+    per_step_grads = setup.gradients_per_step and (pp == 1) & (microbatches == 1)
     shard_states = (zero_stage >= 1) | parallel.distributed_optimizer
     weights_div = 1 + shard_weights * (dense_shards - 1), 1 + shard_weights * (expert_shards - 1)
     grads_div = 1 + shard_grads * (dense_shards - 1), 1 + shard_grads * (expert_shards - 1)
+    dense_grads_div = grads_div[0] if fsdp_pp is False else where(fsdp_pp, 1, grads_div[0])
     states_div = 1 + shard_states * (dense_shards - 1), 1 + shard_states * (expert_shards - 1)
     kinds = model.kinds
     layers = []  # a loop, not a comprehension: no extra frame for a list of one or two kinds
@@ -550,10 +548,13 @@ def _stage_values(
     else:
         embed = embedding_activation_bytes(model, precision, tokens, tp, sp_on, convention, seq_len)
     head_rows = model.vocab_size / tp if convention in HF_STYLE else vocab_rows
-    loss = setup.loss_convention
-    head = head_activation_bytes(model, precision, tokens, tp, sp_on, head_rows, loss)
-    if not setup.chunked_loss:
-        head = head + loss_backward_bytes(tokens, head_rows, loss, precision)
+    if convention in HF_STYLE:
+        loss = setup.loss_convention
+        head = head_activation_bytes(model, precision, tokens, tp, sp_on, head_rows, loss)
+        if not setup.chunked_loss:
+            head = head + loss_backward_bytes(tokens, head_rows, loss, precision)
+    else:
+        head = head_activation_bytes(model, precision, tokens, tp, sp_on, head_rows, convention)
     # int + bool counts for one layout and for arrays (where bool + bool would be "or").
     groups = 1 * (tp > 1) + (pp > 1) + (dp > 1) + (cp > 1) + (ep > 1)
     comm = groups * NCCL_BUFFER_BYTES_PER_GROUP
@@ -595,7 +596,7 @@ def _stage_values(
         weights = (lw_bytes + other * w_other) / weights_div[0] + expert_weights
         if lora is None:
             trainable = total
-            grads = (dense / where(fsdp_pp, 1, grads_div[0]) + expert_grads) * grad_b
+            grads = (dense / dense_grads_div + expert_grads) * grad_b
             opt_params = dense / states_div[0] + expert_states
             states = opt_params * state_b
         else:  # frozen base: gradients, master weights and states of the adapters only
@@ -627,7 +628,6 @@ def _stage_values(
                 host_acts = maximum(acts - on_gpu, 0.0)
                 acts = acts - host_acts
         logits = last * head
-        step_grads = grads
         if per_step_grads is not False:
             # Gradients freed between steps (PyTorch's zero_grad(set_to_none=True)) come back
             # as the backward frees the activations: with one micro-batch a step and no
@@ -660,7 +660,6 @@ def _stage_values(
                     host_opt,
                     host_weights,
                     host_acts,
-                    step_grads,
                 )
             )
         )
@@ -788,7 +787,7 @@ def validate_training(model: ModelSpec, p: Parallelism, setup: TrainingSetup) ->
         )
     if setup.recompute == "op":
         check_op_policy(model, setup)
-    if convention not in HF_STYLE:
+    if convention not in HF_STYLE and (setup.chunked_loss or setup.compiled_loss):
         for name in ("chunked_loss", "compiled_loss"):
             if getattr(setup, name):
                 raise SpecError(

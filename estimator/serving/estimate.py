@@ -53,7 +53,7 @@ from estimator.serving.load import (
     prefill_wait,
     residual_step,
     steady_state_steps,
-    sum_quantile,
+    sum_quantiles,
 )
 from estimator.serving.run import simulate_run
 from estimator.serving.speculative import (
@@ -660,15 +660,15 @@ def estimate_load(
     else:
         regime = "shared"
 
-    own_services = services[:bins].tolist()
+    # a request's own prefill and its wait are independent: the quantiles of their sum, never
+    # below the prefill's own quantile (the bins resolve the tail coarsely)
+    summed = sum_quantiles(services[:bins], wait_s, rho, TTFT_QUANTILES)
+    both = dict(zip(TTFT_QUANTILES, summed, strict=True))
 
     def ttft_at(quantile: float) -> float:
-        # a request's own prefill and its wait are independent: the quantile of their sum,
-        # never below the prefill's own quantile (the bins resolve the tail coarsely)
         if overloaded:
             return math.inf
-        both = sum_quantile(own_services, wait_s, rho, quantile)
-        return float(queue_s + max(at_quantile[quantile], both))
+        return float(queue_s + max(at_quantile[quantile], both[quantile]))
 
     steady = LoadPoint(  # the replica's: the busy groups' counts and rates together
         engine=preset.name,

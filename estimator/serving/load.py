@@ -40,7 +40,7 @@ times them after:
   M/G/1, the longer wait kept); throughput X = ``r / tau`` requests/s. Percentiles put an
   exponential tail on the prefill-queue wait (``P(W > t) = rho exp(-t rho / W)``, the mean
   ``W``), take a request's own prefill and that wait as independent (the quantile of their
-  sum over the length bins, ``sum_quantile``) and TPOT as its mean: approximate, and said so.
+  sum over the length bins, ``sum_quantiles``) and TPOT as its mean: approximate, and said so.
 
 - **Speculative decoding** (``acceptance_length`` tau, ``queries`` = k + 1): a decoding sequence
   takes ``k + 1`` tokens of the step's budget (vLLM schedules ``1 + num_spec_tokens`` per
@@ -90,7 +90,7 @@ __all__ = [
     "residual_step",
     "solve_decoding",
     "steady_state_steps",
-    "sum_quantile",
+    "sum_quantiles",
 ]
 
 # A prefill queue this busy is the token budget binding: prompts wait for it, not for slots.
@@ -442,28 +442,36 @@ def residual_step(bare: float, loaded: float, share: float) -> float:
     return (share * loaded**2 + (1 - share) * bare**2) / (2 * mean)
 
 
-def sum_quantile(services: Sequence[float], mean_wait: float, rho: float, p: float) -> float:
-    """The ``p`` quantile of a request's own service plus its wait, taken independent: the
+def sum_quantiles(
+    services: Sequence[float], mean_wait: float, rho: float, ps: Sequence[float]
+) -> tuple[float, ...]:
+    """The ``ps`` quantiles of a request's own service plus its wait, taken independent: the
     service one of the equally likely ``services`` (a length distribution's bins), the wait
     ``quantile_wait``'s (``P(W > x) = rho exp(-x rho / mean_wait)``). Adding the two quantiles
     takes them comonotonic (the longest prompt waiting longest), well above this in the tail
     where both spread; a prompt's wait does not depend on its own length (it waits for the
-    others' work). Bisection on ``P(S + W > t) = 1 - p``."""
-    low, high = min(services), max(services)
-    if mean_wait <= 0 or rho <= 0:
-        return float(np.quantile(services, p)) if len(services) > 1 else low
+    others' work). ``P(S + W > t)`` is decreasing in ``t``: it is evaluated on a grid from the
+    shortest service to the longest plus the wait's quantile (which brackets every quantile),
+    then on a finer grid inside each quantile's bracket, to ``1 / 16,384`` of that span."""
     s = np.asarray(services, dtype=float)
+    if not (math.isfinite(mean_wait) and np.isfinite(s).all()):  # an overloaded queue
+        return (math.inf,) * len(ps)
+    if mean_wait <= 0 or rho <= 0:
+        return tuple(float(np.quantile(s, p)) for p in ps)
     decay = rho / mean_wait
+    targets = 1.0 - np.asarray(ps, dtype=float)
 
-    def tail(t: float) -> float:
-        over = np.minimum(rho * np.exp(-np.maximum(t - s, 0.0) * decay), 1.0)
-        return float(np.mean(np.where(t < s, 1.0, over)))
+    def tail(t: np.ndarray) -> np.ndarray:  # P(S + W > t) at every t, over the bins
+        gap = t[..., None] - s
+        over = np.where(gap < 0, 1.0, rho * np.exp(-np.maximum(gap, 0.0) * decay))
+        return over.mean(axis=-1)
 
-    lo, hi = low, high + float(quantile_wait(mean_wait, rho, p))
-    for _ in range(48):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if tail(mid) > 1 - p else (lo, mid)
-    return hi
+    top = float(quantile_wait(mean_wait, rho, max(ps)))
+    coarse = np.linspace(s.min(), s.max() + top, 257)
+    k = np.clip(np.searchsorted(-tail(coarse), -targets) - 1, 0, 255)  # tail[k] > target
+    fine = np.linspace(coarse[k], coarse[k + 1], 65, axis=-1)  # one row a quantile
+    below = (tail(fine) <= targets[:, None]).argmax(axis=-1)  # the first point at or under
+    return tuple(float(x) for x in fine[np.arange(len(ps)), below])
 
 
 def quantile_wait(mean_wait: Num, rho: Num, p: float) -> Num:
