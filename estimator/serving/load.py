@@ -443,7 +443,7 @@ def residual_step(bare: float, loaded: float, share: float) -> float:
 
 
 def sum_quantiles(
-    services: Sequence[float], mean_wait: float, rho: float, ps: Sequence[float]
+    services: Sequence[float] | np.ndarray, mean_wait: float, rho: float, ps: Sequence[float]
 ) -> tuple[float, ...]:
     """The ``ps`` quantiles of a request's own service plus its wait, taken independent: the
     service one of the equally likely ``services`` (a length distribution's bins), the wait
@@ -464,7 +464,8 @@ def sum_quantiles(
     def tail(t: np.ndarray) -> np.ndarray:  # P(S + W > t) at every t, over the bins
         gap = t[..., None] - s
         over = np.where(gap < 0, 1.0, rho * np.exp(-np.maximum(gap, 0.0) * decay))
-        return over.mean(axis=-1)
+        mean: np.ndarray = over.mean(axis=-1)
+        return mean
 
     top = float(quantile_wait(mean_wait, rho, max(ps)))
     coarse = np.linspace(s.min(), s.max() + top, 257)
