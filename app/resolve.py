@@ -220,7 +220,7 @@ def _data_parallel(req_dp: int | None, num_gpus: int | None, per_replica: int) -
     return req_dp
 
 
-_LORA_FIELDS = ("lora_rank", "lora_targets", "qlora_double_quant")
+_LORA_FIELDS = ("lora_rank", "lora_targets", "qlora_double_quant", "lora_dropout")
 
 
 def finetune_of(req: FineTuneFields) -> FineTune:
@@ -246,6 +246,7 @@ def finetune_of(req: FineTuneFields) -> FineTune:
         rank=DEFAULT_RANK if req.lora_rank is None else req.lora_rank,
         targets=targets,
         double_quant=req.qlora_double_quant is not False,
+        dropout=req.lora_dropout or 0.0,
     )
 
 

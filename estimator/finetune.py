@@ -108,12 +108,14 @@ class FineTune:
     """What a training run trains. ``method`` ``full`` trains every parameter; ``lora`` adds
     rank-``rank`` adapters beside the ``targets`` (None: PEFT's default for the model type;
     ``("all-linear",)``: every decoder linear) and freezes the rest; ``qlora`` does so over
-    NF4 base weights (``double_quant``: QLoRA's double quantization of the block constants)."""
+    NF4 base weights (``double_quant``: QLoRA's double quantization of the block constants);
+    ``dropout`` is each adapter's input dropout (PEFT's ``lora_dropout``, default 0)."""
 
     method: FineTuneMethod = "full"
     rank: int = DEFAULT_RANK
     targets: tuple[str, ...] | None = None
     double_quant: bool = True
+    dropout: float = 0.0
 
     @property
     def frozen(self) -> bool:
@@ -273,6 +275,8 @@ def adapters(model: ModelSpec, ft: FineTune) -> Adapters:
         return Adapters(ft, (), tuple(() for _ in model.kinds), total, total, 0)
     if type(ft.rank) is not int or ft.rank < 1:
         raise SpecError("lora_rank", "must be a whole number >= 1", ft.rank)
+    if not 0 <= ft.dropout < 1:
+        raise SpecError("lora_dropout", "must be >= 0 and < 1", ft.dropout)
     targets = _targets(model, ft)
     moe = any(not _adaptable(parts) for k in model.kinds for _, parts in linear_modules(k))
     aliased = next((t for t in targets if _expert_alias(t)), None)

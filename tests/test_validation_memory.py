@@ -257,7 +257,9 @@ def test_accuracy_is_pinned() -> None:
     # report: 7.7% median over 30 records (the target, 8%, met), p90 18.0%
     assert statistics.median(abs(e) for e in errors.values()) <= 0.08
     litgpt = [abs(e) for i, e in errors.items() if i.startswith("litgpt")]
-    assert len(litgpt) == 2 and max(litgpt) <= 0.03  # report: +0.6%, +0.1%
+    # report: -3.2%, -2.5% (+0.4% and -0.1% before frozen layers kept only what the adapters
+    # need: two errors cancelled, the frozen inputs over and LitGPT's dropout under)
+    assert len(litgpt) == 2 and max(litgpt) <= 0.04
     titan_8b = [abs(e) for i, e in errors.items() if i.startswith("ttitan-l31-8b")]
     assert len(titan_8b) == 7 and max(titan_8b) <= 0.09  # report: -8.2% .. -0.4%
     # the compiled convention against torchtune's own ablation (report: -3.5%, -3.6%, -3.9%)

@@ -277,6 +277,7 @@ _PURE_BF16_FRAMEWORKS = ("torchtune", "LitGPT")
 # nn.Dropout per adapter (modules/peft/lora.py); LitGPT's config hub sets lora_dropout 0.05
 # (config_hub/finetune/llama-2-7b/lora.yaml), one dropout for its fused qkv adapter.
 _LORA_DROPOUT = {"torchtune_readme_2024_05": "per adapter", "litgpt_config_hub_benchmarks": "qkv"}
+_LORA_DROPOUT_RATE = {group: 0.05 for group in _LORA_DROPOUT}
 
 
 # Runs whose layers were compiled but whose cross-entropy stayed eager (the compiled convention
@@ -516,8 +517,9 @@ def _finetune(r: Record) -> tuple[FineTune, list[str]]:
         targets += _TARGETS[name]
     precision = str(r["precision"])
     double_quant = "bnb.nf4" not in precision or "nf4-dq" in precision
-    ft = FineTune(method, int(r["lora_rank"]), tuple(dict.fromkeys(targets)), double_quant)
-    notes = [f"{method} r={ft.rank} on {', '.join(ft.targets or ())}"]
+    dropout = _LORA_DROPOUT_RATE.get(str(r["group"]), 0.0)
+    ft = FineTune(method, int(r["lora_rank"]), tuple(dict.fromkeys(targets)), double_quant, dropout)
+    notes = [f"{method} r={ft.rank} on {', '.join(ft.targets or ())}, dropout {dropout}"]
     if method == "qlora":
         notes.append(f"NF4 base, double quantization {'on' if double_quant else 'off'}")
     return ft, notes
@@ -561,18 +563,17 @@ def _differences(case: MemoryCase) -> list[str]:
     notes = []
     model, setup = case.model, case.setup
     act_b = DTYPES[case.precision.activations].bytes
-    style = _LORA_DROPOUT.get(case.group)
-    if setup.finetune.frozen and style is not None:
+    if setup.finetune.frozen and _LORA_DROPOUT.get(case.group) == "qkv":
+        # one dropout of the layer input for LitGPT's fused qkv adapter, one per adapter in
+        # the estimate (PEFT's): the estimate keeps the extra q/k/v ones
         per_layer = adapters(model, setup.finetune).per_kind[0]
-        inputs = sum(a.in_features for a in per_layer)
-        if style == "qkv":  # one dropout of the layer input for LitGPT's fused qkv adapter
-            qkv = [a for a in per_layer if a.module.endswith(("q_proj", "k_proj", "v_proj"))]
-            inputs -= sum(a.in_features for a in qkv[1:])
+        qkv = [a for a in per_layer if a.module.endswith(("q_proj", "k_proj", "v_proj"))]
+        inputs = sum(a.in_features for a in qkv[1:])
         layers = 1 if setup.recompute == "full" else model.num_layers
         extra = layers * setup.seq_len * setup.micro_batch_size * inputs * (act_b + 1)
         notes.append(
-            "LoRA dropout 0.05 not modelled (the estimator assumes PEFT's default 0): the "
-            f"dropout outputs and bool masks it saves come to {extra / GIB:.2f} GiB"
+            "LoRA dropout 0.05 on LitGPT's fused qkv adapter drops its input out once; the "
+            f"estimate (one dropout per adapter, as PEFT) keeps {extra / GIB:.2f} GiB more"
         )
     if case.group == "litgpt_config_hub_benchmarks" and setup.finetune.method == "qlora":
         more = model.vocab_size * model.hidden_size * (act_b - base_weight_bytes(setup.finetune))

@@ -161,6 +161,12 @@ class FineTuneFields(Request):
         " per weight, 0.5625 without); qlora only",
         json_schema_extra=form("Double quantization", FINETUNE_GROUP),
     )
+    lora_dropout: Annotated[float, Field(ge=0, lt=1)] | None = Field(
+        None,
+        description="Each adapter's input dropout (PEFT's lora_dropout, default 0): its"
+        " dropped-out input and mask are kept for the backward; lora and qlora only",
+        json_schema_extra=form("LoRA dropout", FINETUNE_GROUP, "0"),
+    )
 
 
 OFFLOAD_GROUP = "CPU offload"

@@ -187,6 +187,7 @@ TRAINING_INPUTS = inputs_of(
     "lora_rank",
     "lora_targets",
     "qlora_double_quant",
+    "lora_dropout",
     "offload_optimizer",
     "offload_params",
     "offload_activations",

@@ -40,6 +40,7 @@ __all__ = [
     "ActivationItem",
     "compiled_layer_items",
     "embedding_activation_bytes",
+    "frozen_items",
     "head_activation_bytes",
     "hf_checkpoint_shared_bytes",
     "hf_layer_items",
@@ -452,16 +453,49 @@ def item_bytes(
     return tokens * item.elems * fmt_bytes[item.fmt] * scales[item.region]
 
 
+def frozen_items(
+    items: Sequence[ActivationItem], adapted: Sequence[str], convention: str
+) -> tuple[ActivationItem, ...]:
+    """What the PyTorch-module conventions' layer keeps when its base weights are frozen (LoRA,
+    QLoRA; measured on PEFT-wrapped real layers in the tests): a frozen projection needs no
+    weight gradient, so its input is kept only where an adapter (``adapted``: module names such
+    as ``q_proj``) reads it, the q/k/v input for one on q, k or v, the gate/up input for one on
+    gate or up, the SwiGLU product for one on down; and a frozen norm weight needs no copy of the
+    normalized input (the eager norms' ``normalized``). The attention kernel's tensors, the
+    norms' fp32 input and rsqrt and the gate and up outputs stay: the input gradient needs them."""
+    names = set(adapted)
+    qkv = bool(names & {"q_proj", "k_proj", "v_proj"})
+    gate_up = bool(names & {"gate_proj", "up_proj"})
+    out = []
+    for it in items:
+        if it.name.endswith(".normalized") or (it.name == "attention.input" and not qkv):
+            continue
+        if it.name == "mlp.input" and not gate_up:
+            continue
+        if it.name == "mlp.intermediates" and "down_proj" not in names:
+            kept = 3 if convention == "hf" else 2  # of 4 (eager) or 3 (compiled): no product
+            it = ActivationItem(it.name, it.elems * kept // (kept + 1), it.fmt, it.region)
+        out.append(it)
+    return tuple(out)
+
+
 @per_model
 def _coefficients(
-    model: ModelSpec, kind_index: int, flash: bool, convention: str
+    model: ModelSpec,
+    kind_index: int,
+    flash: bool,
+    convention: str,
+    adapted: tuple[str, ...] | None = None,
 ) -> tuple[tuple[Region, str, int], ...]:
     """The kind's saved items summed by (region, format): what ``layer_activation_bytes`` needs
-    (the item lists do not depend on the layout)."""
+    (the item lists do not depend on the layout); ``adapted``: a frozen base's adapted modules
+    (``frozen_items``), None for full training."""
     kind = model.kinds[kind_index]
-    items = _ITEMS.get(convention, layer_items)
+    items = _ITEMS.get(convention, layer_items)(model, kind, flash)
+    if adapted is not None and convention in HF_STYLE:
+        items = frozen_items(items, adapted, convention)
     acc: dict[tuple[Region, str], int] = {}
-    for it in items(model, kind, flash):
+    for it in items:
         acc[it.region, it.fmt] = acc.get((it.region, it.fmt), 0) + it.elems
     return tuple((r, f, n) for (r, f), n in acc.items())
 
@@ -480,21 +514,32 @@ def _region_bytes(
 
 @per_model
 def layer_regions(
-    model: ModelSpec, precision: Precision, flash: bool, convention: str
+    model: ModelSpec,
+    precision: Precision,
+    flash: bool,
+    convention: str,
+    adapted: tuple[str, ...] | None = None,
 ) -> tuple[tuple[tuple[Region, float], ...], ...]:
     """``_region_bytes`` of every layer kind, in ``model.kinds`` order (one look-up per
-    estimate, computed once per model, attention kernel, convention and precision)."""
+    estimate, computed once per model, attention kernel, convention, precision and, for a
+    frozen base, adapted modules)."""
     return tuple(
-        _sum_by_region(model, i, flash, convention, precision) for i in range(len(model.kinds))
+        _sum_by_region(model, i, flash, convention, precision, adapted)
+        for i in range(len(model.kinds))
     )
 
 
 def _sum_by_region(
-    model: ModelSpec, kind_index: int, flash: bool, convention: str, precision: Precision
+    model: ModelSpec,
+    kind_index: int,
+    flash: bool,
+    convention: str,
+    precision: Precision,
+    adapted: tuple[str, ...] | None = None,
 ) -> tuple[tuple[Region, float], ...]:
     fmt_bytes = _fmt_table(precision.activations, precision.gemm_inputs)
     acc: dict[Region, float] = {}
-    for region, fmt, elems in _coefficients(model, kind_index, flash, convention):
+    for region, fmt, elems in _coefficients(model, kind_index, flash, convention, adapted):
         acc[region] = acc.get(region, 0) + elems * fmt_bytes[fmt]
     return tuple(acc.items())
 

@@ -366,16 +366,33 @@ def _memory_tables(
             act_b if quantized else DTYPES[precision.expert_format].bytes,
         ),
         placements(model),
-        layer_regions(model, precision, flash, convention),
+        layer_regions(model, precision, flash, convention, _adapted(lora, convention)),
         embedding_extras(model),
-        _adapter_tables(lora, precision, optimizer, act_b) if finetune.frozen else None,
+        _adapter_tables(lora, precision, optimizer, act_b, convention) if finetune.frozen else None,
     )
 
 
+def _adapted(lora: Adapters, convention: str) -> tuple[str, ...] | None:
+    """The adapted module names (``q_proj`` ...) of a frozen base, for the PyTorch-module
+    conventions' ``frozen_items``; None for full training or the Megatron convention."""
+    if not lora.finetune.frozen or convention not in HF_STYLE:
+        return None
+    names = {a.module.rpartition(".")[2] for kind in lora.per_kind for a in kind}
+    return tuple(sorted(names))
+
+
+# Bytes per element an adapter's input dropout keeps (PEFT's nn.Dropout before lora_A): the
+# dropped-out input lora_A saves and, in eager PyTorch, the bool mask (a compiled graph
+# regenerates the mask from its seed); measured on PEFT-wrapped layers in the tests.
+_DROPOUT_MASK_BYTES = {"compiled": 0.0}
+
+
 def _adapter_tables(
-    lora: Adapters, precision: Precision, optimizer: str, act_b: float
+    lora: Adapters, precision: Precision, optimizer: str, act_b: float, convention: str
 ) -> _AdapterTables:
     count, fmt = OPTIMIZERS[optimizer][0], _state_dtype(optimizer, precision)
+    mask = _DROPOUT_MASK_BYTES.get(convention, 1.0)
+    dropped = (act_b + mask) if lora.finetune.dropout > 0 else 0.0
     if optimizer == "adafactor":  # each of A and B keeps its row and column statistics
         every = [a for kind in lora.per_kind for a in kind]
         stats = sum(a.in_features + 2 * a.rank + a.out_features for a in every)
@@ -384,7 +401,10 @@ def _adapter_tables(
         state = count * DTYPES[fmt].bytes
     return _AdapterTables(
         tuple(_adapter_placement(kind) for kind in lora.per_kind),
-        tuple(sum(a.rank for a in kind) * act_b for kind in lora.per_kind),
+        tuple(
+            sum(a.rank for a in kind) * act_b + dropped * sum(a.in_features for a in kind)
+            for kind in lora.per_kind
+        ),
         DTYPES[precision.weights].bytes,
         float(state),
         lora.finetune.method == "qlora",
