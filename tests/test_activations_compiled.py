@@ -39,19 +39,12 @@ from estimator.memory.activations import (
     saved_bytes,
 )
 from estimator.memory.training import check_op_policy
+from tests.test_activations_hf import LLAMA_TINY
 
 torch = pytest.importorskip("torch")
 
-TINY = {
-    "hidden_size": 256,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "head_dim": 64,
-    "intermediate_size": 688,
-    "num_hidden_layers": 2,
-    "vocab_size": 1000,
-    "max_position_embeddings": 512,
-}
+# the tiny Llama of the eager checks, without its model type (the layers here pick theirs)
+TINY = {k: v for k, v in LLAMA_TINY.items() if k != "model_type"}
 BATCH, SEQ = 2, 64
 
 
