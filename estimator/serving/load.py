@@ -458,6 +458,8 @@ def sum_quantiles(
         return (math.inf,) * len(ps)
     if mean_wait <= 0 or rho <= 0:
         return tuple(float(np.quantile(s, p)) for p in ps)
+    if len(s) == 1:  # one length: the service plus the wait's quantile, exactly
+        return tuple(float(s[0] + quantile_wait(mean_wait, rho, p)) for p in ps)
     decay = rho / mean_wait
     targets = 1.0 - np.asarray(ps, dtype=float)
 
