@@ -42,6 +42,8 @@ from estimator.memory.training import check_op_policy
 from tests.test_activations_hf import LLAMA_TINY
 
 torch = pytest.importorskip("torch")
+# torch.compile's import path touches torch.jit's deprecated script_method (torch's own warning)
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated")
 
 # the tiny Llama of the eager checks, without its model type (the layers here pick theirs)
 TINY = {k: v for k, v in LLAMA_TINY.items() if k != "model_type"}
