@@ -30,6 +30,7 @@ from estimator import (
     model_from_config,
 )
 from estimator.counts.flops import op_recomputed_flops_per_token, training_flops
+from estimator.finetune import FULL
 from estimator.memory.activations import (
     head_activation_bytes,
     layer_activation_bytes,
@@ -185,9 +186,9 @@ def test_op_policy_skips_biased_linears_and_repeats_the_unsaved_gemms() -> None:
 def test_op_policy_refused_where_it_is_not_modelled() -> None:
     for model_id in ("deepseek-v3", "qwen3-30b-a3b"):
         with pytest.raises(SpecError, match="per-op policy"):
-            check_op_policy(get_model(model_id), TrainingSetup(4096, recompute="op"))
+            check_op_policy(get_model(model_id), FULL, True)
     with pytest.raises(SpecError, match="flash"):
-        check_op_policy(get_model("llama-3.1-8b"), TrainingSetup(4096, flash_attention=False))
+        check_op_policy(get_model("llama-3.1-8b"), FULL, False)
 
 
 def test_compiled_loss_saves_model_dtype_logits() -> None:

@@ -291,10 +291,11 @@ _LORA_DROPOUT_RATE = {group: 0.05 for group in _LORA_DROPOUT}
 _EAGER_LOSS_GROUPS = {
     "torchtitan_benchmark_llama3_h100_202412": "TorchTitan at 9dec370 compiles the blocks only",
 }
+_BEFORE_COMPILED_LOSS = "TorchTitan before its compiled loss (pytorch/torchtitan#1033)"
 _EAGER_LOSS_IDS = {
-    "ao-h100-l3-8b-bf16": "TorchTitan before its compiled loss (pytorch/torchtitan#1033)",
-    "ao-h100-l3-8b-fp8-tensorwise": "TorchTitan before its compiled loss (pytorch/torchtitan#1033)",
-    "ao-h100-l3-8b-fp8-rowwise": "TorchTitan before its compiled loss (pytorch/torchtitan#1033)",
+    "ao-h100-l3-8b-bf16": _BEFORE_COMPILED_LOSS,
+    "ao-h100-l3-8b-fp8-tensorwise": _BEFORE_COMPILED_LOSS,
+    "ao-h100-l3-8b-fp8-rowwise": _BEFORE_COMPILED_LOSS,
     "ttflags-l32-3b-full-compile": "torchtune's full recipe drops compile_loss's result",
 }
 

@@ -372,21 +372,25 @@ class TrainingFlops:
         return self.forward + self.backward + self.recompute
 
 
+def _op_recomputed(kind: LayerKind) -> int:
+    """Forward FLOPs per token of a layer's projections the per-op policy does not save
+    (``memory.activations.op_policy``)."""
+    return sum(m.forward_flops_per_token() for m in op_policy(kind)[1])
+
+
 @per_model
 def op_recomputed_flops_per_token(model: ModelSpec) -> int:
     """Forward FLOPs per token the per-op checkpointing policy repeats in the backward: the
-    projections whose outputs it does not save (``memory.activations.op_policy``), over every
-    layer; attention's output is saved, and pointwise work is not counted as FLOPs."""
-    total = 0
-    for kind, n in zip(model.kinds, model.kind_counts, strict=True):
-        total += n * sum(m.forward_flops_per_token() for m in op_policy(kind)[1])
-    return total
+    projections whose outputs it does not save, over every layer; attention's output is saved,
+    and pointwise work is not counted as FLOPs."""
+    return sum(
+        n * _op_recomputed(kind) for kind, n in zip(model.kinds, model.kind_counts, strict=True)
+    )
 
 
 def op_recomputed_share(kind: LayerKind) -> float:
     """The share of a layer's projection FLOPs the per-op policy repeats (its GEMM time's)."""
-    recomputed = sum(m.forward_flops_per_token() for m in op_policy(kind)[1])
-    return recomputed / max(sum(m.forward_flops_per_token() for m in kind.linears), 1)
+    return _op_recomputed(kind) / max(sum(m.forward_flops_per_token() for m in kind.linears), 1)
 
 
 def training_flops(

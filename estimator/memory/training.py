@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, get_args
 
 from estimator.counts.flops import Recompute
 from estimator.errors import SpecError
@@ -381,17 +381,14 @@ def _adapted(lora: Adapters, convention: str) -> tuple[str, ...] | None:
     return tuple(sorted(names))
 
 
-# Bytes per element an adapter's input dropout keeps (PEFT's nn.Dropout before lora_A): the
-# dropped-out input lora_A saves and, in eager PyTorch, the bool mask (a compiled graph
-# regenerates the mask from its seed); measured on PEFT-wrapped layers in the tests.
-_DROPOUT_MASK_BYTES = {"compiled": 0.0}
-
-
 def _adapter_tables(
     lora: Adapters, precision: Precision, optimizer: str, act_b: float, convention: str
 ) -> _AdapterTables:
     count, fmt = OPTIMIZERS[optimizer][0], _state_dtype(optimizer, precision)
-    mask = _DROPOUT_MASK_BYTES.get(convention, 1.0)
+    # An adapter's input dropout (PEFT's nn.Dropout before lora_A) keeps the dropped-out input
+    # lora_A saves and, eager, its bool mask (a compiled graph regenerates the mask from its
+    # seed); measured on PEFT-wrapped layers in the tests.
+    mask = 0.0 if convention == "compiled" else 1.0
     dropped = (act_b + mask) if lora.finetune.dropout > 0 else 0.0
     if optimizer == "adafactor":  # each of A and B keeps its row and column statistics
         every = [a for kind in lora.per_kind for a in kind]
@@ -755,10 +752,12 @@ def _check_moe_load(model: ModelSpec, setup: TrainingSetup) -> None:
         raise SpecError("moe_capacity_factor", "applies to mixture-of-experts models", model.id)
 
 
-RECOMPUTE_POLICIES = ("none", "selective", "op", "full")
+RECOMPUTE_POLICIES: tuple[Recompute, ...] = get_args(Recompute)
+_QUOTED = [f"'{r}'" for r in RECOMPUTE_POLICIES]
+RECOMPUTE_RULE = f"must be {', '.join(_QUOTED[:-1])} or {_QUOTED[-1]}"
 
 
-def check_op_policy(model: ModelSpec, setup: TrainingSetup) -> None:
+def check_op_policy(model: ModelSpec, finetune: FineTune, flash_attention: bool) -> None:
     """The per-op policy (recompute ``op``) is modelled on dense Llama-style layers whose linears
     are plain ``nn.Linear`` calls with flash attention, as TorchTitan runs it: the ``mm`` count
     it alternates on changes with experts' grouped GEMMs, MLA, recurrent mixers and the extra
@@ -770,19 +769,19 @@ def check_op_policy(model: ModelSpec, setup: TrainingSetup) -> None:
             f"dense {', '.join(HF_CONVENTION_FAMILIES)} models; use 'selective' or 'full'",
             model.model_type,
         )
-    if setup.finetune.frozen:
+    if finetune.frozen:
         raise SpecError(
             "recompute",
             "the per-op policy is not modelled with LoRA / QLoRA adapters (their GEMMs shift "
             "which outputs it saves); use 'full'",
-            setup.finetune.method,
+            finetune.method,
         )
-    if not setup.flash_attention:
+    if not flash_attention:
         raise SpecError(
             "recompute",
             "the per-op policy saves the flash / memory-efficient attention kernels' outputs: "
             "it needs flash_attention",
-            setup.flash_attention,
+            flash_attention,
         )
 
 
@@ -792,7 +791,7 @@ def validate_training(model: ModelSpec, p: Parallelism, setup: TrainingSetup) ->
     if setup.micro_batch_size < 1:
         raise SpecError("micro_batch_size", "must be >= 1", setup.micro_batch_size)
     if setup.recompute not in RECOMPUTE_POLICIES:
-        raise SpecError("recompute", "must be 'none', 'selective', 'op' or 'full'", setup.recompute)
+        raise SpecError("recompute", RECOMPUTE_RULE, setup.recompute)
     convention = setup.activation_convention
     if convention not in ("megatron", *HF_STYLE):
         raise SpecError(
@@ -806,16 +805,15 @@ def validate_training(model: ModelSpec, p: Parallelism, setup: TrainingSetup) ->
             model.model_type,
         )
     if setup.recompute == "op":
-        check_op_policy(model, setup)
+        check_op_policy(model, setup.finetune, setup.flash_attention)
     if convention not in HF_STYLE and (setup.chunked_loss or setup.compiled_loss):
-        for name in ("chunked_loss", "compiled_loss"):
-            if getattr(setup, name):
-                raise SpecError(
-                    name,
-                    "applies to the eager PyTorch losses of the 'hf' and 'compiled' activation "
-                    "conventions (Megatron's vocabulary-parallel loss is fused)",
-                    getattr(setup, name),
-                )
+        name = "chunked_loss" if setup.chunked_loss else "compiled_loss"
+        raise SpecError(
+            name,
+            "applies to the eager PyTorch losses of the 'hf' and 'compiled' activation "
+            "conventions (Megatron's vocabulary-parallel loss is fused)",
+            getattr(setup, name),
+        )
     if setup.optimizer not in OPTIMIZERS:
         raise SpecError("optimizer", f"must be one of {', '.join(OPTIMIZERS)}", setup.optimizer)
     if setup.moe_imbalance != 1.0 or setup.moe_capacity_factor is not None:

@@ -33,6 +33,7 @@ from estimator.memo import per_model
 from estimator.memory.training import (
     OPTIMIZERS,
     RECOMPUTE_POLICIES,
+    RECOMPUTE_RULE,
     TrainingSetup,
     candidate_stages,
     check_op_policy,
@@ -244,19 +245,10 @@ def _check(model: ModelSpec, workload: TrainingWorkload, space: TrainingSearch) 
         check_precision(workload.finetune, get_precision(prec))
     for rec in space.recompute:
         if rec not in RECOMPUTE_POLICIES:
-            raise SpecError(
-                "space.recompute", "values must be 'none', 'selective', 'op' or 'full'", rec
-            )
+            raise SpecError("space.recompute", f"values {RECOMPUTE_RULE}", rec)
         if rec == "op":
             try:
-                check_op_policy(
-                    model,
-                    TrainingSetup(
-                        workload.seq_len,
-                        flash_attention=workload.flash_attention,
-                        finetune=workload.finetune,
-                    ),
-                )
+                check_op_policy(model, workload.finetune, workload.flash_attention)
             except SpecError as exc:
                 raise SpecError("space.recompute", exc.rule, rec) from None
     for name, values in _axes(model, space).items():
