@@ -22,7 +22,8 @@ from estimator import (
     model_from_config,
     training_memory,
 )
-from estimator.memory.activations import layer_activation_bytes, loss_backward_bytes
+from estimator.memory.activations import loss_backward_bytes
+from estimator.memory.training import most_loaded_terms
 
 LLAMA_TINY = {
     "model_type": "llama",
@@ -51,31 +52,15 @@ def _estimate(
     )
     precision = get_precision(dtype)
     r = training_memory(model, get_accelerator("h100-sxm-80gb"), Parallelism(), setup, precision)
-    # the loss's backward buffers are transient, not saved by the forward
+    # the loss's backward buffers are transient, not saved by the forward; so is the recompute
+    # working set (the part of it the freed loss blocks do not already cover)
+    working = most_loaded_terms(model, Parallelism(), setup, precision)["working_layer_bytes"]
     saved = (
         r.activations_bytes
         + r.logits_bytes
         - loss_backward_bytes(batch * seq, model.vocab_size, "hf", precision)
+        - float(working)
     )
-    if checkpointing:  # the recompute working set is transient, not saved by the forward
-        saved -= max(
-            float(
-                layer_activation_bytes(
-                    model,
-                    kind,
-                    precision,
-                    tokens=batch * seq,
-                    keys=seq,
-                    tp=1,
-                    sp=False,
-                    etp=1,
-                    flash=attn == "sdpa",
-                    recompute="none",
-                    convention="hf",
-                )
-            )
-            for kind in model.kinds
-        )
     return saved
 
 

@@ -21,6 +21,7 @@ from estimator import (
     training_memory,
 )
 from estimator.memory.activations import head_activation_bytes, loss_backward_bytes
+from estimator.memory.training import most_loaded_terms
 from estimator.offload import Offload
 
 H100 = get_accelerator("h100-sxm-80gb")
@@ -157,7 +158,16 @@ def test_gradients_freed_between_steps_come_back_as_activations_go() -> None:
         g = kept.gradients_bytes
         assert freed.gradients_bytes == pytest.approx(max(g - held, 0.0))
         allocated_drop = g - freed.gradients_bytes
-        assert kept.total_bytes - freed.total_bytes == pytest.approx(allocated_drop * 1.05)
+        # the loss blocks freed before the recomputed layer stay reserved; the gradients are
+        # served from them first, and what they do not take stays as fragmentation
+        reused = float(
+            most_loaded_terms(small, NO_PARALLELISM, freed_setup, pure)["loss_cache_bytes"]
+        )
+        still_cached = max(min(reused, held + reused - g), 0.0)
+        assert (recompute == "full") == (reused > 0)
+        assert kept.total_bytes - freed.total_bytes == pytest.approx(
+            allocated_drop * 1.05 + reused - still_cached
+        )
         timeline = training_timeline(small, a100, NO_PARALLELISM, freed_setup, pure)
         assert timeline.peak.total_bytes == pytest.approx(freed.total_bytes)
         by_phase = {p.phase: p.parts["gradients_bytes"] for p in timeline.points}

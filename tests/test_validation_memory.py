@@ -254,7 +254,7 @@ def test_accuracy_is_pinned() -> None:
     assert len(found) == 32 and len(skipped) == 35
     errors = {r.id: r.error for r in found if r.measured_gib is not None}
     assert len(errors) == 30  # one ran out of memory: nothing measured
-    # report: 7.7% median over 30 records (the target, 8%, met), p90 18.0%
+    # report: 6.8% median over 30 records (the target, 8%, met), p90 13.3%
     assert statistics.median(abs(e) for e in errors.values()) <= 0.08
     litgpt = [abs(e) for i, e in errors.items() if i.startswith("litgpt")]
     # report: -3.2%, -2.5% (+0.4% and -0.1% before frozen layers kept only what the adapters
@@ -271,8 +271,15 @@ def test_accuracy_is_pinned() -> None:
     assert -0.20 <= errors["ttitan-l31-70b-256gpu-fsdp32-tp8"] <= -0.16  # -18.0%
     assert -0.21 <= errors["ttitan-l31-405b-512gpu-fsdp8-tp8-pp8-1f1b"] <= -0.16  # -18.8%
     assert errors["ao-b200-l3-8b-bf16"] <= 0.10  # +8.0%
-    assert errors["ttflags-l32-3b-qlora"] <= 0.23  # +21.1%
-    assert abs(errors["tt2409-l31-70b-full-8xa100-cpuoffload"]) <= 0.26  # -24.7%
+    # the loss and the recomputed layer one after the other at the first backward (their max
+    # allocated, the freed loss blocks reserved): torchtune's checkpointed LoRA / QLoRA rows
+    # from +7.9..+21.1% to +2.6..+7.1% (report), the CPU-offloaded 70B from -24.7% to -32.3%
+    assert errors["ttflags-l32-3b-qlora"] <= 0.07  # +6.0%
+    assert errors["ttflags-l32-3b-lora"] <= 0.04  # +2.6%
+    assert errors["tt2409-l31-8b-lora-4090"] <= 0.07  # +5.4%
+    assert errors["tt2409-l31-8b-qlora-4090"] <= 0.05  # +3.3%
+    assert errors["tt2409-l31-405b-qlora-8xa100"] <= 0.08  # +7.1%
+    assert -0.34 <= errors["tt2409-l31-70b-full-8xa100-cpuoffload"] <= -0.30  # -32.3%
     fits = fits_summary(found)
     # report: 25 of 27 right (93%; the target, 95%, not met; the 14 TorchTitan runs
     # judged against the 96 GB their cards hold); wrong: both LitGPT full fine-tunes on 4 x A10G

@@ -90,6 +90,10 @@ def training_timeline(
     gbs = setup.global_batch_size or setup.micro_batch_size * parallel.dp
     total_chunks = gbs // (setup.micro_batch_size * parallel.dp) * vp
     working, logits = float(t["working_layer_bytes"]), float(t["logits_bytes"])
+    # Loss blocks freed at the first backward stay reserved: from then on the allocator serves
+    # new allocations from them first, and what they do not cover shows as fragmentation.
+    cached = float(t["loss_cache_bytes"])
+    reserved_from: list[float] = []  # the first backward's allocated bytes, once reached
     unit = "micro-batch" if vp == 1 else "chunk"
     # Gradients freed between steps: none while the forward runs, what they add beyond the
     # activations at the first backward (the peak's share), all of them at the optimizer step.
@@ -108,7 +112,12 @@ def training_timeline(
         parts["working_layer_bytes"] = working if backward else 0.0
         allocated = sum(parts.values())
         parts |= fixed
-        parts["fragmentation_bytes"] = allocated * FRAGMENTATION_FRACTION
+        if backward and not reserved_from:
+            reserved_from.append(allocated)
+        held = 0.0
+        if reserved_from:
+            held = max(min(cached, reserved_from[0] + cached - allocated), 0.0)
+        parts["fragmentation_bytes"] = allocated * FRAGMENTATION_FRACTION + held
         return MemoryPoint(label, phase, parts)
 
     points = [point("step starts", "resident", 0)]

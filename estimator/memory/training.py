@@ -444,6 +444,7 @@ class StageTerms(NamedTuple):
     in_flight: Num
     microbatch_activations_bytes: Num
     working_layer_bytes: Num
+    loss_cache_bytes: Num  # freed loss buffers the allocator keeps while a layer is recomputed
     # CPU offload (``estimator.offload``): what lives in host memory instead
     host_optimizer_bytes: Num  # master weights, optimizer states (and gradients, ZeRO >= 2)
     host_weights_bytes: Num  # the GPU's weight shard (ZeRO-3 parameter offload)
@@ -645,14 +646,30 @@ def _stage_values(
                 host_acts = maximum(acts - on_gpu, 0.0)
                 acts = acts - host_acts
         logits = last * head
+        # The last stage's first backward runs the loss backward, frees its buffers, then
+        # recomputes the first layer: the two come one after the other, so what is allocated
+        # holds the larger, not both. The freed loss blocks stay reserved by the caching
+        # allocator (counted with fragmentation below, not as allocated).
+        working_layer = peak_layer
+        reused = minimum(peak_layer, logits)
+        if working is not None:
+            acts, working_layer = acts - reused, peak_layer - reused
+        cached = reused
         if per_step_grads is not False:
             # Gradients freed between steps (PyTorch's zero_grad(set_to_none=True)) come back
             # as the backward frees the activations: with one micro-batch a step and no
             # pipeline the peak holds the larger of the first backward's activations and the
-            # last one's gradients; the term is what the gradients add beyond them.
-            grads = where(per_step_grads, maximum(grads - acts - logits, 0.0), grads)
+            # last one's gradients; the term is what the gradients add beyond them. They are
+            # served from the blocks the backward has reserved, the cached loss blocks first.
+            first_backward = acts + logits
+            cached = where(
+                per_step_grads,
+                maximum(minimum(reused, first_backward + reused - grads), 0.0),
+                reused,
+            )
+            grads = where(per_step_grads, maximum(grads - first_backward, 0.0), grads)
         allocated = weights + cache + grads + master + states + acts + logits + gather + dequant
-        fragmentation = allocated * FRAGMENTATION_FRACTION
+        fragmentation = allocated * FRAGMENTATION_FRACTION + cached
         out.append(
             _stage(
                 (
@@ -673,7 +690,8 @@ def _stage_values(
                     trainable,
                     flight,
                     microbatch_acts,
-                    peak_layer,
+                    working_layer,
+                    reused,
                     host_opt,
                     host_weights,
                     host_acts,
@@ -916,6 +934,13 @@ def training_memory(
         "host_capacity_bytes": 0.0,
         "notes": _training_notes(model, parallel, setup, stage),
     }
+    if best.loss_cache_bytes > 0:
+        values["notes"] += (
+            f"The first backward frees the loss's {float(best.logits_bytes) / GIB:,.2f} GiB before "
+            "it recomputes a layer: allocated memory peaks at the larger of the two, not their "
+            f"sum; the {float(best.loss_cache_bytes) / GIB:,.2f} GiB of freed loss blocks the "
+            "recomputed layer reuses stay reserved by the caching allocator (in fragmentation).",
+        )
     if host is not None:  # what CPU offload keeps on the host, and the host's share
         values["host_optimizer_bytes"] = float(best.host_optimizer_bytes)
         values["host_weights_bytes"] = float(best.host_weights_bytes)
