@@ -303,6 +303,7 @@ def training_plan(req: TrainingRequest) -> TrainingPlan:
         moe_imbalance=req.moe_imbalance,
         moe_capacity_factor=req.moe_capacity_factor,
         chunked_loss=req.chunked_loss,
+        optimizer_in_backward=req.optimizer_in_backward,
         compiled_loss=req.compiled_loss,
         gradients_per_step=(
             STACKS[req.stack].gradients_per_step

@@ -1,10 +1,11 @@
 """validation/memory.py: published peak memory per GPU, one case or one skip per record, and the
 accuracy pinned at the level validation/report.md shows.
 
-32 of 67 records are compared (torch.compile, TorchTitan's per-op checkpointing, chunked and
-compiled losses, FSDP2 under a pipeline and activation offloading are modelled; float8 under full
-checkpointing compared as bf16; gradients freed between steps), with a 7.7% median (the issue's
-target, 8%, met) and 25 of 27 fits calls right (93%; the target, 95%, not met: both LitGPT full
+34 of 67 records are compared (torch.compile, TorchTitan's per-op checkpointing, chunked and
+compiled losses, FSDP2 under a pipeline, activation offloading and the optimizer step in the
+backward are modelled; float8 under full checkpointing compared as bf16; gradients freed between
+steps), with a 6.5% median (the issue's
+target, 8%, met) and 27 of 29 fits calls right (93%; the target, 95%, not met: both LitGPT full
 fine-tunes on 4 x A10G went out of memory where the planner puts them 27-38% under the card).
 The bounds below are those levels plus a point or two, so a change that drifts is caught; the
 far-off records are pinned at their present error so that they are seen (docs/validation.md
@@ -47,8 +48,8 @@ COUNTS = {
     ("torchtune_readme_2024_09", "MemoryCase"): 5,
     ("torchtune_readme_2024_09", "Skip"): 3,
     ("torchtune_readme_2024_05", "Skip"): 7,
-    ("torchtune_readme_optimization_flags", "MemoryCase"): 6,
-    ("torchtune_readme_optimization_flags", "Skip"): 3,
+    ("torchtune_readme_optimization_flags", "MemoryCase"): 8,
+    ("torchtune_readme_optimization_flags", "Skip"): 1,
     ("torchtitan_benchmark_llama3_h100_202412", "MemoryCase"): 14,
     ("torchtitan_benchmark_llama3_h100_202412", "Skip"): 4,
     ("torchtitan_benchmark_trainy_h200_202506", "Skip"): 2,
@@ -82,7 +83,7 @@ def test_pinned_counts() -> None:
 
 def test_every_skip_says_why() -> None:
     skips = _skips()
-    assert len(skips) == 35
+    assert len(skips) == 33
     for s in skips.values():
         assert s.reasons and all(": " in r and r.split(":")[0].strip() for r in s.reasons), s.id
     assert skips["qwen-7b-full-2gpu-zero3-s2048-oom"].reasons == (
@@ -98,7 +99,7 @@ def test_every_skip_says_why() -> None:
     long = skips["ttitan-l31-8b-8gpu-fsdp1-cp8-s262144"].reason
     assert "max_position_embeddings=131072" in long
     flags = skips["ttflags-l32-3b-full-adamw8bit"].reason
-    assert "optimizer step in the backward" in flags and "8-bit optimizer states" in flags
+    assert flags.startswith("8-bit optimizer states")  # the optimizer in the backward is modelled
     assert "GPTQ int4 base weights" in skips["qwen-72b-qlora-1gpu-s8192"].reason
     assert "ambiguous unit: 'G'" in skips["qwen-7b-lora-1gpu-s256"].reason
     # bounded options over BOUND_SHARE of the prediction: the chunked logits of LitGPT's
@@ -251,10 +252,10 @@ def test_fits_calls_count_out_of_memory_runs() -> None:
 
 def test_accuracy_is_pinned() -> None:
     found, skipped = rows()
-    assert len(found) == 32 and len(skipped) == 35
+    assert len(found) == 34 and len(skipped) == 33
     errors = {r.id: r.error for r in found if r.measured_gib is not None}
-    assert len(errors) == 30  # one ran out of memory: nothing measured
-    # report: 6.8% median over 30 records (the issue's target, 8%, met), p90 13.3%
+    assert len(errors) == 32  # two ran out of memory: nothing measured
+    # report: 6.5% median over 32 records (the issue's target, 8%, met), p90 13.3%
     assert statistics.median(abs(e) for e in errors.values()) <= 0.08
     litgpt = [abs(e) for i, e in errors.items() if i.startswith("litgpt")]
     # report: -3.2%, -2.5% (+0.4% and -0.1% before frozen layers kept only what the adapters
@@ -266,6 +267,10 @@ def test_accuracy_is_pinned() -> None:
     assert abs(errors["ttflags-l32-3b-full-packed"]) <= 0.05
     assert abs(errors["ttflags-l32-3b-full-compile"]) <= 0.05
     assert abs(errors["ttflags-l32-3b-full-ac"]) <= 0.05
+    # the optimizer stepped in the backward, then activation offloading on top (report: -3.9%,
+    # -3.8%, as the row before them)
+    assert abs(errors["ttflags-l32-3b-full-optinbwd"]) <= 0.05
+    assert abs(errors["ttflags-l32-3b-full-actoffload"]) <= 0.05
     # far off, seen (report): TP 8 and pipelines under TorchTitan, torchao's B200 run, the
     # activation-offloaded QLoRA, the CPU-offloaded 70B full fine-tune
     assert -0.20 <= errors["ttitan-l31-70b-256gpu-fsdp32-tp8"] <= -0.16  # -18.0%
@@ -281,17 +286,17 @@ def test_accuracy_is_pinned() -> None:
     assert errors["tt2409-l31-405b-qlora-8xa100"] <= 0.08  # +7.1%
     assert -0.34 <= errors["tt2409-l31-70b-full-8xa100-cpuoffload"] <= -0.30  # -32.3%
     fits = fits_summary(found)
-    # report: 25 of 27 right (93%; the issue's target, 95%, not met; the 14 TorchTitan runs
+    # report: 27 of 29 right (93%; the issue's target, 95%, not met; the 14 TorchTitan runs
     # judged against the 96 GB their cards hold); wrong: both LitGPT full fine-tunes on 4 x A10G
     # (Llama-2-7B, Llama-3-8B) ran out of memory where the planner predicts 15.0 and 17.6 GiB
     # of 24, the only judged runs that went out of memory
-    assert fits["n"] == 27 and fits["rate"] >= 0.92 and fits["oom_records"] == 2
+    assert fits["n"] == 29 and fits["rate"] >= 0.93 and fits["oom_records"] == 2
     assert fits["wrong"] == ["litgpt-l2-7b-full-4xa10g-oom", "litgpt-l3-8b-full-4xa10g-oom"]
 
 
 def test_report_section() -> None:
     section = memory_section()
-    assert [s["n"] for s in section["summary"]["peak memory, all"]] == [30]
+    assert [s["n"] for s in section["summary"]["peak memory, all"]] == [32]
     groups = {s["name"] for s in section["summary"]["peak memory by group"]}
     assert groups == {
         "torchtune_readme_2024_09",

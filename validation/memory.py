@@ -408,8 +408,6 @@ def _refusals(r: Record) -> list[str]:
             "not published (torchtune's own unpacked alpaca baseline peaked at 25.5 GiB against "
             "60.0 GiB packed to the same 4096, README optimization-flags table)"
         )
-    if opts.get("optimizer_in_bwd"):
-        out.append("optimizer step in the backward: each gradient is freed as it is applied")
     if "8bit" in optimizer or "8-bit" in optimizer:
         out.append(f"8-bit optimizer states: {optimizer.split(',')[0]}")
     elif "Paged" in optimizer and r.get("finetune") not in ("lora", "qlora"):
@@ -617,6 +615,7 @@ def _case(r: Record) -> MemoryCase:
         chunked_loss=chunked,
         compiled_loss=compiled_loss,
         gradients_per_step=True,  # every framework here is PyTorch's, zero_grad(set_to_none)
+        optimizer_in_backward=bool(opts.get("optimizer_in_bwd")),
     )
     assumptions = [
         *([acc_note] if acc_note else []),
@@ -635,7 +634,12 @@ def _case(r: Record) -> MemoryCase:
         else "eager PyTorch modules with SDPA / flash attention: the estimator's hf convention",
         *(["chunked output head and cross-entropy"] if chunked else []),
         *loss_notes,
-        "gradients freed between steps (PyTorch's zero_grad(set_to_none=True))",
+        (
+            "optimizer in the backward (torchtune's optimizer_in_bwd): each gradient freed as"
+            " its parameter is stepped"
+            if opts.get("optimizer_in_bwd")
+            else "gradients freed between steps (PyTorch's zero_grad(set_to_none=True))"
+        ),
         *(
             [
                 "float8 training under full checkpointing, compared as bf16: torchao's "

@@ -304,6 +304,12 @@ class TrainingRequest(FineTuneFields, OffloadFields, MoEFields, ClusterFields):
         " yes; megatron-core, deepspeed and llm-foundry keep them)",
         json_schema_extra=form("Gradients freed each step", "Batch", "the stack's"),
     )
+    optimizer_in_backward: bool = Field(
+        False,
+        description="Each parameter stepped from its gradient hook and its gradient freed"
+        " (torchtune's optimizer_in_bwd): full training, one micro-batch a step, pp = 1",
+        json_schema_extra=form("Optimizer in backward", "Batch"),
+    )
     compiled_loss: bool | None = Field(
         None,
         description="Cross-entropy under torch.compile (a fused loss keeps model-dtype logits);"

@@ -182,6 +182,7 @@ TRAINING_INPUTS = inputs_of(
     "chunked_loss",
     "compiled_loss",
     "gradients_per_step",
+    "optimizer_in_backward",
     "precision",
     "finetune",
     "lora_rank",

@@ -162,6 +162,29 @@ def rank_share(
     return lw + ew, other + eo
 
 
+@per_model
+def _linears(model: ModelSpec) -> tuple[tuple[str, int, int, int, int], ...]:
+    """Every distinct linear shape of the model's layer kinds, as ``rank_share`` reads it."""
+    return tuple(
+        {
+            (m.tp, m.units, m.copies, m.weight_params, m.bias_params): None
+            for kind in model.kinds
+            for m in kind.linears
+        }
+    )
+
+
+def largest_linear(model: ModelSpec, tp: Num, ep: Num, etp: Num) -> Num:
+    """The most elements one GPU holds of a single decoder-layer parameter: ``rank_share`` of
+    each linear shape, the largest. Routed experts count as one parameter of all the local
+    experts of a projection, as PyTorch MoE layers store them (one 3D weight, grouped GEMM)."""
+    out: Num = 0
+    for split, units, copies, w, b in _linears(model):
+        weights, biases = rank_share(split, units, copies, w, b, tp, ep, etp)
+        out = maximum(out, weights + biases)
+    return out
+
+
 def stage_kind_counts(
     model: ModelSpec,
     pp: Num,

@@ -97,15 +97,19 @@ def training_timeline(
     unit = "micro-batch" if vp == 1 else "chunk"
     # Gradients freed between steps: none while the forward runs, what they add beyond the
     # activations at the first backward (the peak's share), all of them at the optimizer step.
-    per_step = setup.gradients_per_step
+    per_step = setup.gradients_per_step and not setup.optimizer_in_backward
     if per_step:
         kept = replace(setup, gradients_per_step=False)
         step_grads = float(most_loaded_terms(model, parallel, kept, precision)["gradients_bytes"])
         per_step = step_grads != resident["gradients_bytes"]
 
+    in_backward = setup.optimizer_in_backward  # gradients only while the backward runs
+
     def point(label: str, phase: str, live: int, backward: bool = False) -> MemoryPoint:
         parts = {**resident, "activations_bytes": live * chunk}
-        if per_step:
+        if in_backward and not backward:
+            parts["gradients_bytes"] = 0.0
+        elif per_step:
             done = phase in ("optimizer", "cool-down")  # one micro-batch: the backward is over
             parts["gradients_bytes"] = step_grads if done else 0.0
         parts["logits_bytes"] = logits if backward else 0.0
@@ -135,8 +139,14 @@ def training_timeline(
         f"Pipeline stage {t['stage']} of {parallel.pp}: {chunks_in_flight} {unit}s in flight "
         f"of {total_chunks}; memory peaks once all of them are held (at the first backward, "
         "which also holds the logits and any recomputed layer).",
-        "No transient beyond the memory model's terms is added at the optimizer step (fused "
-        "optimizers update in place).",
+        (
+            "The optimizer steps each parameter inside the backward, as its gradient is ready,"
+            " and frees the gradient: the backward holds one linear's gradient at a time (and"
+            " a tied embedding's); the last point has no step left."
+            if in_backward
+            else "No transient beyond the memory model's terms is added at the optimizer step"
+            " (fused optimizers update in place)."
+        ),
         *(
             [
                 "Gradients are freed between steps (zero_grad(set_to_none=True)) and allocated "

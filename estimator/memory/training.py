@@ -39,6 +39,7 @@ from estimator.layout.parallel import Parallelism, validate_layout
 from estimator.layout.sharding import (
     Placement,
     embedding_extras,
+    largest_linear,
     padded_vocab,
     place_layer,
     placements,
@@ -119,7 +120,10 @@ class TrainingSetup:
     ``compiled_loss`` whether the cross-entropy is ``torch.compile``'d (None: as the layers are,
     under the ``compiled`` convention); ``gradients_per_step`` whether the gradients are freed
     between steps (PyTorch's ``zero_grad(set_to_none=True)``, as FSDP2 / TorchTitan, torchtune
-    and Composer run; Megatron's and DeepSpeed's gradient buffers persist).
+    and Composer run; Megatron's and DeepSpeed's gradient buffers persist);
+    ``optimizer_in_backward`` whether each parameter is stepped by a hook as soon as its
+    gradient is ready, which then frees it (torchtune's ``optimizer_in_bwd``; full training, one
+    micro-batch a step, no pipeline).
     Frozen, filled in one step like ``Parallelism``.
     """
 
@@ -137,6 +141,7 @@ class TrainingSetup:
     chunked_loss: bool = False
     compiled_loss: bool | None = None
     gradients_per_step: bool = False
+    optimizer_in_backward: bool = False
 
     def __init__(
         self,
@@ -154,6 +159,7 @@ class TrainingSetup:
         chunked_loss: bool = False,
         compiled_loss: bool | None = None,
         gradients_per_step: bool = False,
+        optimizer_in_backward: bool = False,
     ) -> None:
         object.__setattr__(  # fill the frozen record in one step (see ``records``)
             self,
@@ -173,6 +179,7 @@ class TrainingSetup:
                 "chunked_loss": chunked_loss,
                 "compiled_loss": compiled_loss,
                 "gradients_per_step": gradients_per_step,
+                "optimizer_in_backward": optimizer_in_backward,
             },
         )
 
@@ -514,7 +521,10 @@ def _stage_values(
     # (FSDPParam.to_accumulated_grad_if_needed): the whole stage's weights stay gathered and
     # its gradients unsharded.
     fsdp_pp = shard_weights & (pp > 1)
-    per_step_grads = setup.gradients_per_step and (pp == 1) & (microbatches == 1)
+    in_backward = setup.optimizer_in_backward
+    per_step_grads = (
+        setup.gradients_per_step and not in_backward and (pp == 1) & (microbatches == 1)
+    )
     shard_states = (zero_stage >= 1) | parallel.distributed_optimizer
     weights_div = 1 + shard_weights * (dense_shards - 1), 1 + shard_weights * (expert_shards - 1)
     grads_div = 1 + shard_grads * (dense_shards - 1), 1 + shard_grads * (expert_shards - 1)
@@ -615,6 +625,13 @@ def _stage_values(
         if lora is None:
             trainable = total
             grads = (dense / dense_grads_div + expert_grads) * grad_b
+            if in_backward:
+                # Each parameter is stepped, and its gradient freed, as soon as the backward
+                # has it: one linear's gradient at a time, and a tied embedding's, whose head
+                # gradient waits from the loss's backward for the embedding's.
+                held = tied * head_rows_params
+                one = maximum(largest_linear(model, tp, ep, etp), (1 - tied) * head_rows_params)
+                grads = (held + one) / grads_div[0] * grad_b
             opt_params = dense / states_div[0] + expert_states
             states = opt_params * state_b
         else:  # frozen base: gradients, master weights and states of the adapters only
@@ -803,6 +820,29 @@ def check_op_policy(model: ModelSpec, finetune: FineTune, flash_attention: bool)
         )
 
 
+def _check_optimizer_in_backward(p: Parallelism, setup: TrainingSetup) -> None:
+    """torchtune's optimizer_in_bwd steps each parameter from a gradient hook: its recipes
+    refuse gradient accumulation with it (each micro-batch's backward would step), and a
+    pipeline's stages run several backwards a step; an offloaded optimizer steps on the CPU
+    after the backward, and adapters' gradients are small already."""
+    rule = ""
+    if setup.finetune.frozen:
+        rule = "applies to full training (an adapter's gradients are small already)"
+    elif setup.offload.optimizer:
+        rule = "cannot combine with optimizer offload (the CPU steps after the backward)"
+    elif p.pp > 1:
+        rule = "needs pp = 1 (a pipeline stage runs several backwards a step)"
+    else:
+        gbs = setup.global_batch_size
+        if gbs is not None and gbs != setup.micro_batch_size * p.dp:
+            rule = (
+                "needs one micro-batch a step, global_batch_size = micro_batch_size x dp ="
+                f" {setup.micro_batch_size * p.dp} (no gradient accumulation)"
+            )
+    if rule:
+        raise SpecError("optimizer_in_backward", rule, True)
+
+
 def validate_training(model: ModelSpec, p: Parallelism, setup: TrainingSetup) -> None:
     validate_layout(model, p, training=True)
     check_seq_len(model, setup.seq_len)
@@ -843,6 +883,8 @@ def validate_training(model: ModelSpec, p: Parallelism, setup: TrainingSetup) ->
             " offload only sharded parameters",
             p.zero_stage,
         )
+    if setup.optimizer_in_backward:
+        _check_optimizer_in_backward(p, setup)
     gbs = setup.global_batch_size
     if gbs is not None and (gbs < 1 or gbs % (setup.micro_batch_size * p.dp)):
         raise SpecError(
@@ -990,6 +1032,18 @@ def _training_notes(
         notes.append(f"Vocabulary padded by {padded} rows to a multiple of 128*tp (Megatron).")
     if setup.finetune.frozen:
         notes.append(adapters(model, setup.finetune).note())
+    if setup.optimizer_in_backward:
+        notes.append(
+            "Optimizer in the backward (torchtune's optimizer_in_bwd): each parameter is"
+            " stepped from its gradient hook and its gradient freed, so the gradients term is"
+            " one linear's gradient"
+            + (
+                " and the tied embedding's (held from the loss to the embedding)"
+                if model.tie_embeddings
+                else ""
+            )
+            + "; the step's time is unchanged (the same updates, run inside the backward)."
+        )
     if model.moe is not None:
         load, cap = setup.expert_load, setup.moe_capacity_factor
         if load != 1 or cap is not None:
