@@ -250,6 +250,25 @@ def test_notes_say_what_is_not_counted() -> None:
 # --- counts their makers publish -------------------------------------------------------------
 
 
+def test_multi_token_prediction_modules_are_said_and_sized() -> None:
+    """A config that declares multi-token-prediction modules gets a note sizing what they add:
+    DeepSeek-V3's one module is one more layer of the average 35.7B / 61 active parameters, a
+    2 x 7168 x 7168 input projection and the 0.93B output head again, over the 36.6B active
+    parameters a token passes through (embedding excluded): 4.4%. Nemotron 3 Super's is an
+    attention and an MoE layer; a config without modules says nothing."""
+    notes = [n for n in get_model("deepseek-v3").notes if "multi-token" in n]
+    assert notes == [
+        "The checkpoint's 1 multi-token-prediction module (num_nextn_predict_layers) is not"
+        " counted or timed (transformers does not build it): training it adds about 4% to the"
+        " FLOPs per token."
+    ]
+    super_notes = get_model("nemotron-3-super-120b-a12b").notes
+    assert any("num_nextn_predict_layers, 2 decoder layers each" in n for n in super_notes)
+    assert not any("multi-token" in n for n in get_model("kimi-k2-instruct").notes)
+    config = {**model_entry("llama-3-8b")["config"], "num_nextn_predict_layers": 2}
+    assert any("2 multi-token-prediction modules" in n for n in model_from_config(config).notes)
+
+
 def test_gpt_oss_published_counts() -> None:
     # OpenAI, gpt-oss model card (arXiv:2508.10925): gpt-oss-120b 116.8B total, 5.1B active;
     # gpt-oss-20b 20.9B and 3.6B. The card's active count leaves out the embedding lookup (its

@@ -70,6 +70,9 @@ def _read(
     model = reader_of(mt)(ConfigReader(raw, mt), model_id)
     if inner is not None and WRAPPED_NOTE not in model.notes:
         model = replace(model, notes=(*model.notes, WRAPPED_NOTE))
+    mtp = _mtp_layers(raw)
+    if mtp and not any("multi-token" in n for n in model.notes):
+        model = replace(model, notes=(*model.notes, mtp_note(model, *mtp)))
     if mt not in EXACT:
         model = replace(model, exact=False)
     total = sum(n * kind.params for kind, n in zip(model.kinds, model.kind_counts, strict=True))
@@ -80,3 +83,38 @@ def _read(
             "this planner models",
         )
     return model
+
+
+def _mtp_layers(raw: Mapping[str, Any]) -> tuple[int, str, int] | None:
+    """The multi-token-prediction modules a config declares, the key that says so, and the
+    decoder layers in each (a hybrid's block pattern: Nemotron 3's ``*E``, attention and MoE)."""
+    blocks = raw.get("mtp_hybrid_override_pattern") or raw.get("mtp_layers_block_type") or "*"
+    per_module = len(blocks) if isinstance(blocks, str | list) else 1
+    n = raw.get("num_nextn_predict_layers")
+    if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+        return n, "num_nextn_predict_layers", per_module
+    n = raw.get("num_mtp_modules")
+    if raw.get("use_mtp") is True and isinstance(n, int) and not isinstance(n, bool) and n > 0:
+        return n, "num_mtp_modules", per_module
+    return None
+
+
+def mtp_note(model: ModelSpec, layers: int, key: str, per_module: int = 1) -> str:
+    """What leaving a checkpoint's multi-token-prediction modules out misses, sized: each is
+    ``per_module`` more decoder layers (the model's average, by active parameters), a 2h x h
+    input projection and a pass through the output head, per token."""
+    from estimator.counts.params import count_params  # counts reads specs: imported late
+
+    p = count_params(model)
+    per_layer = (p.active - p.embeddings - p.output_head) / model.num_layers
+    h = model.hidden_size
+    extra = layers * (per_module * per_layer + 2 * h * h + p.output_head)
+    share = extra / (p.active - p.embeddings)
+    many = layers > 1
+    each = f", {per_module} decoder layers each" if per_module > 1 else ""
+    return (
+        f"The checkpoint's {layers} multi-token-prediction module{'s' if many else ''}"
+        f" ({key}{each}) {'are' if many else 'is'} not counted or timed (transformers does not"
+        f" build {'them' if many else 'it'}): training {'them' if many else 'it'} adds about"
+        f" {share:.0%} to the FLOPs per token."
+    )
