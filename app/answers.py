@@ -384,6 +384,7 @@ def stack_dict(options: TimingOptions) -> dict[str, Any]:
         "label": profile.label,
         "attention_kernel": options.attention_kernel,
         "tp_comm_overlap": options.tp_comm_overlap,
+        "ep_comm_overlap": options.ep_comm_overlap,
         "overlap_grad_reduce": options.overlap_grad_reduce,
         "overlap_param_gather": options.overlap_param_gather,
         "compute_scale": options.compute_scale,

@@ -313,7 +313,11 @@ def training_plan(req: TrainingRequest) -> TrainingPlan:
     )
     accelerator = resolve_accelerator(req.accelerator)
     cluster = _cluster(accelerator, req)
-    given = {"attention_kernel": req.attention_kernel, "tp_comm_overlap": req.tp_comm_overlap}
+    given = {
+        "attention_kernel": req.attention_kernel,
+        "tp_comm_overlap": req.tp_comm_overlap,
+        "ep_comm_overlap": req.ep_comm_overlap,
+    }
     options = TimingOptions.of_stack(
         req.stack, cluster=cluster, **{k: v for k, v in given.items() if v is not None}
     )
@@ -372,6 +376,7 @@ def _comms(
         tp_comm_overlap=plan.options.tp_comm_overlap,
         memory=memory,
         moe_dispatcher=plan.options.moe_dispatcher,
+        ep_comm_overlap=plan.options.ep_comm_overlap,
     )
 
 

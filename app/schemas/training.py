@@ -317,6 +317,13 @@ class TrainingRequest(FineTuneFields, OffloadFields, MoEFields, ClusterFields):
         json_schema_extra=form("Compiled loss", "Batch", "as the layers"),
     )
     tp_comm_overlap: bool | None = Field(None, description="Default: the stack's")
+    ep_comm_overlap: bool | None = Field(
+        None,
+        description="Megatron-Core's expert all-to-all overlap (--overlap-moe-expert-parallel-comm"
+        " --delay-wgrad-compute): one micro-batch's all-to-all behind another's compute; needs"
+        " ep > 1, vp > 1 with a pipeline, no full recompute. Default: the stack's (off)",
+        json_schema_extra=form("Expert all-to-all overlap", MOE_GROUP, "the stack's"),
+    )
     tokens: Tokens | None = Field(
         None, json_schema_extra=form("Tokens to train", "Cost", "e.g. 2e12")
     )
@@ -434,6 +441,7 @@ class StackOut(BaseModel):
     label: str
     attention_kernel: AttentionKernel
     tp_comm_overlap: bool
+    ep_comm_overlap: bool
     overlap_grad_reduce: bool
     overlap_param_gather: bool
     compute_scale: float = Field(description="Compute time factor; 1.0: the kernel model as is")

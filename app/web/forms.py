@@ -197,6 +197,7 @@ TRAINING_INPUTS = inputs_of(
     "host_memory_gb_per_s",
     "moe_imbalance",
     "moe_capacity_factor",
+    "ep_comm_overlap",
     "stack",
     "gpus_per_node",
     "scale_up_domain",

@@ -82,6 +82,7 @@ def communication_plan(
     tp_comm_overlap: bool = False,
     memory: TrainingMemory | None = None,
     moe_dispatcher: str = "flex",
+    ep_comm_overlap: bool = False,
 ) -> CommPlan:
     """Every collective one iteration runs on the most-loaded GPU (stage 0 for the layer
     counts), with message sizes, call counts, group spans and times. ``memory`` is the plan's
@@ -198,7 +199,11 @@ def communication_plan(
                 "ep",
                 calls,
                 calls * m,
-                "exposed",
+                (
+                    "overlapped with another micro-batch's compute (ep_comm_overlap)"
+                    if ep_comm_overlap
+                    else "exposed"
+                ),
                 share,
             )
     if p.pp > 1:

@@ -47,12 +47,15 @@ class StackProfile:
     # default since PyTorch 2.0) and allocated again by each backward, or kept in persistent
     # buffers (Megatron's contiguous main_grad buffer, DeepSpeed's partitioned gradients)
     gradients_per_step: bool = False
+    # Megatron-Core's EP all-to-all overlap (--overlap-moe-expert-parallel-comm), off by default
+    ep_comm_overlap: bool = False
 
     def note(self) -> str:
         overlaps = [
             name
             for name, on in (
                 ("TP communication", self.tp_comm_overlap),
+                ("expert all-to-all", self.ep_comm_overlap),
                 ("gradient reduction", self.overlap_grad_reduce),
                 ("parameter gathers", self.overlap_param_gather),
             )

@@ -84,6 +84,7 @@ from estimator.memory.training import (
     TrainingMemory,
     TrainingSetup,
     candidate_stages,
+    in_flight_microbatches,
     training_memory,
 )
 from estimator.offload import CPU_ADAM_BYTES_PER_PARAM, host_of
@@ -138,6 +139,7 @@ class TimingOptions:
     cluster: Cluster | None = None  # nodes, scale-up domain, scale-out; default: the accelerator's
     attention_kernel: AttentionKernel = "fused"
     tp_comm_overlap: bool = False
+    ep_comm_overlap: bool = False
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
     stack: str = DEFAULT_STACK
@@ -153,6 +155,7 @@ class TimingOptions:
                 "stack": name,
                 "attention_kernel": profile.attention_kernel,
                 "tp_comm_overlap": profile.tp_comm_overlap,
+                "ep_comm_overlap": profile.ep_comm_overlap,
                 "overlap_grad_reduce": profile.overlap_grad_reduce,
                 "overlap_param_gather": profile.overlap_param_gather,
                 "compute_scale": profile.compute_scale,
@@ -843,11 +846,22 @@ def training_time_terms(
             optimizer = 0.0  # the CPU's step, in offload_time
 
     compute = m * (worst["forward"] + worst["backward"] + worst["recompute"])
+    ep_comm = m * worst["ep_comm"]
+    if options.ep_comm_overlap:
+        # Megatron-Core's EP all-to-all overlap (--overlap-moe-expert-parallel-comm): the
+        # forward of one micro-batch and the backward of another run as one merged pass, each
+        # one's all-to-all behind the other's compute; the warm-up forwards and the cool-down
+        # backwards, a pipeline rank's in-flight count (one without a pipeline), have no
+        # partner and keep theirs exposed.
+        unpaired = in_flight_microbatches(p.pp, p.vp, stage, m)
+        per_mb = worst["ep_comm"]
+        behind = worst["forward"] + worst["backward"] + worst["recompute"]
+        ep_comm = unpaired * per_mb + (m - unpaired) * maximum(per_mb - behind, 0.0)
     out = {
         "compute": compute,
         "bubble": bubble,
         "tp_comm": m * worst["tp_comm"],
-        "ep_comm": m * worst["ep_comm"],
+        "ep_comm": ep_comm,
         "cp_comm": m * worst["cp_comm"],
         "pp_comm": m * worst["pp_comm"],
         "dp_comm": dp_comm,
@@ -886,6 +900,25 @@ def _dense_collective(
     return where(sharded, rs, ar)
 
 
+def check_ep_comm_overlap(
+    model: ModelSpec, p: Parallelism, setup: TrainingSetup, options: TimingOptions
+) -> None:
+    """Megatron-Core's rules for its EP all-to-all overlap (``TransformerConfig``'s checks of
+    ``overlap_moe_expert_parallel_comm``): expert parallelism, a virtual pipeline when there is a
+    pipeline, no full recomputation; and it is Megatron-Core's."""
+    rule = ""
+    if options.stack != DEFAULT_STACK:
+        rule = f"is Megatron-Core's (--overlap-moe-expert-parallel-comm), not {options.stack}'s"
+    elif model.moe is None or p.ep == 1:
+        rule = "needs expert parallelism (layout.ep > 1) on a mixture-of-experts model"
+    elif p.pp > 1 and p.vp == 1:
+        rule = "needs a virtual pipeline (layout.vp > 1) when pp > 1"
+    elif setup.recompute == "full":
+        rule = "cannot combine with full recomputation"
+    if rule:
+        raise SpecError("ep_comm_overlap", rule, True)
+
+
 def training_time(
     model: ModelSpec,
     accelerator: Accelerator,
@@ -897,6 +930,8 @@ def training_time(
 ) -> TrainingTime:
     """Step time with its breakdown. ``memory`` is the plan's ``training_memory`` (its per-GPU
     parameter count sizes the data-parallel and optimizer traffic)."""
+    if options is not None and options.ep_comm_overlap:
+        check_ep_comm_overlap(model, parallel, setup, options)
     t = training_time_terms(
         model,
         accelerator,
