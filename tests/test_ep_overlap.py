@@ -104,6 +104,8 @@ def test_api_page_and_refusal() -> None:
     plain = client.post("/api/v1/training/estimate", json=body).json()
     merged = client.post("/api/v1/training/estimate", json=body | {"ep_comm_overlap": True}).json()
     assert not plain["stack"]["ep_comm_overlap"] and merged["stack"]["ep_comm_overlap"]
+    assert any("upper bound" in n for n in merged["notes"])
+    assert not any("--overlap-moe-expert-parallel-comm" in n for n in plain["notes"])
     ep = [b["time"]["breakdown"]["ep_comm_s"] for b in (plain, merged)]
     assert ep[1] < ep[0]
     r = client.post(

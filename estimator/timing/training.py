@@ -1004,6 +1004,12 @@ def estimate_training(
     notes = list(memory.notes) + list(kernel_profile(accelerator.id).notes)
     stack = options.stack if options else DEFAULT_STACK
     notes.append(STACK_NOTES.get(stack) or stack_profile(stack).note())  # unknown: refused
+    if options is not None and options.ep_comm_overlap:
+        notes.append(
+            "Expert all-to-all overlapped with another micro-batch's compute (Megatron-Core's"
+            " --overlap-moe-expert-parallel-comm): the dispatcher's kernels share the SMs with"
+            " the GEMMs they overlap, which is not charged, so the saving is an upper bound."
+        )
     cluster = (options.cluster if options else None) or cluster_of(accelerator)
     if parallel.num_gpus > cluster.scale_up_domain:
         notes += cluster.notes()
