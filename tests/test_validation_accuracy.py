@@ -43,8 +43,10 @@ def test_kernel_models_meet_the_15_percent_target(built: dict[str, object]) -> N
 def test_end_to_end_accuracy_does_not_regress(built: dict[str, object]) -> None:
     kinds = _summary(built, "by kind")
     assert kinds["training"]["n"] >= 250 and kinds["serving"]["n"] >= 127
-    assert kinds["training"]["median_ape"] <= 0.12  # report: 10.6% (14.4% before stack profiles)
-    assert kinds["training"]["p90_ape"] <= 0.33  # report: 31.6%, gpt-oss's 9 records included
+    assert kinds["training"]["median_ape"] <= 0.12  # report: 10.2% (14.4% before stack profiles)
+    # report: 29.1%, gpt-oss's 9 records included (31.6% before the expert all-to-all overlap
+    # was read from the recipes of Megatron-Bridge 26.02-26.08)
+    assert kinds["training"]["p90_ape"] <= 0.30
     # The families compared before this round's catalog (Llama, MPT, GPT-3, Qwen3 MoE,
     # DeepSeek-V3: 215 records now, uneven pipeline splits included) keep their bounds.
     before = sorted(
@@ -84,7 +86,7 @@ def test_end_to_end_accuracy_does_not_regress(built: dict[str, object]) -> None:
     # In-sample: the llm-foundry profile's one factor is fitted on this group (report: 7.8%,
     # 13.7% at 1.0); fitted on the A100 runs alone, the H100 runs are 16.0% off (22.7% at 1.0).
     assert groups["mosaicml_llm_foundry_mpt_benchmarks"]["median_ape"] <= 0.09
-    assert groups["nvidia_megatron_bridge_perf_summary"]["median_ape"] <= 0.18  # report: 16.4%
+    assert groups["nvidia_megatron_bridge_perf_summary"]["median_ape"] <= 0.16  # report: 15.2%
     accelerators = _summary(built, "training by accelerator")
     for acc in ("a100-sxm-40gb", "a100-sxm-80gb"):
         assert accelerators[acc]["median_ape"] <= 0.10, acc
@@ -99,7 +101,10 @@ def test_end_to_end_accuracy_does_not_regress(built: dict[str, object]) -> None:
         "kimi_k2": 0.19,
         "nemotron_h": 0.19,
         "qwen3_moe": 0.26,
-        "gpt_oss": 0.47,  # over-predicted 20-170%: far off, see docs/validation.md
+        # over-predicted 20-170%: far off, see docs/validation.md; 44.2% until the GB200 runs
+        # of 26.02.01 and 26.04.01 were compared with the expert all-to-all overlap their
+        # recipes set (+46% / +38% -> +69% / +60%)
+        "gpt_oss": 0.49,
     }.items():
         assert families[family]["median_ape"] <= bound, family
 
@@ -120,7 +125,8 @@ def test_end_to_end_accuracy_does_not_regress(built: dict[str, object]) -> None:
         # +18.1% with it (the chip's FP8 and MXFP8 runs came closer: -6.0% -> -1.0% here)
         ("mbridge-26.02-LLAMA3_70B-DGX-GB300-64-NVFP4-L481", 0.19),
         ("mbridge-26.02.01-LLAMA3_70B-DGX-GB200-64-MXFP8-L397", 0.08),
-        ("mbridge-26.08-Qwen3_30B_a3B-DGX-GB300-8-MXFP8-L64", 0.51),  # MoE: far off, see report
+        # MoE: far off, see report (-43.0% before its recipe's expert all-to-all overlap)
+        ("mbridge-26.08-Qwen3_30B_a3B-DGX-GB300-8-MXFP8-L64", 0.28),
         ("mbridge-26.02-Qwen3_30B_a3B-DGX-B200-8-MXFP8-L524", 1.15),  # MoE mbs 1: far off
     ],
 )

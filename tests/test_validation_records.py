@@ -146,6 +146,29 @@ def test_nvl72_gpus_per_node_is_the_nvlink_domain() -> None:
         assert c.parallel.num_gpus == c.num_gpus, c.id
 
 
+def test_expert_all_to_all_overlap_as_the_recipes_set_it() -> None:
+    """Megatron-Bridge 26.02-26.08 recipes read (each at the first tag whose performance
+    summary lists it): 16 compared MoE runs overlap the expert all-to-all (DeepSeek-V3, Qwen3,
+    gpt-oss on GB200), the rest of those releases' MoE runs do not; 25.11 is not read (its
+    layouts match no recipe of v0.2.1), dense runs never say."""
+    cases = {c.id: c for c in training_cases() if isinstance(c, TrainingCase)}
+    overlapped = {i for i, c in cases.items() if c.ep_comm_overlap}
+    assert len(overlapped) == 16
+    assert all(("DeepSeekV3" in i or "Qwen3" in i or "GPT OSS" in i) for i in overlapped)
+    assert all(i.split("-")[1] not in ("25.09", "25.11") for i in overlapped)
+    unmatched = cases["mbridge-26.02.01-Qwen3_30B_a3B-DGX-H100-16-FP8-L439"]
+    assert any("no recipe of" in a for a in unmatched.assumptions)
+    said = [a for a in cases["mbridge-26.08-Qwen3_30B_a3B-DGX-GB200-8-MXFP8-L64"].assumptions]
+    assert any("v0.6.0" in a and "_enable_hybridep_full_iteration_mxfp8" in a for a in said)
+    off = cases["mbridge-26.06-Nemotron_3_Super-DGX-GB300-64-NVFP4-L160"]
+    assert not off.ep_comm_overlap
+    assert any(a.startswith("expert all-to-all not overlapped") for a in off.assumptions)
+    older = cases["mbridge-25.11-Qwen3_30B_a3B-DGX-GB200-8-FP8-MX-L563"]
+    assert not older.ep_comm_overlap and not any("all-to-all" in a for a in older.assumptions)
+    dense = cases["mbridge-26.06-LLAMA3_70B-DGX-GB300-32-FP8-L173"]
+    assert not any("all-to-all" in a for a in dense.assumptions)
+
+
 def _mpt_cases() -> list[tuple[TrainingCase, dict[str, object]]]:
     raw = {str(r["id"]): r for r in _raw("training_measured.json")}
     return [

@@ -90,6 +90,7 @@ class TrainingCase:
     source: str
     assumptions: tuple[str, ...]
     stack: str = "megatron-core"  # the software stack profile of the run's framework
+    ep_comm_overlap: bool = False  # the expert all-to-all overlap its recipe sets
 
 
 @dataclass(frozen=True)
@@ -233,6 +234,126 @@ _FOOTNOTES = {
         " mapping (NVIDIA expects more once NVFP4 parameter gathers are supported)",
     ),
 }
+
+# Megatron-Bridge releases whose performance recipes were read for the expert all-to-all overlap
+# (``moe_a2a_overlap`` of the workload base configs, ``overlap_moe_expert_parallel_comm`` of the
+# flat recipes): each release read at the first tag whose docs/performance-summary.md lists it
+# (the code as of its publication), the recipe of a record picked by its layout (GPUs, TP, PP,
+# VP, EP, micro-batch and global batch). Records of these releases are compared with the overlap
+# where their recipe sets it and without it where it does not; 25.11's runs match no recipe of
+# v0.2.1 and are compared without it, as the records of releases not read.
+_RELEASE = re.compile(r"\((\d+\.\d+(?:\.\d+)?) NeMo Container\)")
+_MB = "NVIDIA-NeMo/Megatron-Bridge"
+_CONFIGS = "scripts/performance/configs/{}_workload_base_configs.py"
+_FLAT = "src/megatron/bridge/perf_recipes/{}"
+_RECIPES_READ = {
+    "26.02": f"{_MB}@v0.3.0 (21b02e0c) " + _CONFIGS,
+    "26.02.01": f"{_MB}@v0.4.0 (0fbfe7d3) " + _CONFIGS,
+    "26.04": f"{_MB}@v0.4.2 (c8101293) " + _CONFIGS,
+    "26.04.01": f"{_MB}@v0.4.2 (c8101293) " + _CONFIGS,
+    "26.06": f"{_MB}@v0.5.0 (fcbb6031) " + _CONFIGS,
+    "26.06.01": f"{_MB}@v0.6.0 (51885cf1) " + _FLAT,
+    "26.08": f"{_MB}@v0.6.0 (51885cf1) " + _FLAT,
+}
+_QWEN, _DEEPSEEK, _GPT_OSS = "qwen/qwen3", "deepseek/deepseek", "gpt_oss/gpt_oss"
+_HYBRIDEP = "(_enable_hybridep_full_iteration_mxfp8)"
+# The records whose recipe sets the overlap, with the recipe; every other MoE record of the
+# releases read runs a recipe that leaves it off, but for _NO_RECIPE.
+_EP_OVERLAP = {
+    "mbridge-26.02-Qwen3_235B_a22B-DGX-B300-256-MXFP8-L534": (
+        _QWEN,
+        "QWEN3_235B_A22B_PRETRAIN_CONFIG_B300_FP8_MX_V2",
+    ),
+    "mbridge-26.02-Qwen3_235B_a22B-DGX-H100-256-FP8-L534": (
+        _QWEN,
+        "QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V2",
+    ),
+    "mbridge-26.02.01-GPT OSS 120B-DGX-GB200-64-BF16-L429": (
+        _GPT_OSS,
+        "GPT_OSS_120B_PRETRAIN_CONFIG_GB200_BF16_V2",
+    ),
+    "mbridge-26.02.01-Qwen3_235B_a22B-DGX-H100-256-FP8-L449": (
+        _QWEN,
+        "QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V2",
+    ),
+    "mbridge-26.04-Qwen3_235B_a22B-DGX-H100-256-FP8-L352": (
+        _QWEN,
+        "QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V2",
+    ),
+    "mbridge-26.04.01-DeepSeekV3-DGX-B200-256-MXFP8-L223": (
+        _DEEPSEEK,
+        "DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2",
+    ),
+    "mbridge-26.04.01-GPT OSS 120B-DGX-GB200-64-BF16-L232": (
+        _GPT_OSS,
+        "GPT_OSS_120B_PRETRAIN_CONFIG_GB200_BF16_V2",
+    ),
+    "mbridge-26.06-DeepSeekV3-DGX-GB300-256-MXFP8-L110-gbs4096": (
+        _DEEPSEEK,
+        "DEEPSEEK_V3_PRETRAIN_CONFIG_GB300_FP8_MX_V2",
+    ),
+    "mbridge-26.06-DeepSeekV3-DGX-GB300-256-MXFP8-L110-gbs15360": (
+        _DEEPSEEK,
+        "DEEPSEEK_V3_PRETRAIN_CONFIG_GB300_FP8_MX_GBS15360",
+    ),
+    "mbridge-26.06-Qwen3_30B_a3B-DGX-GB300-8-MXFP8-L127": (
+        _QWEN,
+        "QWEN3_30B_A3B_PRETRAIN_CONFIG_GB300_FP8_MX_V1",
+    ),
+    "mbridge-26.06-Qwen3_235B_a22B-DGX-GB200-256-MXFP8-L136": (
+        _QWEN,
+        "QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_FP8_MX_V2",
+    ),
+    "mbridge-26.06.01-DeepSeekV3-DGX-GB200-256-MXFP8-L48": (
+        "deepseek/gb200/deepseek_v3.py",
+        "deepseek_v3_pretrain_256gpu_gb200_fp8mx_config (_enable_deepseek_full_iteration_mxfp8)",
+    ),
+    "mbridge-26.06.01-GPT OSS 120B-DGX-GB300-64-MXFP8-L55": (  # skipped: its footnote
+        "gpt_oss/gb300/gpt_oss.py",
+        "(_apply_gpt_oss_120b_full_iter_fp8mx_configs)",
+    ),
+    "mbridge-26.06.01-Qwen3_30B_a3B-DGX-GB200-8-MXFP8-L62": (
+        "qwen/gb200/qwen3_moe.py",
+        f"qwen3_30b_a3b_pretrain_8gpu_gb200_fp8mx_config {_HYBRIDEP}",
+    ),
+    "mbridge-26.08-Qwen3_30B_a3B-DGX-GB300-8-MXFP8-L64": (
+        "qwen/gb300/qwen3_moe.py",
+        f"qwen3_30b_a3b_pretrain_8gpu_gb300_fp8mx_config {_HYBRIDEP}",
+    ),
+    "mbridge-26.08-Qwen3_30B_a3B-DGX-GB200-8-MXFP8-L64": (
+        "qwen/gb200/qwen3_moe.py",
+        f"qwen3_30b_a3b_pretrain_8gpu_gb200_fp8mx_config {_HYBRIDEP}",
+    ),
+    "mbridge-26.08-Qwen3_235B_a22B-DGX-GB200-256-MXFP8-L71": (
+        "qwen/gb200/qwen3_moe.py",
+        f"qwen3_235b_a22b_pretrain_256gpu_gb200_fp8mx_config {_HYBRIDEP}",
+    ),
+}
+# Records of a release read whose layout no recipe of that tag has: compared without the overlap.
+_NO_RECIPE = {
+    "mbridge-26.02.01-Qwen3_30B_a3B-DGX-H100-16-FP8-L439",
+    "mbridge-26.02.01-Qwen3_235B_a22B-DGX-GB200-256-MXFP8-L449",
+}
+
+
+def _ep_overlap(ident: str, release: str, moe: bool) -> tuple[bool, list[str]]:
+    """Whether the record's recipe overlaps the expert all-to-all, and the note that says
+    where that was read (nothing for releases not read, or dense models)."""
+    where = _RECIPES_READ.get(release)
+    if where is None or not moe:
+        return False, []
+    if ident in _NO_RECIPE:
+        return False, [
+            f"expert all-to-all not overlapped: no recipe of {where.split(' ')[0]} has its layout"
+        ]
+    recipe = _EP_OVERLAP.get(ident)
+    if recipe is None:
+        return False, [f"expert all-to-all not overlapped, as its recipe: {where.format('*')}"]
+    path, name = recipe
+    return True, [
+        f"expert all-to-all overlapped (ep_comm_overlap), as its recipe sets it:"
+        f" {where.format(path)} {name}"
+    ]
 
 
 # --- loading ---------------------------------------------------------------------------------
@@ -524,6 +645,8 @@ def _nemo_case(r: Record, ident: str) -> TrainingCase:
         )
     if "tokendrop" in name or "dropless" in name:
         assumptions.append("token-drop / dropless routing not modelled (balanced routing)")
+    release = _RELEASE.search(str(r.get("framework") or ""))
+    overlap, notes = _ep_overlap(ident, release[1] if release else "", model.moe is not None)
     return _case(
         r,
         ident,
@@ -533,8 +656,9 @@ def _nemo_case(r: Record, ident: str) -> TrainingCase:
         parallel,
         precision,
         "none",
-        assumptions,
+        [*assumptions, *notes],
         finetune=finetune,
+        ep_comm_overlap=overlap,
     )
 
 
@@ -606,6 +730,7 @@ def _case(
     tokens_key: str = "tokens_per_s_per_gpu",
     stack: str = "megatron-core",
     finetune: FineTune = FULL,
+    ep_comm_overlap: bool = False,
 ) -> TrainingCase:
     """A training record's case from what its reader made of it (``hardware``: accelerator id,
     GPUs, GPUs per node), once the core accepts the layout; measured throughput under
@@ -644,6 +769,7 @@ def _case(
         source=_source(r["source"]),
         assumptions=tuple(assumptions),
         stack=stack,
+        ep_comm_overlap=ep_comm_overlap,
     )
 
 

@@ -172,7 +172,11 @@ def case_throughput(
 ) -> float:
     """Predicted tokens/s per GPU of a training record, under its own stack profile or
     ``stack``, with the profile's compute factor or ``scale``."""
-    options = TimingOptions.of_stack(stack or case.stack)
+    name = stack or case.stack
+    # the expert all-to-all overlap its recipe sets: Megatron-Core's, so under its profile only
+    options = TimingOptions.of_stack(
+        name, ep_comm_overlap=case.ep_comm_overlap and name == case.stack
+    )
     if scale is not None:
         options = replace(options, compute_scale=scale)
     est = estimate_training(
