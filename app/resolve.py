@@ -44,7 +44,12 @@ from estimator.offload import Offload
 from estimator.spec.cluster import Cluster, cluster_of
 from estimator.timing.comms import CommPlan, communication_plan
 from estimator.timing.stacks import STACKS
-from estimator.timing.training import TimingOptions, TrainingEstimate, estimate_training
+from estimator.timing.training import (
+    TimingOptions,
+    TrainingEstimate,
+    check_ep_comm_overlap_stack,
+    estimate_training,
+)
 
 # The request models come with the caller's request, and the serving and sweep engines (and
 # numpy) are imported where they run: a training estimate on the command line loads none of them
@@ -763,6 +768,8 @@ def _training_sweep(req: TrainingSweepRequest) -> TrainingSweep:
         moe_capacity_factor=req.moe_capacity_factor,
     )
     model = resolve_model(req.model)
+    options = TimingOptions.of_stack(req.stack, ep_comm_overlap=req.ep_comm_overlap)
+    check_ep_comm_overlap_stack(options)
     try:
         return sweep_training(
             model,
@@ -771,7 +778,7 @@ def _training_sweep(req: TrainingSweepRequest) -> TrainingSweep:
             max_layouts=MAX_TRAINING_LAYOUTS,
             top_k=req.top_k,
             objective=req.objective,
-            options=TimingOptions.of_stack(req.stack),
+            options=options,
             progress=_deadline(sweep_limit_s()),
         )
     except SpecError as exc:

@@ -117,3 +117,65 @@ def test_api_page_and_refusal() -> None:
         "&precision=fp8&ep_comm_overlap=true"
     )
     assert page.status_code == 200 and 'name="ep_comm_overlap"' in page.text
+
+
+def test_a_sweep_overlaps_where_megatron_allows_it() -> None:
+    """Every layout of a sweep with the overlap is its single estimate: with it where Megatron-Core
+    allows it (EP, a virtual pipeline with a pipeline, no full recompute), without it elsewhere."""
+    from estimator.sweep.training import TrainingSearch, TrainingWorkload, sweep_training
+    from tests.test_sweep import _single
+
+    workload = TrainingWorkload(seq_len=4096, global_batch_size=512, tokens=1e11)
+    space = TrainingSearch(
+        accelerators=("h100-sxm-80gb",),
+        num_gpus=(16,),
+        tp=(1,),
+        pp=(1, 2),
+        vp=(1, 2),
+        ep=(1, 8),
+        recompute=("selective", "full"),
+    )
+    options = TimingOptions.of_stack("megatron-core", ep_comm_overlap=True)
+    sweep = sweep_training(QWEN, workload, space, options=options)
+    assert any("--overlap-moe-expert-parallel-comm" in n for n in sweep.notes)
+    seen = set()
+    for i in range(len(sweep)):
+        r = sweep.row(i)
+        allowed = r["ep"] > 1 and r["recompute"] != "full" and (r["pp"] == 1 or r["vp"] > 1)
+        plain = _single("qwen3-30b-a3b", r, workload).time  # type: ignore[attr-defined]
+        assert r["ep_comm"] <= plain.breakdown["ep_comm"]
+        if allowed:
+            merged = _times_of(r, workload)
+            assert r["ep_comm"] == merged.breakdown["ep_comm"] < plain.breakdown["ep_comm"]
+        else:
+            assert r["ep_comm"] == plain.breakdown["ep_comm"]
+        seen.add(allowed)
+    assert seen == {True, False}
+    client = TestClient(app)
+    body = {
+        "model": "qwen3-30b-a3b",
+        "accelerator": ["h100-sxm-80gb"],
+        "num_gpus": [16],
+        "seq_len": 4096,
+        "global_batch_size": 512,
+        "ep_comm_overlap": True,
+    }
+    r = client.post("/api/v1/training/sweep", json=body)
+    assert r.status_code == 200
+    assert any("--overlap-moe-expert-parallel-comm" in n for n in r.json()["notes"])
+    r = client.post("/api/v1/training/sweep", json=body | {"stack": "fsdp2"})
+    assert r.status_code == 422 and "ep_comm_overlap" in r.text and "Megatron-Core's" in r.text
+
+
+def _times_of(r: dict[str, Any], workload: Any) -> Any:
+    """The row's layout as one plan with the overlap."""
+    p = Parallelism(
+        tp=int(r["tp"]), pp=int(r["pp"]), dp=int(r["dp"]), ep=int(r["ep"]), vp=int(r["vp"]),
+        sequence_parallel=int(r["tp"]) > 1, zero_stage=int(r["zero"]),
+    )  # fmt: skip
+    setup = TrainingSetup(
+        workload.seq_len, int(r["micro_batch"]), workload.global_batch_size, r["recompute"]
+    )
+    options = TimingOptions.of_stack("megatron-core", ep_comm_overlap=True)
+    precision = get_precision(str(r["precision"]))
+    return estimate_training(QWEN, H100, p, setup, precision, options=options).time

@@ -135,6 +135,12 @@ class TrainingSweepRequest(FineTuneFields, OffloadFields, MoEFields):
         description="Software stack profile every layout is timed under (as the estimate's)",
         json_schema_extra=form("Software stack", "Workload"),
     )
+    ep_comm_overlap: bool = Field(
+        False,
+        description="Megatron-Core's expert all-to-all overlap (--overlap-moe-expert-parallel-comm)"
+        " in every layout that allows it (ep > 1, vp > 1 with a pipeline, no full recompute)",
+        json_schema_extra=form("Expert all-to-all overlap", "Workload"),
+    )
     tokens: Tokens | None = Field(
         None, json_schema_extra=form("Tokens to train", "Workload", "e.g. 2e12")
     )

@@ -254,6 +254,7 @@ SWEEP_INPUTS = inputs_of(
     "recompute",
     "precision",
     "stack",
+    "ep_comm_overlap",
     "seq_len",
     "global_batch_size",
     "finetune",

@@ -649,6 +649,13 @@ def sweep_training(
     counts["feasible"] = int(idx.size)
     priced = idx[np.isfinite(columns["usd_per_1m_tokens"][idx])]
     notes = [*model.notes, stack_profile(options.stack).note()]
+    if options.ep_comm_overlap:
+        notes.append(
+            "Expert all-to-all overlapped with another micro-batch's compute (Megatron-Core's"
+            " --overlap-moe-expert-parallel-comm) in the layouts that allow it: a virtual"
+            " pipeline with a pipeline, no full recomputation (an upper bound: the SMs the"
+            " dispatcher's kernels share with the GEMMs are not charged)."
+        )
     if workload.finetune.frozen:
         notes.append(adapters(model, workload.finetune).note())
     unpriced = sorted({a for a in ids if price_of(a, workload.prices) is None})

@@ -856,7 +856,12 @@ def training_time_terms(
         unpaired = in_flight_microbatches(p.pp, p.vp, stage, m)
         per_mb = worst["ep_comm"]
         behind = worst["forward"] + worst["backward"] + worst["recompute"]
-        ep_comm = unpaired * per_mb + (m - unpaired) * maximum(per_mb - behind, 0.0)
+        merged = unpaired * per_mb + (m - unpaired) * maximum(per_mb - behind, 0.0)
+        # A sweep's layouts take it where Megatron-Core allows it (``check_ep_comm_overlap``
+        # refuses a single plan that does not): a virtual pipeline when there is a pipeline,
+        # no full recomputation (without EP there is nothing to overlap).
+        allowed = (setup.recompute != "full") & ((p.pp == 1) | (p.vp > 1))
+        ep_comm = where(allowed, merged, ep_comm)
     out = {
         "compute": compute,
         "bubble": bubble,
@@ -900,16 +905,25 @@ def _dense_collective(
     return where(sharded, rs, ar)
 
 
+def check_ep_comm_overlap_stack(options: TimingOptions) -> None:
+    """The EP all-to-all overlap is Megatron-Core's: refused under another stack profile."""
+    if options.ep_comm_overlap and options.stack != DEFAULT_STACK:
+        raise SpecError(
+            "ep_comm_overlap",
+            f"is Megatron-Core's (--overlap-moe-expert-parallel-comm), not {options.stack}'s",
+            True,
+        )
+
+
 def check_ep_comm_overlap(
     model: ModelSpec, p: Parallelism, setup: TrainingSetup, options: TimingOptions
 ) -> None:
     """Megatron-Core's rules for its EP all-to-all overlap (``TransformerConfig``'s checks of
     ``overlap_moe_expert_parallel_comm``): expert parallelism, a virtual pipeline when there is a
     pipeline, no full recomputation; and it is Megatron-Core's."""
+    check_ep_comm_overlap_stack(options)
     rule = ""
-    if options.stack != DEFAULT_STACK:
-        rule = f"is Megatron-Core's (--overlap-moe-expert-parallel-comm), not {options.stack}'s"
-    elif model.moe is None or p.ep == 1:
+    if model.moe is None or p.ep == 1:
         rule = "needs expert parallelism (layout.ep > 1) on a mixture-of-experts model"
     elif p.pp > 1 and p.vp == 1:
         rule = "needs a virtual pipeline (layout.vp > 1) when pp > 1"
