@@ -44,12 +44,7 @@ from estimator.offload import Offload
 from estimator.spec.cluster import Cluster, cluster_of
 from estimator.timing.comms import CommPlan, communication_plan
 from estimator.timing.stacks import STACKS
-from estimator.timing.training import (
-    TimingOptions,
-    TrainingEstimate,
-    check_ep_comm_overlap_stack,
-    estimate_training,
-)
+from estimator.timing.training import TimingOptions, TrainingEstimate, estimate_training
 
 # The request models come with the caller's request, and the serving and sweep engines (and
 # numpy) are imported where they run: a training estimate on the command line loads none of them
@@ -769,7 +764,6 @@ def _training_sweep(req: TrainingSweepRequest) -> TrainingSweep:
     )
     model = resolve_model(req.model)
     options = TimingOptions.of_stack(req.stack, ep_comm_overlap=req.ep_comm_overlap)
-    check_ep_comm_overlap_stack(options)
     try:
         return sweep_training(
             model,

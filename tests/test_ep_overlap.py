@@ -145,7 +145,7 @@ def test_a_sweep_overlaps_where_megatron_allows_it() -> None:
         plain = _single("qwen3-30b-a3b", r, workload).time  # type: ignore[attr-defined]
         assert r["ep_comm"] <= plain.breakdown["ep_comm"]
         if allowed:
-            merged = _times_of(r, workload)
+            merged = _single("qwen3-30b-a3b", r, workload, options).time  # type: ignore[attr-defined]
             assert r["ep_comm"] == merged.breakdown["ep_comm"] < plain.breakdown["ep_comm"]
         else:
             assert r["ep_comm"] == plain.breakdown["ep_comm"]
@@ -165,17 +165,3 @@ def test_a_sweep_overlaps_where_megatron_allows_it() -> None:
     assert any("--overlap-moe-expert-parallel-comm" in n for n in r.json()["notes"])
     r = client.post("/api/v1/training/sweep", json=body | {"stack": "fsdp2"})
     assert r.status_code == 422 and "ep_comm_overlap" in r.text and "Megatron-Core's" in r.text
-
-
-def _times_of(r: dict[str, Any], workload: Any) -> Any:
-    """The row's layout as one plan with the overlap."""
-    p = Parallelism(
-        tp=int(r["tp"]), pp=int(r["pp"]), dp=int(r["dp"]), ep=int(r["ep"]), vp=int(r["vp"]),
-        sequence_parallel=int(r["tp"]) > 1, zero_stage=int(r["zero"]),
-    )  # fmt: skip
-    setup = TrainingSetup(
-        workload.seq_len, int(r["micro_batch"]), workload.global_batch_size, r["recompute"]
-    )
-    options = TimingOptions.of_stack("megatron-core", ep_comm_overlap=True)
-    precision = get_precision(str(r["precision"]))
-    return estimate_training(QWEN, H100, p, setup, precision, options=options).time

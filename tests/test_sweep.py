@@ -28,12 +28,17 @@ from estimator.sweep.training import (
     sweep_size,
     sweep_training,
 )
-from estimator.timing.training import BREAKDOWN, estimate_training
+from estimator.timing.training import BREAKDOWN, TimingOptions, estimate_training
 
 WORKLOAD = TrainingWorkload(seq_len=4096, global_batch_size=512, tokens=1e11)
 
 
-def _single(model_id: str, r: dict[str, object], workload: TrainingWorkload = WORKLOAD) -> object:
+def _single(
+    model_id: str,
+    r: dict[str, object],
+    workload: TrainingWorkload = WORKLOAD,
+    options: TimingOptions | None = None,
+) -> object:
     tp = int(r["tp"])  # type: ignore[call-overload]
     pp, vp = int(r["pp"]), int(r["vp"])  # type: ignore[call-overload]
     split = model_split(get_model(model_id), pp, vp)  # the single estimate's default: auto
@@ -62,6 +67,7 @@ def _single(model_id: str, r: dict[str, object], workload: TrainingWorkload = WO
         get_precision(str(r["precision"])),
         tokens=workload.tokens,
         price_usd_per_gpu_hour=r["usd_per_gpu_hour"],  # type: ignore[arg-type]
+        options=options,
     )
 
 

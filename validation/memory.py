@@ -277,7 +277,7 @@ _PURE_BF16_FRAMEWORKS = ("torchtune", "LitGPT")
 # nn.Dropout per adapter (modules/peft/lora.py); LitGPT's config hub sets lora_dropout 0.05
 # (config_hub/finetune/llama-2-7b/lora.yaml), one dropout for its fused qkv adapter.
 _LORA_DROPOUT = {"torchtune_readme_2024_05": "per adapter", "litgpt_config_hub_benchmarks": "qkv"}
-_LORA_DROPOUT_RATE = {group: 0.05 for group in _LORA_DROPOUT}
+_LORA_DROPOUT_RATE = 0.05
 
 
 # Runs whose layers were compiled but whose cross-entropy stayed eager (the compiled convention
@@ -516,7 +516,7 @@ def _finetune(r: Record) -> tuple[FineTune, list[str]]:
         targets += _TARGETS[name]
     precision = str(r["precision"])
     double_quant = "bnb.nf4" not in precision or "nf4-dq" in precision
-    dropout = _LORA_DROPOUT_RATE.get(str(r["group"]), 0.0)
+    dropout = _LORA_DROPOUT_RATE if str(r["group"]) in _LORA_DROPOUT else 0.0
     ft = FineTune(method, int(r["lora_rank"]), tuple(dict.fromkeys(targets)), double_quant, dropout)
     notes = [f"{method} r={ft.rank} on {', '.join(ft.targets or ())}, dropout {dropout}"]
     if method == "qlora":

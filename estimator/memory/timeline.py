@@ -93,7 +93,6 @@ def training_timeline(
     # Loss blocks freed at the first backward stay reserved: from then on the allocator serves
     # new allocations from them first, and what they do not cover shows as fragmentation.
     cached = float(t["loss_cache_bytes"])
-    reserved_from: list[float] = []  # the first backward's allocated bytes, once reached
     unit = "micro-batch" if vp == 1 else "chunk"
     # Gradients freed between steps: none while the forward runs, what they add beyond the
     # activations at the first backward (the peak's share), all of them at the optimizer step.
@@ -105,7 +104,7 @@ def training_timeline(
 
     in_backward = setup.optimizer_in_backward  # gradients only while the backward runs
 
-    def point(label: str, phase: str, live: int, backward: bool = False) -> MemoryPoint:
+    def allocated_parts(phase: str, live: int, backward: bool) -> dict[str, float]:
         parts = {**resident, "activations_bytes": live * chunk}
         if in_backward and not backward:
             parts["gradients_bytes"] = 0.0
@@ -114,13 +113,17 @@ def training_timeline(
             parts["gradients_bytes"] = step_grads if done else 0.0
         parts["logits_bytes"] = logits if backward else 0.0
         parts["working_layer_bytes"] = working if backward else 0.0
+        return parts
+
+    first_backward = sum(allocated_parts("first backward", chunks_in_flight, True).values())
+
+    def point(label: str, phase: str, live: int, backward: bool = False) -> MemoryPoint:
+        parts = allocated_parts(phase, live, backward)
         allocated = sum(parts.values())
         parts |= fixed
-        if backward and not reserved_from:
-            reserved_from.append(allocated)
-        held = 0.0
-        if reserved_from:
-            held = max(min(cached, reserved_from[0] + cached - allocated), 0.0)
+        held = 0.0  # the cached loss blocks not yet reused, from the first backward on
+        if phase not in ("resident", "warm-up"):
+            held = max(min(cached, first_backward + cached - allocated), 0.0)
         parts["fragmentation_bytes"] = allocated * FRAGMENTATION_FRACTION + held
         return MemoryPoint(label, phase, parts)
 

@@ -624,7 +624,6 @@ def _stage_values(
         weights = (lw_bytes + other * w_other) / weights_div[0] + expert_weights
         if lora is None:
             trainable = total
-            grads = (dense / dense_grads_div + expert_grads) * grad_b
             if in_backward:
                 # Each parameter is stepped, and its gradient freed, as soon as the backward
                 # has it: one linear's gradient at a time, and a tied embedding's, whose head
@@ -632,6 +631,8 @@ def _stage_values(
                 held = tied * head_rows_params
                 one = maximum(largest_linear(model, tp, ep, etp), (1 - tied) * head_rows_params)
                 grads = (held + one) / grads_div[0] * grad_b
+            else:
+                grads = (dense / dense_grads_div + expert_grads) * grad_b
             opt_params = dense / states_div[0] + expert_states
             states = opt_params * state_b
         else:  # frozen base: gradients, master weights and states of the adapters only

@@ -51,6 +51,7 @@ from estimator.timing.stacks import stack_profile
 from estimator.timing.training import (
     BREAKDOWN,
     TimingOptions,
+    check_ep_comm_overlap_stack,
     training_time_terms,
 )
 
@@ -561,6 +562,7 @@ def sweep_training(
     """
     space = space or TrainingSearch()
     options = options or TimingOptions()
+    check_ep_comm_overlap_stack(options)
     _check(model, workload, space)
     axes = _axes(model, space)
     size = sweep_size(model, space)
