@@ -5,10 +5,24 @@ one shows as ``MISSING`` (the pages) or ``-`` (the CLI's plain-text tables)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 from estimator.spec.accelerator import GIB
 
-__all__ = ["MISSING", "count", "dollars", "gib", "ms", "num", "pct", "seconds", "usd", "yes_no"]
+__all__ = [
+    "MISSING",
+    "count",
+    "disagg_layout",
+    "dollars",
+    "gib",
+    "ms",
+    "num",
+    "pct",
+    "seconds",
+    "usd",
+    "yes_no",
+]
 
 MISSING = "—"
 
@@ -75,3 +89,17 @@ def count(value: float | None) -> str:
 
 def yes_no(value: object) -> str:
     return MISSING if value is None else "yes" if value else "no"
+
+
+def disagg_layout(p: Mapping[str, Any], prefill: str = "prefill", decode: str = "decode") -> str:
+    """A disaggregated fleet's or front point's pools: one accelerator named once, two (mixed
+    pools) each at its pool."""
+    prefill_acc, decode_acc = p["accelerator"], p.get("decode_accelerator", p["accelerator"])
+    mixed = decode_acc != prefill_acc
+    head = p["precision"] if mixed else f"{prefill_acc} {p['precision']}"
+    on_p, on_d = (f" on {prefill_acc}", f" on {decode_acc}") if mixed else ("", "")
+    dp = f" dp {p['decode_dp']}" if p.get("decode_dp", 1) > 1 else ""
+    return (
+        f"{head} {prefill}{on_p} tp {p['prefill_tp']} pp {p['prefill_pp']},"
+        f" {decode}{on_d} tp {p['decode_tp']} pp {p['decode_pp']}{dp}"
+    )

@@ -837,6 +837,7 @@ def _serving_sweep(req: ServingSweepRequest) -> ServingSweep:
         engine=req.engine,
         disaggregated=req.disaggregated,
         kv_overlap=req.kv_overlap,
+        mixed_pools=req.mixed_pools,
     )
     if req.request_rate is not None and req.output_tokens_per_s is not None:
         raise SpecError(

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from app import format as fmt
 from app.cli.commands import main
 from app.main import app
 from estimator import (
@@ -116,6 +117,25 @@ def test_transfer_time_over_nvlink_and_over_the_scale_out_network() -> None:
     assert mixed.time_s == mixed.send_s > mixed.receive_s
 
 
+def test_pools_on_two_accelerators_send_and_receive_at_their_own_nics() -> None:
+    """A prefill pool on H100 (400 Gbit/s NIC a GPU) and a decode pool on GB300 (800 Gbit/s):
+    each GPU moves its shard at its own NIC, the transfer at the slower; no NVLink between."""
+    gb300 = get_accelerator("gb300")
+    assert cluster_of(gb300).scale_out_bytes_per_s == 2 * NET.scale_out_bytes_per_s
+    tp4 = Parallelism(tp=4)
+    theirs = (gb300, cluster_of(gb300))
+    kv = kv_transfer(LLAMA, H100, FP8, tp4, tp4, 8192, 0.5, NET, link="scale-out", receiver=theirs)
+    h100 = kv_transfer(LLAMA, H100, FP8, tp4, tp4, 8192, 0.5, NET, link="scale-out")
+    blackwell = kv_transfer(
+        LLAMA, gb300, FP8, tp4, tp4, 8192, 0.5, theirs[1], link="scale-out"
+    )  # fmt: skip
+    assert kv.send_s == h100.send_s and kv.receive_s == blackwell.receive_s
+    assert kv.receive_s < kv.send_s == kv.time_s
+    with pytest.raises(SpecError) as err:
+        kv_transfer(LLAMA, H100, FP8, tp4, tp4, 8192, 0.5, NET, link="nvlink", receiver=theirs)
+    assert err.value.field == "kv_link"
+
+
 def test_layerwise_overlap_hides_the_transfer_behind_the_prefill() -> None:
     """Layer by layer, only the last layer's share is left after a long prefill; after a
     short one, what the prefill could not cover."""
@@ -154,8 +174,9 @@ def test_a_link_is_an_md1_queue_that_caps_the_pool_at_its_capacity() -> None:
     kv = kv_transfer(LLAMA, H100, FP8, layout, layout, 8192, pc.lone_s, NET, link="scale-out")
     slow = replace(kv, receive_s=1.0)  # one request a second at most
     workload = ServingWorkload(8192, 1024, request_rate=10, disaggregated=True)
-    fast_plan, _ = disagg._fleet(workload, pools[0], pc, dc, kv, 3.0, 10.0)
-    slow_plan, _ = disagg._fleet(workload, pools[0], pc, dc, slow, 3.0, 10.0)
+    both, price = (pools[0], pools[0]), lambda _: 3.0
+    fast_plan, _ = disagg._fleet(workload, both, pc, dc, kv, price, 10.0)
+    slow_plan, _ = disagg._fleet(workload, both, pc, dc, slow, price, 10.0)
     assert isinstance(fast_plan, dict) and isinstance(slow_plan, dict)
     assert fast_plan["decode_rate_per_replica"] > 1.0
     assert slow_plan["decode_rate_per_replica"] < 1.0
@@ -460,3 +481,113 @@ def test_a_trickle_of_requests_takes_one_replica_of_each() -> None:
     assert r.status_code == 200, r.text
     fleet = r.json()["disaggregated"]["disaggregated"]
     assert fleet["prefill_replicas"] == fleet["decode_replicas"] == 1
+
+
+# --- mixed pools -------------------------------------------------------------------------------
+
+MIXED_SPACE = ServingSearch(
+    accelerators=("h100-sxm-80gb", "h200-sxm-141gb"), tp=(2, 4), pp=(1,), precision=("fp8-serving",)
+)
+MIXED_PRICES = {"h100-sxm-80gb": 2.5, "h200-sxm-141gb": 3.5}
+
+
+@cache
+def mixed(on: bool) -> DisaggComparison:
+    workload = ServingWorkload(
+        8192, 1024, ttft_target_s=2.0, tpot_target_s=0.05, request_rate=10,
+        disaggregated=True, mixed_pools=on, prices=MIXED_PRICES,
+    )  # fmt: skip
+    result = sweep_serving(LLAMA, workload, MIXED_SPACE).disaggregated
+    assert result is not None
+    return result
+
+
+def test_mixed_pools_pair_every_prefill_pool_with_each_accelerators_decode_pools() -> None:
+    """Without mixed_pools both pools run on one accelerator; with it each prefill pool pairs
+    with the other accelerator's decode pools as well (twice the pairs for two accelerators),
+    the same-accelerator plans unchanged."""
+    alone, both = mixed(False), mixed(True)
+    assert all(p["decode_accelerator"] == p["accelerator"] for p in alone.plans)
+    assert both.counts["pairs"] == 2 * alone.counts["pairs"]
+    across = [p for p in both.plans if p["decode_accelerator"] != p["accelerator"]]
+    assert across and {(p["accelerator"], p["decode_accelerator"]) for p in across} <= {
+        ("h100-sxm-80gb", "h200-sxm-141gb"),
+        ("h200-sxm-141gb", "h100-sxm-80gb"),
+    }
+    key = ("accelerator", "decode_accelerator", "prefill_tp", "decode_tp")
+    same = {tuple(p[k] for k in key): p for p in both.plans if p not in across}
+    for p in alone.plans:
+        if tuple(p[k] for k in key) in same:
+            assert same[tuple(p[k] for k in key)] == p
+    assert both.aggregated == alone.aggregated
+    assert any("Mixed pools" in n for n in both.notes)
+
+
+def test_a_mixed_fleet_pays_each_pool_at_its_price_over_the_scale_out_network() -> None:
+    for p in mixed(True).plans:
+        prefill_gpus = p["prefill_replicas"] * p["prefill_tp"] * p["prefill_pp"]
+        decode_gpus = p["decode_replicas"] * p["decode_tp"] * p["decode_pp"] * p["decode_dp"]
+        assert p["fleet_gpus"] == prefill_gpus + decode_gpus
+        usd = MIXED_PRICES[p["accelerator"]] * prefill_gpus
+        usd += MIXED_PRICES[p["decode_accelerator"]] * decode_gpus
+        assert p["usd_per_hour"] == pytest.approx(usd)
+        assert p["usd_per_gpu_hour"] == pytest.approx(usd / p["fleet_gpus"])
+        tokens = 10 * 1024
+        assert p["usd_per_1m_output_tokens"] == pytest.approx(usd / 3600 / tokens * 1e6)
+        if p["decode_accelerator"] != p["accelerator"]:
+            assert p["kv_link"] == "scale-out"
+
+
+def test_a_mixed_plans_decode_pool_steps_on_its_own_accelerator() -> None:
+    """An H100 prefill pool with an H200 decode pool: its TPOT is the H200 decode replica's at
+    the plan's decoding level, not the H100's."""
+    p = next(
+        p
+        for p in mixed(True).plans
+        if (p["accelerator"], p["decode_accelerator"]) == ("h100-sxm-80gb", "h200-sxm-141gb")
+    )
+    h200 = get_accelerator("h200-sxm-141gb")
+    layout = Parallelism(tp=p["decode_tp"])
+    replica = PoolReplica(LLAMA, h200, layout, 8192, 1024, FP8, VLLM, cluster_of(h200))
+    dc = decode_curve(replica)
+    assert p["tpot_s"] == pytest.approx(
+        float(np.interp(p["decode_rate_per_replica"], dc.rate, dc.tpot_s))
+    )
+
+
+def test_mixed_pools_need_disaggregated_and_one_accelerator_has_nothing_to_mix() -> None:
+    r = client.post(
+        "/api/v1/inference/sweep", json=BODY | {"disaggregated": False, "mixed_pools": True}
+    )
+    assert r.status_code == 422 and [d["field"] for d in r.json()["detail"]] == ["mixed_pools"]
+    one = client.post("/api/v1/inference/sweep", json=BODY | {"mixed_pools": True}).json()
+    plain = client.post("/api/v1/inference/sweep", json=BODY).json()
+    assert one["disaggregated"]["plans"] == plain["disaggregated"]["plans"]
+    assert any("nothing to mix" in n for n in one["disaggregated"]["notes"])
+
+
+def test_the_page_and_the_cli_name_each_pools_accelerator(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    body = BODY | {
+        "accelerator": ["h100-sxm-80gb", "h200-sxm-141gb"],
+        "layout": {"tp": [2, 4], "pp": 1},
+        "mixed_pools": True,
+    }
+    api = client.post("/api/v1/inference/sweep", json=body).json()
+    d = api["disaggregated"]
+    across = next(p for p in d["plans"] if p["decode_accelerator"] != p["accelerator"])
+    query = (
+        PAGE.replace(
+            "accelerator=h100-sxm-80gb", "accelerator=h100-sxm-80gb,h200-sxm-141gb"
+        ).replace("tp=4,8", "tp=2,4")
+        + "&mixed_pools=true"
+    )
+    page = client.get(query)
+    assert page.status_code == 200, page.text
+    assert f"{across['accelerator']} → {across['decode_accelerator']}" in page.text
+    assert client.get(query + "&format=json").json() == api
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(body))
+    assert main(["sweep", "--serving", str(plan)]) == 0
+    assert fmt.disagg_layout(d["disaggregated"], "P", "D") in capsys.readouterr().out

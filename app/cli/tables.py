@@ -274,13 +274,7 @@ def _agg_layout(a: Mapping[str, Any] | None) -> str:
 
 
 def _dis_layout(p: Mapping[str, Any] | None) -> str:
-    if p is None:
-        return "-"
-    return (
-        f"{p['accelerator']} {p['precision']} P tp {p['prefill_tp']} pp {p['prefill_pp']},"
-        f" D tp {p['decode_tp']} pp {p['decode_pp']}"
-        + (f" dp {p['decode_dp']}" if p.get("decode_dp", 1) > 1 else "")
-    )
+    return "-" if p is None else fmt.disagg_layout(p, "P", "D")
 
 
 def _ratio(p: Mapping[str, Any] | None) -> str:

@@ -379,6 +379,13 @@ class ServingSweepRequest(Request):
         " NixlConnector) or layer by layer as it runs (layerwise: Mooncake)",
         json_schema_extra=form("KV transfer overlap", "Workload"),
     )
+    mixed_pools: bool = Field(
+        False,
+        description="Disaggregated: also pair a prefill pool on one of the sweep's accelerators"
+        " with a decode pool on another, in the same precision (the KV cache over the scale-out"
+        " network, each pool's GPUs at its own price)",
+        json_schema_extra=form("Mix accelerators across pools", "Workload"),
+    )
     price_usd_per_gpu_hour: Price | None = Field(None, json_schema_extra=PRICE_FORM)
     prices: dict[Names, Price] | None = None
     rows: Literal["ok", "all"] = "ok"
@@ -426,12 +433,15 @@ class AggregatedFleet(ServingSweepRow):
 
 
 class DisaggregatedFleet(BaseModel):
-    """A disaggregated fleet: x prefill replicas and y decode replicas of one accelerator and
-    precision; the TTFT p99 parts sum to ``ttft_p99_s``."""
+    """A disaggregated fleet: x prefill replicas and y decode replicas in one precision, on one
+    accelerator or (mixed pools) two; the TTFT p99 parts sum to ``ttft_p99_s``."""
 
     model_config = ConfigDict(extra="forbid")
 
-    accelerator: str
+    accelerator: str = Field(description="The prefill pool's accelerator")
+    decode_accelerator: str = Field(
+        description="The decode pool's: the prefill pool's unless mixed_pools paired another"
+    )
     precision: str
     prefill_tp: int
     prefill_pp: int
@@ -462,8 +472,10 @@ class DisaggregatedFleet(BaseModel):
     output_tokens_per_s: float
     output_tokens_per_s_per_gpu: float
     output_tokens_per_s_per_user: float = Field(description="1 / TPOT")
-    usd_per_gpu_hour: float | None
-    usd_per_hour: float | None
+    usd_per_gpu_hour: float | None = Field(
+        description="The fleet's $/hour over its GPUs (the price, with one accelerator)"
+    )
+    usd_per_hour: float | None = Field(description="Each pool's GPUs at its accelerator's price")
     usd_per_1m_output_tokens: float | None
 
 
@@ -489,7 +501,8 @@ class DisaggregatedPoint(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    accelerator: str
+    accelerator: str = Field(description="The prefill pool's accelerator")
+    decode_accelerator: str = Field(description="The decode pool's")
     precision: str
     prefill_tp: int
     prefill_pp: int

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from app.format import disagg_layout as _dis_text
 from estimator import terms
 from estimator.spec.accelerator import GIB
 
@@ -843,14 +844,6 @@ def disaggregated_front_figure(d: Mapping[str, Any], tpot_target_s: float | None
 
 def _agg_text(p: Mapping[str, Any]) -> str:
     return f"{p['accelerator']} {p['precision']} tp {p['tp']} pp {p['pp']}"
-
-
-def _dis_text(p: Mapping[str, Any]) -> str:
-    return (
-        f"{p['accelerator']} {p['precision']} prefill tp {p['prefill_tp']} pp {p['prefill_pp']},"
-        f" decode tp {p['decode_tp']} pp {p['decode_pp']}"
-        + (f" dp {p['decode_dp']}" if p.get("decode_dp", 1) > 1 else "")
-    )
 
 
 def serving_sweep_bars_figure(

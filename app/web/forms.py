@@ -294,5 +294,6 @@ SERVING_SWEEP_INPUTS = inputs_of(
     "max_num_seqs",
     "disaggregated",
     "kv_overlap",
+    "mixed_pools",
     "page",
 )

@@ -2,8 +2,8 @@
 prompts, a pool of decode replicas that only decode, and the KV cache of each prompt sent from
 the one to the other (vLLM's disaggregated prefilling with the NixlConnector, SGLang's PD
 disaggregation, NVIDIA Dynamo; DistServe, OSDI 2024, arXiv:2401.09670, for the idea and the
-goodput framing). Each pool's replicas have their own layout; both run the same model,
-accelerator and formats, and their step times come from the same engine step as an aggregated
+goodput framing). Each pool's replicas have their own layout; both run the same model and
+formats, and their step times come from the same engine step as an aggregated
 replica's (``serving.engine_step``).
 
 - **A prefill replica** is one server, first come first served (vLLM's scheduler takes waiting
@@ -38,8 +38,13 @@ replica's (``serving.engine_step``).
   sum); **TPOT** = the decode step, whose spread the model takes as nil (no prefill shares it:
   disaggregation's point).
 
+The two pools may run on different accelerators (a prefill pool on a compute-rich GPU, the
+decode pool on one with more memory bandwidth or capacity: aiconfigurator's ``--decode_system``
+question): each pool's steps are its own accelerator's, and the KV cache crosses the scale-out
+network, sent at the prefill GPU's NIC and received at the decode GPU's.
+
 Not modelled: length distributions, prefix caching and speculative decoding on either pool,
-different accelerators or formats per pool, the proxy's own latency, KV transfers competing
+different formats per pool, the proxy's own latency, KV transfers competing
 with TP/PP traffic for the scale-out NIC, and prefill-replica KV memory for prompts waiting to
 be sent.
 """
@@ -154,22 +159,28 @@ def kv_transfer(
     *,
     link: Link,
     overlap: Overlap = "none",
+    receiver: tuple[Accelerator, Cluster] | None = None,
 ) -> KvTransfer:
     """The transfer of a prompt of ``isl`` tokens prefilled in ``prefill_s`` seconds: each GPU
     sends (receives) its shard over its own link, in parallel with the others; ``layerwise``
-    overlaps it with the prefill, one layer's share behind the compute."""
+    overlaps it with the prefill, one layer's share behind the compute. ``accelerator`` and
+    ``cluster`` are the prefill pool's; ``receiver`` the decode pool's where it runs on another
+    accelerator (then over the scale-out network, each side at its own NIC)."""
     if overlap not in OVERLAPS:
         raise SpecError("kv_overlap", f"must be one of {', '.join(OVERLAPS)}", overlap)
-    prof = kernel_profile(accelerator.id)
-    # Two ranks in one scale-up domain (stride 1), or in two (stride: the domain's size).
-    stride = 1 if link == "nvlink" else cluster.scale_up_domain
+    if receiver is not None and link == "nvlink":
+        raise SpecError("kv_link", "pools on two accelerators share no NVLink domain", link)
 
-    def seconds(payload: float) -> float:
-        return float(collective_time(accelerator, prof, "send_recv", payload, 2, stride, cluster))
+    def seconds(payload: float, acc: Accelerator, net: Cluster) -> float:
+        # Two ranks in one scale-up domain (stride 1), or in two (stride: the domain's size).
+        stride = 1 if link == "nvlink" else net.scale_up_domain
+        prof = kernel_profile(acc.id)
+        return float(collective_time(acc, prof, "send_recv", payload, 2, stride, net))
 
     send = kv_bytes_per_gpu(model, precision, isl, prefill)
     receive = kv_bytes_per_gpu(model, precision, isl, decode)
-    send_s, receive_s = seconds(send), seconds(receive)
+    send_s = seconds(send, accelerator, cluster)
+    receive_s = seconds(receive, *(receiver or (accelerator, cluster)))
     time_s = max(send_s, receive_s)
     exposed = time_s
     if overlap == "layerwise":  # layer l's KV leaves as layer l + 1 computes

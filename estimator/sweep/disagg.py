@@ -12,6 +12,10 @@ tokens/s per user of each).
   ceil(rate / that)``. That is the pair's least-cost fleet (each pool at its fewest replicas;
   the TPOT a larger decode pool would give back to TTFT is left unused). The transfer rides
   NVLink where the whole fleet fits one scale-up domain, else the scale-out network.
+- **Mixed pools** (``ServingWorkload.mixed_pools``): every prefill pool also pairs with the
+  decode pools of the sweep's other accelerators in the same precision (the KV cache's
+  format): each pool timed on its own accelerator, the KV cache over the scale-out network
+  (pools on two kinds of GPU share no NVLink domain), each pool's GPUs at its own price.
 - **The aggregated fleet** is the serving sweep's own (``sweep.serving._rate_row``): each
   layout's highest rate per replica within both targets, as many replicas as the rate needs.
 - **The fronts**: per aggregated layout, ``estimate_load`` at fractions of its capacity; per
@@ -21,7 +25,7 @@ tokens/s per user of each).
   only; output tokens/s per user = 1 / TPOT. The non-dominated points of each family are kept
   (``pareto.front``).
 
-Both families are costed alike: the fleet's GPUs x the price per GPU-hour over the output
+Both families are costed alike: the fleet's GPUs x their price per GPU-hour over the output
 tokens the rate carries.
 """
 
@@ -185,19 +189,19 @@ def compare(
     points: list[_PairPoints] = []
     counts = {"pairs": 0, "ok": 0}
     quickest = math.inf  # the least TTFT any pair reaches (for the no-plan answer)
-    for g in groups:
-        usd = prices(g.accelerator.id)
-        for pc in g.prefill:
-            for dc in g.decode:
-                counts["pairs"] += 1
-                plan, reach, kv = _pair(model, workload, g, pc, dc, usd, rate)
-                quickest = min(quickest, reach)
-                if isinstance(plan, str):
-                    counts[f"refused_{plan}"] = counts.get(f"refused_{plan}", 0) + 1
-                else:
-                    counts["ok"] += 1
-                    plans.append(plan)
-                points.append(_pair_front(workload, g, pc, dc, kv))
+    for gp in groups:
+        for pc in gp.prefill:
+            for gd in _decode_groups(gp, groups, workload.mixed_pools):
+                for dc in gd.decode:
+                    counts["pairs"] += 1
+                    plan, reach, kv = _pair(model, workload, (gp, gd), pc, dc, prices, rate)
+                    quickest = min(quickest, reach)
+                    if isinstance(plan, str):
+                        counts[f"refused_{plan}"] = counts.get(f"refused_{plan}", 0) + 1
+                    else:
+                        counts["ok"] += 1
+                        plans.append(plan)
+                    points.append(_pair_front(workload, (gp, gd), pc, dc, kv))
             if progress is not None:
                 progress()
     plans.sort(key=_cost_key)
@@ -220,8 +224,17 @@ def compare(
         pareto_disaggregated=_disaggregated_front(points),
         no_plan_aggregated=None if agg else _no_aggregated(rows),
         no_plan_disaggregated=None if plans else _no_disaggregated(groups, counts, quickest),
-        notes=_notes(workload),
+        notes=_notes(workload, groups),
     )
+
+
+def _decode_groups(prefill: Pools, groups: list[Pools], mixed: bool) -> list[Pools]:
+    """The groups whose decode pools a prefill pool of ``prefill`` pairs with: its own, and with
+    ``mixed`` every other accelerator's of the same precision (the KV cache's format)."""
+    if not mixed:
+        return [prefill]
+    others = [g for g in groups if g is not prefill and g.precision == prefill.precision]
+    return [prefill, *others]
 
 
 def _cost_key(r: Mapping[str, Any]) -> tuple[float, int, float]:
@@ -233,24 +246,28 @@ def _cost_key(r: Mapping[str, Any]) -> tuple[float, int, float]:
 def _pair(
     model: ModelSpec,
     workload: ServingWorkload,
-    g: Pools,
+    pools: tuple[Pools, Pools],
     pc: PrefillCurve,
     dc: DecodeCurve,
-    usd: float | None,
+    prices: Callable[[str], float | None],
     rate: float,
 ) -> tuple[dict[str, Any] | str, float, KvTransfer]:
     """The pair's least-cost fleet (or the target that refuses it), the least TTFT it reaches,
-    and the transfer its fleet uses: over NVLink where that fleet fits one scale-up domain."""
-    cluster = cluster_of(g.accelerator)
+    and the transfer its fleet uses: over NVLink where both pools run on one accelerator and
+    the fleet fits one scale-up domain, else over the scale-out network."""
+    gp, gd = pools
+    cluster = cluster_of(gp.accelerator)
+    receiver = None if gd is gp else (gd.accelerator, cluster_of(gd.accelerator))
 
     def over(link: Link) -> tuple[dict[str, Any] | str, float, KvTransfer]:
         kv = kv_transfer(
-            model, g.accelerator, get_precision(g.precision), pc.layout, dc.layout,
+            model, gp.accelerator, get_precision(gp.precision), pc.layout, dc.layout,
             workload.input_len, pc.lone_s, cluster, link=link, overlap=workload.kv_overlap,
+            receiver=receiver,
         )  # fmt: skip
-        return (*_fleet(workload, g, pc, dc, kv, usd, rate), kv)
+        return (*_fleet(workload, pools, pc, dc, kv, prices, rate), kv)
 
-    if _gpus(pc.layout) + _gpus(dc.layout) <= cluster.scale_up_domain:
+    if receiver is None and _gpus(pc.layout) + _gpus(dc.layout) <= cluster.scale_up_domain:
         plan, reach, kv = over("nvlink")
         if not isinstance(plan, str) and plan["fleet_gpus"] <= cluster.scale_up_domain:
             return plan, reach, kv
@@ -269,16 +286,18 @@ def _replicas(rate: float, per_replica: float) -> int:
 
 def _fleet(
     workload: ServingWorkload,
-    g: Pools,
+    pools: tuple[Pools, Pools],
     pc: PrefillCurve,
     dc: DecodeCurve,
     kv: KvTransfer,
-    usd: float | None,
+    prices: Callable[[str], float | None],
     rate: float,
 ) -> tuple[dict[str, Any] | str, float]:
     """The decode pool the TPOT target sizes, then the prefill pool the TTFT target leaves
     room for (module docstring); or ``"tpot"`` / ``"ttft"`` where no replica meets it. With
-    the least TTFT the pair reaches (a lone request)."""
+    the least TTFT the pair reaches (a lone request). Each pool's GPUs at its accelerator's
+    price (the fleet's $ per GPU-hour is their mean)."""
+    gp, gd = pools
     osl = workload.output_len
     ttft, tpot = workload.ttft_target_s, workload.tpot_target_s
     sending = pc.ttft_p99_s + link_wait(pc.rate, kv.send_s)
@@ -301,12 +320,17 @@ def _fleet(
     r_p = rate / prefillers
     prefill = float(np.interp(r_p, pc.rate, pc.ttft_p99_s))
     kv_wait = float(link_wait(r_p, kv.send_s)) + receive_wait
-    gpus = prefillers * _gpus(pc.layout) + decoders * _gpus(dc.layout)
+    prefill_gpus, decode_gpus = prefillers * _gpus(pc.layout), decoders * _gpus(dc.layout)
+    gpus = prefill_gpus + decode_gpus
     tokens_per_s = rate * osl
-    usd_hour = None if usd is None else usd * gpus
+    usd_p, usd_d = prices(gp.accelerator.id), prices(gd.accelerator.id)
+    usd_hour = None
+    if usd_p is not None and usd_d is not None:
+        usd_hour = usd_p * prefill_gpus + usd_d * decode_gpus
     return {
-        "accelerator": g.accelerator.id,
-        "precision": g.precision,
+        "accelerator": gp.accelerator.id,
+        "decode_accelerator": gd.accelerator.id,
+        "precision": gp.precision,
         "prefill_tp": pc.layout.tp,
         "prefill_pp": pc.layout.pp,
         "prefill_replicas": prefillers,
@@ -332,7 +356,7 @@ def _fleet(
         "output_tokens_per_s": tokens_per_s,
         "output_tokens_per_s_per_gpu": tokens_per_s / gpus,
         "output_tokens_per_s_per_user": 1 / tpot_s,
-        "usd_per_gpu_hour": usd,
+        "usd_per_gpu_hour": None if usd_hour is None else usd_hour / gpus,
         "usd_per_hour": usd_hour,
         "usd_per_1m_output_tokens": (
             None if usd_hour is None else usd_hour / SECONDS_PER_HOUR / tokens_per_s * 1e6
@@ -344,7 +368,8 @@ class _PairPoints(NamedTuple):
     """A pair's front candidates: the entries ``levels`` of its decode curve, the prefill
     replica's requests/s at each, and both measures (arrays)."""
 
-    group: Pools
+    group: Pools  # the prefill pool's
+    decode_group: Pools
     prefill: PrefillCurve
     decode: DecodeCurve
     levels: np.ndarray
@@ -354,7 +379,11 @@ class _PairPoints(NamedTuple):
 
 
 def _pair_front(
-    workload: ServingWorkload, g: Pools, pc: PrefillCurve, dc: DecodeCurve, kv: KvTransfer
+    workload: ServingWorkload,
+    pools: tuple[Pools, Pools],
+    pc: PrefillCurve,
+    dc: DecodeCurve,
+    kv: KvTransfer,
 ) -> _PairPoints:
     """The pair's points at each decoding level: the prefill pool the TTFT target allows at
     that TPOT, in fluid replicas (GPU-seconds per request)."""
@@ -367,7 +396,7 @@ def _pair_front(
     levels = np.flatnonzero((most > 0) & live)
     per_request = _gpus(pc.layout) / most[levels] + _gpus(dc.layout) / dc.rate[levels]
     return _PairPoints(
-        g,
+        *pools,
         pc,
         dc,
         levels,
@@ -394,6 +423,7 @@ def _disaggregated_front(pairs: list[_PairPoints]) -> tuple[dict[str, Any], ...]
         out.append(
             {
                 "accelerator": p.group.accelerator.id,
+                "decode_accelerator": p.decode_group.accelerator.id,
                 "precision": p.group.precision,
                 "prefill_tp": p.prefill.layout.tp,
                 "prefill_pp": p.prefill.layout.pp,
@@ -541,19 +571,33 @@ def _no_disaggregated(groups: list[Pools], counts: Mapping[str, int], quickest: 
     return f"No disaggregated fleet meets the targets: {told}."
 
 
-def _notes(workload: ServingWorkload) -> tuple[str, ...]:
+def _notes(workload: ServingWorkload, groups: list[Pools]) -> tuple[str, ...]:
     overlap = (
         "after the prefill ends (vLLM NixlConnector's read after the prefill)"
         if workload.kv_overlap == "none"
         else "layer by layer as the prefill runs (Mooncake's layer-wise prefill)"
     )
-    return (
+    pools = "both pools on the same accelerator and precision"
+    if workload.mixed_pools:
+        pools = (
+            "both pools in one precision, on the same accelerator or (mixed pools) on two, the"
+            " KV cache then over the scale-out network, sent at the prefill GPU's NIC and"
+            " received at the decode GPU's, each pool's GPUs at its own price"
+        )
+    notes = [
         "Disaggregated fleets: prefill replicas prefill only, decode replicas decode only, the"
         f" prompt's KV cache sent {overlap} over NVLink where the fleet fits one scale-up"
-        " domain, else over each GPU's scale-out NIC; both pools on the same accelerator and"
-        " precision, each at its fewest replicas for the rate. TTFT p99 adds the p99 of each"
-        " part; TPOT is the decode step.",
+        f" domain, else over each GPU's scale-out NIC; {pools}, each at its fewest replicas for"
+        " the rate. TTFT p99 adds the p99 of each part; TPOT is the decode step.",
         "The fronts count GPUs in fluid replicas (GPU-seconds per request), the x:y ratio a"
         " fleet approaches at scale; tokens/s per user is 1 / TPOT, points within the TTFT"
         " target only.",
-    )
+    ]
+    if workload.mixed_pools and len({g.accelerator.id for g in groups}) < 2:
+        notes.append("Mixed pools asked for, but the sweep has one accelerator: nothing to mix.")
+    elif workload.mixed_pools:
+        notes.append(
+            "Mixed pools: a GPU of either accelerator counts as one GPU in tokens/s per GPU;"
+            " compare their costs."
+        )
+    return tuple(notes)

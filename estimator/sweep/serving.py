@@ -51,8 +51,10 @@ class ServingWorkload:
     highest rate per replica that meets them, and the fleet is as many replicas as the rate
     needs. ``disaggregated``: beside the aggregated fleets, the disaggregated ones (prefill and
     decode pools, ``sweep.disagg``) for the same rate and targets, their KV transfer overlapped
-    with the prefill as ``kv_overlap`` says. ``lengths``: a dataset's length distribution (the
-    load model reads its spread; ``input_len`` / ``output_len`` are then its rounded means);
+    with the prefill as ``kv_overlap`` says, and with ``mixed_pools`` a prefill pool on one of
+    the sweep's accelerators paired with a decode pool on another too. ``lengths``: a
+    dataset's length distribution (the load model reads its spread; ``input_len`` /
+    ``output_len`` are then its rounded means);
     ``token_budget`` / ``max_seqs``: the engine's limits as the deployment sets them."""
 
     input_len: int
@@ -65,6 +67,7 @@ class ServingWorkload:
     engine: str = "vllm"
     disaggregated: bool = False
     kv_overlap: Overlap = "none"
+    mixed_pools: bool = False  # disaggregated: also pair pools on two accelerators
     lengths: LengthDistribution | None = None  # a dataset's (input/output_len its rounded means)
     token_budget: int | None = None  # the deployment's engine limits (else the preset's)
     max_seqs: int | None = None
@@ -166,6 +169,8 @@ def sweep_serving(
         raise SpecError(
             "request_rate", "disaggregated planning needs a fleet request rate (requests/s)", None
         )
+    if workload.mixed_pools and not workload.disaggregated:
+        raise SpecError("mixed_pools", "pairs disaggregated pools: needs disaggregated", True)
     if workload.disaggregated and workload.lengths is not None:
         raise SpecError(
             "dataset", "disaggregated planning takes fixed input_len / output_len", None
