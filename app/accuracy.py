@@ -39,6 +39,7 @@ __all__ = [
     "KINDS",
     "Record",
     "plan_accuracy",
+    "rate_headroom_note",
     "records",
     "report_view",
     "source_url",
@@ -203,6 +204,29 @@ def summary(rows: Iterable[Record]) -> dict[str, Any] | None:
         "p10_signed": _quantile(errors, 0.1),
         "p90_signed": _quantile(errors, 0.9),
     }
+
+
+def rate_headroom_note(engine: str) -> str | None:
+    """How far the planner's highest rate within latency targets has been from what published
+    runs served within the same limits (the report's ``slo_rate`` rows: MLPerf Inference
+    server runs), over all of them and over ``engine``'s where it has ``MIN_RANGE`` or more;
+    None where the report has none."""
+    rows = [r for r in records() if r.metric == "slo_rate"]
+    overall = summary(rows)
+    if overall is None:
+        return None
+    mine = summary([r for r in rows if r.stack == engine])
+    on_engine = ""
+    if mine is not None and mine["n"] >= MIN_RANGE:
+        on_engine = f"; on the {mine['n']} runs on {engine}, {mine['median_signed']:+.0%}"
+    return (
+        "The rate per replica within the targets is the load model's highest; on the"
+        f" {overall['n']} MLPerf Inference server runs compared (validation/report.md, slo_rate)"
+        f" it was {overall['median_signed']:+.0%} against what each run served within the same"
+        f" latency limits (median; 90th percentile {overall['p90_signed']:+.0%}){on_engine}."
+        " Near capacity the planner's latencies rise later than the runs' did: keep that much"
+        " headroom on the replica count."
+    )
 
 
 # --- one plan's accuracy -------------------------------------------------------------------

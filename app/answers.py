@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
-from app.accuracy import plan_accuracy, time_range
+from app.accuracy import plan_accuracy, rate_headroom_note, time_range
 from app.resolve import (
     InferencePlan,
     TrainingPlan,
@@ -710,9 +710,18 @@ def serving_sweep_out(sweep: ServingSweep, req: ServingSweepRequest) -> ServingS
         rows=[ServingSweepRow(**r) for r in listed[start : start + req.page_size]],
         pareto_cost=[ServingSweepRow(**r) for r in sweep.pareto_cost],
         exact=sweep.exact,
-        notes=list(sweep.notes),
+        notes=list(sweep.notes) + _rate_notes(req),
         disaggregated=disaggregated_out(sweep.disaggregated),
     )
+
+
+def _rate_notes(req: ServingSweepRequest) -> list[str]:
+    """With a request rate: how optimistic the rate within the targets has been on published
+    runs (app/accuracy.py)."""
+    if req.request_rate is None:
+        return []
+    note = rate_headroom_note(req.engine)
+    return [] if note is None else [note]
 
 
 def disaggregated_out(c: DisaggComparison | None) -> DisaggregatedOut | None:

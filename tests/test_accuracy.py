@@ -185,6 +185,35 @@ def test_serving_estimate_carries_its_accuracy() -> None:
     assert all(m["n"] > 0 for m in metrics.values())
 
 
+def test_a_serving_sweep_at_a_rate_says_how_optimistic_its_rate_has_been() -> None:
+    """The rate within the targets is the report's slo_rate metric: the note carries its n,
+    median and 90th-percentile signed error over all MLPerf server runs and over the engine's,
+    read from the shipped report (so it cannot drift from it); without a rate, no note."""
+    report = json.loads((accuracy.resources.files("validation") / "report.json").read_text())
+    slo = [r for r in report["load"]["rows"] if r["metric"] == "slo_rate"]
+    errors = sorted(r["predicted"] / r["measured"] - 1 for r in slo)
+    trtllm = [r["predicted"] / r["measured"] - 1 for r in slo if r["engine"] == "trtllm"]
+    body = {
+        "model": "llama-3.1-8b",
+        "accelerator": "h100-sxm-80gb",
+        "precision": "fp8-serving",
+        "layout": {"tp": 1, "pp": 1},
+        "input_len": 1024,
+        "output_len": 256,
+        "ttft_target_s": 2.0,
+        "tpot_target_s": 0.05,
+        "engine": "trtllm",
+    }
+    plain = client.post("/api/v1/inference/sweep", json=body).json()
+    assert not any("slo_rate" in n for n in plain["notes"])
+    notes = client.post("/api/v1/inference/sweep", json=body | {"request_rate": 5}).json()["notes"]
+    (note,) = [n for n in notes if "slo_rate" in n]
+    p90 = errors[round(0.9 * (len(errors) - 1))]
+    assert f"on the {len(slo)} MLPerf Inference server runs" in note
+    assert f"{statistics.median(errors):+.0%} against" in note and f"percentile {p90:+.0%}" in note
+    assert f"on the {len(trtllm)} runs on trtllm, {statistics.median(trtllm):+.0%}" in note
+
+
 def test_report_view_filters_and_summaries() -> None:
     everything = report_view({})
     assert everything["n"] == len(records())
