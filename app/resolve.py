@@ -304,6 +304,7 @@ def training_plan(req: TrainingRequest) -> TrainingPlan:
         moe_capacity_factor=req.moe_capacity_factor,
         chunked_loss=req.chunked_loss,
         optimizer_in_backward=req.optimizer_in_backward,
+        no_sync_accumulation=req.no_sync_accumulation,
         compiled_loss=req.compiled_loss,
         gradients_per_step=(
             STACKS[req.stack].gradients_per_step

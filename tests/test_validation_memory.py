@@ -4,9 +4,10 @@ accuracy pinned at the level validation/report.md shows.
 34 of 67 records are compared (torch.compile, TorchTitan's per-op checkpointing, chunked and
 compiled losses, FSDP2 under a pipeline, activation offloading and the optimizer step in the
 backward are modelled; float8 under full checkpointing compared as bf16; gradients freed between
-steps), with a 6.5% median (the issue's
-target, 8%, met) and 27 of 29 fits calls right (93%; the target, 95%, not met: both LitGPT full
-fine-tunes on 4 x A10G went out of memory where the planner puts them 22-33% under the card).
+steps; gradient accumulation inside FSDP's no_sync), with a 6.5% median (the issue's target,
+8%, met) and 29 of 29 fits calls right (the target, 95%, met: both LitGPT full fine-tunes on
+4 x A10G, which accumulate 4 micro-batches inside FSDP1's no_sync, are put 16% and 39% over the
+card, as they went out of memory; 22-33% under it before no_sync was modelled).
 The bounds below are those levels plus a point or two, so a change that drifts is caught; the
 far-off records are pinned at their present error so that they are seen (docs/validation.md
 says why).
@@ -286,12 +287,17 @@ def test_accuracy_is_pinned() -> None:
     assert errors["tt2409-l31-405b-qlora-8xa100"] <= 0.08  # +7.1%
     assert -0.34 <= errors["tt2409-l31-70b-full-8xa100-cpuoffload"] <= -0.30  # -32.3%
     fits = fits_summary(found)
-    # report: 27 of 29 right (93%; the issue's target, 95%, not met; the 14 TorchTitan runs
-    # judged against the 96 GB their cards hold); wrong: both LitGPT full fine-tunes on 4 x A10G
-    # (Llama-2-7B, Llama-3-8B) ran out of memory where the planner predicts 15.0 and 17.6 GiB
-    # of 22.5 (the A10G's 23,028 MiB), the only judged runs that went out of memory
-    assert fits["n"] == 29 and fits["rate"] >= 0.93 and fits["oom_records"] == 2
-    assert fits["wrong"] == ["litgpt-l2-7b-full-4xa10g-oom", "litgpt-l3-8b-full-4xa10g-oom"]
+    # report: 29 of 29 right (the issue's target, 95%, met; the 14 TorchTitan runs judged
+    # against the 96 GB their cards hold); both LitGPT full fine-tunes on 4 x A10G (Llama-2-7B,
+    # Llama-3-8B) ran out of memory and the planner puts them +15.9% and +39.4% over the A10G's
+    # 23,028 MiB: their 4 micro-batches a step accumulate inside FSDP1's no_sync (Fabric's
+    # no_backward_sync), every rank holding the whole model's gradients (15.0 and 17.6 GiB,
+    # under the card, before that was modelled)
+    assert fits["n"] == 29 and fits["rate"] == 1.0 and fits["oom_records"] == 2
+    assert fits["wrong"] == []
+    over = {r.id: r.total_gib / r.capacity_gib - 1 for r in found if r.oom}
+    assert over["litgpt-l2-7b-full-4xa10g-oom"] >= 0.10
+    assert over["litgpt-l3-8b-full-4xa10g-oom"] >= 0.30
 
 
 def test_report_section() -> None:

@@ -604,10 +604,13 @@ def _case(r: Record) -> MemoryCase:
     chunked = "Chunked" in str(opts.get("loss")) or bool(opts.get("lm_head_chunk_size"))
     compiled_loss, loss_notes = _loss_compiled(r, compiled, chunked)
     local = int(r["micro_batch_size"])  # per data-parallel rank, before pipeline micro-batching
+    no_sync = bool(opts.get("no_sync_accumulation"))
+    # one micro-batch a step but where the record gives its global batch (accumulation)
+    gbs = int(r.get("global_batch_size") or local * layout.dp)
     setup = TrainingSetup(
         seq_len=int(r["seq_len"]),
         micro_batch_size=local // layout.pp,  # torchtitan's default: pp micro-batches
-        global_batch_size=local * layout.dp,
+        global_batch_size=gbs,
         recompute=recompute,
         activation_convention="compiled" if compiled else "hf",
         finetune=finetune,
@@ -616,6 +619,7 @@ def _case(r: Record) -> MemoryCase:
         compiled_loss=compiled_loss,
         gradients_per_step=True,  # every framework here is PyTorch's, zero_grad(set_to_none)
         optimizer_in_backward=bool(opts.get("optimizer_in_bwd")),
+        no_sync_accumulation=no_sync,
     )
     assumptions = [
         *([acc_note] if acc_note else []),
@@ -633,6 +637,15 @@ def _case(r: Record) -> MemoryCase:
         if compiled
         else "eager PyTorch modules with SDPA / flash attention: the estimator's hf convention",
         *(["chunked output head and cross-entropy"] if chunked else []),
+        *(
+            [
+                f"gradient accumulation over {gbs // (local * layout.dp)}"
+                " micro-batches inside FSDP's no_sync (Lightning Fabric's no_backward_sync):"
+                " the gradients held unsharded until the last"
+            ]
+            if no_sync
+            else []
+        ),
         *loss_notes,
         (
             "optimizer in the backward (torchtune's optimizer_in_bwd): each gradient freed as"

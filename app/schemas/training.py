@@ -310,6 +310,14 @@ class TrainingRequest(FineTuneFields, OffloadFields, MoEFields, ClusterFields):
         " (torchtune's optimizer_in_bwd): full training, one micro-batch a step, pp = 1",
         json_schema_extra=form("Optimizer in backward", "Batch"),
     )
+    no_sync_accumulation: bool = Field(
+        False,
+        description="Gradient accumulation without the reduction until the last micro-batch"
+        " (FSDP1's no_sync, FSDP2's set_requires_gradient_sync(False): Lightning Fabric's"
+        " no_backward_sync as LitGPT runs it, Accelerate's accumulate with FSDP): with ZeRO >= 2"
+        " and several micro-batches a step each rank holds its stage's gradients unsharded",
+        json_schema_extra=form("Accumulate without sync (FSDP no_sync)", "Batch"),
+    )
     compiled_loss: bool | None = Field(
         None,
         description="Cross-entropy under torch.compile (a fused loss keeps model-dtype logits);"

@@ -183,6 +183,7 @@ TRAINING_INPUTS = inputs_of(
     "compiled_loss",
     "gradients_per_step",
     "optimizer_in_backward",
+    "no_sync_accumulation",
     "precision",
     "finetune",
     "lora_rank",

@@ -159,6 +159,15 @@ def training_timeline(
             if per_step
             else []
         ),
+        *(
+            [
+                "Gradients accumulate unsharded (FSDP's no_sync) until the last micro-batch's"
+                " backward reduce-scatters them: shown at that size all step, the size the peak"
+                " holds (before the first backward they are smaller, after the sync a shard)."
+            ]
+            if setup.no_sync_accumulation and total_chunks > vp and parallel.zero_stage >= 2
+            else []
+        ),
     )
     return Timeline(tuple(points), float(accelerator.memory_bytes), notes)
 

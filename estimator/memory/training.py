@@ -123,7 +123,11 @@ class TrainingSetup:
     and Composer run; Megatron's and DeepSpeed's gradient buffers persist);
     ``optimizer_in_backward`` whether each parameter is stepped by a hook as soon as its
     gradient is ready, which then frees it (torchtune's ``optimizer_in_bwd``; full training, one
-    micro-batch a step, no pipeline).
+    micro-batch a step, no pipeline); ``no_sync_accumulation`` whether gradient accumulation
+    skips the gradient reduction until the last micro-batch (FSDP1's ``no_sync``, FSDP2's
+    ``set_requires_gradient_sync(False)``: Lightning Fabric's ``no_backward_sync``, as LitGPT
+    runs it, and Accelerate's ``accumulate`` with FSDP), so each rank holds its stage's
+    gradients unsharded meanwhile (with ZeRO >= 2 and more than one micro-batch a step).
     Frozen, filled in one step like ``Parallelism``.
     """
 
@@ -142,6 +146,7 @@ class TrainingSetup:
     compiled_loss: bool | None = None
     gradients_per_step: bool = False
     optimizer_in_backward: bool = False
+    no_sync_accumulation: bool = False
 
     def __init__(
         self,
@@ -160,6 +165,7 @@ class TrainingSetup:
         compiled_loss: bool | None = None,
         gradients_per_step: bool = False,
         optimizer_in_backward: bool = False,
+        no_sync_accumulation: bool = False,
     ) -> None:
         object.__setattr__(  # fill the frozen record in one step (see ``records``)
             self,
@@ -180,6 +186,7 @@ class TrainingSetup:
                 "compiled_loss": compiled_loss,
                 "gradients_per_step": gradients_per_step,
                 "optimizer_in_backward": optimizer_in_backward,
+                "no_sync_accumulation": no_sync_accumulation,
             },
         )
 
@@ -529,6 +536,17 @@ def _stage_values(
     weights_div = 1 + shard_weights * (dense_shards - 1), 1 + shard_weights * (expert_shards - 1)
     grads_div = 1 + shard_grads * (dense_shards - 1), 1 + shard_grads * (expert_shards - 1)
     dense_grads_div = grads_div[0] if fsdp_pp is False else where(fsdp_pp, 1, grads_div[0])
+    # Gradient accumulation without the reduction (FSDP1's no_sync, FSDP2's
+    # set_requires_gradient_sync(False)): the gradients of every micro-batch but the last stay
+    # unsharded ("FSDP will accumulate the full model gradients (instead of gradient shards)
+    # until the eventual sync", torch FullyShardedDataParallel.no_sync), so the last backward
+    # starts with the stage's whole gradients on each rank.
+    unsynced = setup.no_sync_accumulation and shard_grads & (microbatches > 1)
+    expert_grads_div, adapter_grads_div = grads_div[1], grads_div[0]
+    if unsynced is not False:
+        dense_grads_div = where(unsynced, 1, dense_grads_div)
+        expert_grads_div = where(unsynced, 1, expert_grads_div)
+        adapter_grads_div = where(unsynced, 1, adapter_grads_div)
     states_div = 1 + shard_states * (dense_shards - 1), 1 + shard_states * (expert_shards - 1)
     kinds = model.kinds
     layers = []  # a loop, not a comprehension: no extra frame for a list of one or two kinds
@@ -609,7 +627,7 @@ def _stage_values(
             lw_bytes = lw * w_lin
             experts = ew + eo
             expert_weights = (ew * w_exp + eo * w_other) / weights_div[1]
-            expert_grads = experts / grads_div[1]
+            expert_grads = experts / expert_grads_div
             expert_states = experts / states_div[1]
             cache = (lw + ew) * cache_b
             gather = 2 * largest * w_lin * shard_weights
@@ -641,7 +659,7 @@ def _stage_values(
                 trainable = trainable + n * per_layer
             total = total + trainable
             weights = weights + trainable * lora.weight_bytes / weights_div[0]
-            grads = trainable / grads_div[0] * grad_b
+            grads = trainable / adapter_grads_div * grad_b
             opt_params = trainable / states_div[0]
             states = opt_params * lora.state_bytes
         master = opt_params * master_b
@@ -886,6 +904,13 @@ def validate_training(model: ModelSpec, p: Parallelism, setup: TrainingSetup) ->
         )
     if setup.optimizer_in_backward:
         _check_optimizer_in_backward(p, setup)
+    if setup.no_sync_accumulation and (setup.offload.optimizer or setup.offload.params):
+        raise SpecError(
+            "no_sync_accumulation",
+            "not modelled with CPU offload (FSDP keeps the unsharded gradients on the GPU inside"
+            " no_sync and offloads them only after the sync)",
+            True,
+        )
     gbs = setup.global_batch_size
     if gbs is not None and (gbs < 1 or gbs % (setup.micro_batch_size * p.dp)):
         raise SpecError(
@@ -1045,6 +1070,23 @@ def _training_notes(
             )
             + "; the step's time is unchanged (the same updates, run inside the backward)."
         )
+    if setup.no_sync_accumulation:
+        m = (setup.global_batch_size or setup.micro_batch_size * p.dp) // (
+            setup.micro_batch_size * p.dp
+        )
+        if p.zero_stage >= 2 and m > 1:
+            notes.append(
+                f"Gradient accumulation without the reduction (FSDP's no_sync over {m}"
+                " micro-batches): each rank holds its stage's gradients unsharded until the last"
+                " micro-batch reduce-scatters them: the gradients term is not divided over the"
+                " data-parallel ranks."
+            )
+        else:
+            notes.append(
+                "no_sync_accumulation has no effect here: "
+                + ("one micro-batch a step" if m == 1 else "gradients unsharded already (ZeRO < 2)")
+                + "."
+            )
     if model.moe is not None:
         load, cap = setup.expert_load, setup.moe_capacity_factor
         if load != 1 or cap is not None:

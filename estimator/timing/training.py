@@ -808,13 +808,20 @@ def training_time_terms(
             grad_b,
             setup.finetune.frozen,
         )
-        per_layer = rules.ZERO3_GATHERS_PER_LAYER * collective_time(
+        gathers = rules.ZERO3_GATHERS_PER_LAYER * collective_time(
             accelerator, prof, "all_gather", layer_w, dense_size, dense_stride, domain
-        ) + collective_time(
+        )
+        per_layer = gathers + collective_time(
             accelerator, prof, "reduce_scatter", layer_g, dense_size, dense_stride, domain
         )
         layer_compute = (worst["forward"] + worst["backward"]) / per_layer_div
-        zero3 = where(zero >= 3, m * layers_on_stage * maximum(per_layer - layer_compute, 0.0), 0.0)
+        exposed = m * layers_on_stage * maximum(per_layer - layer_compute, 0.0)
+        if setup.no_sync_accumulation:  # FSDP's no_sync: the last micro-batch reduce-scatters
+            exposed = layers_on_stage * (
+                (m - 1) * maximum(gathers - layer_compute, 0.0)
+                + maximum(per_layer - layer_compute, 0.0)
+            )
+        zero3 = where(zero >= 3, exposed, 0.0)
     if type(zero) is not int or zero < 3:
         grads = trainable * grad_b
         sync = _dense_collective(
