@@ -155,7 +155,8 @@ def serving_text(out: Mapping[str, Any]) -> str:
 
 
 def _effects(out: Mapping[str, Any]) -> list[str]:
-    """What speculative decoding and the prefix cache change, where the plan has them."""
+    """What speculative decoding and the prefix cache change, where the plan has them; the
+    end-to-end latency under load and, with latency targets, the goodput."""
     lines = []
     sp, pc = out.get("speculative"), out.get("prefix_cache")
     if sp:
@@ -171,6 +172,17 @@ def _effects(out: Mapping[str, Any]) -> list[str]:
             f"prefix cache: {pc['cached_tokens']:,} tokens cached, {pc['computed_tokens']:,}"
             f" computed: TTFT {_ms(out['latency']['ttft_lone_s'])} ms vs"
             f" {_ms(pc['ttft_without_s'])} ms uncached ({pc['ttft_speedup']:.2f}x)"
+        )
+    load = out.get("load")
+    if load and load["e2e_s"] is not None:
+        lines.append(
+            f"end to end {_ms(load['e2e_s'])} ms (p50 {_ms(load['e2e_p50_s'])}, p99"
+            f" {_ms(load['e2e_p99_s'])})"
+        )
+    if load and load["slo_attainment"] is not None:
+        lines.append(
+            f"goodput {load['goodput_requests_per_s']:.3g} requests/s:"
+            f" {load['slo_attainment']:.1%} of requests within the latency targets"
         )
     return lines
 

@@ -316,6 +316,19 @@ class LoadOut(BaseModel):
     tpot_p99_s: float | None = None
     num_prompts: int | None = Field(None, description="A finite run of that many requests")
     duration_s: float | None = Field(None, description="The run's, first request to last token")
+    e2e_p50_s: float | None = Field(
+        None, description="End to end over requests: TTFT plus each one's own decode steps"
+    )
+    e2e_p90_s: float | None = None
+    e2e_p99_s: float | None = None
+    slo_attainment: float | None = Field(
+        None,
+        description="With ttft_target_s / tpot_target_s: the share of requests within both"
+        " (approximate, as the percentiles)",
+    )
+    goodput_requests_per_s: float | None = Field(
+        None, description="With targets: the requests/s within both (slo_attainment x rate)"
+    )
 
 
 class LengthsOut(BaseModel):

@@ -616,6 +616,7 @@ def serving_page(request: Request) -> Response:
             **out,
             "_timeline": timeline_out(run_inference_timeline(req)),
             "_at_best": at_best,
+            "_targets": {"ttft": req.ttft_target_s, "tpot": req.tpot_target_s},
             "_load_curve": run_load_curve(req, plan, estimate),
             "_slots": plan.parallel.dp * group_slots(req, plan, estimate),
         }

@@ -49,6 +49,7 @@ from estimator.serving.load import (
     budget_cap,
     decode_steps,
     engine_preset,
+    exceed_probability,
     md1_wait,
     prefill_wait,
     residual_step,
@@ -453,6 +454,7 @@ def estimate_inference(
         load = estimate_load(
             model, accelerator, parallel, setup, precision, engine=preset,
             request_rate=request_rate, cluster=cluster, memory=memory,
+            ttft_target_s=ttft_target_s, tpot_target_s=tpot_target_s,
         )  # fmt: skip
         lengths = "fixed lengths" if setup.lengths is None else f"{setup.lengths.name} lengths"
         notes.append(LOAD_NOTE.format(label=preset.label, lengths=lengths))
@@ -509,11 +511,14 @@ def estimate_load(
     request_rate: float | None = None,
     cluster: Cluster | None = None,
     memory: InferenceMemory | None = None,
+    ttft_target_s: float | None = None,
+    tpot_target_s: float | None = None,
 ) -> LoadPoint:
     """TTFT, TPOT and throughput of a replica in steady state under load (``serving.load``):
     ``setup.concurrency`` requests kept in flight (closed loop), or Poisson arrivals at
     ``request_rate`` requests/s (open loop), on ``engine``'s scheduler preset (a name of
-    ``ENGINES``, or a preset with a deployment's limits: ``load.engine_preset``)."""
+    ``ENGINES``, or a preset with a deployment's limits: ``load.engine_preset``). With latency
+    targets, the share of requests within both and the goodput (the requests/s that are)."""
     replica_preset = engine_preset(engine)
     if request_rate is not None and not 0 < request_rate <= 1e6:
         raise SpecError("request_rate", "must be > 0 and <= 1,000,000 requests/s", request_rate)
@@ -670,6 +675,24 @@ def estimate_load(
             return math.inf
         return float(queue_s + max(at_quantile[quantile], both[quantile]))
 
+    # End to end: the TTFT plus the request's own decode steps, its output length independent of
+    # its prompt's and of its wait (every pair of the two distributions' bins, equally likely)
+    outputs = (osl,) if w.lengths is None else w.lengths.output_lens
+    decoding = np.array([decode_steps(o, accepted) for o in outputs]) * tau_decode
+    e2e_bins = (services[:bins, None] + decoding[None, :]).ravel()
+    e2e_q: tuple[float, ...] = (math.inf,) * 3
+    if not overloaded:
+        e2e_q = tuple(queue_s + x for x in sum_quantiles(e2e_bins, wait_s, rho, TTFT_QUANTILES))
+    attainment = None
+    if ttft_target_s is not None or tpot_target_s is not None:
+        within = 1.0
+        if ttft_target_s is not None:  # P(queue + own prefill + wait <= target)
+            over = exceed_probability(services[:bins], wait_s, rho, ttft_target_s - queue_s)
+            within = 0.0 if overloaded else 1.0 - float(over)
+        if tpot_target_s is not None and tau_decode / accepted > tpot_target_s:
+            within = 0.0  # every request decodes at the replica's step
+        attainment = within
+
     steady = LoadPoint(  # the replica's: the busy groups' counts and rates together
         engine=preset.name,
         concurrency=None if request_rate is not None else float(setup.concurrency),
@@ -692,6 +715,11 @@ def estimate_load(
         lengths=w.name,
         tpot_p50_s=tau_decode / accepted,
         tpot_p99_s=tau_decode / accepted,
+        e2e_p50_s=e2e_q[0],
+        e2e_p90_s=e2e_q[1],
+        e2e_p99_s=e2e_q[2],
+        slo_attainment=attainment,
+        goodput_requests_per_s=None if attainment is None else attainment * busy * req_per_s,
     )
     if setup.num_prompts is None:
         return steady
@@ -707,7 +735,11 @@ def estimate_load(
         queries=q,
     )
     ttft_q = np.quantile(run.ttft_s, TTFT_QUANTILES)
+    e2e_run = np.quantile(run.e2e_s, TTFT_QUANTILES)
     tpot_q = np.quantile(run.tpot_s, (0.5, 0.99)) if run.tpot_s.size else (steady.tpot_s,) * 2
+    attained = None
+    if attainment is not None:
+        attained = run.slo_attainment(ttft_target_s, tpot_target_s)
     return replace(  # the run's own latencies and throughput; regime and capacity the steady's
         steady,
         running=run.mean_running,
@@ -726,4 +758,9 @@ def estimate_load(
         tpot_p99_s=float(tpot_q[1]),
         num_prompts=run.num_prompts,
         duration_s=run.duration_s,
+        e2e_p50_s=float(e2e_run[0]),
+        e2e_p90_s=float(e2e_run[1]),
+        e2e_p99_s=float(e2e_run[2]),
+        slo_attainment=attained,
+        goodput_requests_per_s=None if attained is None else attained * run.requests_per_s,
     )

@@ -84,6 +84,7 @@ __all__ = [
     "budget_cap",
     "decode_steps",
     "engine_preset",
+    "exceed_probability",
     "md1_wait",
     "prefill_wait",
     "quantile_wait",
@@ -306,6 +307,14 @@ class LoadPoint:
     tpot_p99_s: float = math.nan
     num_prompts: int | None = None  # a finite run of that many requests (``serving.run``)
     duration_s: float | None = None  # the finite run's, first request sent to last token
+    # end to end over requests: the TTFT's distribution plus each one's own decode steps
+    e2e_p50_s: float = math.nan
+    e2e_p90_s: float = math.nan
+    e2e_p99_s: float = math.nan
+    # with latency targets: the share of requests within both, and the requests/s that are
+    # (goodput, DistServe's SLO attainment times the rate); None without targets
+    slo_attainment: float | None = None
+    goodput_requests_per_s: float | None = None
 
 
 def decode_steps(osl: float, acceptance_length: float = 1.0) -> float:
@@ -460,14 +469,10 @@ def sum_quantiles(
         return tuple(float(np.quantile(s, p)) for p in ps)
     if len(s) == 1:  # one length: the service plus the wait's quantile, exactly
         return tuple(float(s[0] + quantile_wait(mean_wait, rho, p)) for p in ps)
-    decay = rho / mean_wait
     targets = 1.0 - np.asarray(ps, dtype=float)
 
     def tail(t: np.ndarray) -> np.ndarray:  # P(S + W > t) at every t, over the bins
-        gap = t[..., None] - s
-        over = np.where(gap < 0, 1.0, rho * np.exp(-np.maximum(gap, 0.0) * decay))
-        mean: np.ndarray = over.mean(axis=-1)
-        return mean
+        return exceed_probability(s, mean_wait, rho, t)
 
     top = float(quantile_wait(mean_wait, rho, max(ps)))
     coarse = np.linspace(s.min(), s.max() + top, 257)
@@ -475,6 +480,39 @@ def sum_quantiles(
     fine = np.linspace(coarse[k], coarse[k + 1], 65, axis=-1)  # one row a quantile
     below = (tail(fine) <= targets[:, None]).argmax(axis=-1)  # the first point at or under
     return tuple(float(x) for x in fine[np.arange(len(ps)), below])
+
+
+def exceed_probability(
+    services: Sequence[float] | np.ndarray, mean_wait: float, rho: float, t: Num
+) -> np.ndarray:
+    """``P(S + W > t)`` (entry by entry for an array ``t``): the service ``S`` one of the
+    equally likely ``services``, the wait ``W`` independent of it with ``P(W > 0) = rho`` and an
+    exponential tail of mean ``mean_wait`` (``sum_quantiles``' distribution; an infinite wait,
+    an overloaded queue, exceeds every ``t``). A service above ``t`` always exceeds it; one at
+    or below adds ``rho exp(-(t - s) rho / mean_wait)``, summed over the sorted services as
+    ``rho exp(-(t - s_k) decay) P_k`` with ``s_k`` the largest at or below ``t`` and ``P_k =
+    sum_{j <= k} exp(-(s_k - s_j) decay)`` (a recurrence with exponents <= 0): linear in the
+    services, where the pairwise form is their count times the points'."""
+    s = np.sort(np.asarray(services, dtype=float))
+    at = np.asarray(t, dtype=float)
+    below = np.searchsorted(s, at, side="right")  # services at or below each t
+    n = len(s)
+    if not math.isfinite(mean_wait):
+        return np.ones(at.shape)
+    if mean_wait <= 0 or rho <= 0:
+        short: np.ndarray = (n - below) / n
+        return short
+    decay = rho / mean_wait
+    steps = np.exp(-np.diff(s) * decay)  # exp(-(s_k - s_{k-1}) decay)
+    prefix = np.empty(n)
+    acc = 0.0
+    for k in range(n):
+        acc = 1.0 + (steps[k - 1] * acc if k else 0.0)
+        prefix[k] = acc
+    last = np.maximum(below - 1, 0)
+    waiting = rho * np.exp(-(at - s[last]) * decay) * prefix[last]
+    mean: np.ndarray = (n - below + np.where(below > 0, waiting, 0.0)) / n
+    return mean
 
 
 def quantile_wait(mean_wait: Num, rho: Num, p: float) -> Num:

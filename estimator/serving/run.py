@@ -61,6 +61,17 @@ class RunResult:
     mean_queued: float  # time-weighted requests waiting for one
     mean_decoding: float  # time-weighted sequences decoding per step
     mean_step_s: float
+    has_tpot: np.ndarray  # which requests decode after their first token (``tpot_s``'s)
+
+    def slo_attainment(self, ttft_target_s: float | None, tpot_target_s: float | None) -> float:
+        """The share of the run's requests whose TTFT and TPOT are within the targets (a
+        request without a token after its first meets any TPOT target)."""
+        ok = np.ones(self.num_prompts, dtype=bool)
+        if ttft_target_s is not None:
+            ok &= self.ttft_s <= ttft_target_s
+        if tpot_target_s is not None:
+            ok[self.has_tpot] &= self.tpot_s <= tpot_target_s
+        return float(ok.mean())
 
     @property
     def output_tokens_per_s(self) -> float:
@@ -189,4 +200,5 @@ def simulate_run(
         mean_queued=float(np.dot(queue, span) / total),
         mean_decoding=float(np.dot(d, span) / total),
         mean_step_s=total / float(n.sum()),
+        has_tpot=has_tpot,
     )
