@@ -301,6 +301,9 @@ def launch_dict(req: InferenceRequest, plan: InferencePlan, e: InferenceEstimate
         speculative=spec,
         draft_id=None if draft is None else _hf_id(draft.id, "/path/to/your/draft-model"),
         prefix_caching=plan.setup.prefix_cache_hit_rate > 0,
+        engine=req.engine,
+        kv_fraction=req.kv_cache_memory_fraction,
+        kv_block=req.kv_block_size,
     )
     return {f.name: getattr(commands, f.name) for f in fields(commands)}
 

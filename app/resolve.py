@@ -578,7 +578,13 @@ def engine_of(req: InferenceRequest) -> EnginePreset:
     """The request's engine preset with the deployment's token budget and sequence cap."""
     from estimator.serving.load import engine_preset
 
-    return engine_preset(req.engine, req.max_num_batched_tokens, req.max_num_seqs)
+    return engine_preset(
+        req.engine,
+        req.max_num_batched_tokens,
+        req.max_num_seqs,
+        kv_fraction=req.kv_cache_memory_fraction,
+        kv_block_tokens=req.kv_block_size,
+    )
 
 
 def group_slots(req: InferenceRequest, plan: InferencePlan, estimate: InferenceEstimate) -> int:
@@ -830,6 +836,8 @@ def _serving_sweep(req: ServingSweepRequest) -> ServingSweep:
         lengths=lengths,
         token_budget=req.max_num_batched_tokens,
         max_seqs=req.max_num_seqs,
+        kv_fraction=req.kv_cache_memory_fraction,
+        kv_block=req.kv_block_size,
         ttft_target_s=req.ttft_target_s,
         tpot_target_s=req.tpot_target_s,
         output_tokens_per_s=req.output_tokens_per_s,

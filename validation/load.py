@@ -107,6 +107,8 @@ class LoadCase:
     constraints: tuple[float, float] | None = None  # MLPerf's TTFT and TPOT p99 limits, s
     token_budget: int | None = None  # the engine options the run states (else the preset's)
     max_seqs: int | None = None
+    kv_fraction: float | None = None  # the KV cache's memory fraction, the engine's meaning
+    kv_block: int | None = None  # tokens a KV block
 
     @property
     def gpus(self) -> int:
@@ -292,7 +294,12 @@ def _case(r: dict[str, Any]) -> LoadCase:
         )
         rate = rate / instances if rate is not None else None
     budget, cap = _limits(r.get("engine_options") or {})
+    kv_fraction, kv_block = _kv_options(r.get("engine_options") or {}, engine or "")
     stated = [f"{what} {n:,}" for what, n in (("token budget", budget), ("sequence cap", cap)) if n]
+    if kv_fraction is not None:
+        stated.append(f"KV memory fraction {kv_fraction:g}")
+    if kv_block is not None:
+        stated.append(f"{kv_block} tokens a KV block")
     if stated:
         notes.append(f"the run's engine options: {', '.join(stated)} (else the preset's)")
     if lengths in _MLPERF.values():
@@ -318,6 +325,8 @@ def _case(r: dict[str, Any]) -> LoadCase:
         constraints=_constraints(load),
         token_budget=budget,
         max_seqs=cap,
+        kv_fraction=kv_fraction,
+        kv_block=kv_block,
         measured=r["measured"],
         source=str(r["source"]),
         assumptions=tuple(notes),
@@ -333,7 +342,13 @@ def _load_at(case: LoadCase, setup: InferenceSetup, rate: float | None) -> LoadP
         Parallelism(tp=case.tp, dp=case.dp, ep=case.ep),
         setup,
         get_precision(case.precision),
-        engine=engine_preset(case.engine, case.token_budget, case.max_seqs),
+        engine=engine_preset(
+            case.engine,
+            case.token_budget,
+            case.max_seqs,
+            kv_fraction=case.kv_fraction,
+            kv_block_tokens=case.kv_block,
+        ),
         request_rate=rate,
     )
 
@@ -354,6 +369,25 @@ def _limits(options: dict[str, Any]) -> tuple[int | None, int | None]:
         return None
 
     return first(_BUDGET_KEYS), first(_CAP_KEYS)
+
+
+# each engine's own names for its KV cache's memory fraction and its tokens a block (another
+# engine's name in a record, or a value given as words, is not read)
+_KV_KEYS = {
+    "vllm": ("gpu_memory_utilization", "block_size"),
+    "sglang": ("mem_fraction_static", "page_size"),
+    "trtllm": ("free_gpu_memory_fraction", "tokens_per_block"),
+}
+
+
+def _kv_options(options: dict[str, Any], engine: str) -> tuple[float | None, int | None]:
+    """(KV memory fraction, tokens a KV block) a record's engine options state in its engine's
+    own names (None: not stated)."""
+    fraction_key, block_key = _KV_KEYS.get(engine, ("", ""))
+    fraction, block = options.get(fraction_key), options.get(block_key)
+    fraction_ok = isinstance(fraction, float) and 0 < fraction <= 1
+    block_ok = isinstance(block, int) and not isinstance(block, bool) and block > 0
+    return (fraction if fraction_ok else None), (block if block_ok else None)
 
 
 def _constraints(load: dict[str, Any]) -> tuple[float, float] | None:

@@ -76,7 +76,26 @@ class InferenceLayout(Request):
     ep: LayoutSize = Field(1, description="Expert parallel", json_schema_extra=LAYOUT_EP)
 
 
-class InferenceRequest(ClusterFields):
+class EngineMemoryFields(Request):
+    """The engine's KV cache as a deployment sets it (default: the engine preset's)."""
+
+    kv_cache_memory_fraction: Annotated[float, Field(gt=0, le=1)] | None = Field(
+        None,
+        description="The KV cache's memory fraction in the engine's own meaning: vLLM"
+        " --gpu-memory-utilization (of the GPU, weights and activations included; default"
+        " 0.9), TensorRT-LLM free_gpu_memory_fraction (of what the model leaves; 0.9), SGLang"
+        " --mem-fraction-static (of the GPU, weights included; 0.79-0.88 by TP size)",
+        json_schema_extra=form("KV memory fraction", "Workload", "engine default"),
+    )
+    kv_block_size: Annotated[int, Field(ge=1, le=1024)] | None = Field(
+        None,
+        description="Tokens a KV-cache block holds (vLLM --block-size 16, TensorRT-LLM"
+        " tokens_per_block 32, SGLang --page-size 1): a sequence holds whole blocks",
+        json_schema_extra=form("KV block size (tokens)", "Workload", "engine default"),
+    )
+
+
+class InferenceRequest(ClusterFields, EngineMemoryFields):
     """A serving plan for one replica. Only ``model`` is required."""
 
     model: ModelRef = Field(json_schema_extra=MODEL_FORM)

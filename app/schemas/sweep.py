@@ -22,7 +22,7 @@ from app.schemas.common import (
     TokenCount,
 )
 from app.schemas.fields import form
-from app.schemas.inference import OUTPUT, PROMPT, Dataset, OutputLen
+from app.schemas.inference import OUTPUT, PROMPT, Dataset, EngineMemoryFields, OutputLen
 from app.schemas.training import (
     MODEL_FORM,
     FineTuneFields,
@@ -313,7 +313,7 @@ class ServingSweepLayout(Request):
     )
 
 
-class ServingSweepRequest(Request):
+class ServingSweepRequest(EngineMemoryFields):
     model: ModelRef = Field(json_schema_extra=MODEL_FORM)
     accelerator: NameList | None = Field(
         None, description="Default: ten data-centre GPUs", json_schema_extra=ACCELERATORS

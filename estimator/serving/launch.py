@@ -72,11 +72,16 @@ def launch_commands(
     speculative: Speculative | None = None,
     draft_id: str | None = None,
     prefix_caching: bool = False,
+    engine: str = "vllm",
+    kv_fraction: float | None = None,
+    kv_block: int | None = None,
 ) -> LaunchCommands:
     """The three engines' commands for one replica of ``model`` (a Hugging Face id or a path);
     ``speculative`` with the draft model's id or path (``draft_id``), and ``prefix_caching``
     on where the plan counts on prefix-cache hits. ``max_seqs`` and ``token_budget`` are one
-    scheduler's: with attention data parallel, one DP group's."""
+    scheduler's: with attention data parallel, one DP group's. ``kv_fraction`` and
+    ``kv_block``, a deployment's KV memory fraction and tokens a block, are ``engine``'s (each
+    engine means its own fraction): its command takes them, the others keep their defaults."""
     tp, pp, ep, dp = parallel.tp, parallel.pp, parallel.ep, parallel.dp
     weights, kv = precision.weights, precision.kv_cache
     notes: list[str] = []
@@ -95,6 +100,16 @@ def launch_commands(
         )
     kv_vllm = " --kv-cache-dtype fp8" if kv == "fp8" else ""
     kv_sglang = " --kv-cache-dtype fp8_e4m3" if kv == "fp8" else ""
+    family = "vllm" if engine.startswith("vllm") else engine
+    mine = {family: (kv_fraction, kv_block)}
+    vllm_fraction, vllm_block = mine.get("vllm", (None, None))
+    sglang_fraction, sglang_block = mine.get("sglang", (None, None))
+    trtllm_fraction, trtllm_block = mine.get("trtllm", (None, None))
+    if kv_fraction is not None or kv_block is not None:
+        notes.append(
+            f"The KV memory fraction and block size as set are {family}'s (each engine means its"
+            " own fraction); the other commands keep their engines' defaults."
+        )
     vllm = (
         f"vllm serve {model} --tensor-parallel-size {tp}"
         + (f" --pipeline-parallel-size {pp}" if pp > 1 else "")
@@ -102,7 +117,8 @@ def launch_commands(
         + (" --enable-expert-parallel" if ep > 1 else "")
         + f" --max-model-len {max_model_len} --max-num-seqs {max_seqs}"
         + f" --max-num-batched-tokens {token_budget}{quant_vllm}{kv_vllm}"
-        + " --gpu-memory-utilization 0.9"
+        + f" --gpu-memory-utilization {vllm_fraction or 0.9:g}"
+        + (f" --block-size {vllm_block}" if vllm_block else "")
         + (" --enable-prefix-caching" if prefix_caching else "")
         + spec_vllm
     )
@@ -112,6 +128,8 @@ def launch_commands(
         + (f" --ep-size {ep}" if ep > 1 else "")
         + f" --context-length {max_model_len} --max-running-requests {max_seqs * dp}"
         + f" --chunked-prefill-size {token_budget * dp}{quant_sglang}{kv_sglang}"
+        + (f" --mem-fraction-static {sglang_fraction:g}" if sglang_fraction else "")
+        + (f" --page-size {sglang_block}" if sglang_block else "")
         + spec_sglang
     )
     if dp > 1 and ep != dp * tp:
@@ -129,8 +147,10 @@ def launch_commands(
             f"SGLang: pipeline parallelism ({pp} stages) is a newer server argument; check that"
             " your version has --pp-size, or serve the replica with tensor parallelism."
         )
-    cache = ("  dtype: fp8\\n" if kv == "fp8" else "") + (
-        "  enable_block_reuse: true\\n" if prefix_caching else ""
+    cache = (
+        ("  dtype: fp8\\n" if kv == "fp8" else "")
+        + ("  enable_block_reuse: true\\n" if prefix_caching else "")
+        + (f"  tokens_per_block: {trtllm_block}\\n" if trtllm_block else "")
     )
     extra = ("kv_cache_config:\\n" + cache if cache else "") + spec_trtllm
     if dp > 1:
@@ -139,7 +159,8 @@ def launch_commands(
         f"trtllm-serve serve {model} --backend pytorch --tp_size {tp * dp} --pp_size {pp}"
         + (f" --ep_size {ep}" if ep > 1 else "")
         + f" --max_batch_size {max_seqs} --max_num_tokens {token_budget}"
-        + f" --max_seq_len {max_model_len} --kv_cache_free_gpu_memory_fraction 0.9"
+        + f" --max_seq_len {max_model_len}"
+        + f" --kv_cache_free_gpu_memory_fraction {trtllm_fraction or 0.9:g}"
         + (" --extra_llm_api_options extra.yaml" if extra else "")
     )
     if extra:

@@ -120,6 +120,9 @@ class EnginePreset:
     # KV blocks allocated as a sequence's tokens arrive (vLLM V1), not its whole context
     # reserved at admission (TensorRT-LLM's GUARANTEED_NO_EVICT default, SGLang's reservation)
     kv_on_demand: bool = False
+    # tokens per KV-cache block (vLLM --block-size, SGLang --page-size, TensorRT-LLM
+    # tokens_per_block): a sequence holds whole blocks
+    kv_block_tokens: int = 16
 
     def slots(self, kv_slots: int) -> int:
         """Requests a replica runs at once: the engine's sequence cap or what the KV cache
@@ -153,6 +156,16 @@ class EnginePreset:
         average (the mean live context over the whole one: the caller's workload), the
         recurrent state whole."""
         share = live_share if self.kv_on_demand else 1.0
+        # Whole blocks: a reserved context rounds up to them; blocks allocated as tokens arrive
+        # leave the last one half empty on average
+        context = memory.kv_cache_bytes_per_sequence / (memory.kv_cache_bytes_per_token or 1.0)
+        block = self.kv_block_tokens
+        if block > 1 and context > 0:
+            live = share * context
+            blocked = (
+                live + (block - 1) / 2 if self.kv_on_demand else math.ceil(live / block) * block
+            )
+            share *= blocked / live
         held = (
             share * memory.kv_cache_bytes_per_sequence
             + memory.state_bytes_per_sequence
@@ -192,6 +205,7 @@ ENGINES: dict[str, EnginePreset] = {
                 "vllm/v1/core/kv_cache_manager.py allocate_slots: blocks allocated for each"
                 " step's new tokens; the scheduler preempts a running request when none is"
                 " free (not modelled)",
+                "vllm/config/cache.py CacheConfig: DEFAULT_BLOCK_SIZE 16 tokens a block",
             ),
             kv_on_demand=True,
         ),
@@ -203,7 +217,7 @@ ENGINES: dict[str, EnginePreset] = {
             mixed=True,
             sources=(
                 "vllm/engine/arg_utils.py EngineArgs.get_batch_defaults (as above);"
-                " --gpu-memory-utilization 0.9; blocks allocated as tokens arrive",
+                " --gpu-memory-utilization 0.9; blocks of 16 tokens allocated as tokens arrive",
             ),
             kv_on_demand=True,
         ),
@@ -221,11 +235,12 @@ ENGINES: dict[str, EnginePreset] = {
                 " (model_executor/model_runner.py): both are the replica's",
                 "--mem-fraction-static, the fraction of GPU memory for weights and the KV pool:"
                 " 0.88 at TP 1, 0.87 at 2, 0.85 at 4, 0.81 at 8, 0.79 at 16 or more"
-                " (python/sglang/srt/server_args.py, v0.4)",
+                " (python/sglang/srt/server_args.py, v0.4); --page-size 1 token a page",
             ),
             splits_over_dp=True,
             kv_budget="static",
             kv_fraction=((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88)),
+            kv_block_tokens=1,
         ),
         EnginePreset(
             name="trtllm",
@@ -239,42 +254,61 @@ ENGINES: dict[str, EnginePreset] = {
                 " requests in one iteration; with enable_attention_dp each rank schedules its"
                 " own requests under these limits",
                 "KvCacheConfig.free_gpu_memory_fraction 0.9: the KV cache takes that share of"
-                " the memory free after the model and its activations are allocated",
+                " the memory free after the model and its activations are allocated;"
+                " tokens_per_block 32",
             ),
             kv_budget="free",
+            kv_block_tokens=32,
         ),
     )
 }
 
 
 def engine_preset(
-    engine: str | EnginePreset, token_budget: int | None = None, max_seqs: int | None = None
+    engine: str | EnginePreset,
+    token_budget: int | None = None,
+    max_seqs: int | None = None,
+    *,
+    kv_fraction: float | None = None,
+    kv_block_tokens: int | None = None,
 ) -> EnginePreset:
-    """An engine's scheduler preset (``ENGINES``), with the token budget per step
-    (``max_num_batched_tokens`` / ``max_num_tokens`` / ``--chunked-prefill-size``) and the
-    sequence cap (``max_num_seqs`` / ``max_batch_size`` / ``--max-running-requests``) a
-    deployment sets instead of the defaults."""
+    """An engine's scheduler preset (``ENGINES``), with what a deployment sets instead of the
+    defaults: the token budget per step (``max_num_batched_tokens`` / ``max_num_tokens`` /
+    ``--chunked-prefill-size``), the sequence cap (``max_num_seqs`` / ``max_batch_size`` /
+    ``--max-running-requests``), the KV cache's memory fraction in the engine's own meaning
+    (vLLM's ``--gpu-memory-utilization``, TensorRT-LLM's ``free_gpu_memory_fraction``, SGLang's
+    ``--mem-fraction-static``) and its tokens per block (``--block-size`` /
+    ``tokens_per_block`` / ``--page-size``)."""
     preset = engine if isinstance(engine, EnginePreset) else ENGINES.get(engine)
     if preset is None:
         raise SpecError("engine", f"must be one of {', '.join(ENGINES)}", engine)
-    changes: dict[str, int] = {}
-    for name, field, value in (
-        ("max_num_batched_tokens", "token_budget", token_budget),
-        ("max_num_seqs", "max_seqs", max_seqs),
+    changes: dict[str, int | float] = {}
+    for name, field, value, top in (
+        ("max_num_batched_tokens", "token_budget", token_budget, 2**20),
+        ("max_num_seqs", "max_seqs", max_seqs, 2**20),
+        ("kv_block_size", "kv_block_tokens", kv_block_tokens, 1024),
     ):
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 2**20:
-            raise SpecError(name, "must be an integer from 1 to 1,048,576", value)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
+            raise SpecError(name, f"must be an integer from 1 to {top:,}", value)
         if value != getattr(preset, field):
             changes[field] = value
+    if kv_fraction is not None:
+        if isinstance(kv_fraction, bool) or not 0 < kv_fraction <= 1:
+            raise SpecError("kv_cache_memory_fraction", "must be > 0 and <= 1", kv_fraction)
+        changes["kv_fraction"] = float(kv_fraction)
     if not changes:
         return preset
-    budget, cap = (
-        changes.get("token_budget", preset.token_budget),
-        changes.get("max_seqs", preset.max_seqs),
-    )
-    label = f"{preset.label.split(' (')[0]} (token budget {budget:,}, sequence cap {cap:,}, as set)"
+    set_ = [
+        f"token budget {changes.get('token_budget', preset.token_budget):,}",
+        f"sequence cap {changes.get('max_seqs', preset.max_seqs):,}",
+    ]
+    if "kv_fraction" in changes:
+        set_.append(f"KV memory fraction {changes['kv_fraction']:g}")
+    if "kv_block_tokens" in changes:
+        set_.append(f"{changes['kv_block_tokens']} tokens a KV block")
+    label = f"{preset.label.split(' (')[0]} ({', '.join(set_)}, as set)"
     return replace(preset, label=label, **changes)  # type: ignore[arg-type]
 
 

@@ -71,6 +71,8 @@ class ServingWorkload:
     lengths: LengthDistribution | None = None  # a dataset's (input/output_len its rounded means)
     token_budget: int | None = None  # the deployment's engine limits (else the preset's)
     max_seqs: int | None = None
+    kv_fraction: float | None = None  # its KV cache's memory fraction and block size
+    kv_block: int | None = None
 
     def setup(self, concurrency: int = 1) -> InferenceSetup:
         return InferenceSetup(
@@ -79,7 +81,13 @@ class ServingWorkload:
 
     def scheduler(self) -> EnginePreset:
         """The engine preset with the deployment's limits (``load.engine_preset``)."""
-        return engine_preset(self.engine, self.token_budget, self.max_seqs)
+        return engine_preset(
+            self.engine,
+            self.token_budget,
+            self.max_seqs,
+            kv_fraction=self.kv_fraction,
+            kv_block_tokens=self.kv_block,
+        )
 
     @property
     def mean_output(self) -> float:
