@@ -97,7 +97,9 @@ DEFAULT_MAX_BATCH = 2048
 LOAD_NOTE = (
     "Under load (load.*): a steady-state model of the scheduler of {label} (chunked prefill"
     " within its token budget, its sequence cap and the KV cache's), {lengths}; the percentiles"
-    " are approximate (an exponential tail on the prefill queue's wait)."
+    " are approximate (an exponential tail on the prefill queue's wait). Steps are timed as the"
+    " engines run them by default, decodes replayed from CUDA graphs: eager launches"
+    " (--enforce-eager, --disable-cuda-graph) are not modelled and run slower at small batches."
 )
 # Poisson arrivals this close to the replica's capacity are ill-conditioned: TTFT and TPOT move
 # several-fold with a few percent of capacity (docs/validation.md: the MLPerf server runs).
