@@ -43,7 +43,9 @@ def test_kernel_models_meet_the_15_percent_target(built: dict[str, object]) -> N
 def test_end_to_end_accuracy_does_not_regress(built: dict[str, object]) -> None:
     kinds = _summary(built, "by kind")
     assert kinds["training"]["n"] >= 250 and kinds["serving"]["n"] >= 127
-    assert kinds["training"]["median_ape"] <= 0.12  # report: 10.2% (14.4% before stack profiles)
+    # report: 10.05% (10.4% before the Llama runs were compared with the TP overlap their
+    # recipes set; 14.4% before stack profiles)
+    assert kinds["training"]["median_ape"] <= 0.105
     # report: 29.1%, gpt-oss's 9 records included (31.6% before the expert all-to-all overlap
     # was read from the recipes of Megatron-Bridge 26.02-26.08)
     assert kinds["training"]["p90_ape"] <= 0.30
@@ -92,6 +94,9 @@ def test_end_to_end_accuracy_does_not_regress(built: dict[str, object]) -> None:
         assert accelerators[acc]["median_ape"] <= 0.10, acc
     assert accelerators["gb200"]["median_ape"] <= 0.13
     assert accelerators["gb300"]["median_ape"] <= 0.23  # Nemotron 3 and Qwen3 MoE under-predicted
+    # the issue's +/-15% per group: report -13.4% (-16.3% before the Llama-3.1-405B runs took
+    # their recipes' TP overlap)
+    assert abs(accelerators["gb300"]["median_signed"]) <= 0.15
     assert accelerators["h100-sxm-80gb"]["median_ape"] <= 0.12  # report: 10.3%
     families = _summary(built, "training by family")
     for family, bound in {
@@ -112,7 +117,10 @@ def test_end_to_end_accuracy_does_not_regress(built: dict[str, object]) -> None:
 @pytest.mark.parametrize(
     ("record", "tolerance"),
     [  # |error| in validation/report.md plus about 5 points
-        ("mbridge-26.04-LLAMA3_70B-DGX-H100-64-FP8-L300", 0.14),
+        # +3.9% with its recipe's TP overlap (-8.6% with the TP traffic exposed)
+        ("mbridge-26.04-LLAMA3_70B-DGX-H100-64-FP8-L300", 0.09),
+        # TP 4 FP8 on GB300: -13.4% with the overlap (-25.3% exposed)
+        ("mbridge-26.06-LLAMA3.1_405B-DGX-GB300-256-FP8-L98", 0.18),
         ("mpt-7b-a100_80gb-8gpu-s4096-mb16-amp_bf16-L164", 0.16),  # llm-foundry factor
         ("mpt-7b-a100_80gb-8gpu-s32768-mb2-amp_bf16-L164", 0.05),
         # EP16 all-to-all over IB: +20.6% while a cross-node all-to-all was charged 1/8 of its

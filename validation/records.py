@@ -91,6 +91,7 @@ class TrainingCase:
     assumptions: tuple[str, ...]
     stack: str = "megatron-core"  # the software stack profile of the run's framework
     ep_comm_overlap: bool = False  # the expert all-to-all overlap its recipe sets
+    tp_comm_overlap: bool = False  # the TP communication overlap its recipe sets
 
 
 @dataclass(frozen=True)
@@ -354,6 +355,33 @@ def _ep_overlap(ident: str, release: str, moe: bool) -> tuple[bool, list[str]]:
         f"expert all-to-all overlapped (ep_comm_overlap), as its recipe sets it:"
         f" {where.format(path)} {name}"
     ]
+
+
+# TP communication overlap (Transformer Engine userbuffers) in the same releases' recipes: the
+# Llama 3 / 3.1 pretraining recipes set it (src/megatron/bridge/recipes/llama/llama3.py:
+# CommOverlapConfig(tp_comm_overlap=True, ...)) and the performance configs keep it but for
+# NVFP4 (scripts/performance/configs/llama/llama3*_llm_pretrain.py: "tp_comm_overlap = False if
+# precision == 'nvfp4'"), at every tag read; Qwen3-235B on H100 turns it off
+# (qwen3_llm_pretrain.py: CommOverlapConfig(tp_comm_overlap=False)), the Nemotron 3 Super /
+# Ultra recipes leave it unset. Only runs with TP > 1 overlap anything.
+_TP_OVERLAP_MODELS = ("LLAMA3_70B", "LLAMA3.1_405B")
+
+
+def _tp_overlap(
+    release: str, name: str, task: str, precision: str, tp: int
+) -> tuple[bool, list[str]]:
+    """Whether the record's recipe overlaps its TP communication, and the note saying where
+    that was read (nothing for releases not read, or runs without TP)."""
+    where = _RECIPES_READ.get(release)
+    if where is None or tp == 1:
+        return False, []
+    tag = where.split(" ")[0]
+    if name in _TP_OVERLAP_MODELS and "pre" in task.lower() and precision.upper() != "NVFP4":
+        return True, [
+            f"TP communication overlapped (tp_comm_overlap), as its recipe sets it: {tag}"
+            " recipes/llama/llama3.py and scripts/performance/configs/llama"
+        ]
+    return False, [f"TP communication not overlapped, as its recipe at {tag}"]
 
 
 # --- loading ---------------------------------------------------------------------------------
@@ -647,6 +675,10 @@ def _nemo_case(r: Record, ident: str) -> TrainingCase:
         assumptions.append("token-drop / dropless routing not modelled (balanced routing)")
     release = _RELEASE.search(str(r.get("framework") or ""))
     overlap, notes = _ep_overlap(ident, release[1] if release else "", model.moe is not None)
+    tp_overlap, tp_notes = _tp_overlap(
+        release[1] if release else "", name, task, raw_precision or "", tp
+    )
+    notes += tp_notes
     return _case(
         r,
         ident,
@@ -659,6 +691,7 @@ def _nemo_case(r: Record, ident: str) -> TrainingCase:
         [*assumptions, *notes],
         finetune=finetune,
         ep_comm_overlap=overlap,
+        tp_comm_overlap=tp_overlap,
     )
 
 
@@ -731,6 +764,7 @@ def _case(
     stack: str = "megatron-core",
     finetune: FineTune = FULL,
     ep_comm_overlap: bool = False,
+    tp_comm_overlap: bool = False,
 ) -> TrainingCase:
     """A training record's case from what its reader made of it (``hardware``: accelerator id,
     GPUs, GPUs per node), once the core accepts the layout; measured throughput under
@@ -770,6 +804,7 @@ def _case(
         assumptions=tuple(assumptions),
         stack=stack,
         ep_comm_overlap=ep_comm_overlap,
+        tp_comm_overlap=tp_comm_overlap,
     )
 
 

@@ -174,8 +174,11 @@ def case_throughput(
     ``stack``, with the profile's compute factor or ``scale``."""
     name = stack or case.stack
     # the expert all-to-all overlap its recipe sets: Megatron-Core's, so under its profile only
+    own = name == case.stack  # the recipe's overlaps are Megatron-Core's: under its profile
     options = TimingOptions.of_stack(
-        name, ep_comm_overlap=case.ep_comm_overlap and name == case.stack
+        name,
+        ep_comm_overlap=case.ep_comm_overlap and own,
+        tp_comm_overlap=case.tp_comm_overlap and own,
     )
     if scale is not None:
         options = replace(options, compute_scale=scale)

@@ -23,11 +23,13 @@ One micro-batch on one GPU of a pipeline stage is a list of operators per layer,
   all of that backward; the output head GEMM and the cross-entropy over fp32 logits on the last
   stage, the embedding gather on the first.
 - Communication per micro-batch: TP all-reduce (or all-gather + reduce-scatter with sequence
-  parallelism) twice per layer forward and twice backward, exposed unless ``tp_comm_overlap``
-  hides it behind the layer's GEMMs; EP all-to-all (dispatch and combine) twice forward and twice
-  backward per MoE layer; CP ring exchange of K/V blocks, hidden behind attention compute up to its
-  length; PP send/recv of the activations (``1/tp`` of them with sequence parallelism) per
-  micro-batch and direction, exposed under 1F1B and overlapped under the interleaved schedule
+  parallelism) twice per layer forward and twice backward, exposed, or with ``tp_comm_overlap``
+  behind the layer's GEMMs as Transformer Engine's userbuffers overlap it (``tp_overlap``: a
+  chunk of it exposed, the GEMMs slowed by the SMs its kernels take); EP all-to-all (dispatch
+  and combine) twice forward and twice backward per MoE layer; CP ring exchange of K/V blocks,
+  hidden behind attention compute up to its length; PP send/recv of the activations (``1/tp``
+  of them with sequence parallelism) per micro-batch and direction, exposed under 1F1B and
+  overlapped under the interleaved schedule
   (Megatron's ``--overlap-p2p-communication``).
 
 Per step: ``m = global_batch / (micro_batch * dp)`` micro-batches; 1F1B or interleaved 1F1B takes
@@ -108,6 +110,7 @@ from estimator.timing.kernels import (
 )
 from estimator.timing.rates import derive_rates
 from estimator.timing.stacks import DEFAULT_STACK, STACK_NOTES, stack_profile
+from estimator.timing.tp_overlap import overlapped_tp
 from estimator.xp import Num, is_array, logical_and, maximum, numpy, take, where
 
 __all__ = [
@@ -608,9 +611,6 @@ def _stage_times(
     for k, (lt, n) in enumerate(zip(layer_times, counts, strict=True)):
         if type(n) is int and not n:
             continue
-        tp_f = lt.tp_comm
-        if options.tp_comm_overlap:
-            tp_f = maximum(lt.tp_comm - lt.gemm, 0.0)
         if tuned is None:
             compute_f = lt.gemm + lt.attention + lt.elementwise + lt.mixer
             compute_b = 2 * lt.gemm + lt.attention_backward + 2 * lt.elementwise + 2 * lt.mixer
@@ -634,7 +634,13 @@ def _stage_times(
             rec = rec + n * lt.attention
         elif setup.recompute == "op":  # the unsaved projections and the pointwise work
             rec = rec + n * (lt.gemm * op_recomputed_share(model.kinds[k]) + lt.elementwise)
-        comm["tp_comm"] = comm["tp_comm"] + n * passes * tp_f
+        if options.tp_comm_overlap:  # forward-like passes, then the backward (tp_overlap)
+            tp_fwd, tp_bwd = overlapped_tp(
+                model.kinds[k], acc, precision.compute, p.tp, lt.tp_comm, lt.gemm
+            )
+            comm["tp_comm"] = comm["tp_comm"] + n * ((passes - 1) * tp_fwd + tp_bwd)
+        else:
+            comm["tp_comm"] = comm["tp_comm"] + n * passes * lt.tp_comm
         comm["ep_comm"] = comm["ep_comm"] + n * passes * lt.ep_comm
         comm["cp_comm"] = comm["cp_comm"] + n * rules.CP_DIRECTIONS * lt.cp_comm
 
@@ -1025,6 +1031,13 @@ def estimate_training(
     notes = list(memory.notes) + list(kernel_profile(accelerator.id).notes)
     stack = options.stack if options else DEFAULT_STACK
     notes.append(STACK_NOTES.get(stack) or stack_profile(stack).note())  # unknown: refused
+    if options is not None and options.tp_comm_overlap and parallel.tp > 1:
+        notes.append(
+            "TP communication overlapped with the GEMMs as Transformer Engine's userbuffers run it"
+            " (Megatron-Bridge's configs): a chunk of each exchange stays exposed (1/tp of it"
+            " ring-exchanged; BF16's reduce-scatter pipelined in 4 splits) and the GEMMs that share"
+            " their SMs with its kernels slow down, both counted as TP time."
+        )
     if options is not None and options.ep_comm_overlap:
         notes.append(
             "Expert all-to-all overlapped with another micro-batch's compute (Megatron-Core's"
