@@ -195,7 +195,7 @@ def training_out(plan: TrainingPlan, e: TrainingEstimate) -> dict[str, Any]:
         "finetune": finetune_dict(plan.model, plan.setup.finetune),
         "offload": offload_dict(plan.setup.offload, m),
         "cluster": cluster_dict(plan.cluster),
-        "stack": stack_dict(plan.options),
+        "stack": stack_dict(plan.options, plan.accelerator.generation),
         "accuracy": training_accuracy(plan, e),
         "fit_suggestions": None,  # filled by the callers that hold the request when it misses
         "exact": plan.model.exact,
@@ -379,8 +379,9 @@ def lengths_dict(d: LengthDistribution) -> dict[str, Any]:
     }
 
 
-def stack_dict(options: TimingOptions) -> dict[str, Any]:
-    """The software stack profile a training answer assumed, as its options applied it."""
+def stack_dict(options: TimingOptions, generation: str | None = None) -> dict[str, Any]:
+    """The software stack profile a training answer assumed, as its options applied it (the
+    compute factor on an accelerator of ``generation``)."""
     profile = stack_profile(options.stack)
     return {
         "name": profile.name,
@@ -390,7 +391,7 @@ def stack_dict(options: TimingOptions) -> dict[str, Any]:
         "ep_comm_overlap": options.ep_comm_overlap,
         "overlap_grad_reduce": options.overlap_grad_reduce,
         "overlap_param_gather": options.overlap_param_gather,
-        "compute_scale": options.compute_scale,
+        "compute_scale": options.scale_for(generation),
         "fitted_on": profile.fitted_on,
     }
 

@@ -13,7 +13,7 @@ from estimator import Parallelism, TrainingSetup, get_accelerator, get_model, ge
 from estimator.errors import SpecError
 from estimator.timing.stacks import DEFAULT_STACK, STACKS
 from estimator.timing.training import TimingOptions, estimate_training
-from validation.fit_stacks import GROUP_OF_STACK, fit_scale
+from validation.fit_stacks import GROUP_OF_STACK, fit_by_generation, fit_scale
 from validation.records import TrainingCase, training_cases
 
 H100 = get_accelerator("h100-sxm-80gb")
@@ -72,9 +72,33 @@ def test_fitted_factors_are_what_the_fit_gives() -> None:
         assert {c.stack for c in runs} == {stack}
         assert len(runs) >= 100
         assert STACKS[stack].compute_scale == pytest.approx(fit_scale(runs, stack), abs=6e-4)
+        fitted = fit_by_generation(runs, stack)
+        shipped = dict(STACKS[stack].compute_scale_by_generation)
+        assert set(shipped) == set(fitted)
+        for generation, scale in fitted.items():
+            assert shipped[generation] == pytest.approx(scale, abs=6e-4), generation
     for name, profile in STACKS.items():
         if name not in GROUP_OF_STACK:
             assert profile.compute_scale == 1.0 and "not" in profile.fitted_on
+            assert not profile.compute_scale_by_generation
+
+
+def test_a_generations_own_factor_applies_on_its_accelerators_only() -> None:
+    """llm-foundry on H100 (Hopper) takes the Hopper runs' factor, on A100 the Ampere runs',
+    elsewhere the whole group's; the answer names the one applied."""
+    foundry = TimingOptions.of_stack("llm-foundry")
+    by = dict(STACKS["llm-foundry"].compute_scale_by_generation)
+    assert foundry.scale_for("hopper") == by["hopper"] != foundry.scale_for("ampere")
+    assert foundry.scale_for("blackwell") == STACKS["llm-foundry"].compute_scale
+    plain = _estimate(TimingOptions(attention_kernel="flash2"))
+    scaled = _estimate(foundry)
+    assert scaled.time.breakdown["compute"] == pytest.approx(
+        by["hopper"] * plain.time.breakdown["compute"], rel=1e-12
+    )
+    client = TestClient(app)
+    req = {"model": "llama-3-8b", "num_gpus": 8, "stack": "llm-foundry"}
+    on_a100 = client.post(f"{API}/training/estimate", json=req | {"accelerator": "a100-sxm-80gb"})
+    assert on_a100.json()["stack"]["compute_scale"] == by["ampere"]
 
 
 def test_api_page_sweep_and_cli_name_the_stack() -> None:
@@ -84,7 +108,9 @@ def test_api_page_sweep_and_cli_name_the_stack() -> None:
     assert default["stack"]["name"] == "megatron-core"
     foundry = client.post(f"{API}/training/estimate", json={**req, "stack": "llm-foundry"}).json()
     assert foundry["stack"]["attention_kernel"] == "flash2"
-    assert foundry["stack"]["compute_scale"] == STACKS["llm-foundry"].compute_scale
+    # on the default H100: the Hopper runs' own factor
+    hopper = dict(STACKS["llm-foundry"].compute_scale_by_generation)["hopper"]
+    assert foundry["stack"]["compute_scale"] == hopper
     assert (
         foundry["throughput"]["tokens_per_s_per_gpu"]
         < default["throughput"]["tokens_per_s_per_gpu"]

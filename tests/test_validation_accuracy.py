@@ -46,9 +46,10 @@ def test_end_to_end_accuracy_does_not_regress(built: dict[str, object]) -> None:
     # report: 10.05% (10.4% before the Llama runs were compared with the TP overlap their
     # recipes set; 14.4% before stack profiles)
     assert kinds["training"]["median_ape"] <= 0.105
-    # report: 29.1%, gpt-oss's 9 records included (31.6% before the expert all-to-all overlap
-    # was read from the recipes of Megatron-Bridge 26.02-26.08)
-    assert kinds["training"]["p90_ape"] <= 0.30
+    # report: 27.9%, gpt-oss's 9 records included (31.6% before the expert all-to-all overlap
+    # was read from the recipes of Megatron-Bridge 26.02-26.08, 29.1% before the llm-foundry
+    # factor was fitted on each generation's runs apart)
+    assert kinds["training"]["p90_ape"] <= 0.29
     # The families compared before this round's catalog (Llama, MPT, GPT-3, Qwen3 MoE,
     # DeepSeek-V3: 215 records now, uneven pipeline splits included) keep their bounds.
     before = sorted(
@@ -85,9 +86,10 @@ def test_end_to_end_accuracy_does_not_regress(built: dict[str, object]) -> None:
     # 15 records with the 3 LoRA rows (-11% to -15%: packed SQuAD sequences, whose attention
     # stays within each sample, counted as whole 4096-token sequences): 9.4% (6.2% without)
     assert groups["nvidia_nemo_24.07_perf_summary"]["median_ape"] <= 0.11
-    # In-sample: the llm-foundry profile's one factor is fitted on this group (report: 7.8%,
-    # 13.7% at 1.0); fitted on the A100 runs alone, the H100 runs are 16.0% off (22.7% at 1.0).
-    assert groups["mosaicml_llm_foundry_mpt_benchmarks"]["median_ape"] <= 0.09
+    # In-sample: the llm-foundry profile's factors are fitted on this group, the A100 runs' and
+    # the H100 runs' apart (report: 7.0%; 7.8% with one factor for both, 13.7% at 1.0); fitted on
+    # the A100 runs alone, the H100 runs are 16.0% off (22.7% at 1.0).
+    assert groups["mosaicml_llm_foundry_mpt_benchmarks"]["median_ape"] <= 0.08
     assert groups["nvidia_megatron_bridge_perf_summary"]["median_ape"] <= 0.16  # report: 15.2%
     accelerators = _summary(built, "training by accelerator")
     for acc in ("a100-sxm-40gb", "a100-sxm-80gb"):
@@ -121,8 +123,10 @@ def test_end_to_end_accuracy_does_not_regress(built: dict[str, object]) -> None:
         ("mbridge-26.04-LLAMA3_70B-DGX-H100-64-FP8-L300", 0.09),
         # TP 4 FP8 on GB300: -13.4% with the overlap (-25.3% exposed)
         ("mbridge-26.06-LLAMA3.1_405B-DGX-GB300-256-FP8-L98", 0.18),
-        ("mpt-7b-a100_80gb-8gpu-s4096-mb16-amp_bf16-L164", 0.16),  # llm-foundry factor
-        ("mpt-7b-a100_80gb-8gpu-s32768-mb2-amp_bf16-L164", 0.05),
+        # the llm-foundry factor of the A100 runs (1.057; the whole group's 1.132 before):
+        # -11.7% -> -5.4% and +0.1% -> +7.2%, the long sequences over-predicted more
+        ("mpt-7b-a100_80gb-8gpu-s4096-mb16-amp_bf16-L164", 0.10),
+        ("mpt-7b-a100_80gb-8gpu-s32768-mb2-amp_bf16-L164", 0.12),
         # EP16 all-to-all over IB: +20.6% while a cross-node all-to-all was charged 1/8 of its
         # NIC bytes; +31.8% charged whole, HybridEP sending a token once per node
         ("mbridge-26.06-Qwen3_30B_a3B-DGX-H100-16-FP8-L127", 0.33),

@@ -4,7 +4,10 @@ One number per stack, fitted on the whole group (never per record): the compute-
 at which the group's median predicted / measured throughput is 1. Throughput is not exactly
 inversely proportional to compute (exposed communication is not scaled), so the factor is found
 by fixed-point iteration from 1.0. A two-fold check says how well one number carries across
-accelerators: fitted on one accelerator's runs, the median error on the other's.
+accelerators: fitted on one accelerator's runs, the median error on the other's. Where it
+carries badly, each accelerator generation with ``MIN_GENERATION_RUNS`` or more runs gets its
+own factor, fitted on its runs alone (``compute_scale_by_generation``); the whole group's stays
+for the other generations.
 
 ``python -m validation.fit_stacks`` prints the fits; ``estimator/timing/stacks.py`` holds the
 values it printed (a test checks they agree to the third decimal).
@@ -20,11 +23,12 @@ from estimator.timing.stacks import STACKS
 from validation.records import TrainingCase, training_cases
 from validation.report import case_throughput
 
-__all__ = ["GROUP_OF_STACK", "fit_scale", "main"]
+__all__ = ["GROUP_OF_STACK", "MIN_GENERATION_RUNS", "fit_by_generation", "fit_scale", "main"]
 
 # The published groups in validation/data run on each stack.
 GROUP_OF_STACK = {"llm-foundry": "mosaicml_llm_foundry_mpt_benchmarks"}
 ITERATIONS = 8
+MIN_GENERATION_RUNS = 30  # a generation's own factor needs this many of its runs
 
 
 def _ratios(cases: Iterable[TrainingCase], stack: str, scale: float) -> list[float]:
@@ -39,6 +43,19 @@ def fit_scale(cases: list[TrainingCase], stack: str) -> float:
     for _ in range(ITERATIONS):
         scale *= statistics.median(_ratios(cases, stack, scale))
     return scale
+
+
+def fit_by_generation(cases: list[TrainingCase], stack: str) -> dict[str, float]:
+    """``fit_scale`` on each accelerator generation's runs alone, for the generations with
+    ``MIN_GENERATION_RUNS`` or more of them."""
+    by: dict[str, list[TrainingCase]] = {}
+    for c in cases:
+        by.setdefault(get_accelerator(c.accelerator).generation or "", []).append(c)
+    return {
+        g: fit_scale(runs, stack)
+        for g, runs in sorted(by.items())
+        if g and len(runs) >= MIN_GENERATION_RUNS
+    }
 
 
 def _median_error(cases: list[TrainingCase], stack: str, scale: float) -> float:
@@ -69,6 +86,13 @@ def main() -> None:
                 f"  fitted without {held_out} ({len(train)} runs): {s:.3f}; median APE on the"
                 f" {len(test)} {held_out} runs {_median_error(test, stack, s):.1%}"
                 f" (at 1.0: {_median_error(test, stack, 1.0):.1%})"
+            )
+        for generation, s in fit_by_generation(runs, stack).items():
+            own = [c for c in runs if get_accelerator(c.accelerator).generation == generation]
+            print(
+                f"  on its {len(own)} {generation} runs alone: {s:.3f}; median APE"
+                f" {_median_error(own, stack, s):.1%}"
+                f" (at the whole group's {scale:.3f}: {_median_error(own, stack, scale):.1%})"
             )
 
 

@@ -180,8 +180,8 @@ def case_throughput(
         ep_comm_overlap=case.ep_comm_overlap and own,
         tp_comm_overlap=case.tp_comm_overlap and own,
     )
-    if scale is not None:
-        options = replace(options, compute_scale=scale)
+    if scale is not None:  # this factor on every accelerator
+        options = replace(options, compute_scale=scale, compute_scale_by_generation=())
     est = estimate_training(
         case.model,
         get_accelerator(case.accelerator),

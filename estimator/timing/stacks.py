@@ -10,8 +10,10 @@ those behaviours, each a ``TimingOptions`` field the step time already reads:
   FSDP parameter gathers);
 - ``compute_scale``: the compute time it takes relative to the kernel model (1.0: as the
   kernel tables say). Fitted on a whole group of published runs of that stack, never per record
-  (``validation/fit_stacks.py`` computes it; a test checks the constant equals the fit); 1.0
-  where no group of published runs of the stack is in ``validation/data``, and said so.
+  (``validation/fit_stacks.py`` computes it; a test checks the constant equals the fit), and on
+  each accelerator generation's runs of the group apart where that generation has 30 or more of
+  them (``compute_scale_by_generation``; the others take the whole group's); 1.0 where no group
+  of published runs of the stack is in ``validation/data``, and said so.
 
 Every answer names the profile it assumed. Behaviours a profile does not change (fp8 recipe,
 MoE dispatcher, bucket sizes) are the same in all of them and listed in ``docs/methods.md``.
@@ -49,6 +51,9 @@ class StackProfile:
     gradients_per_step: bool = False
     # Megatron-Core's EP all-to-all overlap (--overlap-moe-expert-parallel-comm), off by default
     ep_comm_overlap: bool = False
+    # ``compute_scale`` fitted on one accelerator generation's runs alone, where the group has
+    # enough of them; other generations take the whole group's
+    compute_scale_by_generation: tuple[tuple[str, float], ...] = ()
 
     def note(self) -> str:
         overlaps = [
@@ -61,9 +66,13 @@ class StackProfile:
             )
             if on
         ]
+        scales = f"x{self.compute_scale:.3f}"
+        if self.compute_scale_by_generation:
+            each = ", ".join(f"x{s:.3f} on {g}" for g, s in self.compute_scale_by_generation)
+            scales = f"{each}, {scales} elsewhere"
         return (
             f"Software stack: {self.label} ({self.attention_kernel} attention; overlaps "
-            f"{', '.join(overlaps) or 'no communication'}; compute x{self.compute_scale:.3f}, "
+            f"{', '.join(overlaps) or 'no communication'}; compute {scales}, "
             f"{self.fitted_on})."
         )
 
@@ -139,7 +148,10 @@ STACKS: dict[str, StackProfile] = {
             overlap_grad_reduce=True,
             overlap_param_gather=True,
             compute_scale=1.132,
-            fitted_on="fitted on MosaicML's 116 published llm-foundry runs (median)",
+            compute_scale_by_generation=(("ampere", 1.057), ("hopper", 1.227)),
+            fitted_on="fitted on MosaicML's 116 published llm-foundry runs (median): on its 76"
+            " A100 runs and its 40 H100 runs apart (one factor carries badly across them: fitted"
+            " on the A100 runs the H100 runs are 16.0% off), on all 116 for other generations",
             sources=(
                 "llm-foundry README and MPT configs: FSDP FULL_SHARD with backward prefetch,"
                 " FlashAttention-2 (triton or flash_attn) attention",

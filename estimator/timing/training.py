@@ -148,6 +148,12 @@ class TimingOptions:
     stack: str = DEFAULT_STACK
     compute_scale: float = 1.0
     moe_dispatcher: Literal["flex", "alltoall"] = "flex"
+    # the profile's factor fitted on one generation's runs, where it has one (else compute_scale)
+    compute_scale_by_generation: tuple[tuple[str, float], ...] = ()
+
+    def scale_for(self, generation: str | None) -> float:
+        """The compute factor on an accelerator of ``generation``."""
+        return dict(self.compute_scale_by_generation).get(generation or "", self.compute_scale)
 
     @classmethod
     def of_stack(cls, name: str, **fields: Any) -> TimingOptions:
@@ -162,6 +168,7 @@ class TimingOptions:
                 "overlap_grad_reduce": profile.overlap_grad_reduce,
                 "overlap_param_gather": profile.overlap_param_gather,
                 "compute_scale": profile.compute_scale,
+                "compute_scale_by_generation": profile.compute_scale_by_generation,
                 "moe_dispatcher": profile.moe_dispatcher,
                 **fields,
             }
@@ -663,8 +670,8 @@ def _stage_times(
         head_bwd = head if setup.finetune.frozen else 2 * head  # a frozen head: input grads
         fwd = fwd + last * (head + loss + norm)
         bwd = bwd + last * (head_bwd + loss + 2 * norm)
-    if options.compute_scale != 1.0:
-        scale = options.compute_scale
+    scale = options.scale_for(acc.generation)
+    if scale != 1.0:
         fwd, bwd, rec = fwd * scale, bwd * scale, rec * scale
     pp_comm: Num = 0.0
     exposed = logical_and(p.pp > 1, p.vp == 1)  # interleaving overlaps send/recv with compute
