@@ -502,6 +502,28 @@ def estimate_inference(
 TTFT_QUANTILES = (0.5, 0.9, 0.99)
 
 
+def _within_targets(
+    services: np.ndarray,
+    wait_s: float,
+    rho: float,
+    queue_s: float,
+    tpot_s: float,
+    targets: tuple[float | None, float | None],
+    overloaded: bool,
+) -> float:
+    """The share of requests whose TTFT (the queue for a slot, the request's own prefill, one
+    of the equally likely ``services``, and the prefill queue's wait) and TPOT (every request's
+    the replica's step) are within ``targets``; none when overloaded and a TTFT target is set."""
+    ttft_target, tpot_target = targets
+    within = 1.0
+    if ttft_target is not None:
+        over = exceed_probability(services, wait_s, rho, ttft_target - queue_s)
+        within = 0.0 if overloaded else 1.0 - float(over)
+    if tpot_target is not None and tpot_s > tpot_target:
+        within = 0.0
+    return within
+
+
 def estimate_load(
     model: ModelSpec,
     accelerator: Accelerator,
@@ -687,13 +709,10 @@ def estimate_load(
         e2e_q = tuple(queue_s + x for x in sum_quantiles(e2e_bins, wait_s, rho, TTFT_QUANTILES))
     attainment = None
     if ttft_target_s is not None or tpot_target_s is not None:
-        within = 1.0
-        if ttft_target_s is not None:  # P(queue + own prefill + wait <= target)
-            over = exceed_probability(services[:bins], wait_s, rho, ttft_target_s - queue_s)
-            within = 0.0 if overloaded else 1.0 - float(over)
-        if tpot_target_s is not None and tau_decode / accepted > tpot_target_s:
-            within = 0.0  # every request decodes at the replica's step
-        attainment = within
+        attainment = _within_targets(
+            services[:bins], wait_s, rho, queue_s, tau_decode / accepted,
+            (ttft_target_s, tpot_target_s), overloaded,
+        )  # fmt: skip
 
     steady = LoadPoint(  # the replica's: the busy groups' counts and rates together
         engine=preset.name,
