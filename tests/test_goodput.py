@@ -44,6 +44,9 @@ def test_the_tail_probability_is_the_sampled_sums() -> None:
     assert exceed_probability([1.0], 0.0, 0.0, 0.5) == 1.0
     assert exceed_probability([1.0], 0.0, 0.0, 1.5) == 0.0
     assert exceed_probability([1.0], float("inf"), 1.0, 1e9) == 1.0  # overloaded
+    # far below every service, with a steep tail: all exceed it, without an overflow
+    with np.errstate(over="raise"):
+        assert exceed_probability([5.0, 6.0], 1e-4, 0.5, 0.0) == 1.0
 
 
 def test_fixed_lengths_e2e_is_the_ttft_plus_the_decode() -> None:

@@ -544,7 +544,8 @@ def exceed_probability(
         acc = 1.0 + (steps[k - 1] * acc if k else 0.0)
         prefix[k] = acc
     last = np.maximum(below - 1, 0)
-    waiting = rho * np.exp(-(at - s[last]) * decay) * prefix[last]
+    # at or past s_k where a service is at or below t (else masked below: kept >= 0, no overflow)
+    waiting = rho * np.exp(-np.maximum(at - s[last], 0.0) * decay) * prefix[last]
     mean: np.ndarray = (n - below + np.where(below > 0, waiting, 0.0)) / n
     return mean
 
