@@ -23,7 +23,6 @@ from estimator.timing.training import TimingOptions, estimate_training
 
 H100 = get_accelerator("h100-sxm-80gb")
 LLAMA = get_model("llama-3-70b")
-KIND = LLAMA.kinds[0]
 
 
 def test_the_shares_are_the_layers_own_linears() -> None:
@@ -33,7 +32,7 @@ def test_the_shares_are_the_layers_own_linears() -> None:
     h, ffn = 8192, 28672
     qkv, out, gate_up, down = h * (h + 2 * 1024), h * h, h * 2 * ffn, ffn * h
     total = qkv + out + gate_up + down
-    row, attention, mlp = _shares(KIND)
+    row, attention, mlp = _shares(LLAMA, 0)
     assert row == pytest.approx((out + down) / total)
     assert attention == pytest.approx(qkv / total)
     assert mlp == pytest.approx(gate_up / total)
@@ -42,7 +41,7 @@ def test_the_shares_are_the_layers_own_linears() -> None:
 def test_a_chunk_stays_exposed_and_the_shared_sms_slow_the_gemms() -> None:
     n = SMS_BY_GENERATION["hopper"]
     assert n == 132
-    row, attention, mlp = _shares(KIND)
+    row, attention, mlp = _shares(LLAMA, 0)
     backward_cost = attention * (
         WGRAD_SMS["attention"] / (n - WGRAD_SMS["attention"])
         + DGRAD_SMS["attention"] / (n - DGRAD_SMS["attention"])
@@ -50,19 +49,19 @@ def test_a_chunk_stays_exposed_and_the_shared_sms_slow_the_gemms() -> None:
         WGRAD_SMS["mlp"] / (n - WGRAD_SMS["mlp"]) + DGRAD_SMS["mlp"] / (n - DGRAD_SMS["mlp"])
     )
     c, g = 1.0, 10.0  # the GEMMs could hide it all: a chunk stays
-    fwd, bwd = overlapped_tp(KIND, H100, "bf16", 4, c, g)
+    fwd, bwd = overlapped_tp(LLAMA, 0, H100, "bf16", 4, c, g)
     floor = (1 / 4 + 1 / PIPELINE_SPLITS) / 2
     sixteen = row * FORWARD_RS_SMS_BF16 / (n - FORWARD_RS_SMS_BF16)
     assert fwd == pytest.approx(floor * c + sixteen * g)
     assert bwd == pytest.approx(c / 8 + backward_cost * g)
     # FP8: every exchange ring-exchanged over the tp chunks, on 1 SM
-    fwd8, _ = overlapped_tp(KIND, H100, "fp8", 4, c, g)
+    fwd8, _ = overlapped_tp(LLAMA, 0, H100, "fp8", 4, c, g)
     assert fwd8 == pytest.approx(c / 4 + row * FORWARD_RS_SMS_FP8 / (n - 1) * g)
     # more traffic than GEMM time: what the GEMMs cannot cover stays exposed
-    fwd_big, bwd_big = overlapped_tp(KIND, H100, "bf16", 4, 30.0, g)
+    fwd_big, bwd_big = overlapped_tp(LLAMA, 0, H100, "bf16", 4, 30.0, g)
     assert fwd_big == pytest.approx(30.0 - g + sixteen * g)
     assert bwd_big == pytest.approx(30.0 - 2 * g + backward_cost * g)
-    assert overlapped_tp(KIND, H100, "bf16", 1, 0.0, g) == (0.0, 0.0)  # nothing to overlap
+    assert overlapped_tp(LLAMA, 0, H100, "bf16", 1, 0.0, g) == (0.0, 0.0)  # nothing to overlap
 
 
 def _train(tp: int, options: TimingOptions | None = None, precision: str = "bf16") -> object:

@@ -87,8 +87,7 @@ def training_timeline(
     vp = parallel.vp
     chunk = float(t["microbatch_activations_bytes"]) / vp
     chunks_in_flight = round(float(t["in_flight"]) * vp)
-    gbs = setup.global_batch_size or setup.micro_batch_size * parallel.dp
-    total_chunks = gbs // (setup.micro_batch_size * parallel.dp) * vp
+    total_chunks = setup.microbatches(parallel.dp) * vp
     working, logits = float(t["working_layer_bytes"]), float(t["logits_bytes"])
     # Loss blocks freed at the first backward stay reserved: from then on the allocator serves
     # new allocations from them first, and what they do not cover shows as fragmentation.

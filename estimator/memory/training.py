@@ -190,6 +190,11 @@ class TrainingSetup:
             },
         )
 
+    def microbatches(self, dp: Num) -> Num:
+        """Micro-batches a step on each data-parallel rank (one without a global batch)."""
+        per_step = self.micro_batch_size * dp
+        return (self.global_batch_size or per_step) // per_step
+
     @property
     def loss_convention(self) -> str:
         """The convention the head's loss follows: ``compiled`` or ``hf`` (eager) for the
@@ -951,9 +956,8 @@ def _most_loaded(
     model: ModelSpec, parallel: Parallelism, setup: TrainingSetup, precision: Precision
 ) -> tuple[StageTerms, Num]:
     """The most-loaded stage's ``_stage_values`` and its index."""
-    gbs = setup.global_batch_size or setup.micro_batch_size * parallel.dp
     stages = candidate_stages(model, parallel.pp, parallel.stage_layers)
-    microbatches = gbs // (setup.micro_batch_size * parallel.dp)
+    microbatches = setup.microbatches(parallel.dp)
     per_stage = _stage_values(model, precision, parallel, setup, stages, microbatches)
     best, best_stage = per_stage[0], stages[0]
     for stage, values in zip(stages[1:], per_stage[1:], strict=True):
@@ -1071,9 +1075,7 @@ def _training_notes(
             + "; the step's time is unchanged (the same updates, run inside the backward)."
         )
     if setup.no_sync_accumulation:
-        m = (setup.global_batch_size or setup.micro_batch_size * p.dp) // (
-            setup.micro_batch_size * p.dp
-        )
+        m = setup.microbatches(p.dp)
         if p.zero_stage >= 2 and m > 1:
             notes.append(
                 f"Gradient accumulation without the reduction (FSDP's no_sync over {m}"

@@ -41,6 +41,7 @@ import json
 from dataclasses import dataclass
 
 from estimator.layout.parallel import Parallelism
+from estimator.serving.load import ENGINES
 from estimator.spec.precision import Precision
 from estimator.spec.speculative import Speculative
 
@@ -117,7 +118,7 @@ def launch_commands(
         + (" --enable-expert-parallel" if ep > 1 else "")
         + f" --max-model-len {max_model_len} --max-num-seqs {max_seqs}"
         + f" --max-num-batched-tokens {token_budget}{quant_vllm}{kv_vllm}"
-        + f" --gpu-memory-utilization {vllm_fraction or 0.9:g}"
+        + f" --gpu-memory-utilization {vllm_fraction or ENGINES['vllm'].fraction(tp * dp):g}"
         + (f" --block-size {vllm_block}" if vllm_block else "")
         + (" --enable-prefix-caching" if prefix_caching else "")
         + spec_vllm
@@ -160,7 +161,8 @@ def launch_commands(
         + (f" --ep_size {ep}" if ep > 1 else "")
         + f" --max_batch_size {max_seqs} --max_num_tokens {token_budget}"
         + f" --max_seq_len {max_model_len}"
-        + f" --kv_cache_free_gpu_memory_fraction {trtllm_fraction or 0.9:g}"
+        + " --kv_cache_free_gpu_memory_fraction"
+        + f" {trtllm_fraction or ENGINES['trtllm'].fraction(tp * dp):g}"
         + (" --extra_llm_api_options extra.yaml" if extra else "")
     )
     if extra:

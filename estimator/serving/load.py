@@ -66,7 +66,7 @@ No preemption.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -504,9 +504,7 @@ def sum_quantiles(
     if len(s) == 1:  # one length: the service plus the wait's quantile, exactly
         return tuple(float(s[0] + quantile_wait(mean_wait, rho, p)) for p in ps)
     targets = 1.0 - np.asarray(ps, dtype=float)
-
-    def tail(t: np.ndarray) -> np.ndarray:  # P(S + W > t) at every t, over the bins
-        return exceed_probability(s, mean_wait, rho, t)
+    tail = _exceedance(s, mean_wait, rho)  # P(S + W > t) at every t, over the bins
 
     top = float(quantile_wait(mean_wait, rho, max(ps)))
     coarse = np.linspace(s.min(), s.max() + top, 257)
@@ -522,20 +520,25 @@ def exceed_probability(
     """``P(S + W > t)`` (entry by entry for an array ``t``): the service ``S`` one of the
     equally likely ``services``, the wait ``W`` independent of it with ``P(W > 0) = rho`` and an
     exponential tail of mean ``mean_wait`` (``sum_quantiles``' distribution; an infinite wait,
-    an overloaded queue, exceeds every ``t``). A service above ``t`` always exceeds it; one at
-    or below adds ``rho exp(-(t - s) rho / mean_wait)``, summed over the sorted services as
-    ``rho exp(-(t - s_k) decay) P_k`` with ``s_k`` the largest at or below ``t`` and ``P_k =
-    sum_{j <= k} exp(-(s_k - s_j) decay)`` (a recurrence with exponents <= 0): linear in the
-    services, where the pairwise form is their count times the points'."""
+    an overloaded queue, exceeds every ``t``)."""
+    return _exceedance(services, mean_wait, rho)(t)
+
+
+def _exceedance(
+    services: Sequence[float] | np.ndarray, mean_wait: float, rho: float
+) -> Callable[[Num], np.ndarray]:
+    """``exceed_probability`` at any ``t``, with what does not depend on ``t`` computed once. A
+    service above ``t`` always exceeds it; one at or below adds ``rho exp(-(t - s) rho /
+    mean_wait)``, summed over the sorted services as ``rho exp(-(t - s_k) decay) P_k`` with
+    ``s_k`` the largest at or below ``t`` and ``P_k = sum_{j <= k} exp(-(s_k - s_j) decay)`` (a
+    recurrence with exponents <= 0): linear in the services, where the pairwise form is their
+    count times the points'."""
     s = np.sort(np.asarray(services, dtype=float))
-    at = np.asarray(t, dtype=float)
-    below = np.searchsorted(s, at, side="right")  # services at or below each t
     n = len(s)
     if not math.isfinite(mean_wait):
-        return np.ones(at.shape)
+        return lambda t: np.ones(np.shape(t))
     if mean_wait <= 0 or rho <= 0:
-        short: np.ndarray = (n - below) / n
-        return short
+        return lambda t: (n - np.searchsorted(s, np.asarray(t, dtype=float), side="right")) / n
     decay = rho / mean_wait
     steps = np.exp(-np.diff(s) * decay)  # exp(-(s_k - s_{k-1}) decay)
     prefix = np.empty(n)
@@ -543,11 +546,17 @@ def exceed_probability(
     for k in range(n):
         acc = 1.0 + (steps[k - 1] * acc if k else 0.0)
         prefix[k] = acc
-    last = np.maximum(below - 1, 0)
-    # at or past s_k where a service is at or below t (else masked below: kept >= 0, no overflow)
-    waiting = rho * np.exp(-np.maximum(at - s[last], 0.0) * decay) * prefix[last]
-    mean: np.ndarray = (n - below + np.where(below > 0, waiting, 0.0)) / n
-    return mean
+
+    def tail(t: Num) -> np.ndarray:
+        at = np.asarray(t, dtype=float)
+        below = np.searchsorted(s, at, side="right")  # services at or below each t
+        last = np.maximum(below - 1, 0)
+        # at or past s_k where a service is at or below t (else masked: kept >= 0, no overflow)
+        waiting = rho * np.exp(-np.maximum(at - s[last], 0.0) * decay) * prefix[last]
+        mean: np.ndarray = (n - below + np.where(below > 0, waiting, 0.0)) / n
+        return mean
+
+    return tail
 
 
 def quantile_wait(mean_wait: Num, rho: Num, p: float) -> Num:

@@ -92,8 +92,7 @@ def communication_plan(
         memory = training_memory(model, accelerator, p, setup, precision)
     prof = kernel_profile(accelerator.id)
     domain = cluster or cluster_of(accelerator)
-    gbs = setup.global_batch_size or setup.micro_batch_size * p.dp
-    m = gbs // (setup.micro_batch_size * p.dp)
+    m = setup.microbatches(p.dp)
     tokens = setup.seq_len * setup.micro_batch_size / p.cp
     counts = stage_kind_counts(model, p.pp, p.vp, memory.stage, p.stage_layers)
     layers = int(sum(counts))

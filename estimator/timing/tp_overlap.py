@@ -33,10 +33,9 @@ the TP communication it pays for.
 
 from __future__ import annotations
 
-from functools import cache
-
+from estimator.memo import per_model
 from estimator.spec.accelerator import Accelerator
-from estimator.spec.architecture import LayerKind
+from estimator.spec.model import ModelSpec
 from estimator.xp import Num, maximum, where
 
 __all__ = ["SMS_BY_GENERATION", "overlapped_tp"]
@@ -55,12 +54,12 @@ SMS_BY_GENERATION = {"ampere": 108, "hopper": 132, "blackwell": 148, "blackwell-
 DEFAULT_SMS = 132
 
 
-@cache
-def _shares(kind: LayerKind) -> tuple[float, float, float]:
-    """(row-parallel, attention column-parallel, MLP column-parallel) shares of the layer's
-    dense TP-split GEMM FLOPs."""
+@per_model
+def _shares(model: ModelSpec, kind_index: int) -> tuple[float, float, float]:
+    """(row-parallel, attention column-parallel, MLP column-parallel) shares of the dense
+    TP-split GEMM FLOPs of the model's layer kind ``kind_index``."""
     flops = {"row": 0.0, "attention": 0.0, "mlp": 0.0}
-    for linear in kind.linears:
+    for linear in model.kinds[kind_index].linears:
         if linear.copies > 1 or linear.tp == "replicated":
             continue
         work = float(linear.in_features * linear.out_features)
@@ -79,14 +78,21 @@ def _slowdown(sms: int, n: int) -> float:
 
 
 def overlapped_tp(
-    kind: LayerKind, acc: Accelerator, compute: str, tp: Num, comm: Num, gemm: Num
+    model: ModelSpec,
+    kind_index: int,
+    acc: Accelerator,
+    compute: str,
+    tp: Num,
+    comm: Num,
+    gemm: Num,
 ) -> tuple[Num, Num]:
-    """(a forward pass's, a backward pass's) exposed TP time of one layer of ``kind`` whose
+    """(a forward pass's, a backward pass's) exposed TP time of one layer of the model's layer
+    kind ``kind_index`` whose
     TP traffic takes ``comm`` and forward GEMMs ``gemm`` a pass, overlapped as the module
     docstring says; ``compute`` is the GEMMs' format (BF16 / FP16 configs pipeline the forward
     reduce-scatter, the FP8 ones ring-exchange it)."""
     n = SMS_BY_GENERATION.get(acc.generation or "", DEFAULT_SMS)
-    row, attention, mlp = _shares(kind)
+    row, attention, mlp = _shares(model, kind_index)
     sixteen_bit = compute in ("bf16", "fp16")
     if sixteen_bit:
         floor = (1 / tp + 1 / PIPELINE_SPLITS) / 2

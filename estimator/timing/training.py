@@ -153,7 +153,10 @@ class TimingOptions:
 
     def scale_for(self, generation: str | None) -> float:
         """The compute factor on an accelerator of ``generation``."""
-        return dict(self.compute_scale_by_generation).get(generation or "", self.compute_scale)
+        for fitted_on, scale in self.compute_scale_by_generation:  # a pair or two at most
+            if fitted_on == generation:
+                return scale
+        return self.compute_scale
 
     @classmethod
     def of_stack(cls, name: str, **fields: Any) -> TimingOptions:
@@ -643,7 +646,7 @@ def _stage_times(
             rec = rec + n * (lt.gemm * op_recomputed_share(model.kinds[k]) + lt.elementwise)
         if options.tp_comm_overlap:  # forward-like passes, then the backward (tp_overlap)
             tp_fwd, tp_bwd = overlapped_tp(
-                model.kinds[k], acc, precision.compute, p.tp, lt.tp_comm, lt.gemm
+                model, k, acc, precision.compute, p.tp, lt.tp_comm, lt.gemm
             )
             comm["tp_comm"] = comm["tp_comm"] + n * ((passes - 1) * tp_fwd + tp_bwd)
         else:
@@ -739,8 +742,7 @@ def training_time_terms(
     prof = kernel_profile(accelerator.id)
     domain = options.cluster or cluster_of(accelerator)
     p = parallel
-    gbs = setup.global_batch_size or setup.micro_batch_size * p.dp
-    m = gbs // (setup.micro_batch_size * p.dp)
+    m = setup.microbatches(p.dp)
     # A layer's time does not depend on its stage: each kind's is computed once.
     layer_times = [
         layer_time(
