@@ -41,7 +41,6 @@ import json
 from dataclasses import dataclass
 
 from estimator.layout.parallel import Parallelism
-from estimator.serving.load import ENGINES
 from estimator.spec.precision import Precision
 from estimator.spec.speculative import Speculative
 
@@ -83,6 +82,8 @@ def launch_commands(
     scheduler's: with attention data parallel, one DP group's. ``kv_fraction`` and
     ``kv_block``, a deployment's KV memory fraction and tokens a block, are ``engine``'s (each
     engine means its own fraction): its command takes them, the others keep their defaults."""
+    from estimator.serving.load import ENGINES  # numpy: off the training estimate's imports
+
     tp, pp, ep, dp = parallel.tp, parallel.pp, parallel.ep, parallel.dp
     weights, kv = precision.weights, precision.kv_cache
     notes: list[str] = []
