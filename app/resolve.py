@@ -318,6 +318,7 @@ def training_plan(req: TrainingRequest) -> TrainingPlan:
         "attention_kernel": req.attention_kernel,
         "tp_comm_overlap": req.tp_comm_overlap,
         "ep_comm_overlap": req.ep_comm_overlap,
+        "moe_dispatcher": req.moe_dispatcher,
     }
     options = TimingOptions.of_stack(
         req.stack, cluster=cluster, **{k: v for k, v in given.items() if v is not None}
@@ -770,7 +771,8 @@ def _training_sweep(req: TrainingSweepRequest) -> TrainingSweep:
         moe_capacity_factor=req.moe_capacity_factor,
     )
     model = resolve_model(req.model)
-    options = TimingOptions.of_stack(req.stack, ep_comm_overlap=req.ep_comm_overlap)
+    dispatcher = {} if req.moe_dispatcher is None else {"moe_dispatcher": req.moe_dispatcher}
+    options = TimingOptions.of_stack(req.stack, ep_comm_overlap=req.ep_comm_overlap, **dispatcher)
     try:
         return sweep_training(
             model,

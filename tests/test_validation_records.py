@@ -169,6 +169,31 @@ def test_expert_all_to_all_overlap_as_the_recipes_set_it() -> None:
     assert not any("all-to-all" in a for a in dense.assumptions)
 
 
+def test_moe_token_dispatcher_as_the_recipes_set_it() -> None:
+    """The same releases' MoE runs take the token dispatcher their recipes set
+    (data/moe_dispatchers.json): flex where a flex backend is set, alltoall where none is (the
+    performance scripts reset the dispatcher then); 25.11 and dense runs keep the stack's."""
+    read = {r["id"]: r for r in json.loads((DATA / "moe_dispatchers.json").read_text())["records"]}
+    for r in read.values():  # alltoall exactly where no backend is set, and nothing says where
+        assert (r["dispatcher"] == "alltoall") == (r["backend"] is None) == (r["set_at"] is None)
+    cases = {c.id: c for c in training_cases() if isinstance(c, TrainingCase)}
+    moe = {i: c for i, c in cases.items() if c.model.moe is not None}
+    for i, c in moe.items():
+        if i.split("-")[1] in ("25.09", "25.11"):
+            assert c.moe_dispatcher is None, i
+            continue
+        assert c.moe_dispatcher == read[i]["dispatcher"], i
+        assert any(a.startswith(f"MoE token dispatcher {c.moe_dispatcher}") for a in c.assumptions)
+    assert set(read) - set(moe) == {"mbridge-26.06.01-GPT OSS 120B-DGX-GB300-64-MXFP8-L55"}
+    alltoall = {i for i, c in moe.items() if c.moe_dispatcher == "alltoall"}
+    # gpt-oss (but on GB200 in 26.02.01), Qwen3-235B on H100 and B200 (and B300 in 26.02),
+    # Qwen3-30B on B200 in 26.02
+    assert len(alltoall) == 12
+    assert "mbridge-26.04-Qwen3_235B_a22B-DGX-H100-256-FP8-L352" in alltoall
+    assert "mbridge-26.02.01-GPT OSS 120B-DGX-GB200-64-BF16-L429" not in alltoall
+    assert all(c.moe_dispatcher is None for c in cases.values() if c.model.moe is None)
+
+
 def _mpt_cases() -> list[tuple[TrainingCase, dict[str, object]]]:
     raw = {str(r["id"]): r for r in _raw("training_measured.json")}
     return [

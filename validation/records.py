@@ -92,6 +92,7 @@ class TrainingCase:
     stack: str = "megatron-core"  # the software stack profile of the run's framework
     ep_comm_overlap: bool = False  # the expert all-to-all overlap its recipe sets
     tp_comm_overlap: bool = False  # the TP communication overlap its recipe sets
+    moe_dispatcher: str | None = None  # the MoE token dispatcher its recipe sets (None: stack's)
 
 
 @dataclass(frozen=True)
@@ -382,6 +383,35 @@ def _tp_overlap(
             " recipes/llama/llama3.py and scripts/performance/configs/llama"
         ]
     return False, [f"TP communication not overlapped, as its recipe at {tag}"]
+
+
+# The MoE token dispatcher of the same releases' MoE records (data/moe_dispatchers.json: each
+# record's recipe, the line that sets its flex backend, or none: the all-to-all dispatcher).
+
+
+def _dispatcher(ident: str, release: str, moe: bool) -> tuple[str | None, list[str]]:
+    """The MoE token dispatcher the record's recipe sets and the note saying where it was read
+    (None, nothing: releases not read, or dense models; the stack's dispatcher then)."""
+    if release not in _RECIPES_READ or not moe:
+        return None, []
+    read = _moe_dispatchers()[ident]
+    backend = f" ({read['backend']})" if read["backend"] else ""
+    where = f" ({read['set_at']})" if read["set_at"] else ": no flex backend set"
+    unmatched = (
+        ""
+        if read["layout_match"]
+        else " (no recipe of that tag has its layout; those of its GPU and precision agree)"
+    )
+    return read["dispatcher"], [
+        f"MoE token dispatcher {read['dispatcher']}{backend}, as its recipe sets it:"
+        f" {read['recipe']}{where}{unmatched}"
+    ]
+
+
+@cache
+def _moe_dispatchers() -> dict[str, dict[str, Any]]:
+    data = json.loads((DATA / "moe_dispatchers.json").read_text(encoding="utf-8"))
+    return {r["id"]: r for r in data["records"]}
 
 
 # --- loading ---------------------------------------------------------------------------------
@@ -678,7 +708,10 @@ def _nemo_case(r: Record, ident: str) -> TrainingCase:
     tp_overlap, tp_notes = _tp_overlap(
         release[1] if release else "", name, task, raw_precision or "", tp
     )
-    notes += tp_notes
+    dispatcher, dispatcher_notes = _dispatcher(
+        ident, release[1] if release else "", model.moe is not None
+    )
+    notes += tp_notes + dispatcher_notes
     return _case(
         r,
         ident,
@@ -692,6 +725,7 @@ def _nemo_case(r: Record, ident: str) -> TrainingCase:
         finetune=finetune,
         ep_comm_overlap=overlap,
         tp_comm_overlap=tp_overlap,
+        moe_dispatcher=dispatcher,
     )
 
 
@@ -765,6 +799,7 @@ def _case(
     finetune: FineTune = FULL,
     ep_comm_overlap: bool = False,
     tp_comm_overlap: bool = False,
+    moe_dispatcher: str | None = None,
 ) -> TrainingCase:
     """A training record's case from what its reader made of it (``hardware``: accelerator id,
     GPUs, GPUs per node), once the core accepts the layout; measured throughput under
@@ -805,6 +840,7 @@ def _case(
         stack=stack,
         ep_comm_overlap=ep_comm_overlap,
         tp_comm_overlap=tp_comm_overlap,
+        moe_dispatcher=moe_dispatcher,
     )
 
 

@@ -175,10 +175,12 @@ def case_throughput(
     name = stack or case.stack
     # the expert all-to-all overlap its recipe sets: Megatron-Core's, so under its profile only
     own = name == case.stack  # the recipe's overlaps are Megatron-Core's: under its profile
+    dispatcher = {"moe_dispatcher": case.moe_dispatcher} if own and case.moe_dispatcher else {}
     options = TimingOptions.of_stack(
         name,
         ep_comm_overlap=case.ep_comm_overlap and own,
         tp_comm_overlap=case.tp_comm_overlap and own,
+        **dispatcher,
     )
     if scale is not None:  # this factor on every accelerator
         options = replace(options, compute_scale=scale, compute_scale_by_generation=())

@@ -35,6 +35,7 @@ __all__ = [
     "ErrorResponse",
     "GpuCount",
     "LayoutSize",
+    "MoEDispatcher",
     "ModelRef",
     "PastedConfig",
     "PrecisionRef",
@@ -95,6 +96,7 @@ Duration = Annotated[
 ]
 AttentionKernel = Literal["fused", "flash2"]
 Stack = Literal["megatron-core", "fsdp2", "deepspeed", "llm-foundry"]  # estimator.timing.stacks
+MoEDispatcher = Literal["flex", "alltoall"]  # estimator.timing.training.TimingOptions
 
 
 def has_model_type(config: dict[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from app.schemas.common import (
     GpuCount,
     LayoutSize,
     ModelRef,
+    MoEDispatcher,
     Price,
     Request,
     Stack,
@@ -140,6 +141,12 @@ class TrainingSweepRequest(FineTuneFields, OffloadFields, MoEFields):
         description="Megatron-Core's expert all-to-all overlap (--overlap-moe-expert-parallel-comm)"
         " in every layout that allows it (ep > 1, vp > 1 with a pipeline, no full recompute)",
         json_schema_extra=form("Expert all-to-all overlap", "Workload"),
+    )
+    moe_dispatcher: MoEDispatcher | None = Field(
+        None,
+        description="Megatron-Core's MoE token dispatcher in every layout: flex (DeepEP /"
+        " HybridEP) or alltoall (NCCL all-to-all); default: the stack's",
+        json_schema_extra=form("MoE token dispatcher", "Workload", "the stack's"),
     )
     tokens: Tokens | None = Field(
         None, json_schema_extra=form("Tokens to train", "Workload", "e.g. 2e12")

@@ -15,6 +15,7 @@ from app.schemas.common import (
     GpuCount,
     LayoutSize,
     ModelRef,
+    MoEDispatcher,
     PrecisionRef,
     Price,
     Request,
@@ -332,6 +333,14 @@ class TrainingRequest(FineTuneFields, OffloadFields, MoEFields, ClusterFields):
         " ep > 1, vp > 1 with a pipeline, no full recompute. Default: the stack's (off)",
         json_schema_extra=form("Expert all-to-all overlap", MOE_GROUP, "the stack's"),
     )
+    moe_dispatcher: MoEDispatcher | None = Field(
+        None,
+        description="Megatron-Core's MoE token dispatcher: flex (DeepEP / HybridEP: a token sent"
+        " once to each other NVLink domain holding one of its experts, permuted once each way)"
+        " or alltoall (NCCL all-to-all: every routed copy sent; the received chunks also sorted"
+        " by local expert each way). Default: the stack's (flex for megatron-core)",
+        json_schema_extra=form("MoE token dispatcher", MOE_GROUP, "the stack's"),
+    )
     tokens: Tokens | None = Field(
         None, json_schema_extra=form("Tokens to train", "Cost", "e.g. 2e12")
     )
@@ -450,6 +459,7 @@ class StackOut(BaseModel):
     attention_kernel: AttentionKernel
     tp_comm_overlap: bool
     ep_comm_overlap: bool
+    moe_dispatcher: MoEDispatcher
     overlap_grad_reduce: bool
     overlap_param_gather: bool
     compute_scale: float = Field(description="Compute time factor; 1.0: the kernel model as is")

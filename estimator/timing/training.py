@@ -18,8 +18,9 @@ One micro-batch on one GPU of a pipeline stage is a list of operators per layer,
   hyper-connections their streams, ``ModelSpec.stream_traffic_per_block``) as bytes read
   and written at the measured elementwise streaming rate, 3 kernels per layer forward; with
   low-precision recipes the cast of every GEMM input and in MoE layers the token dispatcher's
-  permute, chunk sort, unsort and unpermute copies of every routed token (one kernel per pass) as
-  contiguous copies at the streaming rate of a weight-bound GEMM (``kernels.copy_time``); twice
+  copies of every routed token (one kernel per pass) as contiguous copies at the streaming rate
+  of a weight-bound GEMM (``kernels.copy_time``): the all-to-all dispatcher's permute, chunk sort,
+  unsort and unpermute, the flex dispatcher's (DeepEP / HybridEP) permute and unpermute; twice
   all of that backward; the output head GEMM and the cross-entropy over fp32 logits on the last
   stage, the embedding gather on the first.
 - Communication per micro-batch: TP all-reduce (or all-gather + reduce-scatter with sequence
@@ -401,8 +402,9 @@ def layer_time(
     rate); training passes ``training_attention_format``. ``grouped_experts``: the routed
     experts as one fused kernel (``linear_gemm_time``), as the serving engines run them;
     ``expert_tokens``: the tokens the expert-parallel group routes (``_linear_gemms``);
-    ``dedup_domains``: the token dispatcher sends a token once to each other scale-up domain
-    holding one of its experts (``collectives.domain_dedup``: DeepEP / HybridEP)."""
+    ``dedup_domains``: the flex token dispatcher (DeepEP / HybridEP), which sends a token once
+    to each other scale-up domain holding one of its experts (``collectives.domain_dedup``) and
+    permutes the tokens it received without the all-to-all dispatcher's chunk sort."""
     compute = precision.compute
     att_compute = attention_format or compute
     gemm_b = DTYPES[precision.gemm_inputs].bytes
@@ -459,7 +461,7 @@ def layer_time(
         sp_tokens * (hidden_norms * 2 * h + residual) + tokens * (act_elems + rope)
     ) * act_b
     copy_bytes: Num = 0.0
-    copies = 0
+    copies: Num = 0
     if precision.gemm_inputs != precision.activations:
         # Transformer Engine casts every GEMM input to the low-precision format (read the
         # activation, write the cast copy); the backward pass casts the output gradients too.
@@ -471,10 +473,16 @@ def layer_time(
         )
         copy_bytes = cast_elems * (act_b + gemm_b)
     if model.moe is not None and any(m.copies > 1 for m in kind.linears):
-        # Megatron's token dispatcher copies every routed token (top-k copies of h values) in
-        # permute and unpermute, and sorts the received chunks by local expert around the
-        # all-to-all when experts are split over EP ranks: each pass reads and writes them.
-        passes = where(p.ep > 1, 4, 2)
+        # Megatron's token dispatchers copy every routed token (top-k copies of h values) in
+        # permute and unpermute; the all-to-all dispatcher also sorts the received chunks by
+        # local expert around the all-to-all when a rank holds several of the experts it splits
+        # (token_dispatcher.py: sort_chunks_by_idxs where num_local_experts > 1), while the
+        # flex dispatcher's kernels deliver them by rank and its one permute orders them by
+        # expert (_DeepepManager, _HybridEPManager): each pass reads and writes them.
+        passes: Num = 2
+        if not dedup_domains:
+            local = model.moe.num_experts / p.ep
+            passes = where(logical_and(p.ep > 1, local > 1), 4, 2)
         copy_bytes = copy_bytes + passes * 2 * tokens / p.tp * model.moe.top_k * h * act_b
         copies = passes
     elementwise = memory_time(acc, prof, elem_bytes, ELEMENTWISE_KERNELS_FORWARD) + copy_time(
