@@ -18,6 +18,9 @@ or 8x (0.5) of the plan's GPU count. A record must match at least the accelerato
 or the model class to count. The predicted range is the plan's number divided by (1 + the
 10th and 90th percentile signed error) of those records: where the planner over-predicted
 similar runs, the range sits below its number. Below ``MIN_RANGE`` records no range is given.
+Where the plan's own model family has ``MIN_RANGE`` records or more and they lean beyond
+``FAMILY_BIAS`` in the median, that is a known bias of the model: the family's records give the
+range instead, and the summary says so.
 """
 
 from __future__ import annotations
@@ -47,6 +50,9 @@ __all__ = [
 
 LIMIT = 12  # the nearest records a plan's accuracy is read from
 MIN_RANGE = 5  # fewer similar records than this: no predicted range
+# A model family whose own records lean further than this (median signed error, the issue's
+# +/-15% per group) is a known bias: its runs, not the nearest records, give the plan's range.
+FAMILY_BIAS = 0.15
 # The kinds of record, as the page names them; "load" rows carry their metric.
 KINDS = {
     "kernel": "Kernels (time per call)",
@@ -321,9 +327,25 @@ def _neighbours(metric: str, plan: Plan) -> tuple[tuple[Record, ...], dict[str, 
     return chosen, summary(chosen)
 
 
+@lru_cache(maxsize=256)
+def _family(metric: str, family: str) -> dict[str, Any] | None:
+    """The error of every record of ``metric`` of one model family (None: it has none)."""
+    kind, load_metric = POOLS[metric]
+    return summary(
+        r
+        for r in records()
+        if r.kind == kind
+        and r.family == family
+        and (load_metric is None or r.metric == load_metric)
+    )
+
+
 def _metric(metric: str, value: float | None, plan: Plan) -> dict[str, Any]:
-    """The accuracy of one headline number: the nearest records, their error, the range."""
+    """The accuracy of one headline number: the nearest records, their error, the range; the
+    plan's own family's error where it has records, and its range where that family's runs
+    lean beyond ``FAMILY_BIAS``."""
     chosen, stats = _neighbours(metric, plan)
+    family = _family(metric, plan.family) if plan.family else None
     label = METRIC_LABELS[metric]
     if value is not None and not math.isfinite(value):
         value = None  # an overloaded replica's latency: unbounded
@@ -340,6 +362,8 @@ def _metric(metric: str, value: float | None, plan: Plan) -> dict[str, Any]:
         "p90_signed": None,
         "range_low": None,
         "range_high": None,
+        "range_from": None,
+        "family": None if family is None else {"name": plan.family, **family},
         "matched_on": "",
         "summary": f"No published {label} record is near this plan: its error is unknown.",
         "records": [],
@@ -373,10 +397,24 @@ def _metric(metric: str, value: float | None, plan: Plan) -> dict[str, Any]:
         f"planner's {label} was within {stats['median_ape']:.0%} (median), "
         f"{stats['p90_ape']:.0%} at p90, {direction}-predicting by {abs(lean):.0%} in the median."
     )
-    if value is not None and stats["n"] >= MIN_RANGE:
+    basis = stats if stats["n"] >= MIN_RANGE else None
+    if (
+        family is not None
+        and family["n"] >= MIN_RANGE
+        and abs(family["median_signed"]) > FAMILY_BIAS
+    ):
+        basis = family
+        lean = "over" if family["median_signed"] > 0 else "under"
+        out["summary"] += (
+            f" The {plan.family} family's own {family['n']} runs were {lean}-predicted by"
+            f" {abs(family['median_signed']):.0%} in the median ({family['p90_ape']:.0%} at p90),"
+            f" a known bias of the model: the range is theirs."
+        )
+    if value is not None and basis is not None:
         # error = predicted / measured - 1, so measured = predicted / (1 + error)
-        out["range_low"] = value / (1 + stats["p90_signed"])
-        out["range_high"] = value / (1 + stats["p10_signed"])
+        out["range_low"] = value / (1 + basis["p90_signed"])
+        out["range_high"] = value / (1 + basis["p10_signed"])
+        out["range_from"] = "family" if basis is family else "nearest"
     return out
 
 
@@ -402,10 +440,12 @@ def plan_accuracy(
 
 def time_range(step_s: float, throughput: dict[str, Any]) -> tuple[float, float] | None:
     """The range of a time the planner derives from a throughput it predicts (a training step
-    from tokens/s): measured time = predicted time x (1 + the throughput's error)."""
-    if throughput["range_low"] is None:
+    from tokens/s): measured time = predicted time x (1 + the throughput's error), the error
+    range the throughput's own range came from."""
+    if throughput["range_low"] is None or not throughput["predicted"]:
         return None
-    return step_s * (1 + throughput["p10_signed"]), step_s * (1 + throughput["p90_signed"])
+    value = throughput["predicted"]
+    return step_s * value / throughput["range_high"], step_s * value / throughput["range_low"]
 
 
 # headline metric -> (the record kind it is read from, the load metric within it)

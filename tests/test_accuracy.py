@@ -146,6 +146,53 @@ def test_predicted_range_follows_the_records_errors() -> None:
     assert m["summary"].startswith(f"On {accuracy.LIMIT} similar published runs")
 
 
+def _family_errors(family: str) -> np.ndarray:
+    shipped = json.loads((accuracy.resources.files("validation") / "report.json").read_text())
+    return np.array(
+        [
+            r["predicted"] / r["measured"] - 1
+            for r in shipped["rows"]
+            if r["kind"] == "training" and r["family"] == family
+        ]
+    )
+
+
+def test_a_family_known_to_lean_gives_the_range() -> None:
+    """gpt-oss's published runs are over-predicted far beyond +/-15%: its plan's range is read
+    from them, below the plan's number, and the summary says so; Llama's lean less and its
+    range stays the nearest records'."""
+    out = plan_accuracy(
+        accelerator="gb200",
+        generation="blackwell",
+        family="gpt_oss",
+        model_class="moe",
+        stack="megatron-core",
+        gpus=64,
+        headline={"tokens_per_s_per_gpu": 20000.0},
+    )
+    m = out["metrics"][0]
+    errors = _family_errors("gpt_oss")
+    assert len(errors) >= accuracy.MIN_RANGE and np.median(errors) > accuracy.FAMILY_BIAS
+    assert m["family"]["n"] == len(errors)
+    assert m["family"]["median_signed"] == pytest.approx(statistics.median(errors))
+    assert m["range_from"] == "family"
+    assert m["range_low"] == pytest.approx(
+        20000 / (1 + np.percentile(errors, 90, method="nearest"))
+    )
+    assert m["range_high"] == pytest.approx(
+        20000 / (1 + np.percentile(errors, 10, method="nearest"))
+    )
+    assert m["range_high"] < 20000  # every gpt-oss run was slower than predicted
+    assert "gpt_oss family's own" in m["summary"] and "known bias" in m["summary"]
+    lo, hi = accuracy.time_range(2.0, m)  # type: ignore[misc]
+    assert (lo, hi) == pytest.approx((2.0 * 20000 / m["range_high"], 2.0 * 20000 / m["range_low"]))
+    assert lo > 2.0
+
+    llama = _llama_on_h100("megatron-core", 64, "tokens_per_s_per_gpu", 1000.0)
+    assert llama["range_from"] == "nearest" and llama["family"]["n"] == len(_family_errors("llama"))
+    assert "known bias" not in llama["summary"]
+
+
 def test_no_range_for_an_unbounded_latency() -> None:
     m = _llama_on_h100("vllm", 1, "ttft", float("inf"))  # an overloaded replica's TTFT
     assert m["predicted"] is None and m["range_low"] is None and m["n"] > 0

@@ -325,6 +325,18 @@ class AccuracyRecordOut(BaseModel):
     url: str | None = Field(description="A link to the source, where its citation names one")
 
 
+class AccuracyFamilyOut(BaseModel):
+    """The planner's error on every published run of one model family, for one metric."""
+
+    name: str = Field(description="The model family (its config's model_type)")
+    n: int
+    median_ape: float
+    p90_ape: float
+    median_signed: float
+    p10_signed: float
+    p90_signed: float
+
+
 class AccuracyMetricOut(BaseModel):
     """How right the planner was on published runs like the plan, for one headline number."""
 
@@ -344,6 +356,14 @@ class AccuracyMetricOut(BaseModel):
     )
     range_high: float | None = Field(
         description="predicted / (1 + the records' 10th percentile signed error)"
+    )
+    range_from: Literal["nearest", "family"] | None = Field(
+        default=None,
+        description="Whose errors the range comes from: the nearest records, or the plan's own"
+        " model family's runs where those lean beyond +/-15% in the median (a known bias)",
+    )
+    family: AccuracyFamilyOut | None = Field(
+        default=None, description="The error on every published run of the plan's model family"
     )
     matched_on: str = Field(description="What the records share with the plan")
     summary: str
