@@ -327,8 +327,9 @@ def test_attention_kernel_and_eager_attention_change_the_step() -> None:
 
 
 def test_moe_dispatcher_copies_are_timed() -> None:
-    """Routed tokens are copied by permute/unpermute (and the chunk sort around the all-to-all
-    when EP > 1): memory-bound work that grows with top-k."""
+    """Routed tokens are copied by permute/unpermute (and, by the all-to-all dispatcher, the
+    chunk sort around the all-to-all when a rank holds several of the experts EP splits):
+    memory-bound work that grows with top-k."""
     model = get_model("mixtral-8x7b")
     setup = TrainingSetup(4096, micro_batch_size=1, global_batch_size=8)
     ep1 = estimate_training(model, H100, Parallelism(tp=1, pp=1, dp=8), setup, BF16)
@@ -340,8 +341,12 @@ def test_moe_dispatcher_copies_are_timed() -> None:
     prof = kernel_profile(H100.id)
     args = (model, kind, 0, H100, prof)
     base = layer_time(*args, Parallelism(tp=1, pp=1, dp=8), BF16, 4096, 1, cluster_of(H100))
-    split = layer_time(*args, Parallelism(tp=1, pp=1, dp=8, ep=8), BF16, 4096, 1, cluster_of(H100))
+    split = layer_time(*args, Parallelism(tp=1, pp=1, dp=8, ep=4), BF16, 4096, 1, cluster_of(H100))
     routed_bytes = 4096 * model.moe.top_k * model.hidden_size * 2  # type: ignore[union-attr]
-    # Two more passes (read + write) of the routed tokens once experts are split over ranks.
+    # Two more passes (read + write) of the routed tokens once experts are split over ranks
+    # that hold two each (8 experts over EP 4).
     extra = split.elementwise - base.elementwise
     assert extra > 2 * 2 * routed_bytes / (H100.hbm_bytes_per_s * prof.memory_efficiency) * 0.5
+    # One expert a rank (EP 8): nothing to sort (token_dispatcher.py: num_local_experts > 1).
+    one = layer_time(*args, Parallelism(tp=1, pp=1, dp=8, ep=8), BF16, 4096, 1, cluster_of(H100))
+    assert one.elementwise == base.elementwise
