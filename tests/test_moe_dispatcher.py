@@ -17,6 +17,7 @@ from estimator.spec.precision import DTYPES
 from estimator.timing import collectives as rules
 from estimator.timing.kernels import copy_time, kernel_profile
 from estimator.timing.training import (
+    DISPATCHER_NOTES,
     TimingOptions,
     estimate_training,
     layer_time,
@@ -88,6 +89,12 @@ def test_the_dispatcher_of_the_request_overrides_the_stacks() -> None:
     assert TimingOptions.of_stack("megatron-core").moe_dispatcher == "flex"
     assert TimingOptions.of_stack("fsdp2").moe_dispatcher == "alltoall"
     assert speed() == speed(moe_dispatcher="flex") > speed(moe_dispatcher="alltoall")
+    for dispatcher in ("flex", "alltoall"):  # the answer says which it assumed
+        options = TimingOptions.of_stack("megatron-core", moe_dispatcher=dispatcher)
+        notes = estimate_training(QWEN, H100, p, setup, BF16, options=options).notes
+        assert [n for n in notes if "token dispatcher" in n] == [DISPATCHER_NOTES[dispatcher]]
+    dense = estimate_training(get_model("llama-3-8b"), H100, Parallelism(dp=8), setup, BF16)
+    assert not any("token dispatcher" in n for n in dense.notes)
 
 
 BODY = {

@@ -179,6 +179,18 @@ class TimingOptions:
         )
 
 
+# What each MoE token dispatcher (``TimingOptions.moe_dispatcher``) is taken to do, as an
+# estimate with expert parallelism says it.
+DISPATCHER_NOTES = {
+    "flex": "MoE token dispatcher: flex (DeepEP / HybridEP): a token crosses to each other"
+    " scale-up domain holding one of its experts once and fans out there, and the routed tokens"
+    " are copied twice each way (permute, unpermute).",
+    "alltoall": "MoE token dispatcher: alltoall (NCCL all-to-all): every routed copy of a token"
+    " crosses to its expert's rank, and the routed tokens are copied four times each way"
+    " (permute, sort by local expert where a rank holds several, and both reversed).",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class TrainingTime:
     """One optimizer step on the slowest pipeline stage, in seconds, with its breakdown.
@@ -1061,6 +1073,8 @@ def estimate_training(
             " --overlap-moe-expert-parallel-comm): the dispatcher's kernels share the SMs with"
             " the GEMMs they overlap, which is not charged, so the saving is an upper bound."
         )
+    if model.moe is not None and parallel.ep > 1:
+        notes.append(DISPATCHER_NOTES[(options or TimingOptions()).moe_dispatcher])
     cluster = (options.cluster if options else None) or cluster_of(accelerator)
     if parallel.num_gpus > cluster.scale_up_domain:
         notes += cluster.notes()
