@@ -220,6 +220,15 @@ def _data_parallel(req_dp: int | None, num_gpus: int | None, per_replica: int) -
     return req_dp
 
 
+def recompute_modules_of(given: str | list[str] | None) -> tuple[str, ...]:
+    """Megatron-Core's recompute module names as given: a list, or one comma-separated string
+    (the form's and the CLI's); the estimator checks them."""
+    if given is None:
+        return ()
+    listed = given.split(",") if isinstance(given, str) else given
+    return tuple(name.strip() for name in listed if name.strip())
+
+
 _LORA_FIELDS = ("lora_rank", "lora_targets", "qlora_double_quant", "lora_dropout")
 
 
@@ -305,6 +314,7 @@ def training_plan(req: TrainingRequest) -> TrainingPlan:
         chunked_loss=req.chunked_loss,
         optimizer_in_backward=req.optimizer_in_backward,
         no_sync_accumulation=req.no_sync_accumulation,
+        recompute_modules=recompute_modules_of(req.recompute_modules),
         compiled_loss=req.compiled_loss,
         gradients_per_step=(
             STACKS[req.stack].gradients_per_step
@@ -769,6 +779,7 @@ def _training_sweep(req: TrainingSweepRequest) -> TrainingSweep:
         offload=offload_of(req),
         moe_imbalance=req.moe_imbalance,
         moe_capacity_factor=req.moe_capacity_factor,
+        recompute_modules=recompute_modules_of(req.recompute_modules),
     )
     model = resolve_model(req.model)
     dispatcher = {} if req.moe_dispatcher is None else {"moe_dispatcher": req.moe_dispatcher}

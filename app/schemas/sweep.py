@@ -26,6 +26,7 @@ from app.schemas.fields import form
 from app.schemas.inference import OUTPUT, PROMPT, Dataset, EngineMemoryFields, OutputLen
 from app.schemas.training import (
     MODEL_FORM,
+    RECOMPUTE_MODULES_HELP,
     FineTuneFields,
     GlobalBatch,
     MicroBatch,
@@ -33,6 +34,7 @@ from app.schemas.training import (
     OffloadFields,
     Optimizer,
     Recompute,
+    RecomputeModules,
     Tokens,
     ZeroStage,
 )
@@ -141,6 +143,11 @@ class TrainingSweepRequest(FineTuneFields, OffloadFields, MoEFields):
         description="Megatron-Core's expert all-to-all overlap (--overlap-moe-expert-parallel-comm)"
         " in every layout that allows it (ep > 1, vp > 1 with a pipeline, no full recompute)",
         json_schema_extra=form("Expert all-to-all overlap", "Workload"),
+    )
+    recompute_modules: RecomputeModules | None = Field(
+        None,
+        description=RECOMPUTE_MODULES_HELP + ", in every selective layout",
+        json_schema_extra=form("Recompute modules", "Workload", "core_attn", kind="text"),
     )
     moe_dispatcher: MoEDispatcher | None = Field(
         None,

@@ -131,6 +131,19 @@ LoraTargets = (
     | Annotated[list[TargetName], Field(min_length=1, max_length=64)]
 )
 FINETUNE_GROUP = "Fine-tuning"
+# Megatron-Core's --recompute-modules: a list, or one string of comma-separated names (the
+# form's and the CLI's); the names are checked by the estimator (activations.RECOMPUTE_MODULES).
+RecomputeModules = (
+    Annotated[str, Field(min_length=1, max_length=400)]
+    | Annotated[list[Annotated[str, Field(min_length=1, max_length=40)]], Field(max_length=16)]
+)
+RECOMPUTE_MODULES_HELP = (
+    "Megatron-Core's selective recompute modules (--recompute-modules; recompute 'selective'"
+    " only): core_attn (the default), layernorm (the norms that are modules of their own: the"
+    " MoE layers' pre-MLP norm, MLA's input norm), moe_act (the experts' activation), mlp (the"
+    " dense MLP), moe (the whole MoE layer, its all-to-alls too), shared_experts, mla_up_proj"
+    " (MLA's up-projections and rotary); a list or comma-separated names"
+)
 
 
 class FineTuneFields(Request):
@@ -265,6 +278,11 @@ class TrainingRequest(FineTuneFields, OffloadFields, MoEFields, ClusterFields):
         " op (TorchTitan's per-op policy: saves every other projection output and attention;"
         " dense Llama-style models) or full",
         json_schema_extra=form("Recompute", "Batch"),
+    )
+    recompute_modules: RecomputeModules | None = Field(
+        None,
+        description=RECOMPUTE_MODULES_HELP,
+        json_schema_extra=form("Recompute modules", "Batch", "core_attn", kind="text"),
     )
     precision: PrecisionRef = Field(
         "bf16",

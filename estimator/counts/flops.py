@@ -35,7 +35,7 @@ from typing import Literal, NamedTuple, get_args
 
 from estimator.finetune import FULL, FineTune, adapters
 from estimator.memo import per_model
-from estimator.memory.activations import op_policy
+from estimator.memory.activations import op_policy, recomputed_linears
 from estimator.records import from_fields
 from estimator.spec.architecture import (
     AttentionCore,
@@ -393,12 +393,32 @@ def op_recomputed_share(kind: LayerKind) -> float:
     return _op_recomputed(kind) / max(sum(m.forward_flops_per_token() for m in kind.linears), 1)
 
 
+@per_model
+def module_recomputed_flops_per_token(model: ModelSpec, modules: tuple[str, ...]) -> int:
+    """Forward FLOPs per token Megatron-Core's selective recompute ``modules`` repeat in the
+    backward: their projections (``activations.recomputed_linears``) over every layer; the
+    core attention's are counted apart (``core_attn``), pointwise work is not FLOPs."""
+    h = model.hidden_size
+    return sum(
+        n * sum(m.forward_flops_per_token() for m in recomputed_linears(kind, modules, h))
+        for kind, n in zip(model.kinds, model.kind_counts, strict=True)
+    )
+
+
+def module_recomputed_share(kind: LayerKind, modules: tuple[str, ...], hidden: int) -> float:
+    """The share of a layer's projection FLOPs the recompute ``modules`` repeat (its GEMM
+    time's)."""
+    again = sum(m.forward_flops_per_token() for m in recomputed_linears(kind, modules, hidden))
+    return again / max(sum(m.forward_flops_per_token() for m in kind.linears), 1)
+
+
 def training_flops(
     model: ModelSpec,
     seq_len: Num,
     batch: Num = 1,
     recompute: Recompute = "none",
     finetune: FineTune = FULL,
+    modules: tuple[str, ...] = (),
 ) -> TrainingFlops:
     """``forward_flops``' causal total, its backward and the recomputed work, from the same
     per-token and per-pair tables (integers, so the sums are exact and equal
@@ -421,8 +441,10 @@ def training_flops(
         backward = 2 * forward
     if recompute == "full":  # the decoder layers' forward again: all but embeddings and head
         extra = tokens * (per_token["layers"] + lora) + core_causal + mixers
-    elif recompute == "selective":
-        extra = core_causal
+    elif recompute == "selective":  # the core attention, or Megatron-Core's ``modules``
+        extra = core_causal if not modules or "core_attn" in modules else 0
+        if modules:
+            extra = extra + tokens * module_recomputed_flops_per_token(model, modules)
     elif recompute == "op":
         extra = tokens * op_recomputed_flops_per_token(model)
     else:

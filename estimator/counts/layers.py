@@ -29,6 +29,7 @@ from estimator.memory.activations import (
     hf_layer_items,
     item_bytes,
     layer_items,
+    recomputed_items,
     recomputed_layer_input_bytes,
 )
 from estimator.memory.training import (
@@ -195,7 +196,10 @@ def layer_table(
         if setup.recompute == "full":
             kept = recomputed_layer_input_bytes(model, precision, tokens, p.tp, sp)
             saved = (("layer input (full recompute)", float(kept)),)
-        else:
+        else:  # without what Megatron-Core's selective recompute modules discard
+            again = setup.selective_modules
+            dropped = recomputed_items(kind, again) if again else frozenset()
+            policy = "none" if again and "core_attn" not in again else setup.recompute
             saved = tuple(
                 (
                     it.name,
@@ -208,11 +212,12 @@ def layer_table(
                             tp=p.tp,
                             sp=sp,
                             etp=p.expert_tp,
-                            recompute=setup.recompute,
+                            recompute=policy,
                         )
                     ),
                 )
                 for it in items_of(model, kind, setup.flash_attention)
+                if it.name not in dropped
             )
         shape = (int(tokens), model.hidden_size)
         collectives = (

@@ -34,8 +34,10 @@ from estimator.spec.precision import DTYPES, Precision
 from estimator.xp import Num, where
 
 __all__ = [
+    "DEFAULT_RECOMPUTE_MODULES",
     "HF_CONVENTION_FAMILIES",
     "HF_STYLE",
+    "RECOMPUTE_MODULES",
     "ActivationConvention",
     "ActivationItem",
     "compiled_layer_items",
@@ -51,7 +53,9 @@ __all__ = [
     "loss_backward_bytes",
     "op_policy",
     "op_saved_items",
+    "recomputed_items",
     "recomputed_layer_input_bytes",
+    "recomputed_linears",
     "region_scales",
     "saved_bytes",
 ]
@@ -103,6 +107,93 @@ def layer_items(model: ModelSpec, kind: LayerKind, flash: bool) -> tuple[Activat
     if model.hyper_streams:
         items.append(_stream_item(model, kind))
     return tuple(items)
+
+
+# Megatron-Core's selective recompute modules (TransformerConfig.recompute_modules, the choices
+# of --recompute-modules this planner models) and its default when none are named.
+RECOMPUTE_MODULES = (
+    "core_attn",
+    "layernorm",
+    "moe_act",
+    "mlp",
+    "moe",
+    "shared_experts",
+    "mla_up_proj",
+)
+DEFAULT_RECOMPUTE_MODULES = ("core_attn",)
+
+
+def is_mla(kind: LayerKind) -> bool:
+    """Multi-latent attention: replicated down-projections before the up-projections."""
+    return any(m.component == "attention" and m.tp == "replicated" for m in kind.linears)
+
+
+def is_moe(kind: LayerKind) -> bool:
+    return any(m.component == "experts" for m in kind.linears)
+
+
+@cache
+def recomputed_items(kind: LayerKind, modules: tuple[str, ...]) -> frozenset[str]:
+    """The saved tensors (``layer_items`` names) of a layer kind that Megatron-Core's selective
+    recompute ``modules`` discard in the forward and compute again in the backward
+    (megatron/core/transformer/transformer_layer.py, moe/experts.py, multi_latent_attention.py):
+    ``layernorm`` the outputs of the norms that are modules of their own (the MoE layer's
+    pre-MLP norm and MLA's input norm; Transformer Engine fuses the others into the next linear,
+    where nothing is discarded), the inputs of the GEMMs they feed; ``moe_act`` the experts'
+    activation output (their down-projection's input); ``mlp``, ``shared_experts`` and ``moe``
+    everything inside the dense MLP, the shared experts or the whole MoE layer but its input;
+    ``mla_up_proj`` MLA's query, key and value after the up-projections and rotary. The core
+    attention (``core_attn``) is the score matrices' region (``region_scales``)."""
+    names: set[str] = set()
+    moe, mla = is_moe(kind), is_mla(kind)
+    rows = [m for m in kind.linears if m.tp == "row"]
+    shared = {n for m in rows if m.component == "shared_experts" for n in _mlp_names(m)}
+    if "layernorm" in modules:
+        names |= {"mlp.input"} if moe else set()
+        names |= {"attention.input"} if mla else set()
+    if "moe_act" in modules and moe:
+        names.add("experts.down_input")
+    if "mlp" in modules and not moe:
+        names |= {n for m in rows if m.component == "mlp" for n in _mlp_names(m)}
+    if "shared_experts" in modules:
+        names |= shared
+    if "moe" in modules and moe:
+        names |= {"experts.input", "experts.act_input", "experts.down_input", "router.probs"}
+        names |= shared
+    if "mla_up_proj" in modules and mla:
+        names |= {"attention.q", "attention.k", "attention.v"}
+    return frozenset(names)
+
+
+@cache
+def recomputed_linears(
+    kind: LayerKind, modules: tuple[str, ...], hidden: int
+) -> tuple[Linear, ...]:
+    """The projections Megatron-Core's selective recompute ``modules`` run a second time in the
+    backward: the dense MLP's (``mlp``), the shared experts' (``shared_experts``), the whole
+    MoE layer's, router included (``moe``), MLA's up-projections (``mla_up_proj``: the
+    column-parallel ones whose input is not the ``hidden``-wide layer input). The core
+    attention, the norms and the experts' activation are recomputed without projections."""
+    moe, mla = is_moe(kind), is_mla(kind)
+    parts = set()
+    if "mlp" in modules and not moe:
+        parts.add("mlp")
+    if "shared_experts" in modules or ("moe" in modules and moe):
+        parts.add("shared_experts")
+    if "moe" in modules and moe:
+        parts |= {"experts", "router"}
+    up = "mla_up_proj" in modules and mla
+    return tuple(
+        m
+        for m in kind.linears
+        if m.component in parts
+        or (up and m.component == "attention" and m.tp == "column" and m.in_features != hidden)
+    )
+
+
+def _mlp_names(down: Linear) -> tuple[str, str]:
+    """The tensors an MLP saves around its down-projection ``down`` (``_ffn_items``)."""
+    return f"{down.name}.act_input", f"{down.name}.input"
 
 
 def _stream_item(model: ModelSpec, kind: LayerKind) -> ActivationItem:
@@ -486,14 +577,19 @@ def _coefficients(
     flash: bool,
     convention: str,
     adapted: tuple[str, ...] | None = None,
+    modules: tuple[str, ...] = (),
 ) -> tuple[tuple[Region, str, int], ...]:
     """The kind's saved items summed by (region, format): what ``layer_activation_bytes`` needs
     (the item lists do not depend on the layout); ``adapted``: a frozen base's adapted modules
-    (``frozen_items``), None for full training."""
+    (``frozen_items``), None for full training; ``modules``: Megatron-Core's selective recompute
+    modules (``recomputed_items``)."""
     kind = model.kinds[kind_index]
     items = _ITEMS.get(convention, layer_items)(model, kind, flash)
     if adapted is not None and convention in HF_STYLE:
         items = frozen_items(items, adapted, convention)
+    if modules:
+        dropped = recomputed_items(kind, modules)
+        items = tuple(it for it in items if it.name not in dropped)
     acc: dict[tuple[Region, str], int] = {}
     for it in items:
         acc[it.region, it.fmt] = acc.get((it.region, it.fmt), 0) + it.elems
@@ -519,12 +615,13 @@ def layer_regions(
     flash: bool,
     convention: str,
     adapted: tuple[str, ...] | None = None,
+    modules: tuple[str, ...] = (),
 ) -> tuple[tuple[tuple[Region, float], ...], ...]:
     """``_region_bytes`` of every layer kind, in ``model.kinds`` order (one look-up per
     estimate, computed once per model, attention kernel, convention, precision and, for a
-    frozen base, adapted modules)."""
+    frozen base, adapted modules, or Megatron-Core's recompute ``modules``)."""
     return tuple(
-        _sum_by_region(model, i, flash, convention, precision, adapted)
+        _sum_by_region(model, i, flash, convention, precision, adapted, modules)
         for i in range(len(model.kinds))
     )
 
@@ -536,10 +633,11 @@ def _sum_by_region(
     convention: str,
     precision: Precision,
     adapted: tuple[str, ...] | None = None,
+    modules: tuple[str, ...] = (),
 ) -> tuple[tuple[Region, float], ...]:
     fmt_bytes = _fmt_table(precision.activations, precision.gemm_inputs)
     acc: dict[Region, float] = {}
-    for region, fmt, elems in _coefficients(model, kind_index, flash, convention, adapted):
+    for region, fmt, elems in _coefficients(model, kind_index, flash, convention, adapted, modules):
         acc[region] = acc.get(region, 0) + elems * fmt_bytes[fmt]
     return tuple(acc.items())
 

@@ -47,13 +47,17 @@ from estimator.layout.sharding import (
 )
 from estimator.memo import per_model
 from estimator.memory.activations import (
+    DEFAULT_RECOMPUTE_MODULES,
     HF_CONVENTION_FAMILIES,
     HF_STYLE,
+    RECOMPUTE_MODULES,
     ActivationConvention,
     Region,
     embedding_activation_bytes,
     head_activation_bytes,
     hf_checkpoint_shared_bytes,
+    is_mla,
+    is_moe,
     layer_regions,
     loss_backward_bytes,
     recomputed_layer_input_bytes,
@@ -127,7 +131,10 @@ class TrainingSetup:
     skips the gradient reduction until the last micro-batch (FSDP1's ``no_sync``, FSDP2's
     ``set_requires_gradient_sync(False)``: Lightning Fabric's ``no_backward_sync``, as LitGPT
     runs it, and Accelerate's ``accumulate`` with FSDP), so each rank holds its stage's
-    gradients unsharded meanwhile (with ZeRO >= 2 and more than one micro-batch a step).
+    gradients unsharded meanwhile (with ZeRO >= 2 and more than one micro-batch a step);
+    ``recompute_modules`` the submodules selective recompute recomputes, as Megatron-Core's
+    ``--recompute-modules`` names them (``activations.RECOMPUTE_MODULES``; empty: its default,
+    the core attention).
     Frozen, filled in one step like ``Parallelism``.
     """
 
@@ -147,6 +154,7 @@ class TrainingSetup:
     gradients_per_step: bool = False
     optimizer_in_backward: bool = False
     no_sync_accumulation: bool = False
+    recompute_modules: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -166,6 +174,7 @@ class TrainingSetup:
         gradients_per_step: bool = False,
         optimizer_in_backward: bool = False,
         no_sync_accumulation: bool = False,
+        recompute_modules: tuple[str, ...] = (),
     ) -> None:
         object.__setattr__(  # fill the frozen record in one step (see ``records``)
             self,
@@ -187,6 +196,7 @@ class TrainingSetup:
                 "gradients_per_step": gradients_per_step,
                 "optimizer_in_backward": optimizer_in_backward,
                 "no_sync_accumulation": no_sync_accumulation,
+                "recompute_modules": recompute_modules,
             },
         )
 
@@ -194,6 +204,16 @@ class TrainingSetup:
         """Micro-batches a step on each data-parallel rank (one without a global batch)."""
         per_step = self.micro_batch_size * dp
         return (self.global_batch_size or per_step) // per_step
+
+    @property
+    def selective_modules(self) -> tuple[str, ...]:
+        """The submodules selective recompute recomputes, sorted (Megatron-Core's default, the
+        core attention, where none are named); none under the other policies."""
+        if self.recompute != "selective":
+            return ()
+        if not self.recompute_modules:
+            return DEFAULT_RECOMPUTE_MODULES
+        return tuple(sorted(set(self.recompute_modules)))
 
     @property
     def loss_convention(self) -> str:
@@ -364,11 +384,13 @@ def _memory_tables(
     flash: bool,
     convention: str,
     finetune: FineTune | None,
+    modules: tuple[str, ...] = (),
 ) -> _MemoryTables:
     """``_MemoryTables`` of a model for one precision, optimizer, attention kernel, activation
     convention and fine-tuning setting (which is resolved and checked here, so every estimate
     refuses a bad one). QLoRA stores the linear weights in NF4 and keeps the routed experts,
-    fused parameters that bitsandbytes does not quantize, in the compute dtype."""
+    fused parameters that bitsandbytes does not quantize, in the compute dtype. ``modules``:
+    the selective recompute modules whose tensors are not kept (``recomputed_items``)."""
     finetune = finetune or FULL  # None: full fine-tuning (a cheaper memo key than the record)
     lora = adapters(model, finetune)  # validates the setting against the model
     check_finetune_precision(finetune, precision)
@@ -385,7 +407,7 @@ def _memory_tables(
             act_b if quantized else DTYPES[precision.expert_format].bytes,
         ),
         placements(model),
-        layer_regions(model, precision, flash, convention, _adapted(lora, convention)),
+        layer_regions(model, precision, flash, convention, _adapted(lora, convention), modules),
         embedding_extras(model),
         _adapter_tables(lora, precision, optimizer, act_b, convention) if finetune.frozen else None,
     )
@@ -514,8 +536,15 @@ def _stage_values(
     dense_shards = dp * cp
     expert_shards = tp * cp * dp // (ep * etp)
     ft = setup.finetune
+    modules = setup.selective_modules
     tables = _memory_tables(
-        model, precision, setup.optimizer, flash, convention, None if ft is FULL else ft
+        model,
+        precision,
+        setup.optimizer,
+        flash,
+        convention,
+        None if ft is FULL else ft,
+        () if modules == DEFAULT_RECOMPUTE_MODULES else modules,
     )
     w_lin, w_other, cache_b, grad_b, master_b, state_b, w_exp = tables.bytes_per_param
     lora = tables.adapters  # None: full fine-tuning
@@ -563,6 +592,8 @@ def _stage_values(
     # Full recompute keeps each layer's input, and the layer being recomputed holds its full
     # activations (the "none" policy's); so does the per-op policy, besides what it saves.
     policy = "none" if recompute in ("full", "op") else recompute
+    if modules and "core_attn" not in modules:  # selective, the score matrices kept
+        policy = "none"
     scales = region_scales(
         keys=seq_len, tp=tp, sp=sp_on, etp=etp, recompute=policy, expert_load=setup.expert_load
     )
@@ -867,6 +898,44 @@ def _check_optimizer_in_backward(p: Parallelism, setup: TrainingSetup) -> None:
         raise SpecError("optimizer_in_backward", rule, True)
 
 
+def check_recompute_modules(model: ModelSpec, setup: TrainingSetup) -> None:
+    """Megatron-Core's selective recompute modules, refused where Megatron-Core refuses them
+    (TransformerConfig: an unknown name; ``mla_up_proj`` without multi-latent attention;
+    ``moe_act`` without grouped MoE experts) and where they would recompute nothing in this
+    model (a name the planner takes for what it says, not silently for nothing)."""
+    names = setup.recompute_modules
+    rule = ""
+    unknown = sorted(set(names) - set(RECOMPUTE_MODULES))
+    kinds = model.kinds
+    moe = any(is_moe(k) for k in kinds)
+    absent = {
+        "mla_up_proj": not any(is_mla(k) for k in kinds),
+        "moe_act": not moe,
+        "moe": not moe,
+        "shared_experts": not any(
+            m.component == "shared_experts" for k in kinds for m in k.linears
+        ),
+        "mlp": not any(m.component == "mlp" for k in kinds if not is_moe(k) for m in k.linears),
+        "layernorm": not moe and not any(is_mla(k) for k in kinds),
+        "core_attn": not any(k.attention is not None for k in kinds),
+    }
+    missing = [n for n in names if absent.get(n, False)]
+    if setup.recompute != "selective":
+        rule = "needs recompute 'selective' (Megatron-Core's --recompute-granularity selective)"
+    elif setup.activation_convention != "megatron":
+        rule = "are Megatron-Core's modules: the 'megatron' activation convention"
+    elif unknown:
+        rule = f"must be among {', '.join(RECOMPUTE_MODULES)} (not {', '.join(unknown)})"
+    elif missing:
+        rule = (
+            f"{', '.join(missing)}: nothing of that in {model.id} (layernorm recomputes the norms"
+            " that are modules of their own, the MoE layers' pre-MLP norm and MLA's input norm;"
+            " Transformer Engine fuses the others into the next linear)"
+        )
+    if rule:
+        raise SpecError("recompute_modules", rule, list(names))
+
+
 def validate_training(model: ModelSpec, p: Parallelism, setup: TrainingSetup) -> None:
     validate_layout(model, p, training=True)
     check_seq_len(model, setup.seq_len)
@@ -888,6 +957,8 @@ def validate_training(model: ModelSpec, p: Parallelism, setup: TrainingSetup) ->
         )
     if setup.recompute == "op":
         check_op_policy(model, setup.finetune, setup.flash_attention)
+    if setup.recompute_modules:
+        check_recompute_modules(model, setup)
     if convention not in HF_STYLE and (setup.chunked_loss or setup.compiled_loss):
         name = "chunked_loss" if setup.chunked_loss else "compiled_loss"
         raise SpecError(

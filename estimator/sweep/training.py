@@ -37,6 +37,7 @@ from estimator.memory.training import (
     TrainingSetup,
     candidate_stages,
     check_op_policy,
+    check_recompute_modules,
     check_seq_len,
     most_loaded_terms,
 )
@@ -127,6 +128,7 @@ class TrainingWorkload:
     offload: Offload = NO_OFFLOAD
     moe_imbalance: float = 1.0
     moe_capacity_factor: float | None = None
+    recompute_modules: tuple[str, ...] = ()  # Megatron-Core's, in the selective layouts
 
 
 @dataclass(frozen=True)
@@ -252,6 +254,14 @@ def _check(model: ModelSpec, workload: TrainingWorkload, space: TrainingSearch) 
                 check_op_policy(model, workload.finetune, workload.flash_attention)
             except SpecError as exc:
                 raise SpecError("space.recompute", exc.rule, rec) from None
+    if workload.recompute_modules:
+        if "selective" not in space.recompute:
+            rule = "apply to the selective layouts: add 'selective' to the recompute values"
+            raise SpecError("recompute_modules", rule, list(workload.recompute_modules))
+        modules = workload.recompute_modules
+        check_recompute_modules(
+            model, TrainingSetup(1, recompute="selective", recompute_modules=modules)
+        )
     for name, values in _axes(model, space).items():
         if not values:
             raise SpecError(f"space.{name}", "must list at least one value", values)
@@ -479,6 +489,7 @@ def _evaluate(
         offload=workload.offload,
         moe_imbalance=workload.moe_imbalance,
         moe_capacity_factor=workload.moe_capacity_factor,
+        recompute_modules=workload.recompute_modules if recompute == "selective" else (),
     )
     mem = most_loaded_terms(model, p, setup, precision)
     t = training_time_terms(
@@ -493,7 +504,9 @@ def _evaluate(
         options=options,
         trainable_params_on_gpu=mem["trainable_params_on_gpu"],
     )
-    flops = training_flops(model, workload.seq_len, gbs, recompute, workload.finetune)
+    flops = training_flops(
+        model, workload.seq_len, gbs, recompute, workload.finetune, setup.selective_modules
+    )
     step = t["step_s"]
     rates = derive_rates(
         step_s=step,

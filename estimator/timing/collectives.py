@@ -27,7 +27,12 @@ reduce-scatter and all-to-all ``(n-1)/n`` of the message, send/recv the message.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from estimator.counts.flops import module_recomputed_share
 from estimator.layout.parallel import Parallelism
+from estimator.memo import per_model
+from estimator.memory.activations import is_mla, is_moe
 from estimator.spec.architecture import LayerKind
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
@@ -39,6 +44,7 @@ __all__ = [
     "EP_CALLS_PER_MOE_LAYER",
     "TP_CALLS_PER_LAYER",
     "ZERO3_GATHERS_PER_LAYER",
+    "Recomputed",
     "collective_passes",
     "cp_message_bytes",
     "cp_width",
@@ -47,6 +53,7 @@ __all__ = [
     "ep_message_bytes",
     "pp_message_bytes",
     "pp_sends_per_microbatch",
+    "recomputed_work",
     "tp_collectives",
     "tp_message_bytes",
     "wire_factor",
@@ -161,3 +168,31 @@ def wire_factor(collective: str, n: int) -> float:
     if collective == "send_recv":
         return 1.0
     return (n - 1) / n
+
+
+@dataclass(frozen=True, slots=True)
+class Recomputed:
+    """What Megatron-Core's selective recompute modules run again in one layer kind's
+    backward (``recomputed_work``): ``gemm_share`` of its projection time
+    (``module_recomputed_share``), its MoE layer whole (``moe``: 1, the token dispatcher's
+    copies and all-to-alls with it), its TP exchanges (``tp_exchanges``: the dense MLP's, or
+    the MoE layer's, one of the layer's), its norms and its experts' activation."""
+
+    gemm_share: float
+    moe: int
+    tp_exchanges: int
+    norms: int  # hidden-size norms recomputed (``layernorm``: those that are modules of their own)
+    activation: int  # the routed experts' activation recomputed (``moe_act``, or in ``moe``)
+
+
+@per_model
+def recomputed_work(model: ModelSpec, k: int, modules: tuple[str, ...]) -> Recomputed:
+    kind = model.kinds[k]
+    routed = is_moe(kind)
+    moe = int("moe" in modules and routed)
+    mlp = "mlp" in modules and any(m.component == "mlp" for m in kind.linears) and not routed
+    exchanges = int((mlp or moe == 1) and kind.tp_exchanges > 0)
+    share = module_recomputed_share(kind, modules, model.hidden_size)
+    norms = ("layernorm" in modules) * (int(routed) + int(is_mla(kind)))
+    activation = int(routed and ("moe_act" in modules or moe == 1))
+    return Recomputed(share, moe, exchanges, norms, activation)

@@ -97,6 +97,12 @@ def communication_plan(
     counts = stage_kind_counts(model, p.pp, p.vp, memory.stage, p.stage_layers)
     layers = int(sum(counts))
     passes = rules.collective_passes(setup.recompute)
+    modules = setup.selective_modules  # Megatron-Core's recompute modules repeat some of them
+    recomputed = [
+        (rules.recomputed_work(model, k, modules), n)
+        for k, n in enumerate(counts)
+        if n and modules and modules != ("core_attn",)
+    ]
     events: list[CommEvent] = []
 
     gpn = domain.gpus_per_node
@@ -140,7 +146,7 @@ def communication_plan(
         msg = float(rules.tp_message_bytes(model, p, tokens, precision))
         hidden = "overlapped with GEMMs (tp_comm_overlap)" if tp_comm_overlap else "exposed"
         exchanges = sum(kind.tp_exchanges * n for kind, n in zip(model.kinds, counts, strict=True))
-        calls = exchanges * passes
+        calls = exchanges * passes + sum(n * again.tp_exchanges for again, n in recomputed)
         what = (
             "each layer, attention and MLP, fwd + bwd"
             if exchanges == rules.TP_CALLS_PER_LAYER * layers
@@ -182,7 +188,8 @@ def communication_plan(
         )
         if moe_layers:
             msg = float(rules.ep_message_bytes(model, p, tokens, precision))
-            calls = rules.EP_CALLS_PER_MOE_LAYER * moe_layers * passes
+            again = sum(n * work.moe for work, n in recomputed)  # MoE layers recomputed whole
+            calls = rules.EP_CALLS_PER_MOE_LAYER * (moe_layers * passes + again)
             size, stride = groups["ep"]
             share = 1.0
             if moe_dispatcher == "flex":
@@ -192,7 +199,8 @@ def communication_plan(
             add(
                 "ep",
                 "all_to_all",
-                "each MoE layer, dispatch and combine, fwd + bwd",
+                "each MoE layer, dispatch and combine, fwd + bwd"
+                + (" and the recomputed forward" if again else ""),
                 msg,
                 (int(tokens / p.tp * model.moe.top_k), h),
                 "ep",

@@ -83,6 +83,7 @@ from estimator.layout.parallel import Parallelism
 from estimator.layout.ranks import group_shapes
 from estimator.layout.sharding import padded_vocab, place_layer, placements, stage_kind_counts
 from estimator.memo import per_model
+from estimator.memory.activations import DEFAULT_RECOMPUTE_MODULES
 from estimator.memory.training import (
     TrainingMemory,
     TrainingSetup,
@@ -387,6 +388,9 @@ class _LayerTime:
     ep_comm: Num
     cp_comm: Num
     mixer: Num = 0.0  # a recurrent mixer's core (its backward is charged at twice this)
+    dispatch: Num = 0.0  # the token dispatcher's copies, part of ``elementwise``
+    norm_bytes: Num = 0.0  # one hidden-size norm's reads and writes, part of ``elementwise``
+    expert_act_bytes: Num = 0.0  # the routed experts' activation's, part of ``elementwise``
 
 
 def layer_time(
@@ -472,8 +476,18 @@ def layer_time(
     elem_bytes = (
         sp_tokens * (hidden_norms * 2 * h + residual) + tokens * (act_elems + rope)
     ) * act_b
+    norm_bytes = sp_tokens * 2 * h * act_b
+    expert_act_bytes: Num = 0.0
+    if model.moe is not None:
+        experts_inter = sum(
+            m.in_features * m.active / p.expert_tp
+            for m in kind.linears
+            if m.tp == "row" and m.component == "experts"
+        )
+        expert_act_bytes = tokens * (3 if model.gated_mlp else 2) * experts_inter * act_b
     copy_bytes: Num = 0.0
     copies: Num = 0
+    dispatch: Num = 0.0
     if precision.gemm_inputs != precision.activations:
         # Transformer Engine casts every GEMM input to the low-precision format (read the
         # activation, write the cast copy); the backward pass casts the output gradients too.
@@ -495,8 +509,10 @@ def layer_time(
         if not dedup_domains:
             local = model.moe.num_experts / p.ep
             passes = where(logical_and(p.ep > 1, local > 1), 4, 2)
-        copy_bytes = copy_bytes + passes * 2 * tokens / p.tp * model.moe.top_k * h * act_b
+        routed = passes * 2 * tokens / p.tp * model.moe.top_k * h * act_b
+        copy_bytes = copy_bytes + routed
         copies = passes
+        dispatch = copy_time(acc, prof, routed, passes)
     elementwise = memory_time(acc, prof, elem_bytes, ELEMENTWISE_KERNELS_FORWARD) + copy_time(
         acc, prof, copy_bytes, copies
     )
@@ -536,7 +552,19 @@ def layer_time(
         kv_bytes = rules.cp_message_bytes(kind, p, tokens, precision)
         ring = (p.cp - 1) * collective_time(acc, prof, "send_recv", kv_bytes, 2, cp_stride, domain)
         cp_comm = maximum(ring - attention, 0.0)  # hidden behind the blockwise attention
-    return _LayerTime(gemm, attention, attention_bwd, elementwise, tp_comm, ep_comm, cp_comm, mixer)
+    return _LayerTime(
+        gemm,
+        attention,
+        attention_bwd,
+        elementwise,
+        tp_comm,
+        ep_comm,
+        cp_comm,
+        mixer,
+        dispatch,
+        norm_bytes,
+        expert_act_bytes,
+    )
 
 
 def _eager_attention_time(
@@ -638,6 +666,7 @@ def _stage_times(
     bwd: Num = 0.0
     rec: Num = 0.0
     comm: dict[str, Num] = {"tp_comm": 0.0, "ep_comm": 0.0, "cp_comm": 0.0}
+    modules = setup.selective_modules
     for k, (lt, n) in enumerate(zip(layer_times, counts, strict=True)):
         if type(n) is int and not n:
             continue
@@ -658,20 +687,32 @@ def _stage_times(
         fwd = fwd + n * compute_f
         bwd = bwd + n * compute_b
         passes = rules.collective_passes(setup.recompute)
+        ep_passes: int = passes
+        tp_passes: float = passes
         if setup.recompute == "full":
             rec = rec + n * compute_f
         elif setup.recompute == "selective":
-            rec = rec + n * lt.attention
+            if "core_attn" in modules:
+                rec = rec + n * lt.attention
+            if modules != DEFAULT_RECOMPUTE_MODULES:  # Megatron-Core's recompute modules
+                again = rules.recomputed_work(model, k, modules)
+                rec = rec + n * (lt.gemm * again.gemm_share + again.moe * lt.dispatch)
+                pointwise = again.norms * lt.norm_bytes + again.activation * lt.expert_act_bytes
+                if again.norms or again.activation:
+                    kernels = again.norms + again.activation
+                    rec = rec + n * memory_time(acc, prof, pointwise, kernels)
+                ep_passes = passes + again.moe  # the MoE layer's dispatch and combine again
+                tp_passes = passes + again.tp_exchanges / max(model.kinds[k].tp_exchanges, 1)
         elif setup.recompute == "op":  # the unsaved projections and the pointwise work
             rec = rec + n * (lt.gemm * op_recomputed_share(model.kinds[k]) + lt.elementwise)
         if options.tp_comm_overlap:  # forward-like passes, then the backward (tp_overlap)
             tp_fwd, tp_bwd = overlapped_tp(
                 model, k, acc, precision.compute, p.tp, lt.tp_comm, lt.gemm
             )
-            comm["tp_comm"] = comm["tp_comm"] + n * ((passes - 1) * tp_fwd + tp_bwd)
+            comm["tp_comm"] = comm["tp_comm"] + n * ((tp_passes - 1) * tp_fwd + tp_bwd)
         else:
-            comm["tp_comm"] = comm["tp_comm"] + n * passes * lt.tp_comm
-        comm["ep_comm"] = comm["ep_comm"] + n * passes * lt.ep_comm
+            comm["tp_comm"] = comm["tp_comm"] + n * tp_passes * lt.tp_comm
+        comm["ep_comm"] = comm["ep_comm"] + n * ep_passes * lt.ep_comm
         comm["cp_comm"] = comm["cp_comm"] + n * rules.CP_DIRECTIONS * lt.cp_comm
 
     tokens = setup.seq_len * setup.micro_batch_size / p.cp
@@ -1039,7 +1080,9 @@ def estimate_training(
     gbs = setup.global_batch_size or setup.micro_batch_size * parallel.dp
     tokens_per_step = gbs * setup.seq_len
     gpus = parallel.num_gpus
-    flops = training_flops(model, setup.seq_len, gbs, setup.recompute, setup.finetune)
+    flops = training_flops(
+        model, setup.seq_len, gbs, setup.recompute, setup.finetune, setup.selective_modules
+    )
     peak_format = precision.compute
     peak = accelerator.peak(peak_format)
     step = time.step_s
