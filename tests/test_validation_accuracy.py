@@ -48,10 +48,11 @@ def test_end_to_end_accuracy_does_not_regress(built: dict[str, object]) -> None:
     # one's four; 10.4% before the Llama runs were compared with the TP overlap their recipes
     # set; 14.4% before stack profiles)
     assert kinds["training"]["median_ape"] <= 0.09
-    # report: 26.0%, gpt-oss's 9 records included (27.9% before the recipes' token dispatcher,
-    # 31.6% before the expert all-to-all overlap was read from the recipes of Megatron-Bridge
-    # 26.02-26.08, 29.1% before the llm-foundry factor was fitted on each generation's runs apart)
-    assert kinds["training"]["p90_ape"] <= 0.27
+    # report: 25.3%, gpt-oss's 9 records included (26.0% before the recipes' recompute modules,
+    # 27.9% before their token dispatcher, 31.6% before the expert all-to-all overlap was read
+    # from the recipes of Megatron-Bridge 26.02-26.08, 29.1% before the llm-foundry factor was
+    # fitted on each generation's runs apart)
+    assert kinds["training"]["p90_ape"] <= 0.26
     # The families compared before this round's catalog (Llama, MPT, GPT-3, Qwen3 MoE,
     # DeepSeek-V3: 215 records now, uneven pipeline splits included) keep their bounds.
     before = sorted(
@@ -108,14 +109,14 @@ def test_end_to_end_accuracy_does_not_regress(built: dict[str, object]) -> None:
     for family, bound in {
         "llama": 0.10,
         "mpt": 0.09,
-        "deepseek_v3": 0.08,  # 7.5% before the recipes' token dispatcher
+        "deepseek_v3": 0.07,  # 5.4%; 7.5% before the recipes' token dispatcher
         "kimi_k2": 0.10,
         "nemotron_h": 0.18,  # 17.8% before
         "qwen3_moe": 0.14,  # 20.1% before
-        # over-predicted 20-170%: far off, see docs/validation.md; 44.2% until the GB200 runs
-        # of 26.02.01 and 26.04.01 were compared with the expert all-to-all overlap their
-        # recipes set (+46% / +38% -> +69% / +60%)
-        "gpt_oss": 0.49,
+        # over-predicted 20-170%: far off, see docs/validation.md; 45.6% (48.1% before the
+        # recipes' recompute modules; 44.2% until the GB200 runs of 26.02.01 and 26.04.01 were
+        # compared with the expert all-to-all overlap their recipes set)
+        "gpt_oss": 0.47,
     }.items():
         assert families[family]["median_ape"] <= bound, family
 

@@ -135,7 +135,9 @@ def test_llama3_70b_dgx_h100_fp8_layout() -> None:
     )
     assert case.measured_tokens_per_s_per_gpu == 1633
     assert case.measured_model_tflops_per_gpu == 734
-    assert any("recompute" in a for a in case.assumptions)
+    # its recipe (Megatron-Bridge v0.4.2) recomputes nothing, and the case says where it read so
+    assert case.setup.recompute == "none"
+    assert any(a.startswith("no activation recomputation, as its recipe") for a in case.assumptions)
 
 
 def test_nvl72_gpus_per_node_is_the_nvlink_domain() -> None:
@@ -167,6 +169,37 @@ def test_expert_all_to_all_overlap_as_the_recipes_set_it() -> None:
     assert not older.ep_comm_overlap and not any("all-to-all" in a for a in older.assumptions)
     dense = cases["mbridge-26.06-LLAMA3_70B-DGX-GB300-32-FP8-L173"]
     assert not any("all-to-all" in a for a in dense.assumptions)
+
+
+def test_recomputation_as_the_recipes_set_it() -> None:
+    """The same releases' records take the recomputation their recipes set
+    (data/recompute_settings.json): Megatron-Core's selective recompute modules where a recipe
+    names them, none where it sets none (or an empty module list); 25.11's, not read, none as
+    before, said to be assumed."""
+    read = {
+        r["id"]: r for r in json.loads((DATA / "recompute_settings.json").read_text())["records"]
+    }
+    cases = {c.id: c for c in training_cases() if isinstance(c, TrainingCase)}
+    named = {i for i, r in read.items() if r["granularity"] == "selective" and r["modules"]}
+    assert len(named) == 24
+    for i, c in cases.items():
+        if not i.startswith("mbridge-") or i.split("-")[1] in ("25.09", "25.11"):
+            assert c.setup.recompute_modules == () and c.setup.recompute in ("none", "full"), i
+            continue
+        if i in named:
+            assert c.setup.recompute == "selective"
+            assert c.setup.recompute_modules == tuple(read[i]["modules"])
+            assert any("(recompute_modules), as its recipe sets it" in a for a in c.assumptions)
+        else:
+            assert c.setup.recompute == "none" and not c.setup.recompute_modules, i
+    nano = cases["mbridge-26.06-Nemotron_3_Nano-DGX-H100-16-FP8-L151"]
+    assert nano.setup.recompute_modules == ("moe", "layernorm", "core_attn", "moe_act")
+    # a selective recompute with an empty module list recomputes nothing
+    empty = cases["mbridge-26.06-DeepSeekV3-DGX-GB300-256-MXFP8-L110-gbs4096"]
+    assert read[empty.id]["modules"] == []
+    assert empty.setup.recompute == "none"
+    offloads = cases["mbridge-26.04-LLAMA3_70B-DGX-GB300-64-FP8-L300"]
+    assert any(a.startswith("its recipe also offloads activations") for a in offloads.assumptions)
 
 
 def test_moe_token_dispatcher_as_the_recipes_set_it() -> None:

@@ -10,7 +10,8 @@ Sources and what their numbers mean:
 
 * NVIDIA NeMo 24.07 and Megatron-Bridge performance summaries: measured tokens/s per GPU and
   model TFLOP/s per GPU of Megatron-Core pre-training (a few SFT/LoRA rows), full TP/PP/CP/VP/EP
-  layout. Recompute policy is not published.
+  layout. Recompute policy is not published (for Megatron-Bridge 26.02-26.08 it is read from
+  each record's recipe, as are its overlaps and MoE token dispatcher).
 * MosaicML llm-foundry MPT benchmarks: PyTorch FSDP, throughput per GPU, activation
   checkpointing on or off.
 * NeMo long-sequence context-parallel table: TFLOP/s per GPU only (no tokens/s, no micro-batch),
@@ -414,6 +415,56 @@ def _moe_dispatchers() -> dict[str, dict[str, Any]]:
     return {r["id"]: r for r in data["records"]}
 
 
+# The same releases' activation recomputation (data/recompute_settings.json: Megatron-Core's
+# recompute_granularity and recompute_modules as each record's recipe leaves them).
+
+
+def _recompute(ident: str, release: str) -> tuple[Recompute, tuple[str, ...], list[str]]:
+    """The recomputation the record's recipe sets, its modules and the note saying where that
+    was read; for releases not read, none (not published) and that assumption."""
+    if release not in _RECIPES_READ:
+        return "none", (), ["recompute policy not published: none assumed"]
+    read = _recompute_settings()[ident]
+    where = f" ({read['set_at']})" if read["set_at"] else ""
+    notes = []
+    if read["offload"]:
+        notes.append(f"its recipe also offloads activations, not modelled here: {read['offload']}")
+    if read["granularity"] == "selective" and read["modules"]:
+        modules = tuple(read["modules"])
+        return (
+            "selective",
+            modules,
+            [
+                f"selective recompute of {', '.join(modules)} (recompute_modules), as its recipe"
+                f" sets it: {read['recipe']}{where}",
+                *notes,
+            ],
+        )
+    if read["granularity"] in (None, "selective"):  # selective with no modules: nothing
+        return (
+            "none",
+            (),
+            [
+                f"no activation recomputation, as its recipe: {read['recipe']}{where}",
+                *notes,
+            ],
+        )
+    return (
+        read["granularity"],
+        (),
+        [
+            f"{read['granularity']} recompute, as its recipe sets it: {read['recipe']}{where}",
+            *notes,
+        ],
+    )
+
+
+@cache
+def _recompute_settings() -> dict[str, dict[str, Any]]:
+    data = json.loads((DATA / "recompute_settings.json").read_text(encoding="utf-8"))
+    return {r["id"]: r for r in data["records"]}
+
+
 # --- loading ---------------------------------------------------------------------------------
 
 
@@ -685,7 +736,6 @@ def _nemo_case(r: Record, ident: str) -> TrainingCase:
         assumptions.append("Megatron distributed optimizer (optimizer states sharded over DP)")
     if tp > 1:
         assumptions.append("sequence parallelism on (tp > 1)")
-    assumptions.append("recompute policy not published: none assumed")
     if task.upper() == "SFT":
         assumptions.append(
             "SFT (full fine-tuning on packed sequences) modelled as pre-training on "
@@ -711,6 +761,7 @@ def _nemo_case(r: Record, ident: str) -> TrainingCase:
     dispatcher, dispatcher_notes = _dispatcher(
         ident, release[1] if release else "", model.moe is not None
     )
+    recompute, modules, recompute_notes = _recompute(ident, release[1] if release else "")
     notes += tp_notes + dispatcher_notes
     return _case(
         r,
@@ -720,12 +771,13 @@ def _nemo_case(r: Record, ident: str) -> TrainingCase:
         (acc_id, num_gpus, per_node),
         parallel,
         precision,
-        "none",
-        [*assumptions, *notes],
+        recompute,
+        [*assumptions, *recompute_notes, *notes],
         finetune=finetune,
         ep_comm_overlap=overlap,
         tp_comm_overlap=tp_overlap,
         moe_dispatcher=dispatcher,
+        recompute_modules=modules,
     )
 
 
@@ -800,6 +852,7 @@ def _case(
     ep_comm_overlap: bool = False,
     tp_comm_overlap: bool = False,
     moe_dispatcher: str | None = None,
+    recompute_modules: tuple[str, ...] = (),
 ) -> TrainingCase:
     """A training record's case from what its reader made of it (``hardware``: accelerator id,
     GPUs, GPUs per node), once the core accepts the layout; measured throughput under
@@ -811,6 +864,7 @@ def _case(
         global_batch_size=_int(r.get("global_batch_size"), "global batch size"),
         recompute=recompute,
         finetune=finetune,
+        recompute_modules=recompute_modules,
     )
     _checked_training(model, acc_id, parallel, setup, precision)
     measured = r["measured"]
