@@ -226,7 +226,11 @@ def recompute_modules_of(given: str | list[str] | None) -> tuple[str, ...]:
     if given is None:
         return ()
     listed = given.split(",") if isinstance(given, str) else given
-    return tuple(name.strip() for name in listed if name.strip())
+    names = tuple(name.strip() for name in listed if name.strip())
+    if not names:  # Megatron-Core's empty list recomputes nothing, which is recompute 'none'
+        rule = "must name at least one module (with none, selective recomputes nothing: 'none')"
+        raise SpecError("recompute_modules", rule, given)
+    return names
 
 
 _LORA_FIELDS = ("lora_rank", "lora_targets", "qlora_double_quant", "lora_dropout")

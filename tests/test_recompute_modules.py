@@ -197,6 +197,10 @@ def test_api_page_and_cli_take_them() -> None:
     assert listed["time"]["step_s"] > plain["time"]["step_s"]
     bad = client.post("/api/v1/training/estimate", json=body | {"recompute_modules": ["moe_layer"]})
     assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "recompute_modules"
+    # Megatron-Core's empty list recomputes nothing: that is recompute "none", said so
+    for empty in ([], " , "):
+        r = client.post("/api/v1/training/estimate", json=body | {"recompute_modules": empty})
+        assert r.status_code == 422 and "at least one module" in r.json()["detail"][0]["rule"]
     page = client.get(
         "/training?model=deepseek-v3&num_gpus=256&layout.ep=32&recompute=selective"
         "&recompute_modules=moe,mla_up_proj"
