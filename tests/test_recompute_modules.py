@@ -125,6 +125,18 @@ def test_a_recomputed_moe_layer_runs_again_in_the_backward() -> None:
     # its dispatch and combine again: three passes instead of two
     ratio = again.time.breakdown["ep_comm"] / base.time.breakdown["ep_comm"]
     assert ratio == pytest.approx(1.5)
+    # the communication table says the same: a third pass of each MoE layer's all-to-alls
+    from estimator.timing.comms import communication_plan
+
+    calls = {
+        m: next(
+            e.calls_per_microbatch
+            for e in communication_plan(QWEN, H100, P, _setup(m), BF16).events
+            if e.dimension == "ep"
+        )
+        for m in (("moe_act",), ("moe",))
+    }
+    assert calls[("moe",)] == 1.5 * calls[("moe_act",)]
     # the HFU counts the experts' and router's projections again, the MFU does not
     tokens = 64 * SEQ
     assert again.hardware_flops_per_step - again.model_flops_per_step == pytest.approx(

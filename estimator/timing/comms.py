@@ -12,6 +12,7 @@ from estimator.finetune import linear_weight_bytes
 from estimator.layout.parallel import Parallelism
 from estimator.layout.ranks import group_shapes, nodes_spanned
 from estimator.layout.sharding import stage_kind_counts
+from estimator.memory.activations import DEFAULT_RECOMPUTE_MODULES
 from estimator.memory.training import TrainingMemory, TrainingSetup, training_memory
 from estimator.spec.accelerator import Accelerator
 from estimator.spec.cluster import Cluster, cluster_of
@@ -101,7 +102,7 @@ def communication_plan(
     recomputed = [
         (rules.recomputed_work(model, k, modules), n)
         for k, n in enumerate(counts)
-        if n and modules and modules != ("core_attn",)
+        if n and modules and modules != DEFAULT_RECOMPUTE_MODULES
     ]
     events: list[CommEvent] = []
 
