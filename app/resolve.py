@@ -328,14 +328,13 @@ def training_plan(req: TrainingRequest) -> TrainingPlan:
     )
     accelerator = resolve_accelerator(req.accelerator)
     cluster = _cluster(accelerator, req)
-    given = {
-        "attention_kernel": req.attention_kernel,
-        "tp_comm_overlap": req.tp_comm_overlap,
-        "ep_comm_overlap": req.ep_comm_overlap,
-        "moe_dispatcher": req.moe_dispatcher,
-    }
-    options = TimingOptions.of_stack(
-        req.stack, cluster=cluster, **{k: v for k, v in given.items() if v is not None}
+    options = TimingOptions.of_stack(  # what the request leaves None is the stack's
+        req.stack,
+        cluster=cluster,
+        attention_kernel=req.attention_kernel,
+        tp_comm_overlap=req.tp_comm_overlap,
+        ep_comm_overlap=req.ep_comm_overlap,
+        moe_dispatcher=req.moe_dispatcher,
     )
     usd, source = price_for(req.accelerator, req.price_usd_per_gpu_hour)
     return TrainingPlan(
@@ -786,8 +785,9 @@ def _training_sweep(req: TrainingSweepRequest) -> TrainingSweep:
         recompute_modules=recompute_modules_of(req.recompute_modules),
     )
     model = resolve_model(req.model)
-    dispatcher = {} if req.moe_dispatcher is None else {"moe_dispatcher": req.moe_dispatcher}
-    options = TimingOptions.of_stack(req.stack, ep_comm_overlap=req.ep_comm_overlap, **dispatcher)
+    options = TimingOptions.of_stack(
+        req.stack, ep_comm_overlap=req.ep_comm_overlap, moe_dispatcher=req.moe_dispatcher
+    )
     try:
         return sweep_training(
             model,

@@ -395,7 +395,7 @@ def _dispatcher(ident: str, release: str, moe: bool) -> tuple[str | None, list[s
     (None, nothing: releases not read, or dense models; the stack's dispatcher then)."""
     if release not in _RECIPES_READ or not moe:
         return None, []
-    read = _moe_dispatchers()[ident]
+    read = _readings("moe_dispatchers.json")[ident]
     backend = f" ({read['backend']})" if read["backend"] else ""
     where = f" ({read['set_at']})" if read["set_at"] else ": no flex backend set"
     unmatched = (
@@ -410,8 +410,10 @@ def _dispatcher(ident: str, release: str, moe: bool) -> tuple[str | None, list[s
 
 
 @cache
-def _moe_dispatchers() -> dict[str, dict[str, Any]]:
-    data = json.loads((DATA / "moe_dispatchers.json").read_text(encoding="utf-8"))
+def _readings(name: str) -> dict[str, dict[str, Any]]:
+    """A file of recipe readings (``moe_dispatchers.json``, ``recompute_settings.json``) by
+    record id."""
+    data = json.loads((DATA / name).read_text(encoding="utf-8"))
     return {r["id"]: r for r in data["records"]}
 
 
@@ -424,7 +426,7 @@ def _recompute(ident: str, release: str) -> tuple[Recompute, tuple[str, ...], li
     was read; for releases not read, none (not published) and that assumption."""
     if release not in _RECIPES_READ:
         return "none", (), ["recompute policy not published: none assumed"]
-    read = _recompute_settings()[ident]
+    read = _readings("recompute_settings.json")[ident]
     where = f" ({read['set_at']})" if read["set_at"] else ""
     notes = []
     if read["offload"]:
@@ -457,12 +459,6 @@ def _recompute(ident: str, release: str) -> tuple[Recompute, tuple[str, ...], li
             *notes,
         ],
     )
-
-
-@cache
-def _recompute_settings() -> dict[str, dict[str, Any]]:
-    data = json.loads((DATA / "recompute_settings.json").read_text(encoding="utf-8"))
-    return {r["id"]: r for r in data["records"]}
 
 
 # --- loading ---------------------------------------------------------------------------------

@@ -4,20 +4,14 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from app.schemas.common import AccuracyRecordOut
+from app.schemas.common import AccuracyRecordOut, ErrorSummaryOut
 
 __all__ = ["AccuracyReportOut"]
 
 
-class AccuracySummaryOut(BaseModel):
+class AccuracySummaryOut(ErrorSummaryOut):
     kind: str = Field(description="kind / metric, e.g. 'training / tokens_per_s_per_gpu'")
     name: str = Field(description="The group, accelerator, family or stack summarized")
-    n: int
-    median_ape: float
-    p90_ape: float
-    median_signed: float
-    p10_signed: float
-    p90_signed: float
 
 
 class AccuracyReportRecordOut(AccuracyRecordOut):

@@ -33,6 +33,7 @@ __all__ = [
     "ClusterOut",
     "ErrorItem",
     "ErrorResponse",
+    "ErrorSummaryOut",
     "GpuCount",
     "LayoutSize",
     "MoEDispatcher",
@@ -325,16 +326,21 @@ class AccuracyRecordOut(BaseModel):
     url: str | None = Field(description="A link to the source, where its citation names one")
 
 
-class AccuracyFamilyOut(BaseModel):
-    """The planner's error on every published run of one model family, for one metric."""
+class ErrorSummaryOut(BaseModel):
+    """The planner's error on a set of published records (``app.accuracy.summary``)."""
 
-    name: str = Field(description="The model family (its config's model_type)")
     n: int
     median_ape: float
     p90_ape: float
     median_signed: float
     p10_signed: float
     p90_signed: float
+
+
+class AccuracyFamilyOut(ErrorSummaryOut):
+    """The planner's error on every published run of one model family, for one metric."""
+
+    name: str = Field(description="The model family (its config's model_type)")
 
 
 class AccuracyMetricOut(BaseModel):

@@ -898,12 +898,17 @@ def _check_optimizer_in_backward(p: Parallelism, setup: TrainingSetup) -> None:
         raise SpecError("optimizer_in_backward", rule, True)
 
 
-def check_recompute_modules(model: ModelSpec, setup: TrainingSetup) -> None:
+def check_recompute_modules(
+    model: ModelSpec,
+    names: tuple[str, ...],
+    recompute: str = "selective",
+    convention: str = "megatron",
+) -> None:
     """Megatron-Core's selective recompute modules, refused where Megatron-Core refuses them
     (TransformerConfig: an unknown name; ``mla_up_proj`` without multi-latent attention;
     ``moe_act`` without grouped MoE experts) and where they would recompute nothing in this
-    model (a name the planner takes for what it says, not silently for nothing)."""
-    names = setup.recompute_modules
+    model (a name the planner takes for what it says, not silently for nothing), under the
+    ``recompute`` policy and activation ``convention`` they come with."""
     rule = ""
     unknown = sorted(set(names) - set(RECOMPUTE_MODULES))
     kinds = model.kinds
@@ -920,9 +925,9 @@ def check_recompute_modules(model: ModelSpec, setup: TrainingSetup) -> None:
         "core_attn": not any(k.attention is not None for k in kinds),
     }
     missing = [n for n in names if absent.get(n, False)]
-    if setup.recompute != "selective":
+    if recompute != "selective":
         rule = "needs recompute 'selective' (Megatron-Core's --recompute-granularity selective)"
-    elif setup.activation_convention != "megatron":
+    elif convention != "megatron":
         rule = "are Megatron-Core's modules: the 'megatron' activation convention"
     elif unknown:
         rule = f"must be among {', '.join(RECOMPUTE_MODULES)} (not {', '.join(unknown)})"
@@ -958,7 +963,9 @@ def validate_training(model: ModelSpec, p: Parallelism, setup: TrainingSetup) ->
     if setup.recompute == "op":
         check_op_policy(model, setup.finetune, setup.flash_attention)
     if setup.recompute_modules:
-        check_recompute_modules(model, setup)
+        check_recompute_modules(
+            model, setup.recompute_modules, setup.recompute, setup.activation_convention
+        )
     if convention not in HF_STYLE and (setup.chunked_loss or setup.compiled_loss):
         name = "chunked_loss" if setup.chunked_loss else "compiled_loss"
         raise SpecError(

@@ -258,10 +258,7 @@ def _check(model: ModelSpec, workload: TrainingWorkload, space: TrainingSearch) 
         if "selective" not in space.recompute:
             rule = "apply to the selective layouts: add 'selective' to the recompute values"
             raise SpecError("recompute_modules", rule, list(workload.recompute_modules))
-        modules = workload.recompute_modules
-        check_recompute_modules(
-            model, TrainingSetup(1, recompute="selective", recompute_modules=modules)
-        )
+        check_recompute_modules(model, workload.recompute_modules)
     for name, values in _axes(model, space).items():
         if not values:
             raise SpecError(f"space.{name}", "must list at least one value", values)

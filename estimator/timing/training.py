@@ -162,8 +162,10 @@ class TimingOptions:
 
     @classmethod
     def of_stack(cls, name: str, **fields: Any) -> TimingOptions:
-        """The behaviours of software stack ``name`` (``timing.stacks``), then ``fields``."""
+        """The behaviours of software stack ``name`` (``timing.stacks``), then ``fields``; a
+        field given as None (a request that leaves it to the stack) takes the profile's."""
         profile = stack_profile(name)
+        given = {k: v for k, v in fields.items() if v is not None}
         return cls(
             **{
                 "stack": name,
@@ -175,7 +177,7 @@ class TimingOptions:
                 "compute_scale": profile.compute_scale,
                 "compute_scale_by_generation": profile.compute_scale_by_generation,
                 "moe_dispatcher": profile.moe_dispatcher,
-                **fields,
+                **given,
             }
         )
 
@@ -393,6 +395,17 @@ class _LayerTime:
     expert_act_bytes: Num = 0.0  # the routed experts' activation's, part of ``elementwise``
 
 
+@per_model
+def _routed_inter(model: ModelSpec, k: int) -> int:
+    """The routed experts' intermediate width a token passes through in layer kind ``k`` (each
+    active expert's down-projection input), before expert tensor parallelism."""
+    return sum(
+        m.in_features * m.active
+        for m in model.kinds[k].linears
+        if m.tp == "row" and m.component == "experts"
+    )
+
+
 def layer_time(
     model: ModelSpec,
     kind: LayerKind,
@@ -479,12 +492,8 @@ def layer_time(
     norm_bytes = sp_tokens * 2 * h * act_b
     expert_act_bytes: Num = 0.0
     if model.moe is not None:
-        experts_inter = sum(
-            m.in_features * m.active / p.expert_tp
-            for m in kind.linears
-            if m.tp == "row" and m.component == "experts"
-        )
-        expert_act_bytes = tokens * (3 if model.gated_mlp else 2) * experts_inter * act_b
+        act = (3 if model.gated_mlp else 2) * _routed_inter(model, kind_index) / p.expert_tp
+        expert_act_bytes = tokens * act * act_b
     copy_bytes: Num = 0.0
     copies: Num = 0
     dispatch: Num = 0.0
@@ -697,10 +706,10 @@ def _stage_times(
             if modules != DEFAULT_RECOMPUTE_MODULES:  # Megatron-Core's recompute modules
                 again = rules.recomputed_work(model, k, modules)
                 rec = rec + n * (lt.gemm * again.gemm_share + again.moe * lt.dispatch)
-                pointwise = again.norms * lt.norm_bytes + again.activation * lt.expert_act_bytes
-                if again.norms or again.activation:
+                if again.norms or again.activation:  # memory-bound: norms, the activation
+                    moved = again.norms * lt.norm_bytes + again.activation * lt.expert_act_bytes
                     kernels = again.norms + again.activation
-                    rec = rec + n * memory_time(acc, prof, pointwise, kernels)
+                    rec = rec + n * memory_time(acc, prof, moved, kernels)
                 ep_passes = passes + again.moe  # the MoE layer's dispatch and combine again
                 tp_passes = passes + again.tp_exchanges / max(model.kinds[k].tp_exchanges, 1)
         elif setup.recompute == "op":  # the unsaved projections and the pointwise work
