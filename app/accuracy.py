@@ -57,17 +57,20 @@ FAMILY_BIAS = 0.15
 KINDS = {
     "kernel": "Kernels (time per call)",
     "training": "Training throughput (tokens/s per GPU)",
+    "memory": "Training peak memory (GiB per GPU)",
     "serving": "Serving throughput (output tokens/s)",
     "load": "Serving latency and throughput under load",
 }
 METRIC_UNITS = {
     "tokens_per_s_per_gpu": "tokens/s per GPU",
+    "peak_memory": "GiB per GPU",
     "output_tokens_per_s": "output tokens/s",
     "ttft": "s",
     "tpot": "s",
 }
 METRIC_LABELS = {
     "tokens_per_s_per_gpu": "training throughput",
+    "peak_memory": "training peak memory",
     "output_tokens_per_s": "serving throughput",
     "ttft": "TTFT under load",
     "tpot": "TPOT under load",
@@ -185,6 +188,11 @@ def records() -> tuple[Record, ...]:
     for r in report["load"]["rows"]:
         metric = "tpot" if r["metric"] == "itl" else r["metric"]
         out.append(_record("load", metric, r, _LOAD_UNITS.get(r["metric"], "")))
+    for r in report["memory"]["rows"]:
+        if r["measured_gib"] is None:  # an out-of-memory run: a fits call, no measurement
+            continue
+        row = {**r, "measured": r["measured_gib"], "predicted": r["predicted_gib"]}
+        out.append(_record("memory", "peak_memory", row, "GiB"))
     return tuple(out)
 
 
@@ -321,15 +329,20 @@ def _neighbours(metric: str, plan: Plan) -> tuple[tuple[Record, ...], dict[str, 
     neighbours depend only on what it is matched on)."""
     kind, load_metric = POOLS[metric]
     pool = [
-        r for r in records() if r.kind == kind and (load_metric is None or r.metric == load_metric)
+        r
+        for r in records()
+        if r.kind == kind
+        and (load_metric is None or r.metric == load_metric)
+        and (metric not in STACK_BOUND or r.stack == plan.stack)
     ]
     chosen = tuple(nearest(pool, plan))
     return chosen, summary(chosen)
 
 
 @lru_cache(maxsize=256)
-def _family(metric: str, family: str) -> dict[str, Any] | None:
-    """The error of every record of ``metric`` of one model family (None: it has none)."""
+def _family(metric: str, family: str, stack: str) -> dict[str, Any] | None:
+    """The error of every record of ``metric`` of one model family (None: it has none), on
+    ``stack`` alone for a ``STACK_BOUND`` metric."""
     kind, load_metric = POOLS[metric]
     return summary(
         r
@@ -337,6 +350,7 @@ def _family(metric: str, family: str) -> dict[str, Any] | None:
         if r.kind == kind
         and r.family == family
         and (load_metric is None or r.metric == load_metric)
+        and (metric not in STACK_BOUND or r.stack == stack)
     )
 
 
@@ -345,7 +359,7 @@ def _metric(metric: str, value: float | None, plan: Plan) -> dict[str, Any]:
     plan's own family's error where it has records, and its range where that family's runs
     lean beyond ``FAMILY_BIAS``."""
     chosen, stats = _neighbours(metric, plan)
-    family = _family(metric, plan.family) if plan.family else None
+    family = _family(metric, plan.family, plan.stack) if plan.family else None
     label = METRIC_LABELS[metric]
     if value is not None and not math.isfinite(value):
         value = None  # an overloaded replica's latency: unbounded
@@ -451,10 +465,17 @@ def time_range(step_s: float, throughput: dict[str, Any]) -> tuple[float, float]
 # headline metric -> (the record kind it is read from, the load metric within it)
 POOLS: dict[str, tuple[str, str | None]] = {
     "tokens_per_s_per_gpu": ("training", None),
+    "peak_memory": ("memory", None),
     "output_tokens_per_s": ("serving", None),
     "ttft": ("load", "ttft"),
     "tpot": ("load", "tpot"),
 }
+
+
+# Metrics whose records count only on the plan's own software stack: peak memory depends on
+# what a framework keeps (its allocator settings, buffers, saved tensors), and the planner's
+# error on one stack's measurements says little about another's.
+STACK_BOUND = frozenset({"peak_memory"})
 
 
 # --- the report page ------------------------------------------------------------------------

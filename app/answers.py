@@ -40,8 +40,10 @@ from estimator.finetune import FineTune, adapters
 from estimator.layout.ranks import RankLayout, gpu_name
 from estimator.memory.timeline import Timeline
 from estimator.memory.training import TrainingMemory
+from estimator.memory.verdict import training_fit
 from estimator.offload import Offload
 from estimator.serving.launch import launch_commands
+from estimator.spec.accelerator import GIB
 from estimator.spec.cluster import Cluster
 from estimator.spec.lengths import LengthDistribution
 from estimator.spec.precision import DTYPES
@@ -130,6 +132,8 @@ def finetune_dict(model: ModelSpec, ft: FineTune) -> dict[str, Any]:
 
 def training_out(plan: TrainingPlan, e: TrainingEstimate) -> dict[str, Any]:
     p, m, t = plan.parallel, e.memory, e.time
+    accuracy = training_accuracy(plan, e)
+    fit, fit_note = memory_verdict(m, accuracy["metrics"][1])
     return {
         "model": plan.model.id,
         "accelerator": plan.accelerator.id,
@@ -157,6 +161,8 @@ def training_out(plan: TrainingPlan, e: TrainingEstimate) -> dict[str, Any]:
             "capacity_bytes": m.capacity_bytes,
             "headroom_bytes": m.capacity_bytes - m.total_bytes,
             "fits": m.fits,
+            "fit": fit,
+            "fit_note": fit_note,
             "stage": m.stage,
             "params_on_gpu": m.params_on_gpu,
             "trainable_params_on_gpu": m.trainable_params_on_gpu,
@@ -196,12 +202,19 @@ def training_out(plan: TrainingPlan, e: TrainingEstimate) -> dict[str, Any]:
         "offload": offload_dict(plan.setup.offload, m),
         "cluster": cluster_dict(plan.cluster),
         "stack": stack_dict(plan.options, plan.accelerator.generation),
-        "accuracy": training_accuracy(plan, e),
+        "accuracy": accuracy,
         "fit_suggestions": None,  # filled by the callers that hold the request when it misses
         "exact": plan.model.exact,
         "calibrated": e.calibrated,
         "notes": ([plan.pipeline.description] if plan.pipeline else []) + list(e.notes),
     }
+
+
+def memory_verdict(m: TrainingMemory, accuracy: Mapping[str, Any]) -> tuple[str, str]:
+    """The plan's fit verdict (``estimator.memory.verdict``), with the likely range of its peak
+    where its ``peak_memory`` accuracy metric gives one."""
+    low, high = accuracy["range_low"], accuracy["range_high"]
+    return training_fit(m, None if low is None or high is None else (low, high))
 
 
 def training_answer(req: TrainingRequest) -> dict[str, Any]:
@@ -232,7 +245,10 @@ def training_accuracy(plan: TrainingPlan, e: TrainingEstimate) -> dict[str, Any]
         model_class=plan.model.model_class,
         stack=plan.options.stack,
         gpus=e.num_gpus,
-        headline={"tokens_per_s_per_gpu": e.tokens_per_s_per_gpu},
+        headline={
+            "tokens_per_s_per_gpu": e.tokens_per_s_per_gpu,
+            "peak_memory": e.memory.total_bytes / GIB,
+        },
     )
     step = time_range(e.time.step_s, out["metrics"][0])
     out["step_s_range"] = list(step) if step else None

@@ -55,9 +55,20 @@ def test_source_links() -> None:
 def test_records_are_the_shipped_report() -> None:
     stored = json.loads((accuracy.resources.files("validation") / "report.json").read_text())
     found = records()
-    assert len(found) == len(stored["rows"]) + len(stored["load"]["rows"])
+    measured_peaks = [r for r in stored["memory"]["rows"] if r["measured_gib"] is not None]
+    assert len(found) == len(stored["rows"]) + len(stored["load"]["rows"]) + len(measured_peaks)
     by_kind = {k: [r for r in found if r.kind == k] for k in accuracy.KINDS}
     assert len(by_kind["training"]) >= 260 and len(by_kind["serving"]) >= 120
+    # Peak memory: every measured peak, read in GiB, its stack where a profile shares the
+    # framework's behaviour (torchtitan / torchtune: FSDP2)
+    assert len(by_kind["memory"]) == len(measured_peaks) >= 30
+    assert {r.metric for r in by_kind["memory"]} == {"peak_memory"}
+    for r, row in zip(by_kind["memory"], measured_peaks, strict=True):
+        assert (r.id, r.measured, r.predicted) == (
+            row["id"], row["measured_gib"], row["predicted_gib"]
+        )  # fmt: skip
+        assert r.model and r.family and r.model_class == "dense" and r.gpus > 0, r.id
+        assert r.stack == ("fsdp2" if row["framework"] != "LitGPT" else ""), r.id
     # Every end-to-end record says what it is matched on and where it comes from.
     for r in by_kind["training"] + by_kind["serving"] + by_kind["load"]:
         assert r.model and r.model_class in {"dense", "moe", "hybrid"} and r.gpus > 0, r.id
@@ -123,6 +134,24 @@ def _llama_on_h100(stack: str, gpus: int, metric: str, value: float) -> dict[str
     )
     metric_out: dict[str, Any] = out["metrics"][0]
     return metric_out
+
+
+def test_peak_memory_accuracy_reads_the_plans_own_stack_only() -> None:
+    """Memory depends on what a framework keeps: the torchtitan / torchtune measurements bound
+    an FSDP2 plan's peak and say nothing of a Megatron-Core one's."""
+    fsdp2 = _llama_on_h100("fsdp2", 8, "peak_memory", 70.0)
+    assert fsdp2["n"] >= accuracy.MIN_RANGE and fsdp2["unit"] == "GiB per GPU"
+    ids = {r["id"] for r in fsdp2["records"]}
+    stored = json.loads((accuracy.resources.files("validation") / "report.json").read_text())
+    stacks = {r["id"]: r["stack"] for r in stored["memory"]["rows"]}
+    assert all(stacks[i] == "fsdp2" for i in ids)
+    errors = sorted(r["error"] for r in fsdp2["records"])
+    assert fsdp2["range_low"] == pytest.approx(70.0 / (1 + fsdp2["p90_signed"]))
+    assert fsdp2["range_high"] == pytest.approx(70.0 / (1 + fsdp2["p10_signed"]))
+    assert errors[0] <= fsdp2["p10_signed"] <= fsdp2["p90_signed"] <= errors[-1]
+    megatron = _llama_on_h100("megatron-core", 8, "peak_memory", 70.0)
+    assert megatron["n"] == 0 and megatron["range_low"] is None
+    assert "error is unknown" in megatron["summary"]
 
 
 def test_predicted_range_follows_the_records_errors() -> None:
@@ -204,8 +233,9 @@ def test_training_estimate_carries_its_accuracy() -> None:
     body = r.json()
     TrainingEstimateOut.model_validate(body)
     acc = AccuracyOut.model_validate(body["accuracy"])
-    (tput,) = acc.metrics
-    assert tput.metric == "tokens_per_s_per_gpu"
+    tput, peak = acc.metrics
+    assert tput.metric == "tokens_per_s_per_gpu" and peak.metric == "peak_memory"
+    assert peak.predicted == pytest.approx(body["memory_per_gpu"]["total_bytes"] / 2**30)
     assert tput.predicted == pytest.approx(body["throughput"]["tokens_per_s_per_gpu"])
     assert tput.range_low is not None and tput.range_high is not None
     assert tput.range_low < tput.range_high

@@ -161,6 +161,14 @@ class MemoryRow:
     total_gib: float  # the planner's total, overheads included
     capacity_gib: float
     fits: bool  # the planner's call
+    # What the accuracy lookup (app/accuracy.py) matches a plan on, and where the record is from
+    model: str = ""
+    family: str = ""  # the model's model_type
+    model_class: str = ""  # dense, moe or hybrid
+    stack: str = ""  # the software stack profile whose behaviour the framework shares
+    gpus: int = 0
+    precision: str = ""
+    source: str = ""
 
     @property
     def error(self) -> float:
@@ -250,6 +258,11 @@ _ACCELERATORS: dict[str, tuple[str | None, bool, str]] = {
     ),
 }
 # Cards the catalog lacks whose memory the source states: the bytes the fits call reads.
+# The stack profile (estimator.timing.stacks) whose behaviour each framework shares, for the
+# accuracy lookup: torchtitan and torchtune shard with FSDP2 (fully_shard); LitGPT runs
+# Lightning Fabric's FSDP1 strategy, which no profile describes.
+_STACKS = {"torchtitan": "fsdp2", "torchtitan + torchao": "fsdp2", "torchtune": "fsdp2"}
+
 _STATED_CAPACITY = {"NVIDIA H100 SXM 96GB HBM2e (Grand Teton, 500W power limit)": 96e9}
 
 # LoRA target names of torchtune and LitGPT -> transformers' module names (Llama).
@@ -761,6 +774,13 @@ def rows() -> tuple[list[MemoryRow], list[Skip]]:
                 total_gib=memory.total_bytes / GIB,
                 capacity_gib=capacity / GIB,
                 fits=memory.fits if case.capacity_bytes is None else memory.total_bytes <= capacity,
+                model=case.model.id,
+                family=case.model.model_type,
+                model_class=case.model.model_class,
+                stack=_STACKS.get(case.framework, ""),
+                gpus=case.parallel.num_gpus,
+                precision=case.precision.name,
+                source=case.source,
             )
         )
     return out, skipped

@@ -30,6 +30,7 @@ from estimator import (
     get_accelerator,
     get_precision,
 )
+from estimator.memory.verdict import FIT_VERDICTS, training_fit
 from estimator.serving.estimate import DEFAULT_MAX_BATCH, estimate_inference
 from estimator.spec.cluster import cluster_of
 from estimator.spec.model import ModelSpec
@@ -40,7 +41,7 @@ from estimator.timing.kernels import (
     gemm_time,
     kernel_profile,
 )
-from estimator.timing.training import TimingOptions, estimate_training
+from estimator.timing.training import TimingOptions, TrainingEstimate, estimate_training
 
 if TYPE_CHECKING:
     from validation.memory import MemoryRow
@@ -71,6 +72,10 @@ class Row:
     gpus: int = 0
     precision: str = ""
     source: str = ""
+    # A training run ran, so it fitted: the planner's verdict on it (estimator.memory.verdict)
+    # and its total against the card, minus 1
+    fit: str = ""
+    over_capacity: float | None = None
 
     @property
     def error(self) -> float:
@@ -172,6 +177,13 @@ def case_throughput(
 ) -> float:
     """Predicted tokens/s per GPU of a training record, under its own stack profile or
     ``stack``, with the profile's compute factor or ``scale``."""
+    return case_estimate(case, stack, scale).tokens_per_s_per_gpu
+
+
+def case_estimate(
+    case: TrainingCase, stack: str | None = None, scale: float | None = None
+) -> TrainingEstimate:
+    """The estimate of a training record, as ``case_throughput`` makes it."""
     name = stack or case.stack
     # the expert all-to-all overlap its recipe sets: Megatron-Core's, so under its profile only
     own = name == case.stack  # the recipe's overlaps are Megatron-Core's: under its profile
@@ -184,7 +196,7 @@ def case_throughput(
     )
     if scale is not None:  # this factor on every accelerator
         options = replace(options, compute_scale=scale, compute_scale_by_generation=())
-    est = estimate_training(
+    return estimate_training(
         case.model,
         get_accelerator(case.accelerator),
         case.parallel,
@@ -192,7 +204,6 @@ def case_throughput(
         get_precision(case.precision),
         options=options,
     )
-    return est.tokens_per_s_per_gpu
 
 
 def training_rows() -> tuple[list[Row], list[tuple[str, str]]]:
@@ -205,10 +216,11 @@ def training_rows() -> tuple[list[Row], list[tuple[str, str]]]:
             skipped.append((case.id, case.reason))
             continue
         try:
-            predicted = case_throughput(case)
+            estimate = case_estimate(case)
         except SpecError as exc:
             skipped.append((case.id, str(exc)))
             continue
+        memory = estimate.memory
         rows.append(
             Row(
                 kind="training",
@@ -217,7 +229,7 @@ def training_rows() -> tuple[list[Row], list[tuple[str, str]]]:
                 family=_family(case.model),
                 id=case.id,
                 measured=case.measured_tokens_per_s_per_gpu,
-                predicted=predicted,
+                predicted=estimate.tokens_per_s_per_gpu,
                 unit="tokens/s/GPU",
                 model=case.model.id,
                 model_class=case.model.model_class,
@@ -225,9 +237,38 @@ def training_rows() -> tuple[list[Row], list[tuple[str, str]]]:
                 gpus=case.num_gpus,
                 precision=case.precision,
                 source=case.source,
+                fit=training_fit(memory)[0],
+                over_capacity=memory.total_bytes / memory.capacity_bytes - 1,
             )
         )
     return rows, skipped
+
+
+def ran_section(training: list[Row]) -> dict[str, Any]:
+    """Every compared training run ran, so it fitted on its GPUs: how the planner's fit
+    verdict (``estimator.memory.verdict``, on the named overheads: the runs' stacks have no
+    peak-memory measurements) reads them, and the runs it calls "does_not_fit", with what
+    their cases say the planner could not read from the run."""
+    from validation.records import Skip, training_cases
+
+    notes = {c.id: c.assumptions for c in training_cases() if not isinstance(c, Skip)}
+    unread = ("not modelled", "not published")
+    wrong = sorted(
+        (r for r in training if r.fit == "does_not_fit"),
+        key=lambda r: (r.over_capacity or 0.0, r.id),
+    )
+    return {
+        "n": len(training),
+        "verdicts": {v: sum(1 for r in training if r.fit == v) for v in FIT_VERDICTS},
+        "does_not_fit": [
+            {
+                "id": r.id,
+                "over_capacity": r.over_capacity,
+                "unread": [a for a in notes[r.id] if any(u in a for u in unread)],
+            }
+            for r in wrong
+        ],
+    }
 
 
 def serving_rows() -> tuple[list[Row], list[tuple[str, str]]]:
@@ -323,6 +364,7 @@ def build() -> dict[str, Any]:
     return {
         "rows": everything,
         "skipped": {"training": t_skip, "serving": s_skip},
+        "ran": ran_section(training),
         "memory": memory_section(),
         "load": load_section(),
         "summary": {
@@ -506,6 +548,29 @@ def render_memory(memory: dict[str, Any], details: bool = False) -> list[str]:
     return lines
 
 
+def render_ran(ran: dict[str, Any]) -> list[str]:
+    """The section of report.md on the published training runs' fit verdicts."""
+    v = ran["verdicts"]
+    lines = [
+        "",
+        "# Published training runs ran: did the planner say they fit?",
+        "",
+        f"Every one of the {ran['n']} compared training runs ran on its GPUs. The planner's"
+        f" verdict (estimator/memory/verdict.py; these stacks have no peak-memory measurements,"
+        f" so the named overheads, which are estimates, make the tight band): fits {v['fits']},"
+        f" tight {v['tight']}, does not fit {v['does_not_fit']}. The runs it calls"
+        ' "does not fit", with the planner\'s total over the card and what the case could not'
+        " read from the run (recipe settings not published or not modelled):",
+        "",
+        "| id | over capacity | not read |",
+        "|---|---:|---|",
+    ]
+    for r in ran["does_not_fit"]:
+        unread = "; ".join(u.split(":")[0] for u in r["unread"]) or "-"
+        lines.append(f"| {r['id']} | {r['over_capacity']:+.1%} | {unread} |")
+    return lines
+
+
 def render(report: dict[str, Any], details: bool = False) -> str:
     lines = ["# LLM Planner validation: predicted vs measured", ""]
     lines.append("APE = |predicted / measured - 1|; signed = median of predicted / measured - 1.")
@@ -526,6 +591,8 @@ def render(report: dict[str, Any], details: bool = False) -> str:
             lines.append(
                 f"| {r.kind} | {r.id} | {r.measured:,.1f} | {r.predicted:,.1f} | {r.error:+.1%} |"
             )
+    if "ran" in report:
+        lines += render_ran(report["ran"])
     if "memory" in report:
         lines += render_memory(report["memory"], details)
     if "load" in report:
@@ -544,6 +611,7 @@ def to_json(report: dict[str, Any]) -> dict[str, Any]:
         },
         "summary": report["summary"],
         "skipped": report["skipped"],
+        "ran": report["ran"],
         "rows": [{**r.__dict__, "error": r.error} for r in report["rows"]],
         "memory": {
             "summary": memory["summary"],

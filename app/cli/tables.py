@@ -89,6 +89,9 @@ def _notes(notes: Sequence[str]) -> list[str]:
     return ["", "notes:", *(f"  - {n}" for n in notes)] if notes else []
 
 
+_FIT_WORDS = {"fits": "yes", "tight": "TIGHT", "does_not_fit": "NO"}
+
+
 def training_text(out: Mapping[str, Any]) -> str:
     """A training estimate: the verdict and key numbers, then memory and step time by term."""
     m, t, tp, c = out["memory_per_gpu"], out["time"], out["throughput"], out["cost"]
@@ -97,8 +100,9 @@ def training_text(out: Mapping[str, Any]) -> str:
     lines = [
         f"{out['model']} on {out['num_gpus']} x {out['accelerator']}: {_layout(lay)} "
         f"zero={lay['zero_stage']}, global batch {out['global_batch_size']:,}",
-        f"fits: {'yes' if m['fits'] else 'NO'}: {_gib(m['total_bytes'])} of "
+        f"fits: {_FIT_WORDS[m['fit']]}: {_gib(m['total_bytes'])} of "
         f"{_gib(m['capacity_bytes'])} GiB per GPU ({_headroom(m)}; stage {m['stage']})",
+        f"  {m['fit_note']}",
         f"step {t['step_s']:,.3f} s ({t['microbatches']} micro-batches), "
         f"{tp['tokens_per_s']:,.0f} tokens/s ({tp['tokens_per_s_per_gpu']:,.0f} per GPU), "
         f"MFU {tp['mfu']:.1%}, HFU {tp['hfu']:.1%}",

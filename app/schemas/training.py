@@ -398,6 +398,13 @@ _StepTerms = terms_model("StepTerms", STEP)
 class TrainingMemoryOut(_MemoryTerms):  # type: ignore[misc, valid-type]
     """Per-GPU memory on the most-loaded GPU, term by term (bytes)."""
 
+    fit: Literal["fits", "tight", "does_not_fit"] = Field(
+        description="fits: even the top of the likely peak (the planner's error on similar"
+        " published peak-memory measurements, accuracy.metrics peak_memory) is within capacity;"
+        " does_not_fit: even its bottom is over; tight: the likely peak straddles capacity."
+        " Without similar measurements, the point estimate (fits)"
+    )
+    fit_note: str = Field(description="The fit verdict in a sentence, with the likely peak")
     stage: int = Field(description="Pipeline stage of the most-loaded GPU")
     params_on_gpu: float
     trainable_params_on_gpu: float = Field(

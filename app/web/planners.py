@@ -480,7 +480,7 @@ def _home_examples() -> list[dict[str, str]]:
     out = []
     if lora is not None:
         m = lora["memory_per_gpu"]
-        verdict = "Yes" if m["fits"] else "No"
+        verdict = {"fits": "Yes", "tight": "Only just, maybe", "does_not_fit": "No"}[m["fit"]]
         out.append(
             {
                 "question": "Will a LoRA fine-tune (rank 16) of Llama 3.1 70B fit on 2 H100s?",
@@ -904,9 +904,16 @@ def _fleet_usd_per_hour(r: Mapping[str, Any]) -> float | None:
     return None if price is None else price * r["num_gpus"]
 
 
+def _training_fit(r: Mapping[str, Any]) -> str:
+    """A training answer's fit verdict; a plan saved before verdicts existed reads its bool."""
+    m = r["memory_per_gpu"]
+    verdict = m.get("fit") or ("fits" if m["fits"] else "does_not_fit")
+    return {"fits": "yes", "tight": "tight", "does_not_fit": "no"}[verdict]
+
+
 TRAINING_ROWS = (
     CompareRow("GPUs", lambda r: r["num_gpus"], fmt.num, "lower"),
-    CompareRow("Fits", lambda r: r["memory_per_gpu"]["fits"], lambda v: "yes" if v else "no"),
+    CompareRow("Fits", _training_fit, str),
     CompareRow("Memory per GPU", lambda r: r["memory_per_gpu"]["total_bytes"], fmt.gib, "lower"),
     CompareRow("Step time", lambda r: r["time"]["step_s"], fmt.seconds, "lower"),
     CompareRow("Tokens/s", lambda r: r["throughput"]["tokens_per_s"], fmt.num, "higher"),

@@ -282,6 +282,12 @@ class TrainingMemory:
         )
 
     @property
+    def overhead_bytes(self) -> float:
+        """The named overheads within ``total_bytes``: estimates, not tensors (the CUDA
+        context, NCCL buffers and allocator fragmentation)."""
+        return self.cuda_context_bytes + self.comm_buffers_bytes + self.fragmentation_bytes
+
+    @property
     def host_bytes(self) -> float:
         return self.host_optimizer_bytes + self.host_weights_bytes + self.host_activations_bytes
 
