@@ -327,9 +327,22 @@ def adapters(model: ModelSpec, ft: FineTune) -> Adapters:
     return Adapters(ft, tuple(used), tuple(per_kind), trainable, total + trainable, flops)
 
 
+# Weight formats of the low-precision training recipes (Transformer Engine tensors)
+_QUANTIZED_WEIGHTS = ("fp8", "mxfp8", "nvfp4")
+
+
 def check_precision(ft: FineTune, precision: Precision) -> None:
     """QLoRA dequantizes NF4 weights for 16-bit (or fp32) GEMMs: a recipe with low-precision
-    GEMM inputs or a weight cache has nothing to run on."""
+    GEMM inputs or a weight cache has nothing to run on. LoRA on a base kept in fp8 / MXFP8 /
+    NVFP4 (the ``*-params`` presets, the fp8 serving formats) is not modelled: its adapters would
+    be counted in the base's format, where they train in the compute dtype."""
+    if ft.method == "lora" and precision.weights in _QUANTIZED_WEIGHTS:
+        raise SpecError(
+            "precision",
+            "LoRA on weights stored in fp8 / MXFP8 / NVFP4 is not modelled: use fp8, mxfp8 or"
+            " nvfp4, which keep the frozen base in bf16 and quantize it for the GEMMs",
+            precision.name,
+        )
     if ft.method != "qlora":
         return
     if precision.gemm_inputs != precision.activations or precision.weight_cache is not None:

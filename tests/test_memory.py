@@ -179,6 +179,76 @@ def test_fp8_adds_weight_cache_and_shrinks_gemm_inputs() -> None:
     assert fp8.activations_bytes < bf16.activations_bytes
 
 
+def _quantized(precision: str, accelerator: str) -> Any:
+    return training_memory(
+        get_model("llama-3-8b"),
+        get_accelerator(accelerator),
+        Parallelism(dp=8, distributed_optimizer=True),
+        TrainingSetup(4096),
+        get_precision(precision),
+    )
+
+
+def test_quantized_weights_keep_the_copies_the_backward_reads() -> None:
+    """Transformer Engine keeps a quantized weight in each layout the training GEMMs read:
+    MXFP8 and NVFP4 a row-wise and a column-wise quantization on every GPU, per-tensor fp8 a
+    transposed copy except on the GPUs that run fp8 GEMMs in every layout (compute capability
+    10.x: B200 / GB200 / B300 / GB300, not H100 nor the SM 12.x RTX PRO 6000)."""
+    one = _quantized("fp8", "b200").weight_cache_bytes  # the linear weights at one byte each
+    assert one > 0
+    assert _quantized("fp8", "gb300").weight_cache_bytes == one
+    assert _quantized("fp8", "h100-sxm-80gb").weight_cache_bytes == 2 * one
+    assert _quantized("fp8", "rtx-pro-6000-bse").weight_cache_bytes == 2 * one
+    for gpu in ("b200", "h100-sxm-80gb"):
+        mxfp8, nvfp4 = _quantized("mxfp8", gpu), _quantized("nvfp4", gpu)
+        assert mxfp8.weight_cache_bytes == pytest.approx(2 * (1 + 1 / 32) * one)
+        assert nvfp4.weight_cache_bytes == pytest.approx(2 * (0.5 + 1 / 16) * one)
+
+
+@pytest.mark.parametrize("fmt", ["fp8", "mxfp8", "nvfp4"])
+@pytest.mark.parametrize("gpu", ["b200", "h100-sxm-80gb"])
+def test_parameters_kept_quantized_replace_the_bf16_weights_and_their_cache(
+    fmt: str, gpu: str
+) -> None:
+    """Megatron's fp8 parameters (the ``*-params`` presets: --fp8-param-gather,
+    fp4_param_gather): the linear weights are stored quantized, with the copies the backward
+    reads, and there is no bf16 copy beside a cache; the fp32 main parameters, gradients,
+    optimizer states and activations are the cached recipe's."""
+    cached, params = _quantized(fmt, gpu), _quantized(f"{fmt}-params", gpu)
+    linear = _quantized("fp8", "b200").weight_cache_bytes  # linear parameters, one byte each
+    assert params.weight_cache_bytes == 0
+    assert params.weights_bytes == pytest.approx(
+        cached.weights_bytes - 2 * linear + cached.weight_cache_bytes
+    )
+    for term in ("gradients_bytes", "master_weights_bytes", "optimizer_states_bytes"):
+        assert getattr(params, term) == getattr(cached, term), term
+    assert params.activations_bytes == cached.activations_bytes
+    assert params.total_bytes < cached.total_bytes
+
+
+def test_lora_on_a_quantized_base_is_refused() -> None:
+    from estimator.finetune import FineTune
+
+    for precision in ("fp8-params", "mxfp8-params", "fp8-serving"):
+        with pytest.raises(SpecError) as err:
+            training_memory(
+                get_model("llama-3-8b"),
+                H100,
+                Parallelism(),
+                TrainingSetup(4096, finetune=FineTune("lora")),
+                get_precision(precision),
+            )
+        assert err.value.field == "precision"
+    # a bf16 base quantized for the GEMMs is modelled
+    training_memory(
+        get_model("llama-3-8b"),
+        H100,
+        Parallelism(),
+        TrainingSetup(4096, finetune=FineTune("lora")),
+        get_precision("fp8"),
+    )
+
+
 @pytest.mark.parametrize(
     ("layout", "setup", "field"),
     [

@@ -127,7 +127,10 @@ def test_llama3_70b_dgx_h100_fp8_layout() -> None:
     p = case.parallel
     assert (p.tp, p.pp, p.vp, p.dp, p.cp, p.ep) == (4, 8, 5, 2, 1, 1)
     assert p.sequence_parallel and p.distributed_optimizer and p.zero_stage == 0
-    assert case.precision == "fp8"
+    # fp8 current scaling with the parameters kept in fp8, as Megatron-Bridge's
+    # bf16_with_fp8_current_scaling_mixed sets fp8_param_gather (data/param_formats.json)
+    assert case.precision == "fp8-params"
+    assert any(a.startswith("parameters kept in fp8 (fp8_param_gather)") for a in case.assumptions)
     assert (case.setup.seq_len, case.setup.micro_batch_size, case.setup.global_batch_size) == (
         8192,
         1,
@@ -138,6 +141,34 @@ def test_llama3_70b_dgx_h100_fp8_layout() -> None:
     # its recipe (Megatron-Bridge v0.4.2) recomputes nothing, and the case says where it read so
     assert case.setup.recompute == "none"
     assert any(a.startswith("no activation recomputation, as its recipe") for a in case.assumptions)
+
+
+def test_parameter_formats_are_read_from_the_recipes() -> None:
+    """Each low-precision Megatron-Bridge record of a release whose recipes were read takes the
+    parameter format its recipe chain sets (data/param_formats.json): quantized parameters
+    (the ``*-params`` presets) where fp8_param_gather / fp4_param_gather is on, bf16 weights
+    beside a weight cache where it is off; a release not read says it assumed the latter."""
+    path = ROOT / "validation" / "data" / "param_formats.json"
+    readings = json.loads(path.read_text("utf-8"))["records"]
+    quantized = {r["id"]: r["params_quantized"] for r in readings}
+    cases = {c.id: c for c in training_cases() if isinstance(c, TrainingCase)}
+    seen = {True: 0, False: 0}
+    for ident, on in quantized.items():
+        case = cases.get(ident)
+        if case is None or on is None:  # not compared, or bf16
+            continue
+        if case.setup.finetune.frozen:  # LoRA on a quantized base is refused: a bf16 base
+            assert not case.precision.endswith("-params"), ident
+            assert any("LoRA on a base kept in" in a for a in case.assumptions) == on, ident
+            continue
+        assert case.precision.endswith("-params") == on, ident
+        seen[on] += 1
+    assert seen[True] >= 90 and seen[False] >= 10  # MXFP8 / FP8 on; Kimi K2 and most NVFP4 off
+    kimi = cases["mbridge-26.06-Kimi_K2-DGX-GB300-256-MXFP8-L143"]
+    assert kimi.precision == "mxfp8"  # its recipe turns fp8_param_gather off for Muon + MXFP8
+    unread = cases["mbridge-25.11-LLAMA3.1_405B-DGX-GB200-256-FP8-CS-L563"]
+    assert unread.precision == "fp8"
+    assert any(a.startswith("parameter format not published") for a in unread.assumptions)
 
 
 def test_nvl72_gpus_per_node_is_the_nvlink_domain() -> None:

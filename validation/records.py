@@ -411,8 +411,8 @@ def _dispatcher(ident: str, release: str, moe: bool) -> tuple[str | None, list[s
 
 @cache
 def _readings(name: str) -> dict[str, dict[str, Any]]:
-    """A file of recipe readings (``moe_dispatchers.json``, ``recompute_settings.json``) by
-    record id."""
+    """A file of recipe readings (``moe_dispatchers.json``, ``recompute_settings.json``,
+    ``param_formats.json``) by record id."""
     data = json.loads((DATA / name).read_text(encoding="utf-8"))
     return {r["id"]: r for r in data["records"]}
 
@@ -459,6 +459,33 @@ def _recompute(ident: str, release: str) -> tuple[Recompute, tuple[str, ...], li
             *notes,
         ],
     )
+
+
+# The same releases' parameter format (data/param_formats.json: whether each fp8 / MXFP8 / NVFP4
+# record's recipe keeps the parameters quantized, Megatron's fp8_param_gather / fp4_param_gather,
+# as Megatron-Bridge's mixed-precision presets and the recipes' overrides leave it).
+
+
+def _param_format(ident: str, release: str, precision: str) -> tuple[str, list[str]]:
+    """The precision preset of a low-precision record: ``<fmt>-params`` where its recipe keeps
+    the parameters quantized, else the bf16 weights and weight cache of ``<fmt>``; and the note
+    saying where that was read."""
+    if precision not in ("fp8", "mxfp8", "nvfp4"):
+        return precision, []
+    if release not in _RECIPES_READ:
+        return precision, [
+            "parameter format not published: bf16 weights beside a quantized weight cache assumed"
+        ]
+    read = _readings("param_formats.json")[ident]
+    where = f"{read['recipe']}" + (f" ({read['set_at']})" if read["set_at"] else "")
+    if read["params_quantized"]:
+        gather = "fp4_param_gather" if precision == "nvfp4" else "fp8_param_gather"
+        return f"{precision}-params", [
+            f"parameters kept in {precision} ({gather}), as its recipe sets it: {where}"
+        ]
+    return precision, [
+        f"bf16 parameters beside a quantized weight cache, as its recipe leaves it: {where}"
+    ]
 
 
 # --- loading ---------------------------------------------------------------------------------
@@ -758,6 +785,15 @@ def _nemo_case(r: Record, ident: str) -> TrainingCase:
         ident, release[1] if release else "", model.moe is not None
     )
     recompute, modules, recompute_notes = _recompute(ident, release[1] if release else "")
+    quantized, param_notes = _param_format(ident, release[1] if release else "", precision)
+    if finetune is FULL:
+        precision = quantized
+    elif quantized != precision:  # the estimator refuses LoRA on a quantized base
+        param_notes = [
+            f"{param_notes[0]}; LoRA on a base kept in {precision} is not modelled: a bf16 base"
+            " beside the weight cache is assumed (its weights take more memory than the run's)"
+        ]
+    notes += param_notes
     notes += tp_notes + dispatcher_notes
     return _case(
         r,

@@ -26,6 +26,7 @@ from estimator.memory.training import (
     CUDA_CONTEXT_BYTES,
     FRAGMENTATION_FRACTION,
     TrainingSetup,
+    fp8_any_layout,
     most_loaded_terms,
     validate_training,
 )
@@ -78,7 +79,8 @@ def training_timeline(
     precision: Precision,
 ) -> Timeline:
     validate_training(model, parallel, setup)
-    t = most_loaded_terms(model, parallel, setup, precision)  # what training_memory reports
+    any_layout = fp8_any_layout(accelerator)
+    t = most_loaded_terms(model, parallel, setup, precision, any_layout)  # as training_memory
     resident = {k: float(t[k]) for k in RESIDENT}
     fixed = {
         "cuda_context_bytes": CUDA_CONTEXT_BYTES,
@@ -98,7 +100,8 @@ def training_timeline(
     per_step = setup.gradients_per_step and not setup.optimizer_in_backward
     if per_step:
         kept = replace(setup, gradients_per_step=False)
-        step_grads = float(most_loaded_terms(model, parallel, kept, precision)["gradients_bytes"])
+        kept_terms = most_loaded_terms(model, parallel, kept, precision, any_layout)
+        step_grads = float(kept_terms["gradients_bytes"])
         per_step = step_grads != resident["gradients_bytes"]
 
     in_backward = setup.optimizer_in_backward  # gradients only while the backward runs

@@ -31,8 +31,8 @@ from estimator.finetune import (
     Adapters,
     FineTune,
     adapters,
+    base_weight_bytes,
     dequant_buffer_elems,
-    linear_weight_bytes,
 )
 from estimator.finetune import check_precision as check_finetune_precision
 from estimator.layout.parallel import Parallelism, validate_layout
@@ -68,7 +68,7 @@ from estimator.offload import NO_OFFLOAD, Host, Offload, host_of
 from estimator.records import from_fields
 from estimator.spec.accelerator import GIB, Accelerator
 from estimator.spec.model import ModelSpec
-from estimator.spec.precision import DTYPES, Precision
+from estimator.spec.precision import DTYPES, FP8_ANY_LAYOUT, Precision, trained_weight_bytes
 from estimator.terms import TRAINING_MEMORY
 from estimator.xp import Num, ceil_div, maximum, minimum, where
 
@@ -79,6 +79,7 @@ __all__ = [
     "OPTIMIZERS",
     "TrainingMemory",
     "TrainingSetup",
+    "fp8_any_layout",
     "most_loaded_terms",
     "optimizer_state_bytes_per_param",
     "training_memory",
@@ -391,12 +392,15 @@ def _memory_tables(
     convention: str,
     finetune: FineTune | None,
     modules: tuple[str, ...] = (),
+    any_layout: bool = False,
 ) -> _MemoryTables:
     """``_MemoryTables`` of a model for one precision, optimizer, attention kernel, activation
     convention and fine-tuning setting (which is resolved and checked here, so every estimate
     refuses a bad one). QLoRA stores the linear weights in NF4 and keeps the routed experts,
     fused parameters that bitsandbytes does not quantize, in the compute dtype. ``modules``:
-    the selective recompute modules whose tensors are not kept (``recomputed_items``)."""
+    the selective recompute modules whose tensors are not kept (``recomputed_items``). A
+    quantized weight or weight cache holds the copies the backward reads
+    (``trained_weight_bytes``; ``any_layout``: the GPU runs fp8 GEMMs in every layout)."""
     finetune = finetune or FULL  # None: full fine-tuning (a cheaper memo key than the record)
     lora = adapters(model, finetune)  # validates the setting against the model
     check_finetune_precision(finetune, precision)
@@ -404,13 +408,15 @@ def _memory_tables(
     quantized = finetune.method == "qlora"
     return _MemoryTables(
         (
-            linear_weight_bytes(finetune, precision),
+            base_weight_bytes(finetune)
+            if quantized
+            else trained_weight_bytes(precision.weights, any_layout),
             act_b,
-            precision.bytes("weight_cache"),
+            trained_weight_bytes(precision.weight_cache, any_layout),
             precision.bytes("gradients"),
             precision.bytes("master_weights"),
             float(_optimizer_state_bytes(model, optimizer, 1, _state_dtype(optimizer, precision))),
-            act_b if quantized else DTYPES[precision.expert_format].bytes,
+            act_b if quantized else trained_weight_bytes(precision.expert_format, any_layout),
         ),
         placements(model),
         layer_regions(model, precision, flash, convention, _adapted(lora, convention), modules),
@@ -512,12 +518,15 @@ def training_memory_terms(
     *,
     stages: Sequence[Num],
     microbatches: Num,
+    any_layout: bool = False,
 ) -> list[dict[str, Num]]:
     """Every memory term on each of ``stages`` (``STAGE_KEYS``: the ``TERMS``, their
     ``total_bytes``, ``params_on_gpu``, the ``in_flight`` micro-batches ...), for one layout or
     arrays of layouts: ``parallel``'s sizes and ``setup.micro_batch_size`` may be numpy arrays
-    (the sweep). This is the single formula the single estimate and the sweep both call."""
-    per_stage = _stage_values(model, precision, parallel, setup, stages, microbatches)
+    (the sweep). This is the single formula the single estimate and the sweep both call.
+    ``any_layout``: the GPU runs fp8 GEMMs in every layout (``fp8_any_layout``), so a
+    per-tensor fp8 weight keeps no transposed copy."""
+    per_stage = _stage_values(model, precision, parallel, setup, stages, microbatches, any_layout)
     return [values._asdict() for values in per_stage]
 
 
@@ -528,6 +537,7 @@ def _stage_values(
     setup: TrainingSetup,
     stages: Sequence[Num],
     microbatches: Num,
+    any_layout: bool = False,
 ) -> list[StageTerms]:
     """``training_memory_terms`` as records (a dict per stage costs as much as a stage's
     arithmetic; the single estimate reads the most-loaded stage's record).
@@ -551,6 +561,7 @@ def _stage_values(
         convention,
         None if ft is FULL else ft,
         () if modules == DEFAULT_RECOMPUTE_MODULES else modules,
+        any_layout,
     )
     w_lin, w_other, cache_b, grad_b, master_b, state_b, w_exp = tables.bytes_per_param
     lora = tables.adapters  # None: full fine-tuning
@@ -1024,25 +1035,39 @@ def validate_training(model: ModelSpec, p: Parallelism, setup: TrainingSetup) ->
         )
 
 
+def fp8_any_layout(accelerator: Accelerator) -> bool:
+    """Whether the GPU runs fp8 GEMMs in every layout, so Transformer Engine keeps no
+    transposed copy of a per-tensor fp8 weight (``precision.FP8_ANY_LAYOUT``)."""
+    return accelerator.id in FP8_ANY_LAYOUT
+
+
 def most_loaded_terms(
-    model: ModelSpec, parallel: Parallelism, setup: TrainingSetup, precision: Precision
+    model: ModelSpec,
+    parallel: Parallelism,
+    setup: TrainingSetup,
+    precision: Precision,
+    any_layout: bool = False,
 ) -> dict[str, Num]:
     """``training_memory_terms`` of a layout's candidate stages reduced to the most-loaded one
     (the first of equals), whose index is under ``stage``. ``parallel`` and
     ``setup.micro_batch_size`` may hold arrays of layouts (the sweep)."""
-    values, stage = _most_loaded(model, parallel, setup, precision)
+    values, stage = _most_loaded(model, parallel, setup, precision, any_layout)
     terms = values._asdict()
     terms["stage"] = stage
     return terms
 
 
 def _most_loaded(
-    model: ModelSpec, parallel: Parallelism, setup: TrainingSetup, precision: Precision
+    model: ModelSpec,
+    parallel: Parallelism,
+    setup: TrainingSetup,
+    precision: Precision,
+    any_layout: bool = False,
 ) -> tuple[StageTerms, Num]:
     """The most-loaded stage's ``_stage_values`` and its index."""
     stages = candidate_stages(model, parallel.pp, parallel.stage_layers)
     microbatches = setup.microbatches(parallel.dp)
-    per_stage = _stage_values(model, precision, parallel, setup, stages, microbatches)
+    per_stage = _stage_values(model, precision, parallel, setup, stages, microbatches, any_layout)
     best, best_stage = per_stage[0], stages[0]
     for stage, values in zip(stages[1:], per_stage[1:], strict=True):
         more = values.total_bytes > best.total_bytes
@@ -1064,7 +1089,7 @@ def training_memory(
 ) -> TrainingMemory:
     """Per-GPU memory of a training step on the most-loaded GPU, with its breakdown."""
     validate_training(model, parallel, setup)
-    best, stage = _most_loaded(model, parallel, setup, precision)
+    best, stage = _most_loaded(model, parallel, setup, precision, fp8_any_layout(accelerator))
     host = host_of(accelerator.id, setup.offload) if setup.offload.any else None
     values = {  # the TrainingMemory fields (a literal: a third of a comprehension's cost)
         "weights_bytes": float(best.weights_bytes),

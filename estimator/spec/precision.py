@@ -15,7 +15,15 @@ from typing import Any
 
 from estimator.errors import SpecError
 
-__all__ = ["DTYPES", "PRESETS", "DType", "Precision", "get_precision"]
+__all__ = [
+    "DTYPES",
+    "FP8_ANY_LAYOUT",
+    "PRESETS",
+    "DType",
+    "Precision",
+    "get_precision",
+    "trained_weight_bytes",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +140,16 @@ PRESETS: dict[str, Precision] = {
         replace(_BF16, name="fp8", gemm_inputs="fp8", weight_cache="fp8"),
         replace(_BF16, name="mxfp8", gemm_inputs="mxfp8", weight_cache="mxfp8"),
         replace(_BF16, name="nvfp4", gemm_inputs="nvfp4", weight_cache="nvfp4"),
+        # The same with the parameters themselves kept quantized, no bf16 copy beside a cache
+        # (Megatron-Core's --fp8-param-gather / fp4_param_gather, Transformer Engine's
+        # quantized_model_init: the model's linear weights are Float8 / MXFP8 / NVFP4 tensors,
+        # the distributed optimizer's fp32 main parameters the only full-precision copy), as
+        # Megatron-Bridge's mixed-precision presets run them (bf16_with_fp8_current_scaling_mixed,
+        # bf16_with_mxfp8_mixed: fp8_param_gather=True; bf16_with_nvfp4_mixed:
+        # fp4_param_gather=True from 0.4.2).
+        replace(_BF16, name="fp8-params", weights="fp8", gemm_inputs="fp8"),
+        replace(_BF16, name="mxfp8-params", weights="mxfp8", gemm_inputs="mxfp8"),
+        replace(_BF16, name="nvfp4-params", weights="nvfp4", gemm_inputs="nvfp4"),
         # Serving formats: quantized weights, bf16 activations.
         replace(_BF16, name="fp8-serving", weights="fp8", gemm_inputs="fp8", kv_cache="fp8"),
         replace(_BF16, name="nvfp4-serving", weights="nvfp4", gemm_inputs="nvfp4", kv_cache="fp8"),
@@ -143,6 +161,27 @@ PRESETS: dict[str, Precision] = {
 }
 
 _ROLES = tuple(f.name for f in fields(Precision) if f.name != "name")
+
+# Transformer Engine keeps a quantized weight in each layout the training GEMMs read it in: the
+# forward's row-wise copy and, for the backward's data-gradient GEMM, a column-wise one. A
+# block-scaled format (MXFP8, NVFP4) is scaled along one axis, so its column-wise copy is a
+# quantization of its own on every GPU (MXFP8Tensor / NVFP4Tensor hold both). A per-tensor
+# scaled fp8 weight gets a transposed copy except where cuBLASLt runs fp8 GEMMs in every layout
+# (TE's Float8Quantizer: create_transpose = columnwise_usage and not
+# nvte_is_non_tn_fp8_gemm_supported(), true from compute capability 10.0: the datacenter
+# Blackwell parts, not the SM 12.x RTX PRO 6000). A team accelerator keeps the transpose.
+FP8_ANY_LAYOUT = frozenset({"b100", "b200", "gb200", "b300", "gb300"})
+_BLOCK_SCALED = frozenset({"mxfp8", "nvfp4"})
+
+
+def trained_weight_bytes(fmt: str | None, any_layout: bool) -> float:
+    """Bytes per parameter a linear weight stored in ``fmt`` takes in training, with the
+    column-wise copy the backward reads where the format needs one; ``any_layout``: the GPU
+    runs fp8 GEMMs in every layout (``FP8_ANY_LAYOUT``); 0 for no format."""
+    if fmt is None:
+        return 0.0
+    copies = 2 if fmt in _BLOCK_SCALED or (fmt == "fp8" and not any_layout) else 1
+    return copies * DTYPES[fmt].bytes
 
 
 def get_precision(value: str | Mapping[str, Any] | Precision) -> Precision:
