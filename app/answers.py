@@ -282,6 +282,7 @@ def offload_dict(off: Offload, m: TrainingMemory) -> dict[str, Any]:
         "optimizer": off.optimizer,
         "params": off.params,
         "activations": off.activations,
+        "activation_layers": off.activation_layers,
         "host_optimizer_bytes": m.host_optimizer_bytes,
         "host_weights_bytes": m.host_weights_bytes,
         "host_activations_bytes": m.host_activations_bytes,

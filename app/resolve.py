@@ -269,6 +269,7 @@ def offload_of(req: OffloadFields) -> Offload:
         optimizer=req.offload_optimizer,
         params=req.offload_params,
         activations=req.offload_activations,
+        activation_layers=req.offload_activation_layers,
         host_link_gb_per_s=req.host_link_gb_per_s,
         host_memory_gb_per_gpu=req.host_memory_gb_per_gpu,
         host_memory_gb_per_s=req.host_memory_gb_per_s,

@@ -21,7 +21,13 @@ Three switches, as the frameworks offer them:
 - **activations** (activation offloading, as torchtune's ``enable_activation_offloading`` and
   Megatron-Core's fine-grained activation offloading): the tensors saved for backward go down
   the link during the forward and come back during the backward, overlapped with compute; the
-  GPU keeps the layer being computed and the next one in flight.
+  GPU keeps the layer being computed and the next one in flight. ``activation_layers`` offloads
+  the first that many transformer layers only, as Megatron-Core's layer-wise CPU offloading
+  (``--cpu-offloading-num-layers``, Transformer Engine's ``get_cpu_offload_context``: each
+  offloaded layer's saved tensors go down as the forward leaves it and are prefetched back,
+  double-buffered, as the backward nears it); the GPU keeps the other layers' and, at least,
+  two layers' worth. Megatron-Core refuses it with pipeline parallelism and with activation
+  recomputation, and for as many layers as the model has or more; so does the planner.
 
 The host (``catalog/hosts.json``): link bandwidth per direction, host memory per GPU and host
 memory bandwidth per GPU from the accelerator's reference system, or a stated default.
@@ -44,6 +50,7 @@ class Offload:
     optimizer: bool = False
     params: bool = False
     activations: bool = False
+    activation_layers: int | None = None  # the first N layers only (None: every layer)
     # Overrides of the catalog's host figures (None: the catalog's, or the default)
     host_link_gb_per_s: float | None = None
     host_memory_gb_per_gpu: float | None = None

@@ -61,6 +61,62 @@ def test_activation_offload_keeps_two_layers_on_the_gpu() -> None:
     )
 
 
+def test_layer_wise_activation_offload_moves_the_first_layers() -> None:
+    """Megatron-Core's --cpu-offloading-num-layers: the first N layers' saved tensors on the
+    host, the others' (at least two layers' worth) on the GPU; refused where Megatron-Core
+    refuses it (pipeline parallelism, recomputation, as many layers as the model has)."""
+    p = Parallelism(tp=8, dp=1)
+    layers = MODEL.num_layers  # 80
+
+    def setup(n: int | None, recompute: str = "none") -> TrainingSetup:
+        off = Offload(activations=True, activation_layers=n)
+        return TrainingSetup(8192, 4, 4, recompute, offload=off)  # type: ignore[arg-type]
+
+    base = training_memory(MODEL, H100, p, TrainingSetup(8192, 4, 4, "none"), BF16)
+    one = training_memory(MODEL, H100, p, setup(1), BF16).host_activations_bytes  # a layer's
+    for n in (1, 20, 40, 78, 79):
+        off = training_memory(MODEL, H100, p, setup(n), BF16)
+        assert off.host_activations_bytes == pytest.approx(min(n, layers - 2) * one, rel=1e-12)
+        assert base.activations_bytes - off.activations_bytes == pytest.approx(
+            off.host_activations_bytes, rel=1e-12
+        )
+    # every layer's (the default) also moves the embedding's output, which the first layer
+    # reads: the same two layers kept
+    every = training_memory(MODEL, H100, p, setup(None), BF16).host_activations_bytes
+    assert 0 < every - (layers - 2) * one < 0.01 * every
+    for bad, layout, recompute in (
+        (80, p, "none"),  # as many layers as the model has
+        (0, p, "none"),
+        (20, Parallelism(tp=8, pp=2), "none"),  # Megatron-Core: no pipeline parallelism
+        (20, p, "selective"),  # Megatron-Core: no recomputation
+    ):
+        with pytest.raises(SpecError) as refused:
+            training_memory(MODEL, H100, layout, setup(bad, recompute), BF16)
+        assert refused.value.field == "offload_activation_layers", (bad, layout, recompute)
+    with pytest.raises(SpecError) as without:
+        training_memory(
+            MODEL, H100, p,
+            TrainingSetup(8192, 4, 4, "none", offload=Offload(activation_layers=20)), BF16,
+        )  # fmt: skip
+    assert without.value.field == "offload_activation_layers"
+    # the API takes it, says it, and refuses a bad one as a 422 naming the field
+    client = TestClient(app)
+    req = {"model": "llama-3-70b", "num_gpus": 8, "layout": {"tp": 8}, "seq_len": 8192,
+           "micro_batch_size": 4, "global_batch_size": 4, "recompute": "none",
+           "offload_activations": True, "offload_activation_layers": 20}  # fmt: skip
+    body = client.post("/api/v1/training/estimate", json=req).json()
+    single = client.post(
+        "/api/v1/training/estimate", json={**req, "offload_activation_layers": 1}
+    ).json()
+    assert body["offload"]["activation_layers"] == 20
+    assert body["offload"]["host_activations_bytes"] == pytest.approx(
+        20 * single["offload"]["host_activations_bytes"], rel=1e-12
+    )
+    bad = client.post("/api/v1/training/estimate", json={**req, "layout": {"tp": 4, "pp": 2}})
+    assert bad.status_code == 422
+    assert bad.json()["detail"][0]["field"] == "offload_activation_layers"
+
+
 def test_offload_time_is_the_link_and_the_cpu_step() -> None:
     """The optimizer offload's exposed time: the larger transfer (gradients down, weights up)
     over the host link, then the CPU's Adam at the host's memory bandwidth; no GPU step."""

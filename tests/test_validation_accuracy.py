@@ -177,17 +177,17 @@ def test_the_shipped_report_is_the_current_model(built: dict[str, object]) -> No
 def test_published_runs_that_ran_are_not_called_out_of_memory(built: dict[str, object]) -> None:
     """Every compared training run ran, so it fitted: the planner's verdict on them is pinned.
     A run it calls "does_not_fit" is listed in the report with its total over the card and
-    what its case could not read (report: 240 fit, 7 tight, 20 do not, of 267; 231 / 15 / 21
-    before the recipes' parameter formats were read and quantized weights held the copies the
-    backward reads; without the tight band 36 read "does not fit"). Each is recomputed from its
-    row."""
+    what its case could not read (report: 241 fit, 7 tight, 19 do not, of 267; 240 / 7 / 20
+    before the recipes' layer-wise activation offload was read, 231 / 15 / 21 before their
+    parameter formats were and quantized weights held the copies the backward reads; without
+    the tight band 36 read "does not fit"). Each is recomputed from its row."""
     ran = built["ran"]  # type: ignore[index]
     training = [r for r in built["rows"] if r.kind == "training"]  # type: ignore[attr-defined]
     assert ran["n"] == len(training)
     assert ran["verdicts"] == {
         v: sum(1 for r in training if r.fit == v) for v in ("fits", "tight", "does_not_fit")
     }
-    assert ran["verdicts"]["does_not_fit"] <= 20 and ran["verdicts"]["fits"] >= 240
+    assert ran["verdicts"]["does_not_fit"] <= 19 and ran["verdicts"]["fits"] >= 241
     listed = {r["id"]: r for r in ran["does_not_fit"]}
     for r in training:
         over = r.over_capacity

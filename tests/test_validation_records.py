@@ -229,8 +229,14 @@ def test_recomputation_as_the_recipes_set_it() -> None:
     empty = cases["mbridge-26.06-DeepSeekV3-DGX-GB300-256-MXFP8-L110-gbs4096"]
     assert read[empty.id]["modules"] == []
     assert empty.setup.recompute == "none"
+    # its recipe offloads the first 20 layers' activations (Megatron-Core's layer-wise
+    # offload): modelled; Nemotron 3 Ultra's fine-grained offload of the grouped MLP: said
     offloads = cases["mbridge-26.04-LLAMA3_70B-DGX-GB300-64-FP8-L300"]
-    assert any(a.startswith("its recipe also offloads activations") for a in offloads.assumptions)
+    assert offloads.setup.offload.activations and offloads.setup.offload.activation_layers == 20
+    assert any(a.startswith("the first 20 layers' activations") for a in offloads.assumptions)
+    ultra = cases["mbridge-26.08-Nemotron_3_Ultra-DGX-GB200-256-MXFP8-L99"]
+    assert not ultra.setup.offload.any
+    assert any(a.startswith("its recipe also offloads activations") for a in ultra.assumptions)
 
 
 def test_moe_token_dispatcher_as_the_recipes_set_it() -> None:

@@ -54,6 +54,7 @@ from estimator import (
 from estimator.counts.flops import Recompute
 from estimator.finetune import FULL, FineTune
 from estimator.layout.pipeline import model_split
+from estimator.offload import NO_OFFLOAD, Offload
 
 __all__ = [
     "DATA",
@@ -428,9 +429,7 @@ def _recompute(ident: str, release: str) -> tuple[Recompute, tuple[str, ...], li
         return "none", (), ["recompute policy not published: none assumed"]
     read = _readings("recompute_settings.json")[ident]
     where = f" ({read['set_at']})" if read["set_at"] else ""
-    notes = []
-    if read["offload"]:
-        notes.append(f"its recipe also offloads activations, not modelled here: {read['offload']}")
+    notes: list[str] = []
     if read["granularity"] == "selective" and read["modules"]:
         modules = tuple(read["modules"])
         return (
@@ -486,6 +485,32 @@ def _param_format(ident: str, release: str, precision: str) -> tuple[str, list[s
     return precision, [
         f"bf16 parameters beside a quantized weight cache, as its recipe leaves it: {where}"
     ]
+
+
+# Megatron-Core's layer-wise CPU offloading as recompute_settings.json quotes a recipe's
+# settings (activations only: cpu_offloading_weights=False)
+_LAYER_OFFLOAD = re.compile(
+    r"cpu_offloading=True, cpu_offloading_weights=False, cpu_offloading_num_layers=(\d+)"
+)
+
+
+def _offload(ident: str, release: str) -> tuple[Offload, list[str]]:
+    """The activation offloading the record's recipe sets (recompute_settings.json's
+    ``offload``): Megatron-Core's layer-wise offload of the first N layers as the estimator
+    models it; any other (fine-grained offloading of named modules) is said, not modelled."""
+    if release not in _RECIPES_READ:
+        return NO_OFFLOAD, []
+    read = _readings("recompute_settings.json")[ident]
+    text = read["offload"]
+    if not text:
+        return NO_OFFLOAD, []
+    if m := _LAYER_OFFLOAD.match(text):
+        layers = int(m[1])
+        return Offload(activations=True, activation_layers=layers), [
+            f"the first {layers} layers' activations offloaded to the host"
+            f" (offload_activation_layers), as its recipe sets it: {text}"
+        ]
+    return NO_OFFLOAD, [f"its recipe also offloads activations, not modelled here: {text}"]
 
 
 # --- loading ---------------------------------------------------------------------------------
@@ -785,6 +810,8 @@ def _nemo_case(r: Record, ident: str) -> TrainingCase:
         ident, release[1] if release else "", model.moe is not None
     )
     recompute, modules, recompute_notes = _recompute(ident, release[1] if release else "")
+    offload, offload_notes = _offload(ident, release[1] if release else "")
+    recompute_notes += offload_notes
     quantized, param_notes = _param_format(ident, release[1] if release else "", precision)
     if finetune is FULL:
         precision = quantized
@@ -810,6 +837,7 @@ def _nemo_case(r: Record, ident: str) -> TrainingCase:
         tp_comm_overlap=tp_overlap,
         moe_dispatcher=dispatcher,
         recompute_modules=modules,
+        offload=offload,
     )
 
 
@@ -885,6 +913,7 @@ def _case(
     tp_comm_overlap: bool = False,
     moe_dispatcher: str | None = None,
     recompute_modules: tuple[str, ...] = (),
+    offload: Offload = NO_OFFLOAD,
 ) -> TrainingCase:
     """A training record's case from what its reader made of it (``hardware``: accelerator id,
     GPUs, GPUs per node), once the core accepts the layout; measured throughput under
@@ -897,6 +926,7 @@ def _case(
         recompute=recompute,
         finetune=finetune,
         recompute_modules=recompute_modules,
+        offload=offload,
     )
     _checked_training(model, acc_id, parallel, setup, precision)
     measured = r["measured"]

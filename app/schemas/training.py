@@ -209,6 +209,15 @@ class OffloadFields(Request):
         " backward; the GPU keeps two layers' worth",
         json_schema_extra=form("Offload activations", OFFLOAD_GROUP),
     )
+    offload_activation_layers: int | None = Field(
+        None,
+        ge=1,
+        le=100_000,
+        description="With offload_activations: the first N layers' activations only, as"
+        " Megatron-Core's --cpu-offloading-num-layers (fewer than the model's layers; no"
+        " pipeline parallelism, no recomputation); default every layer's",
+        json_schema_extra=form("Offload activations of the first N layers", OFFLOAD_GROUP, "all"),
+    )
     host_link_gb_per_s: HostFigure | None = Field(
         None,
         description="GPU-host link, GB/s per direction (PCIe 5.0 x16: 63; NVLink-C2C: 450)",
@@ -509,6 +518,9 @@ class OffloadOut(BaseModel):
     optimizer: bool
     params: bool
     activations: bool
+    activation_layers: int | None = Field(
+        description="The first N layers' activations offloaded (null: every layer's)"
+    )
     host_optimizer_bytes: float
     host_weights_bytes: float
     host_activations_bytes: float

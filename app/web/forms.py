@@ -194,6 +194,7 @@ TRAINING_INPUTS = inputs_of(
     "offload_optimizer",
     "offload_params",
     "offload_activations",
+    "offload_activation_layers",
     "host_link_gb_per_s",
     "host_memory_gb_per_gpu",
     "host_memory_gb_per_s",

@@ -730,9 +730,14 @@ def _stage_values(
                 host_opt, grads = host_opt + moved, grads - moved
             if offload.params:
                 host_weights, weights = weights, 0.0  # the gather buffers hold what is in use
-            if offload.activations:  # the GPU keeps the layer in use and the next one
-                on_gpu = peak_layer + 2 * per_mb / maximum(sum(counts), 1)
-                host_acts = maximum(acts - on_gpu, 0.0)
+            if offload.activations:
+                stack = maximum(sum(counts), 1)
+                if offload.activation_layers is None:  # the layer in use and the next one
+                    on_gpu = peak_layer + 2 * per_mb / stack
+                    host_acts = maximum(acts - on_gpu, 0.0)
+                else:  # the first N layers (Megatron-Core's layer-wise offload; pp 1)
+                    kept = maximum(stack - offload.activation_layers, 2)
+                    host_acts = maximum(per_mb * (1 - kept / stack), 0.0)
                 acts = acts - host_acts
         logits = last * head
         # The last stage's first backward runs the loss backward, frees its buffers, then
@@ -1002,6 +1007,8 @@ def validate_training(model: ModelSpec, p: Parallelism, setup: TrainingSetup) ->
             " offload only sharded parameters",
             p.zero_stage,
         )
+    if setup.offload.activation_layers is not None:
+        _check_layer_offload(model, p, setup)
     if setup.optimizer_in_backward:
         _check_optimizer_in_backward(p, setup)
     if setup.no_sync_accumulation and (setup.offload.optimizer or setup.offload.params):
@@ -1032,6 +1039,37 @@ def validate_training(model: ModelSpec, p: Parallelism, setup: TrainingSetup) ->
             "context parallelism needs flash attention (ring "
             "attention exchanges K/V blocks, not score matrices)",
             p.cp,
+        )
+
+
+def _check_layer_offload(model: ModelSpec, p: Parallelism, setup: TrainingSetup) -> None:
+    """Megatron-Core's layer-wise activation offloading, refused where Megatron-Core refuses
+    it (TransformerConfig: fewer layers than the model has, no pipeline parallelism, no
+    activation recomputation) and without activation offload."""
+    n = setup.offload.activation_layers
+    field = "offload_activation_layers"
+    if not setup.offload.activations:
+        raise SpecError(field, "offloads activations: set offload_activations too", n)
+    if n is None or not 1 <= n < model.num_layers:
+        raise SpecError(
+            field,
+            f"must be at least 1 and below the model's {model.num_layers} layers (Megatron-Core"
+            " offloads fewer layers than the model has)",
+            n,
+        )
+    if p.pp > 1:
+        raise SpecError(
+            field,
+            "Megatron-Core's layer-wise CPU offloading does not run with pipeline parallelism"
+            " (offload every layer's activations instead: leave this unset)",
+            p.pp,
+        )
+    if setup.recompute != "none":
+        raise SpecError(
+            field,
+            "Megatron-Core's layer-wise CPU offloading does not run with activation"
+            " recomputation (recompute: none)",
+            setup.recompute,
         )
 
 
