@@ -404,3 +404,46 @@ def test_the_planners_flop_count_is_nvidias_where_both_count_the_same_model() ->
     for model, bound in within.items():
         assert all(abs(r - 1) <= bound for r in ratios[model]), (model, ratios[model])
     assert all(0.82 <= r <= 0.90 for r in ratios["gpt-oss-120b"])
+
+
+def test_megatron_lm_moe_recipes_are_read_from_their_arguments() -> None:
+    """Each Megatron-LM MoE recipe (data/moe_recipes_measured.json) becomes a case from its
+    own arguments: layout, dispatcher, expert all-to-all overlap, recomputation, parameter
+    format; its measured model TFLOP/s is read as tokens/s at the planner's FLOPs per token."""
+    from estimator.counts.flops import training_flops
+    from validation.records import moe_recipe_cases, moe_recipe_records
+
+    data = json.loads((ROOT / "validation" / "data" / "moe_recipes_measured.json").read_text())
+    raw = {r["id"]: r for r in moe_recipe_records()}
+    cases = moe_recipe_cases()
+    assert len(cases) == len(raw) == len(data["records"]) == 16
+    assert len(data["without_measurement"]) == 2  # DeepSeek-V3 on H100: no number published
+    for case in cases:
+        assert isinstance(case, TrainingCase), case
+        r = raw[case.id]
+        args = r["args"]
+        p = case.parallel
+        assert (p.tp, p.pp, p.ep, p.cp) == tuple(
+            r["parallelism"][k] for k in ("tp", "pp", "ep", "cp")
+        )
+        assert p.num_gpus == case.num_gpus == r["hardware"]["num_gpus"]
+        assert case.moe_dispatcher == ("flex" if args["moe_token_dispatcher_type"] == "flex"
+                                       else "alltoall")  # fmt: skip
+        assert case.ep_comm_overlap == bool(args.get("overlap_moe_expert_parallel_comm"))
+        assert case.precision.endswith("-params") == (
+            r["precision"] != "bf16" and bool(args.get("fp8_param_gather"))
+        )
+        flops = training_flops(case.model, case.setup.seq_len)
+        per_token = (flops.forward + flops.backward) / case.setup.seq_len
+        assert case.measured_tokens_per_s_per_gpu * per_token == pytest.approx(
+            r["measured"]["model_tflops_per_gpu"] * 1e12
+        )
+        assert case.source.startswith("NVIDIA/Megatron-LM/examples/moe_recipes/README.md @ ")
+    by_id = {c.id: c for c in cases}
+    h100 = by_id["mlm-moe-recipes-qwen3-235b-a22b-h100-bf16_256GPU_TP2PP8EP32"]
+    assert h100.setup.recompute == "selective"  # its modules given as one string
+    assert h100.setup.recompute_modules == ("moe_act", "layernorm")
+    v3 = by_id["mlm-moe-recipes-deepseek-v3-b200-mxfp8_256GPU_TP1PP8EP32"]
+    assert v3.parallel.vp == 2 and v3.parallel.stage_layers is not None
+    assert sum(v3.parallel.stage_layers) == v3.model.num_layers  # the MTP layer left out
+    assert any("multi-token-prediction" in a for a in v3.assumptions)

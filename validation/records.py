@@ -51,9 +51,10 @@ from estimator import (
     model_from_config,
     training_memory,
 )
-from estimator.counts.flops import Recompute
+from estimator.counts.flops import Recompute, training_flops
 from estimator.finetune import FULL, FineTune
 from estimator.layout.pipeline import model_split
+from estimator.memory.activations import RECOMPUTE_MODULES
 from estimator.offload import NO_OFFLOAD, Offload
 
 __all__ = [
@@ -155,6 +156,9 @@ _CATALOG_MODELS = {
     "Llama 3.1 405B": "llama-3.1-405b",
     "Qwen3-235B-A22B": "qwen3-235b-a22b",
     "Qwen3-30B-A3B": "qwen3-30b-a3b",
+    "DeepSeek-V3": "deepseek-v3",
+    "DeepSeek-V4-Flash": "deepseek-v4-flash",
+    "DeepSeek-V4-Pro": "deepseek-v4-pro",
     "Nemotron-8B": "nemotron-3-8b",
     "Nemotron-22B": "nemotron-3-22b",
     "Nemotron-340B": "nemotron-4-340b",
@@ -995,6 +999,179 @@ def _training_cases() -> tuple[TrainingCase | Skip, ...]:
 def training_cases() -> list[TrainingCase | Skip]:
     """One TrainingCase or Skip per record of ``training_measured.json``, in file order."""
     return list(_training_cases())
+
+
+@cache
+def _moe_recipe_cases() -> tuple[TrainingCase | Skip, ...]:
+    return _map_records(moe_recipe_records(), _moe_recipe_case)
+
+
+def moe_recipe_cases() -> list[TrainingCase | Skip]:
+    """One TrainingCase or Skip per record of ``moe_recipes_measured.json``, in file order."""
+    return list(_moe_recipe_cases())
+
+
+def all_training_cases() -> list[TrainingCase | Skip]:
+    """Every published training run: ``training_cases`` then ``moe_recipe_cases``."""
+    return [*_training_cases(), *_moe_recipe_cases()]
+
+
+# --- Megatron-LM's MoE recipes ---------------------------------------------------------------
+# data/moe_recipes_measured.json: NVIDIA's self-contained MoE training recipes (Megatron-LM dev,
+# examples/moe_recipes), each with its measured median model TFLOP/s per GPU. The YAML's
+# Megatron-LM arguments are the whole configuration; the throughput is Megatron's own FLOP
+# count per second, converted here to tokens/s with the planner's FLOPs per token.
+
+_MOE_RECIPES_GROUP = "megatron_lm_moe_recipes"
+_RECIPE_GPUS = {"H100": "DGX-H100", "B200": "DGX-B200", "B300": "DGX-B300",
+                "GB200": "DGX-GB200", "GB300": "DGX-GB300"}  # fmt: skip
+_RECIPE_PRECISION = {"bf16": "bf16", "fp8": "fp8", "fp8-blockwise": "fp8", "mxfp8": "mxfp8"}
+
+
+def moe_recipe_records() -> tuple[Record, ...]:
+    """The records of ``moe_recipes_measured.json``, in file order, with its source."""
+    data = json.loads((DATA / "moe_recipes_measured.json").read_text(encoding="utf-8"))
+    src = data["source"]
+    return tuple({**r, "source": {**src, "line": r["readme_line"]}} for r in data["records"])
+
+
+def _listed(value: Any) -> tuple[str, ...]:
+    """A Megatron-LM list argument as its YAML gives it: a list or one space-separated string."""
+    if value is None:
+        return ()
+    return tuple(value.split()) if isinstance(value, str) else tuple(str(v) for v in value)
+
+
+def _moe_recipe_case(r: Record, ident: str) -> TrainingCase:
+    """A Megatron-LM MoE recipe as the estimator's inputs, every setting from its arguments;
+    what the planner does not model is said."""
+    args: Mapping[str, Any] = r["args"]
+    name = str(r["model"])
+    model = _catalog_model(name)
+    acc_id, per_node, assumptions = _accelerator(_RECIPE_GPUS[str(r["hardware"]["gpu"])])
+    num_gpus = _int(r["hardware"]["num_gpus"], "GPU count")
+    p = r["parallelism"]
+    tp, pp, cp, ep = (_int(p.get(k), k.upper(), 1) for k in ("tp", "pp", "cp", "ep"))
+    vp = _int(p.get("vp"), "VP", 1)
+    if num_gpus % (tp * pp * cp):
+        raise Refused(f"{num_gpus} GPUs is not a multiple of tp*pp*cp = {tp * pp * cp}")
+    dp = num_gpus // (tp * pp * cp)
+    layout = args.get("pipeline_model_parallel_layout")
+    if layout and "m" in layout:  # the MTP layer's place: not modelled, left out of the split
+        layout = layout.replace("m", "")
+        assumptions.append("the layout's multi-token-prediction layer (m) left out of the split")
+    try:
+        split = (
+            model_split(model, pp, vp, "layout", layout=layout)
+            if layout
+            else (model_split(model, pp, vp))
+        )
+    except SpecError as exc:
+        raise Refused(f"estimator refuses it: {exc}") from None
+    if args.get("use_megatron_fsdp"):
+        raise Refused("Megatron-FSDP recipe: its sharding strategy is not read")
+    parallel = Parallelism(
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        cp=cp,
+        ep=ep,
+        etp=_int(p.get("etp"), "ETP", 1),
+        vp=vp,
+        sequence_parallel=bool(args.get("sequence_parallel", tp > 1)) and tp > 1,
+        distributed_optimizer=bool(args.get("use_distributed_optimizer")),
+        stage_layers=None if split is None else split.stage_layers,
+    )
+    if split is not None:
+        assumptions.append(
+            f"pipeline split {split.description}"
+            + (f" (pipeline_model_parallel_layout {layout})" if layout else " (auto)")
+        )
+    fmt = str(r["precision"])
+    precision = _RECIPE_PRECISION.get(fmt)
+    if precision is None:
+        raise Refused(f"precision {fmt} has no preset")
+    if fmt == "fp8-blockwise":
+        assumptions.append("FP8 with 128-element block scaling modelled as per-tensor fp8")
+    if precision != "bf16" and args.get("fp8_param_gather"):
+        precision = f"{precision}-params"
+        assumptions.append(f"parameters kept in {fmt} (fp8_param_gather), as its arguments set")
+    modules = _listed(args.get("recompute_modules"))
+    recompute: Recompute = "none"
+    granularity = args.get("recompute_granularity")
+    if granularity == "full":
+        recompute = "full"
+    elif granularity == "selective":
+        recompute = "selective"
+        unknown = [m for m in modules if m not in RECOMPUTE_MODULES]
+        if unknown:
+            assumptions.append(
+                f"recompute module(s) {', '.join(unknown)} not modelled (DeepSeek-V4's"
+                " hyper-connections): not recomputed here"
+            )
+        modules = tuple(m for m in modules if m in RECOMPUTE_MODULES)
+    dispatcher = "flex" if args.get("moe_token_dispatcher_type") == "flex" else "alltoall"
+    backend = args.get("moe_flex_dispatcher_backend")
+    assumptions.append(
+        f"MoE token dispatcher {args.get('moe_token_dispatcher_type')}"
+        + (f" ({backend})" if backend else "")
+        + ", as its arguments set"
+    )
+    if args.get("mtp_num_layers"):
+        assumptions.append(
+            f"{args['mtp_num_layers']} multi-token-prediction layer(s) not modelled (the"
+            " planner's FLOPs per token leave it out, Megatron's count has it: the converted"
+            " tokens/s reads a few percent high)"
+        )
+    offloaded = ", ".join(_listed(args.get("offload_modules")))
+    unmodelled = [
+        text
+        for on, text in (
+            (args.get("cuda_graph_impl") not in (None, "none"), "CUDA graphs"),
+            (bool(args.get("moe_paged_stash")), "paged stash of the expert activations"),
+            (
+                bool(args.get("fine_grained_activation_offloading")),
+                f"fine-grained activation offloading of {offloaded}",
+            ),
+        )
+        if on
+    ]
+    if unmodelled:
+        assumptions.append(f"not modelled: {', '.join(unmodelled)}")
+    assumptions.append(
+        "mock data with forced load balancing (moe_router_force_load_balancing): balanced"
+        " routing, as modelled"
+    )
+    tflops = float(r["measured"]["model_tflops_per_gpu"])
+    seq = _int(r["seq_len"], "sequence length")
+    flops = training_flops(model, seq)
+    per_token = float(flops.forward + flops.backward) / seq
+    assumptions.append(
+        f"measured {tflops:g} model TFLOP/s per GPU (Megatron's count) read as"
+        f" {tflops * 1e12 / per_token:,.0f} tokens/s per GPU at the planner's"
+        f" {per_token / 1e9:.2f} GFLOP per token (on NVIDIA's Megatron-Bridge runs of Qwen3 MoE the"
+        " two counts agree within 1%)"
+    )
+    record = {
+        **r,
+        "measured": {"tokens_per_s_per_gpu": tflops * 1e12 / per_token,
+                     "model_tflops_per_gpu": tflops},
+    }  # fmt: skip
+    return _case(
+        record,
+        ident,
+        name,
+        model,
+        (acc_id, num_gpus, per_node),
+        parallel,
+        precision,
+        recompute,
+        [*assumptions, f"dp = GPUs / (tp*pp*cp) = {dp}"],
+        moe_dispatcher=dispatcher,
+        ep_comm_overlap=bool(args.get("overlap_moe_expert_parallel_comm")),
+        tp_comm_overlap=bool(args.get("tp_comm_overlap")) and tp > 1,
+        recompute_modules=modules if recompute == "selective" else (),
+    )
 
 
 # --- inference -------------------------------------------------------------------------------

@@ -207,11 +207,11 @@ def case_estimate(
 
 
 def training_rows() -> tuple[list[Row], list[tuple[str, str]]]:
-    from validation.records import Skip, training_cases
+    from validation.records import Skip, all_training_cases
 
     rows: list[Row] = []
     skipped: list[tuple[str, str]] = []
-    for case in training_cases():
+    for case in all_training_cases():
         if isinstance(case, Skip):
             skipped.append((case.id, case.reason))
             continue
@@ -249,9 +249,9 @@ def ran_section(training: list[Row]) -> dict[str, Any]:
     verdict (``estimator.memory.verdict``, on the named overheads: the runs' stacks have no
     peak-memory measurements) reads them, and the runs it calls "does_not_fit", with what
     their cases say the planner could not read from the run."""
-    from validation.records import Skip, training_cases
+    from validation.records import Skip, all_training_cases
 
-    notes = {c.id: c.assumptions for c in training_cases() if not isinstance(c, Skip)}
+    notes = {c.id: c.assumptions for c in all_training_cases() if not isinstance(c, Skip)}
     unread = ("not modelled", "not published")
     wrong = sorted(
         (r for r in training if r.fit == "does_not_fit"),
