@@ -194,6 +194,19 @@ DISPATCHER_NOTES = {
 }
 
 
+# The host's part of an MoE step is not modelled: kernel launches and the MoE layer's
+# device-to-host syncs (the dispatcher reads its token counts) count as hidden, as full-iteration
+# CUDA graphs hide them. What that costs where they are not hidden, from NVIDIA's Megatron-LM
+# MoE recipes (examples/moe_recipes/README.md @ d48bd6be: the same model, GPUs, layout and
+# batch with partial CUDA graphs and with full-iteration graphs and paged stash).
+MOE_HOST_NOTE = (
+    "MoE host overhead (kernel launches, the dispatcher's device-to-host syncs) counted as"
+    " hidden, as full-iteration CUDA graphs hide it: NVIDIA's Megatron-LM MoE recipes ran 12%"
+    " (Qwen3-235B, 128 GB200) and 21% (Qwen3-30B-A3B, 16 GB200) slower with partial CUDA graphs"
+    " than with full-iteration ones; expect up to that much less throughput without them."
+)
+
+
 @dataclass(frozen=True, slots=True)
 class TrainingTime:
     """One optimizer step on the slowest pipeline stage, in seconds, with its breakdown.
@@ -1127,6 +1140,8 @@ def estimate_training(
         )
     if model.moe is not None and parallel.ep > 1:
         notes.append(DISPATCHER_NOTES[(options or TimingOptions()).moe_dispatcher])
+    if model.moe is not None:
+        notes.append(MOE_HOST_NOTE)
     cluster = (options.cluster if options else None) or cluster_of(accelerator)
     if parallel.num_gpus > cluster.scale_up_domain:
         notes += cluster.notes()
