@@ -409,9 +409,10 @@ class TrainingMemoryOut(_MemoryTerms):  # type: ignore[misc, valid-type]
 
     fit: Literal["fits", "tight", "does_not_fit"] = Field(
         description="fits: even the top of the likely peak (the planner's error on similar"
-        " published peak-memory measurements, accuracy.metrics peak_memory) is within capacity;"
-        " does_not_fit: even its bottom is over; tight: the likely peak straddles capacity."
-        " Without similar measurements, the point estimate (fits)"
+        " published peak-memory measurements of the plan's stack, accuracy.metrics peak_memory)"
+        " is within capacity; does_not_fit: even its bottom is over; tight: the likely peak"
+        " straddles capacity. Without such measurements the named overheads, which are"
+        " estimates, make the band: tight where the tensors alone fit but not with them"
     )
     fit_note: str = Field(description="The fit verdict in a sentence, with the likely peak")
     stage: int = Field(description="Pipeline stage of the most-loaded GPU")
