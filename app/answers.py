@@ -845,6 +845,7 @@ def accelerator_out(accelerator_id: str) -> AcceleratorOut:
         scale_out_bytes_per_s=a.scale_out_bytes_per_s,
         gpus_per_node=a.gpus_per_node,
         tdp_w=a.tdp_w,
+        fp8_any_layout=a.fp8_any_layout,
         price_usd_per_gpu_hour=usd,
         price_source=source,
         notes=a.notes,

@@ -13,6 +13,7 @@ from estimator import (
     Parallelism,
     SpecError,
     TrainingSetup,
+    accelerator_ids,
     get_accelerator,
     get_model,
     get_precision,
@@ -194,6 +195,13 @@ def test_quantized_weights_keep_the_copies_the_backward_reads() -> None:
     MXFP8 and NVFP4 a row-wise and a column-wise quantization on every GPU, per-tensor fp8 a
     transposed copy except on the GPUs that run fp8 GEMMs in every layout (compute capability
     10.x: B200 / GB200 / B300 / GB300, not H100 nor the SM 12.x RTX PRO 6000)."""
+    assert {a for a in accelerator_ids() if get_accelerator(a).fp8_any_layout} == {
+        "b100",
+        "b200",
+        "gb200",
+        "b300",
+        "gb300",
+    }  # the catalog's fp8_any_layout: compute capability 10.x
     one = _quantized("fp8", "b200").weight_cache_bytes  # the linear weights at one byte each
     assert one > 0
     assert _quantized("fp8", "gb300").weight_cache_bytes == one

@@ -78,6 +78,10 @@ class AcceleratorOut(BaseModel):
     scale_out_bytes_per_s: float | None
     gpus_per_node: int
     tdp_w: float | None
+    fp8_any_layout: bool = Field(
+        description="fp8 GEMMs run in every operand layout (compute capability 10.x): no"
+        " transposed copy of a per-tensor fp8 weight is kept for the backward"
+    )
     price_usd_per_gpu_hour: float | None
     price_source: str | None
     notes: str

@@ -68,7 +68,7 @@ from estimator.offload import NO_OFFLOAD, Host, Offload, host_of
 from estimator.records import from_fields
 from estimator.spec.accelerator import GIB, Accelerator
 from estimator.spec.model import ModelSpec
-from estimator.spec.precision import DTYPES, FP8_ANY_LAYOUT, Precision, trained_weight_bytes
+from estimator.spec.precision import DTYPES, Precision, trained_weight_bytes
 from estimator.terms import TRAINING_MEMORY
 from estimator.xp import Num, ceil_div, maximum, minimum, where
 
@@ -1075,8 +1075,8 @@ def _check_layer_offload(model: ModelSpec, p: Parallelism, setup: TrainingSetup)
 
 def fp8_any_layout(accelerator: Accelerator) -> bool:
     """Whether the GPU runs fp8 GEMMs in every layout, so Transformer Engine keeps no
-    transposed copy of a per-tensor fp8 weight (``precision.FP8_ANY_LAYOUT``)."""
-    return accelerator.id in FP8_ANY_LAYOUT
+    transposed copy of a per-tensor fp8 weight (the catalog's ``fp8_any_layout``)."""
+    return accelerator.fp8_any_layout
 
 
 def most_loaded_terms(

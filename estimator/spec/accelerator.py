@@ -39,6 +39,9 @@ class Accelerator:
     gpus_per_node: int
     tdp_w: float | None = None
     generation: str = ""
+    # cuBLASLt runs fp8 GEMMs in every operand layout (compute capability 10.x): Transformer
+    # Engine keeps no transposed copy of a per-tensor fp8 weight (``trained_weight_bytes``)
+    fp8_any_layout: bool = False
     sources: tuple[Mapping[str, Any], ...] = field(default=(), repr=False, compare=False)
     notes: str = ""
 
@@ -74,6 +77,7 @@ def accelerator_from_entry(entry: Mapping[str, Any]) -> Accelerator:
         scale_out_bytes_per_s=out_gbit * 1e9 / 8 if out_gbit else None,
         gpus_per_node=int(entry.get("gpus_per_node") or 8),
         tdp_w=entry.get("tdp_w"),
+        fp8_any_layout=bool(entry.get("fp8_any_layout", False)),
         sources=tuple(entry.get("sources", ())),
         notes=entry.get("notes", "") or "",
     )

@@ -17,7 +17,6 @@ from estimator.errors import SpecError
 
 __all__ = [
     "DTYPES",
-    "FP8_ANY_LAYOUT",
     "PRESETS",
     "DType",
     "Precision",
@@ -168,16 +167,16 @@ _ROLES = tuple(f.name for f in fields(Precision) if f.name != "name")
 # quantization of its own on every GPU (MXFP8Tensor / NVFP4Tensor hold both). A per-tensor
 # scaled fp8 weight gets a transposed copy except where cuBLASLt runs fp8 GEMMs in every layout
 # (TE's Float8Quantizer: create_transpose = columnwise_usage and not
-# nvte_is_non_tn_fp8_gemm_supported(), true from compute capability 10.0: the datacenter
-# Blackwell parts, not the SM 12.x RTX PRO 6000). A team accelerator keeps the transpose.
-FP8_ANY_LAYOUT = frozenset({"b100", "b200", "gb200", "b300", "gb300"})
+# nvte_is_non_tn_fp8_gemm_supported(), true at compute capability 10.x: the catalog's
+# ``fp8_any_layout``, set on the datacenter Blackwell parts, not on the SM 12.x RTX PRO 6000;
+# a team accelerator keeps the transpose).
 _BLOCK_SCALED = frozenset({"mxfp8", "nvfp4"})
 
 
 def trained_weight_bytes(fmt: str | None, any_layout: bool) -> float:
     """Bytes per parameter a linear weight stored in ``fmt`` takes in training, with the
     column-wise copy the backward reads where the format needs one; ``any_layout``: the GPU
-    runs fp8 GEMMs in every layout (``FP8_ANY_LAYOUT``); 0 for no format."""
+    runs fp8 GEMMs in every layout (``Accelerator.fp8_any_layout``); 0 for no format."""
     if fmt is None:
         return 0.0
     copies = 2 if fmt in _BLOCK_SCALED or (fmt == "fp8" and not any_layout) else 1
