@@ -384,6 +384,15 @@ class _MemoryTables(NamedTuple):
 
 
 @per_model
+def _placed_layers(
+    model: ModelSpec, tp: int, ep: int, etp: int
+) -> tuple[tuple[Num, Num, Num, Num, Num], ...]:
+    """``place_layer`` of each layer kind's placement for one layout's sizes (the single
+    estimate's: a layout's arrays in a sweep are placed each time)."""
+    return tuple(place_layer(placement, tp, ep, etp) for placement in placements(model))
+
+
+@per_model
 def _memory_tables(
     model: ModelSpec,
     precision: Precision,
@@ -600,9 +609,14 @@ def _stage_values(
         adapter_grads_div = where(unsynced, 1, adapter_grads_div)
     states_div = 1 + shard_states * (dense_shards - 1), 1 + shard_states * (expert_shards - 1)
     kinds = model.kinds
-    layers = []  # a loop, not a comprehension: no extra frame for a list of one or two kinds
-    for placement in tables.placements:
-        layers.append(place_layer(placement, tp, ep, etp))
+    layers: Sequence[tuple[Num, Num, Num, Num, Num]]
+    if type(tp) is int and type(ep) is int and type(etp) is int:  # one layout: per model
+        layers = _placed_layers(model, tp, ep, etp)
+    else:
+        placed = []  # a loop, not a comprehension: no extra frame for a list of one or two kinds
+        for placement in tables.placements:
+            placed.append(place_layer(placement, tp, ep, etp))
+        layers = placed
     vocab_rows = padded_vocab(model, tp) // tp
 
     tokens = seq_len * micro_batch / cp
