@@ -26,7 +26,6 @@ from estimator.memory.training import (
     CUDA_CONTEXT_BYTES,
     FRAGMENTATION_FRACTION,
     TrainingSetup,
-    fp8_any_layout,
     most_loaded_terms,
     validate_training,
 )
@@ -79,7 +78,7 @@ def training_timeline(
     precision: Precision,
 ) -> Timeline:
     validate_training(model, parallel, setup)
-    any_layout = fp8_any_layout(accelerator)
+    any_layout = accelerator.fp8_any_layout
     t = most_loaded_terms(model, parallel, setup, precision, any_layout)  # as training_memory
     resident = {k: float(t[k]) for k in RESIDENT}
     fixed = {

@@ -31,8 +31,8 @@ from estimator.finetune import (
     Adapters,
     FineTune,
     adapters,
-    base_weight_bytes,
     dequant_buffer_elems,
+    linear_weight_bytes,
 )
 from estimator.finetune import check_precision as check_finetune_precision
 from estimator.layout.parallel import Parallelism, validate_layout
@@ -79,7 +79,6 @@ __all__ = [
     "OPTIMIZERS",
     "TrainingMemory",
     "TrainingSetup",
-    "fp8_any_layout",
     "most_loaded_terms",
     "optimizer_state_bytes_per_param",
     "training_memory",
@@ -417,7 +416,7 @@ def _memory_tables(
     quantized = finetune.method == "qlora"
     return _MemoryTables(
         (
-            base_weight_bytes(finetune)
+            linear_weight_bytes(finetune, precision)
             if quantized
             else trained_weight_bytes(precision.weights, any_layout),
             act_b,
@@ -533,7 +532,7 @@ def training_memory_terms(
     ``total_bytes``, ``params_on_gpu``, the ``in_flight`` micro-batches ...), for one layout or
     arrays of layouts: ``parallel``'s sizes and ``setup.micro_batch_size`` may be numpy arrays
     (the sweep). This is the single formula the single estimate and the sweep both call.
-    ``any_layout``: the GPU runs fp8 GEMMs in every layout (``fp8_any_layout``), so a
+    ``any_layout``: the GPU runs fp8 GEMMs in every layout (``Accelerator.fp8_any_layout``), so a
     per-tensor fp8 weight keeps no transposed copy."""
     per_stage = _stage_values(model, precision, parallel, setup, stages, microbatches, any_layout)
     return [values._asdict() for values in per_stage]
@@ -1087,12 +1086,6 @@ def _check_layer_offload(model: ModelSpec, p: Parallelism, setup: TrainingSetup)
         )
 
 
-def fp8_any_layout(accelerator: Accelerator) -> bool:
-    """Whether the GPU runs fp8 GEMMs in every layout, so Transformer Engine keeps no
-    transposed copy of a per-tensor fp8 weight (the catalog's ``fp8_any_layout``)."""
-    return accelerator.fp8_any_layout
-
-
 def most_loaded_terms(
     model: ModelSpec,
     parallel: Parallelism,
@@ -1141,7 +1134,7 @@ def training_memory(
 ) -> TrainingMemory:
     """Per-GPU memory of a training step on the most-loaded GPU, with its breakdown."""
     validate_training(model, parallel, setup)
-    best, stage = _most_loaded(model, parallel, setup, precision, fp8_any_layout(accelerator))
+    best, stage = _most_loaded(model, parallel, setup, precision, accelerator.fp8_any_layout)
     host = host_of(accelerator.id, setup.offload) if setup.offload.any else None
     values = {  # the TrainingMemory fields (a literal: a third of a comprehension's cost)
         "weights_bytes": float(best.weights_bytes),

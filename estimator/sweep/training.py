@@ -39,7 +39,6 @@ from estimator.memory.training import (
     check_op_policy,
     check_recompute_modules,
     check_seq_len,
-    fp8_any_layout,
     most_loaded_terms,
 )
 from estimator.offload import NO_OFFLOAD, Offload
@@ -489,7 +488,7 @@ def _evaluate(
         moe_capacity_factor=workload.moe_capacity_factor,
         recompute_modules=workload.recompute_modules if recompute == "selective" else (),
     )
-    mem = most_loaded_terms(model, p, setup, precision, fp8_any_layout(acc))
+    mem = most_loaded_terms(model, p, setup, precision, acc.fp8_any_layout)
     t = training_time_terms(
         model,
         acc,
