@@ -690,6 +690,7 @@ def training_sweep_out(s: TrainingSweep, req: TrainingSweepRequest) -> TrainingS
         objective=s.objective,
         counts=s.counts,
         min_headroom=s.workload.min_headroom,
+        stacks=list(s.stacks),
         rows_kind=req.rows,
         total_rows=int(ordered.size),
         page=req.page,

@@ -43,7 +43,7 @@ from estimator.memory.training import TrainingMemory
 from estimator.offload import Offload
 from estimator.spec.cluster import Cluster, cluster_of
 from estimator.timing.comms import CommPlan, communication_plan
-from estimator.timing.stacks import STACKS
+from estimator.timing.stacks import DEFAULT_STACK, STACKS
 from estimator.timing.training import TimingOptions, TrainingEstimate, estimate_training
 
 # The request models come with the caller's request, and the serving and sweep engines (and
@@ -786,8 +786,14 @@ def _training_sweep(req: TrainingSweepRequest) -> TrainingSweep:
         recompute_modules=recompute_modules_of(req.recompute_modules),
     )
     model = resolve_model(req.model)
-    options = TimingOptions.of_stack(
-        req.stack, ep_comm_overlap=req.ep_comm_overlap, moe_dispatcher=req.moe_dispatcher
+    stacks = _axis(req.stack, (DEFAULT_STACK,))
+    # The expert all-to-all overlap is Megatron-Core's: where Megatron-Core is among the stacks
+    # compared, it applies to its layouts; asked for without it, it is refused (422).
+    mcore = DEFAULT_STACK in stacks
+    overlap = {s: req.ep_comm_overlap and (s == DEFAULT_STACK or not mcore) for s in stacks}
+    options = tuple(
+        TimingOptions.of_stack(s, ep_comm_overlap=overlap[s], moe_dispatcher=req.moe_dispatcher)
+        for s in stacks
     )
     try:
         return sweep_training(

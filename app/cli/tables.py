@@ -201,20 +201,23 @@ def training_sweep_text(out: Mapping[str, Any]) -> str:
     ]
     if out["recommendations"]:
         lines += ["", "recommended:"]
+    several = len(out["stacks"]) > 1
     for r in out["recommendations"]:
         row = r["row"]
+        stack = f" {row['stack']}" if several else ""
         lines.append(
-            f"{r['rank']:>3}. {row['num_gpus']} x {row['accelerator']} {row['precision']} "
+            f"{r['rank']:>3}. {row['num_gpus']} x {row['accelerator']}{stack} {row['precision']} "
             f"{_layout(row)} zero={row['zero_stage']} mb={row['micro_batch_size']} "
             f"recompute={row['recompute']}: {row['tokens_per_s']:,.0f} tokens/s, MFU "
             f"{row['mfu']:.1%}, {_usd(row['usd_per_1m_tokens'])} per 1M tokens"
         )
         lines += [f"       {why}" for why in r["why"]]
-    header = ["accelerator", "precision", "recompute", "gpus", "tp", "pp", "dp", "cp", "ep"]
+    named = ("accelerator", "stack") if several else ("accelerator",)
+    header = [*named, "precision", "recompute", "gpus", "tp", "pp", "dp", "cp", "ep"]
     header += ["vp", "zero", "mb", "GiB", "step s", "tokens/s", "MFU", "$/1M tok"]
     rows = [
         [
-            *(str(row[k]) for k in ("accelerator", "precision", "recompute", "num_gpus")),
+            *(str(row[k]) for k in (*named, "precision", "recompute", "num_gpus")),
             *(str(row[k]) for k in ("tp", "pp", "dp", "cp", "ep", "vp", "zero_stage")),
             str(row["micro_batch_size"]),
             _gib(row["memory_bytes"]),

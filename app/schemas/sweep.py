@@ -65,6 +65,7 @@ NameList = Names | Annotated[list[Names], Field(min_length=1, max_length=MAX_AXI
 Zeros = ZeroStage | Annotated[list[ZeroStage], Field(min_length=1, max_length=4)]
 MicroBatches = MicroBatch | Annotated[list[MicroBatch], Field(min_length=1, max_length=MAX_AXIS)]
 Recomputes = Recompute | Annotated[list[Recompute], Field(min_length=1, max_length=4)]
+Stacks = Stack | Annotated[list[Stack], Field(min_length=1, max_length=4)]
 Page = Annotated[int, Field(ge=1, le=1_000_000)]
 PageSize = Annotated[int, Field(ge=1, le=1000)]
 ACCELERATORS = form("Accelerators", "Space", choices="accelerators")
@@ -133,10 +134,12 @@ class TrainingSweepRequest(FineTuneFields, OffloadFields, MoEFields):
     )
     optimizer: Optimizer = "adamw"
     flash_attention: bool = True
-    stack: Stack = Field(
+    stack: Stacks = Field(
         "megatron-core",
-        description="Software stack profile every layout is timed under (as the estimate's)",
-        json_schema_extra=form("Software stack", "Workload"),
+        description="Software stack profile every layout is timed under (as the estimate's), or"
+        " a list of them: the sweep then compares each layout under each (an axis, the rows'"
+        " stack)",
+        json_schema_extra=form("Software stack", "Space"),
     )
     ep_comm_overlap: bool = Field(
         False,
@@ -213,6 +216,7 @@ class TrainingSweepRow(BaseModel):
     """One evaluated layout; ``*_s`` step terms sum to ``step_s``."""
 
     accelerator: str
+    stack: str = Field(description="The software stack profile the layout is timed under")
     precision: str
     recompute: str
     num_gpus: int
@@ -285,6 +289,11 @@ class TrainingSweepOut(BaseModel):
     objective: Literal["cost", "time"]
     counts: SweepCounts
     min_headroom: float = Field(description="The headroom a feasible layout leaves (a share)")
+    stacks: list[str] = Field(
+        description="The software stack profiles compared (one unless the request lists"
+        " several); with several, the recommendations add the best layout of each stack the"
+        " first ones leave out"
+    )
     rows_kind: Literal["feasible", "evaluated"]
     total_rows: int
     page: int

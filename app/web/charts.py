@@ -452,10 +452,16 @@ ACCELERATOR_COLORS = (
 )  # fmt: skip
 
 
+# Marker symbols of the software stacks a sweep compares, in the order it lists them.
+STACK_SYMBOLS = ("circle", "square", "diamond", "triangle-up")
+
+
 def _sweep_labels(s: Any, index: np.ndarray) -> list[str]:
+    several = len(s.stacks) > 1
     return [
         f"{r['accelerator']} x {r['num_gpus']}: tp {r['tp']} pp {r['pp']} dp {r['dp']} "
         f"ep {r['ep']} ZeRO {r['zero']} mb {r['micro_batch']} {r['precision']} {r['recompute']}"
+        + (f" {r['stack']}" if several else "")
         for r in s.rows(index)
     ]
 
@@ -482,23 +488,26 @@ def sweep_scatter_figure(s: Any) -> Figure:
     y_title = "USD per 1M tokens" if priced else "step time (s)"
     feasible = _thin(s.feasible, s.pareto_cost if priced else s.pareto_memory, MAX_POINTS)
     data: list[dict[str, Any]] = []
+    several = len(s.stacks) > 1  # a trace per accelerator and stack, the stack as the symbol
     for a, name in enumerate(s.accelerators):
-        idx = feasible[c["accelerator"][feasible] == a]
-        idx = idx[np.isfinite(c[y_name][idx])]  # unpriced accelerators have no cost to plot
-        if not idx.size:
-            continue
-        data.append(
-            {
-                "type": "scatter",
-                "mode": "markers",
-                "name": name,
-                "x": c["tokens_per_s"][idx].tolist(),
-                "y": c[y_name][idx].tolist(),
-                "text": _sweep_labels(s, idx),
-                "hovertemplate": "%{text}<br>%{x:,.0f} tokens/s, %{y:.4g}<extra></extra>",
-                "marker": {"color": ACCELERATOR_COLORS[a % len(ACCELERATOR_COLORS)], "size": 6},
-            }
-        )
+        for k, stack in enumerate(s.stacks):
+            idx = feasible[(c["accelerator"][feasible] == a) & (c["stack"][feasible] == k)]
+            idx = idx[np.isfinite(c[y_name][idx])]  # unpriced accelerators have no cost to plot
+            if not idx.size:
+                continue
+            marker = {"color": ACCELERATOR_COLORS[a % len(ACCELERATOR_COLORS)], "size": 6}
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": "markers",
+                    "name": f"{name} · {stack}" if several else name,
+                    "x": c["tokens_per_s"][idx].tolist(),
+                    "y": c[y_name][idx].tolist(),
+                    "text": _sweep_labels(s, idx),
+                    "hovertemplate": "%{text}<br>%{x:,.0f} tokens/s, %{y:.4g}<extra></extra>",
+                    "marker": marker | {"symbol": STACK_SYMBOLS[k % len(STACK_SYMBOLS)]},
+                }
+            )
     oom = np.flatnonzero(~c["fits"].astype(bool))
     oom = _thin(oom, np.zeros(0, dtype=np.int64), MAX_POINTS // 3)
     if oom.size:

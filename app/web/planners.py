@@ -351,7 +351,8 @@ def _training_sweep_markdown(request: Request, out: Mapping[str, Any]) -> Respon
         {
             "layout": f"{r['num_gpus']} × {r['accelerator']}: tp {r['tp']} · pp {r['pp']} · dp"
             f" {r['dp']} · ep {r['ep']} · ZeRO {r['zero_stage']} · micro-batch"
-            f" {r['micro_batch_size']} · recompute {r['recompute']} · {r['precision']}",
+            f" {r['micro_batch_size']} · recompute {r['recompute']} · {r['precision']}"
+            + (f" · {r['stack']}" if len(out["stacks"]) > 1 else ""),
             "cells": [
                 fmt.num(r["tokens_per_s"]),
                 fmt.pct(r["mfu"]),
@@ -671,7 +672,7 @@ class _RowLink:
 _planner_url = _RowLink(
     "/training",
     "training",
-    "accelerator num_gpus tp pp cp ep vp zero_stage micro_batch_size recompute precision",
+    "accelerator stack num_gpus tp pp cp ep vp zero_stage micro_batch_size recompute precision",
     "seq_len global_batch_size tokens",
     global_batch_size=1024,
 )

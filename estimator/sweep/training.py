@@ -1,13 +1,13 @@
 """Training layout sweep: every valid layout of a search space, its memory, time and cost, the
 feasible set, Pareto fronts and explained recommendations.
 
-The space is the product of its axes (accelerator, precision, recompute policy, GPU count, TP,
-PP, CP, EP, virtual stages, ZeRO stage, micro-batch); data parallelism fills the rest of the GPU
-count. Its size is known before anything runs, and a space above ``max_layouts`` is refused
-with the count and the axes to narrow.
+The space is the product of its axes (accelerator, software stack profile, precision, recompute
+policy, GPU count, TP, PP, CP, EP, virtual stages, ZeRO stage, micro-batch); data parallelism
+fills the rest of the GPU count. Its size is known before anything runs, and a space above
+``max_layouts`` is refused with the count and the axes to narrow.
 
-Evaluation is in bulk: for each (accelerator, precision, recompute) the numeric axes become numpy
-arrays and go through the same functions a single estimate calls
+Evaluation is in bulk: for each (accelerator, stack, precision, recompute) the numeric axes
+become numpy arrays and go through the same functions a single estimate calls
 (``parallel.layout_violations``, ``memory.training_memory_terms``,
 ``timing.training_time_terms``), so each layout's numbers equal ``estimate_training``'s for
 that layout (a property test checks it). Layouts that break a framework rule or do not fit in
@@ -174,6 +174,7 @@ class TrainingSweep:
     workload: TrainingWorkload
     accelerators: tuple[str, ...]
     precisions: tuple[str, ...]
+    stacks: tuple[str, ...]  # the software stack profiles, in the order of the ``stack`` codes
     columns: dict[str, np.ndarray]
     size: int
     counts: dict[str, int]
@@ -195,11 +196,12 @@ class TrainingSweep:
         return self.rows([i])[0]
 
     def rows(self, indices: np.ndarray | list[int]) -> list[dict[str, Any]]:
-        """Layouts as dicts of plain Python values (names for the accelerator, precision and
-        recompute codes; None for a missing price or cost), one column at a time."""
+        """Layouts as dicts of plain Python values (names for the accelerator, stack,
+        precision and recompute codes; None for a missing price or cost), one column at a time."""
         index = np.asarray(indices, dtype=np.int64)
         names = {
             "accelerator": self.accelerators,
+            "stack": self.stacks,
             "precision": self.precisions,
             "recompute": RECOMPUTE_POLICIES,
             "pipeline_split": SPLITS,
@@ -298,9 +300,10 @@ def _check(model: ModelSpec, workload: TrainingWorkload, space: TrainingSearch) 
             raise SpecError(f"workload.prices.{acc}", "must be >= 0", p)
 
 
-def sweep_size(model: ModelSpec, space: TrainingSearch) -> int:
-    """Layouts a sweep enumerates (before any rule), known before it runs."""
-    size = len(space.accelerators) * len(space.precision) * len(space.recompute)
+def sweep_size(model: ModelSpec, space: TrainingSearch, stacks: int = 1) -> int:
+    """Layouts a sweep enumerates (before any rule) under ``stacks`` software stack profiles,
+    known before it runs."""
+    size = stacks * len(space.accelerators) * len(space.precision) * len(space.recompute)
     for values in _axes(model, space).values():
         size *= len(values)
     return size
@@ -487,6 +490,8 @@ def _evaluate(
         moe_imbalance=workload.moe_imbalance,
         moe_capacity_factor=workload.moe_capacity_factor,
         recompute_modules=workload.recompute_modules if recompute == "selective" else (),
+        # the stack's, as a single estimate takes it by default (FSDP2 frees them between steps)
+        gradients_per_step=stack_profile(options.stack).gradients_per_step,
     )
     mem = most_loaded_terms(model, p, setup, precision, acc.fp8_any_layout)
     t = training_time_terms(
@@ -544,12 +549,31 @@ def _evaluate(
 
 
 def _groups(
-    space: TrainingSearch, specs: tuple[Accelerator, ...]
-) -> Iterator[tuple[int, Accelerator, int, str, int, Recompute]]:
+    space: TrainingSearch, specs: tuple[Accelerator, ...], stacks: tuple[TimingOptions, ...]
+) -> Iterator[tuple[int, Accelerator, int, TimingOptions, int, str, int, Recompute]]:
     for ai, acc in enumerate(specs):
-        for pi, prec in enumerate(space.precision):
-            for rec in space.recompute:
-                yield ai, acc, pi, prec, RECOMPUTE_POLICIES.index(rec), rec  # type: ignore[misc]
+        for si, opts in enumerate(stacks):
+            for pi, prec in enumerate(space.precision):
+                for rec in space.recompute:
+                    ri = RECOMPUTE_POLICIES.index(rec)
+                    yield ai, acc, si, opts, pi, prec, ri, rec  # type: ignore[misc]
+
+
+def _stack_options(
+    options: TimingOptions | tuple[TimingOptions, ...] | None,
+) -> tuple[TimingOptions, ...]:
+    """The timing options of each software stack a sweep compares, checked: one stack each."""
+    if options is None:
+        return (TimingOptions(),)
+    stacks = options if isinstance(options, tuple) else (options,)
+    if not stacks:
+        raise SpecError("stack", "must list at least one software stack profile", ())
+    names = [o.stack for o in stacks]
+    if len(set(names)) < len(names):
+        raise SpecError("stack", "must list each software stack profile once", names)
+    for o in stacks:
+        check_ep_comm_overlap_stack(o)
+    return stacks
 
 
 def sweep_training(
@@ -557,7 +581,7 @@ def sweep_training(
     workload: TrainingWorkload,
     space: TrainingSearch | None = None,
     *,
-    options: TimingOptions | None = None,
+    options: TimingOptions | tuple[TimingOptions, ...] | None = None,
     max_layouts: int = DEFAULT_MAX_LAYOUTS,
     keep_rejected: bool = False,
     top_k: int = 5,
@@ -567,17 +591,19 @@ def sweep_training(
     """Evaluate every layout of ``space`` for ``workload``; see the module docstring.
 
     ``objective`` ranks the recommendations: ``"cost"`` (USD per token; the default when a price
-    is known) or ``"time"`` (tokens/s). ``progress(done, total)`` is called after each
-    (accelerator, precision, recompute) block.
+    is known) or ``"time"`` (tokens/s). ``options``: the timing options of one software stack
+    profile, or a tuple of several (one each), which the sweep compares as an axis.
+    ``progress(done, total)`` is called after each (accelerator, stack, precision, recompute)
+    block.
     """
     space = space or TrainingSearch()
-    options = options or TimingOptions()
-    check_ep_comm_overlap_stack(options)
+    stacks = _stack_options(options)
     _check(model, workload, space)
     axes = _axes(model, space)
-    size = sweep_size(model, space)
+    size = sweep_size(model, space, len(stacks))
     if size > max_layouts:
         widths = {k: len(v) for k, v in axes.items()} | {
+            "stack": len(stacks),
             "accelerators": len(space.accelerators),
             "recompute": len(space.recompute),
             "precision": len(space.precision),
@@ -589,11 +615,11 @@ def sweep_training(
     counts = {"enumerated": size, "invalid": 0, "evaluated": 0, "out_of_memory": 0}
     specs = tuple(map(accelerator_spec, space.accelerators))
     ids = tuple(a.id for a in specs)
-    groups = list(_groups(space, specs))
+    groups = list(_groups(space, specs, stacks))
     precisions = {name: get_precision(name) for name in space.precision}
     dp_all = grid["num_gpus"] // (grid["tp"] * grid["pp"] * grid["cp"])
     rule_cache: dict[int, tuple[list[Violation], np.ndarray]] = {}  # by GPUs per node
-    for done, (ai, acc, pi, prec_name, ri, rec) in enumerate(groups, 1):
+    for done, (ai, acc, si, opts, pi, prec_name, ri, rec) in enumerate(groups, 1):
         acc_id = acc.id
         node = space.gpus_per_node or max(acc.gpus_per_node, acc.scale_up_domain)
         if node not in rule_cache:
@@ -606,7 +632,12 @@ def sweep_training(
         ok = first_broken < 0
         counts["invalid"] += int((~ok).sum())
 
-        label = {"accelerator": acc_id, "precision": prec_name, "recompute": rec}
+        label = {
+            "accelerator": acc_id,
+            "stack": opts.stack,
+            "precision": prec_name,
+            "recompute": rec,
+        }
         if keep_rejected:
             for j in np.flatnonzero(~ok):
                 fld, _, rule, value = rules[first_broken[j]]
@@ -620,12 +651,13 @@ def sweep_training(
                 rec,
                 g,
                 workload,
-                options,
+                opts,
                 math.nan if usd is None else usd,
                 split,
             )
             cols |= {k: g[k] for k in AXES}
             cols["accelerator"] = np.full(g["tp"].shape, ai)
+            cols["stack"] = np.full(g["tp"].shape, si)
             cols["precision"] = np.full(g["tp"].shape, pi)
             cols["recompute"] = np.full(g["tp"].shape, ri)
             parts.append(cols)
@@ -660,11 +692,12 @@ def sweep_training(
     idx = np.flatnonzero(feasible)
     counts["feasible"] = int(idx.size)
     priced = idx[np.isfinite(columns["usd_per_1m_tokens"][idx])]
-    notes = [*model.notes, stack_profile(options.stack).note()]
-    if options.ep_comm_overlap:
+    notes = [*model.notes, *(stack_profile(o.stack).note() for o in stacks)]
+    if any(o.ep_comm_overlap for o in stacks):
+        where = " Megatron-Core" if len(stacks) > 1 else ""
         notes.append(
             "Expert all-to-all overlapped with another micro-batch's compute (Megatron-Core's"
-            " --overlap-moe-expert-parallel-comm) in the layouts that allow it: a virtual"
+            f" --overlap-moe-expert-parallel-comm) in the{where} layouts that allow it: a virtual"
             " pipeline with a pipeline, no full recomputation (an upper bound: the SMs the"
             " dispatcher's kernels share with the GEMMs are not charged)."
         )
@@ -684,6 +717,7 @@ def sweep_training(
         workload=workload,
         accelerators=ids,
         precisions=space.precision,
+        stacks=tuple(o.stack for o in stacks),
         columns=columns,
         size=size,
         counts=counts,
@@ -740,6 +774,7 @@ INT_COLUMNS = {
     "microbatches",
     *AXES,
     "accelerator",
+    "stack",
     "precision",
     "recompute",
     "pipeline_split",
@@ -751,13 +786,14 @@ def _empty(workload: TrainingWorkload) -> dict[str, np.ndarray]:
     names = [*COLUMNS, *(TOKEN_COLUMNS if workload.tokens is not None else ()), "headroom_bytes"]
     out = {k: np.zeros(0, dtype=np.int64 if k in INT_COLUMNS else float) for k in names}
     out["fits"] = np.zeros(0, dtype=bool)
-    for k in (*AXES, "accelerator", "precision", "recompute"):
+    for k in (*AXES, "accelerator", "stack", "precision", "recompute"):
         out[k] = np.zeros(0, dtype=np.int64)
     return out
 
 
 _SHAPE = (
     "accelerator",
+    "stack",
     "precision",
     "recompute",
     "tp",
@@ -794,7 +830,35 @@ def _recommend(sweep: TrainingSweep, candidates: np.ndarray, k: int) -> list[Rec
         )
         if len(out) == k:
             break
+    if len(sweep.stacks) > 1 and out:
+        out += _best_per_stack(sweep, candidates[order], fastest, out)
     return out
+
+
+def _best_per_stack(
+    sweep: TrainingSweep, ranked: np.ndarray, fastest: int, out: list[Recommendation]
+) -> list[Recommendation]:
+    """With several software stacks compared, the best layout of each stack the first
+    recommendations leave out (``ranked``: the candidates best first), with how far it is from
+    the best of all."""
+    c = sweep.columns
+    best = out[0].row
+    shown = {r.row["stack"] for r in out}
+    added: list[Recommendation] = []
+    for si, name in enumerate(sweep.stacks):
+        mine = ranked[c["stack"][ranked] == si]
+        if name in shown or not mine.size:
+            continue
+        i = int(mine[0])
+        r = sweep.row(i)
+        if sweep.objective == "cost":
+            gap = f"{r['usd_per_1m_tokens'] / best['usd_per_1m_tokens']:.2f}x the cost per token"
+        else:
+            gap = f"{r['tokens_per_s'] / best['tokens_per_s']:.0%} of the throughput"
+        rank = len(out) + len(added) + 1
+        first = f"the best layout under {name}: {gap} of the best of all ({best['stack']})"
+        added.append(Recommendation(rank, r, (first, *_why(sweep, i, fastest, rank))))
+    return added
 
 
 _SIMPLER = {"pp": 1, "tp": 1, "zero": 0, "recompute": 0, "micro_batch": 1}
@@ -811,10 +875,11 @@ def _why(sweep: TrainingSweep, i: int, fastest: int, rank: int) -> list[str]:
         lines.append("lowest cost per token" if sweep.objective == "cost" else "highest throughput")
     if sweep.objective == "cost" and i != fastest:
         f = sweep.row(fastest)
+        stack = f", {f['stack']}" if len(sweep.stacks) > 1 else ""
         lines.append(
             f"{r['tokens_per_s']:,.0f} tokens/s on {r['num_gpus']} GPUs; the fastest feasible "
-            f"layout ({f['accelerator']}, {f['num_gpus']} GPUs) reaches {f['tokens_per_s']:,.0f} "
-            f"at ${f['usd_per_1m_tokens']:.3f} per 1M tokens"
+            f"layout ({f['accelerator']}{stack}, {f['num_gpus']} GPUs) reaches "
+            f"{f['tokens_per_s']:,.0f} at ${f['usd_per_1m_tokens']:.3f} per 1M tokens"
         )
     lines.append(
         f"uses {r['memory_bytes'] / GIB:.1f} of {r['capacity_bytes'] / GIB:.0f} GiB per GPU "
@@ -826,7 +891,7 @@ def _why(sweep: TrainingSweep, i: int, fastest: int, rank: int) -> list[str]:
             continue
         # The same layout with this one axis at its simplest value (dp absorbs the GPU count).
         peer = np.ones(c["tp"].shape, dtype=bool)
-        for key in ("accelerator", "precision", "recompute", *AXES):
+        for key in ("accelerator", "stack", "precision", "recompute", *AXES):
             if key != axis:
                 peer &= c[key] == c[key][i]
         peer &= c[axis] == simple
