@@ -4,8 +4,11 @@ stack recommended, and the API, page and CLI saying which stack a row is."""
 
 from __future__ import annotations
 
+import html
 import random
+import re
 from dataclasses import replace
+from urllib.parse import parse_qsl, urlsplit
 
 import numpy as np
 import pytest
@@ -196,3 +199,53 @@ def test_cli_lists_the_stack_of_each_row(capsys: pytest.CaptureFixture[str]) -> 
     assert header[:3] == ["accelerator", "stack", "precision"]
     assert any("the best layout under fsdp2" in line for line in lines)
     assert any(line.split()[:2] == ["h100-sxm-80gb", "fsdp2"] for line in lines)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        # MoE: the dispatcher, the router's imbalance, recompute modules (selective rows only) and
+        # Megatron-Core's EP overlap (the rows that allow it only: PP without VP, full recompute)
+        {"model": "qwen3-30b-a3b", "num_gpus": "16", "tp": "1", "pp": "1,2", "vp": "1,2",
+         "recompute": "selective,full", "micro_batch_size": "1", "moe_dispatcher": "alltoall",
+         "ep_comm_overlap": "true", "moe_imbalance": "1.2", "recompute_modules": "core_attn,moe_act",
+         "global_batch_size": "256"},
+        # LoRA with the optimizer offloaded, under FSDP2 and Megatron-Core
+        {"model": "llama-3-8b", "num_gpus": "8", "tp": "1", "pp": "1", "finetune": "lora",
+         "lora_rank": "64", "stack": "fsdp2,megatron-core", "offload_optimizer": "true",
+         "micro_batch_size": "1,2", "global_batch_size": "64"},
+    ],
+)  # fmt: skip
+def test_a_row_opened_in_the_planner_is_the_plan_the_sweep_evaluated(
+    query: dict[str, str],
+) -> None:
+    """Every link from the sweep page to the training planner carries the row's layout and the
+    sweep's workload as the sweep applied it: the planner's answer equals the row."""
+    client = TestClient(app)
+    query = {"accelerator": "h100-sxm-80gb", "seq_len": "4096"} | query
+    page = client.get("/sweep", params=query | {"rows": "evaluated", "page_size": "100"})
+    assert page.status_code == 200
+    links = [html.unescape(h) for h in re.findall(r'href="(/training\?[^"]+)"', page.text)]
+    rows = client.get("/sweep", params=query | {"format": "json"}).json()["recommendations"]
+    assert len(links) >= 20 and rows
+    by_layout = {}
+    for r in client.get(
+        "/sweep", params=query | {"format": "json", "rows": "evaluated", "page_size": "1000"}
+    ).json()["rows"]:
+        by_layout[tuple(str(r[k]) for k in _ROW_KEYS)] = r
+    for link in links:
+        params = dict(parse_qsl(urlsplit(link).query))
+        for key in ("finetune", "moe_dispatcher", "moe_imbalance", "offload_optimizer"):
+            assert params.get(key) == query.get(key), key
+        row = by_layout[tuple(params.get(k, "1") for k in _ROW_KEYS)]
+        plan = client.get("/training", params=params | {"format": "json"})
+        assert plan.status_code == 200, (params, plan.text[:300])
+        answer = plan.json()
+        assert answer["time"]["step_s"] == pytest.approx(row["step_s"], rel=1e-12)
+        assert answer["memory_per_gpu"]["total_bytes"] == pytest.approx(
+            row["memory_bytes"], rel=1e-12
+        )
+
+
+_ROW_KEYS = ("stack", "num_gpus", "tp", "pp", "vp", "ep", "zero_stage", "micro_batch_size",
+             "recompute")  # fmt: skip

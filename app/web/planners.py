@@ -80,7 +80,7 @@ from app.web.forms import (
 from app.web.static import static_url
 from estimator import model_ids
 from estimator.errors import SpecError, UnknownIdError
-from estimator.timing.stacks import STACKS
+from estimator.timing.stacks import DEFAULT_STACK, STACKS
 
 __all__ = ["page_query", "router", "templates"]
 
@@ -635,14 +635,23 @@ def serving_page(request: Request) -> Response:
 
 class _RowLink:
     """The planner's address for one sweep row: the row's layout (``row_keys``, space-separated)
-    with the sweep's model and workload (``query_keys``, else ``defaults``); and the compare
+    with the sweep's model and workload (``query_keys``, else ``defaults``; ``applies(key, row)``
+    says whether a workload field applies to that row as the sweep applied it); and the compare
     page's address for several rows side by side."""
 
-    def __init__(self, path: str, kind: str, row_keys: str, query_keys: str, **defaults: Any):
-        self.path, self.kind = path, kind
+    def __init__(
+        self,
+        path: str,
+        kind: str,
+        row_keys: str,
+        query_keys: str | Sequence[str],
+        applies: Callable[[str, Mapping[str, Any]], bool] = lambda key, row: True,
+        **defaults: Any,
+    ):
+        self.path, self.kind, self.applies = path, kind, applies
         self.row_keys, self.query_keys, self.defaults = (
             row_keys.split(),
-            query_keys.split(),
+            query_keys.split() if isinstance(query_keys, str) else list(query_keys),
             defaults,
         )
 
@@ -651,7 +660,11 @@ class _RowLink:
             "model": query.get("model", ""),
             "config": query.get("config", ""),
             **{k: row[k] for k in self.row_keys},
-            **{k: query.get(k) or self.defaults.get(k, "") for k in self.query_keys},
+            **{
+                k: query.get(k) or self.defaults.get(k, "")
+                for k in self.query_keys
+                if self.applies(k, row)
+            },
         }
         return {k: v for k, v in params.items() if v not in ("", None)}
 
@@ -669,11 +682,43 @@ class _RowLink:
         return "/compare?" + urlencode(params)
 
 
+_TRAINING_ROW = (
+    "accelerator stack num_gpus tp pp cp ep vp zero_stage micro_batch_size recompute precision"
+)
+# The sweep's workload fields the training planner takes too (LoRA, offload, the MoE router and
+# dispatcher, ...): a row opened in the planner is the plan the sweep evaluated. ``dp`` is the
+# row's (the GPU count's rest), not the sweep's filter.
+_TRAINING_WORKLOAD = [
+    i.name
+    for i in SWEEP_INPUTS
+    if i.name in {t.name for t in TRAINING_INPUTS}
+    and i.name not in {*_TRAINING_ROW.split(), "model", "config", "dp"}
+]
+
+
+def _applies_to_row(key: str, row: Mapping[str, Any]) -> bool:
+    """Whether a sweep workload field applies to a row as the sweep applied it: the recompute
+    modules to its selective layouts, Megatron-Core's expert all-to-all overlap to its layouts
+    that allow it (``training_time_terms``: expert parallelism, a virtual pipeline with a
+    pipeline, no full recomputation), which a single plan elsewhere refuses."""
+    if key == "recompute_modules":
+        return bool(row["recompute"] == "selective")
+    if key == "ep_comm_overlap":
+        return bool(
+            row["stack"] == DEFAULT_STACK
+            and row["ep"] > 1
+            and (row["pp"] == 1 or row["vp"] > 1)
+            and row["recompute"] != "full"
+        )
+    return True
+
+
 _planner_url = _RowLink(
     "/training",
     "training",
-    "accelerator stack num_gpus tp pp cp ep vp zero_stage micro_batch_size recompute precision",
-    "seq_len global_batch_size tokens",
+    _TRAINING_ROW,
+    _TRAINING_WORKLOAD,
+    _applies_to_row,
     global_batch_size=1024,
 )
 _serving_planner_url = _RowLink(
@@ -681,7 +726,7 @@ _serving_planner_url = _RowLink(
     "serving",
     "accelerator precision tp pp dp ep concurrency",
     "input_len output_len dataset engine max_num_batched_tokens max_num_seqs ttft_target_s"
-    " tpot_target_s",
+    " tpot_target_s kv_cache_memory_fraction kv_block_size",
 )
 
 
