@@ -208,8 +208,8 @@ def test_cli_lists_the_stack_of_each_row(capsys: pytest.CaptureFixture[str]) -> 
         # Megatron-Core's EP overlap (the rows that allow it only: PP without VP, full recompute)
         {"model": "qwen3-30b-a3b", "num_gpus": "16", "tp": "1", "pp": "1,2", "vp": "1,2",
          "recompute": "selective,full", "micro_batch_size": "1", "moe_dispatcher": "alltoall",
-         "ep_comm_overlap": "true", "moe_imbalance": "1.2", "recompute_modules": "core_attn,moe_act",
-         "global_batch_size": "256"},
+         "ep_comm_overlap": "true", "moe_imbalance": "1.2",
+         "recompute_modules": "core_attn,moe_act", "global_batch_size": "256"},
         # LoRA with the optimizer offloaded, under FSDP2 and Megatron-Core
         {"model": "llama-3-8b", "num_gpus": "8", "tp": "1", "pp": "1", "finetune": "lora",
          "lora_rank": "64", "stack": "fsdp2,megatron-core", "offload_optimizer": "true",
