@@ -416,7 +416,9 @@ class InferenceEstimateOut(BaseModel):
     )
     max_concurrency: int
     best_concurrency: int | None = Field(
-        description="Highest-throughput concurrency that fits and meets the targets"
+        description="With targets: the most requests kept in flight whose steady state on the"
+        " engine meets TTFT p99 and TPOT (the serving sweep's choice); without: the"
+        " highest-throughput concurrency the KV cache holds"
     )
     latency: LatencyOut
     throughput: InferenceThroughputOut

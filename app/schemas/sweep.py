@@ -437,7 +437,10 @@ class ServingSweepRow(BaseModel):
     usd_per_1m_input_tokens: float | None = None
     replicas: int | None = None
     fleet_gpus: int | None = None
-    ttft_p99_s: float | None = Field(None, description="With request_rate: under that load")
+    ttft_p99_s: float | None = Field(
+        None,
+        description="Under the row's load: the request rate's, or its concurrency kept in flight",
+    )
     rate_per_replica: float | None = Field(
         None,
         description="With request_rate: the most requests/s a replica takes within the targets",

@@ -30,6 +30,7 @@ The per-layer step costs are in ``serving.steps``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -89,8 +90,10 @@ __all__ = [
     "InferenceEstimate",
     "PrefixCacheEffect",
     "SpeculationEffect",
+    "concurrency_within_targets",
     "estimate_inference",
     "estimate_load",
+    "meets_targets",
 ]
 
 DEFAULT_MAX_BATCH = 2048
@@ -451,6 +454,7 @@ def estimate_inference(
             )
         )  # fmt: skip
     load = None
+    best_concurrency = best.concurrency if best else None
     if engine is not None or request_rate is not None:
         preset = engine_preset(engine or "vllm")
         load = estimate_load(
@@ -473,6 +477,20 @@ def estimate_inference(
             share = request_rate / load.capacity_requests_per_s
             if share >= NEAR_CAPACITY:
                 notes.append(NEAR_CAPACITY_NOTE.format(share=share))
+        if ttft_target_s is not None or tpot_target_s is not None:
+            # the best concurrency on the same footing as the latencies answered: the most
+            # requests in flight whose steady state on this engine meets the targets
+            steady = replace(setup, num_prompts=None)
+
+            def in_flight(c: int) -> LoadPoint:
+                return estimate_load(
+                    model, accelerator, parallel, replace(steady, concurrency=c), precision,
+                    engine=preset, cluster=cluster, memory=memory,
+                )  # fmt: skip
+
+            best_concurrency = (
+                concurrency_within_targets(in_flight, cap, ttft_target_s, tpot_target_s) or None
+            )
     return InferenceEstimate(
         memory=memory,
         concurrency=conc,
@@ -486,7 +504,7 @@ def estimate_inference(
         num_gpus=gpus,
         max_concurrency=memory.max_concurrency,
         curve=tuple(curve),
-        best_concurrency=best.concurrency if best else None,
+        best_concurrency=best_concurrency,
         price_usd_per_gpu_hour=price_usd_per_gpu_hour,
         usd_per_1m_output_tokens=usd_out,
         usd_per_1m_input_tokens=usd_in,
@@ -785,3 +803,36 @@ def estimate_load(
         slo_attainment=attained,
         goodput_requests_per_s=None if attained is None else attained * run.requests_per_s,
     )
+
+
+def meets_targets(
+    point: LoadPoint, ttft_target_s: float | None, tpot_target_s: float | None
+) -> bool:
+    """Whether a steady state meets the latency targets as a serving SLO reads them: TTFT at its
+    99th percentile, TPOT (the same for every request in a steady state); an overloaded replica,
+    whose queue grows without end, meets none."""
+    if point.regime == "overloaded":
+        return False
+    return (ttft_target_s is None or point.ttft_p99_s <= ttft_target_s) and (
+        tpot_target_s is None or point.tpot_s <= tpot_target_s
+    )
+
+
+def concurrency_within_targets(
+    at: Callable[[int], LoadPoint],
+    cap: int,
+    ttft_target_s: float | None,
+    tpot_target_s: float | None,
+) -> int:
+    """The most requests kept in flight, 1 to ``cap``, whose closed-loop steady state
+    (``at(concurrency)``) meets the targets (``meets_targets``): bisection, the steady state's
+    latencies growing with the requests in flight; 0 where not even one request alone does."""
+    if not meets_targets(at(1), ttft_target_s, tpot_target_s):
+        return 0
+    lo, hi = 1, max(cap, 1)
+    if meets_targets(at(hi), ttft_target_s, tpot_target_s):
+        return hi
+    while hi - lo > 1:  # at(lo) meets them, at(hi) does not
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if meets_targets(at(mid), ttft_target_s, tpot_target_s) else (lo, mid)
+    return lo

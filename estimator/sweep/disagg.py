@@ -16,7 +16,7 @@ tokens/s per user of each).
   decode pools of the sweep's other accelerators in the same precision (the KV cache's
   format): each pool timed on its own accelerator, the KV cache over the scale-out network
   (pools on two kinds of GPU share no NVLink domain), each pool's GPUs at its own price.
-- **The aggregated fleet** is the serving sweep's own (``sweep.serving._rate_row``): each
+- **The aggregated fleet** is the serving sweep's own (``sweep.serving._at_rate``): each
   layout's highest rate per replica within both targets, as many replicas as the rate needs.
 - **The fronts**: per aggregated layout, ``estimate_load`` at fractions of its capacity; per
   disaggregated pair, each decoding level of its decode curve with the prefill pool the TTFT

@@ -1,8 +1,9 @@
 """Serving layout sweep: every replica layout of a space (accelerator x precision x TP x PP) at
-its best concurrency under the latency targets (``serving.estimate_inference``'s curve), its
-throughput, latencies, cost per 1M tokens and the replicas the traffic needs; layouts refused
-carry their reason. A serving space is small, so this loops over single estimates rather than
-evaluating arrays.
+its best concurrency under the latency targets (the most requests in flight whose steady state
+on the workload's engine meets them, ``serving.estimate.concurrency_within_targets``) or, with a
+fleet request rate, at the highest rate per replica that does; its throughput, latencies, cost
+per 1M tokens and the replicas the traffic needs; layouts refused carry their reason. A serving
+space is small, so this loops over single layouts' steady states rather than evaluating arrays.
 """
 
 from __future__ import annotations
@@ -17,7 +18,12 @@ from estimator.errors import SpecError
 from estimator.layout.parallel import Parallelism
 from estimator.memory.inference import InferenceMemory, InferenceSetup, inference_memory
 from estimator.serving.disagg import Overlap
-from estimator.serving.estimate import estimate_inference, estimate_load
+from estimator.serving.estimate import (
+    DEFAULT_MAX_BATCH,
+    concurrency_within_targets,
+    estimate_load,
+    meets_targets,
+)
 from estimator.serving.load import EnginePreset, LoadPoint, engine_preset
 from estimator.spec.accelerator import GIB, Accelerator
 from estimator.spec.lengths import LengthDistribution
@@ -143,12 +149,12 @@ def sweep_serving(
     max_layouts: int = 20_000,
     progress: Callable[[int, int], None] | None = None,
 ) -> ServingSweep:
-    """Every replica layout of ``space``: at its best concurrency under the targets (the
-    ``estimate_inference`` curve), its throughput, latencies, cost per 1M output tokens and the
-    replicas the traffic needs; refused layouts carry their reason. Sorted by cost per 1M output
-    tokens (unpriced last). A serving space is small (accelerators x tp x pp x precision), so
-    this loops over ``estimate_inference`` rather than evaluating arrays. ``progress(done,
-    total)`` is called after each layout."""
+    """Every replica layout of ``space``: at its best concurrency under the targets (the most
+    requests in flight whose steady state meets TTFT p99 and TPOT), its throughput, latencies,
+    cost per 1M output tokens and the replicas the traffic needs; refused layouts carry their
+    reason. Sorted by cost per 1M output tokens (unpriced last). A serving space is small
+    (accelerators x tp x pp x precision), so this loops over layouts (``estimate_load``) rather
+    than evaluating arrays. ``progress(done, total)`` is called after each layout."""
     space = space or ServingSearch()
     eps = 1 if space.ep is None else len(space.ep)
     widths = {
@@ -253,48 +259,84 @@ def _serving_row(
     }
     precision = get_precision(prec_name)
     usd = price_of(acc.id, workload.prices)
-    if workload.request_rate is not None:
-        return row | _rate_row(model, acc, layout, precision, usd, workload)
+    return row | _load_row(model, acc, layout, precision, usd, workload)
+
+
+def _load_row(
+    model: ModelSpec,
+    acc: Accelerator,
+    layout: Parallelism,
+    precision: Precision,
+    usd: float | None,
+    workload: ServingWorkload,
+) -> dict[str, Any]:
+    """A replica's steady state on the workload's engine (``estimate_load``, with the
+    deployment's limits): at the most requests in flight that meet the targets
+    (``_at_concurrency``) or, with a fleet request rate, at its share of the rate
+    (``_at_rate``); or why it has none."""
+    engine = workload.scheduler()
     try:
-        probe = estimate_inference(
-            model,
-            acc,
-            layout,
-            workload.setup(),
-            precision,
-            ttft_target_s=workload.ttft_target_s,
-            tpot_target_s=workload.tpot_target_s,
-        )
-        if probe.best_concurrency is None:
-            if probe.memory.max_concurrency < 1:
-                return row | _no_kv_cache(probe.memory)
-            reason = "no concurrency meets the TTFT/TPOT targets"
-            return row | {"ok": False, "field": "targets", "reason": reason}
-        best = estimate_inference(
-            model,
-            acc,
-            layout,
-            workload.setup(probe.best_concurrency),
-            precision,
-            price_usd_per_gpu_hour=usd,
-        )
+        memory = inference_memory(model, acc, layout, workload.setup(), precision)
+        if memory.max_concurrency < 1:
+            return _no_kv_cache(memory)
+
+        def at(concurrency: int = 1, rate: float | None = None) -> LoadPoint:
+            return estimate_load(
+                model, acc, layout, workload.setup(concurrency), precision, engine=engine,
+                request_rate=rate, memory=memory,
+            )  # fmt: skip
+
+        if workload.request_rate is not None:
+            return _at_rate(at, usd, workload, layout.num_gpus)
+        return _at_concurrency(at, memory, usd, workload, layout.num_gpus)
     except SpecError as exc:
-        return row | {"ok": False, "field": exc.field, "reason": str(exc)}
+        return {"ok": False, "field": exc.field, "reason": str(exc)}
+
+
+def _at_concurrency(
+    at: Callable[[int], LoadPoint],
+    memory: InferenceMemory,
+    usd: float | None,
+    workload: ServingWorkload,
+    gpus: int,
+) -> dict[str, Any]:
+    """The most requests a replica keeps in flight whose steady state meets the TTFT p99 and
+    TPOT targets (``concurrency_within_targets``; without targets, as many as its KV cache
+    holds), with that steady state's latencies and throughput: the footing the serving planner
+    answers on, not a lone request's TTFT beside a decode step without the prefills that share
+    it."""
+    cap = min(memory.max_concurrency, DEFAULT_MAX_BATCH)
+    best = concurrency_within_targets(at, cap, workload.ttft_target_s, workload.tpot_target_s)
+    if best < 1:
+        reason = "no concurrency meets the TTFT p99/TPOT targets in steady state"
+        return {"ok": False, "field": "targets", "reason": reason}
+    point = at(best)
     replicas = 1
     if workload.output_tokens_per_s is not None:
-        replicas = math.ceil(workload.output_tokens_per_s / best.output_tokens_per_s)
-    return row | {
+        replicas = math.ceil(workload.output_tokens_per_s / point.output_tokens_per_s)
+    per_1m = None
+    if usd is not None:  # all-in: the replica's GPU-hours over the output tokens it serves
+        per_1m = usd * gpus / SECONDS_PER_HOUR / point.output_tokens_per_s * 1e6
+    return _served(point, usd, per_1m, replicas, gpus) | {"concurrency": best}
+
+
+def _served(
+    point: LoadPoint, usd: float | None, per_1m: float | None, replicas: int, gpus: int
+) -> dict[str, Any]:
+    """A served row's figures from its steady state."""
+    return {
         "ok": True,
-        "concurrency": best.concurrency,
-        "ttft_s": best.ttft_s,
-        "tpot_s": best.tpot_s,
-        "output_tokens_per_s": best.output_tokens_per_s,
-        "output_tokens_per_s_per_gpu": best.output_tokens_per_s_per_gpu,
+        "concurrency": round(point.running),
+        "ttft_s": point.ttft_s,
+        "ttft_p99_s": point.ttft_p99_s,
+        "tpot_s": point.tpot_s,
+        "output_tokens_per_s": point.output_tokens_per_s,
+        "output_tokens_per_s_per_gpu": point.output_tokens_per_s / gpus,
         "usd_per_gpu_hour": usd,
-        "usd_per_1m_output_tokens": best.usd_per_1m_output_tokens,
-        "usd_per_1m_input_tokens": best.usd_per_1m_input_tokens,
+        "usd_per_1m_output_tokens": per_1m,
+        "usd_per_1m_input_tokens": None,
         "replicas": replicas,
-        "fleet_gpus": replicas * layout.num_gpus,
+        "fleet_gpus": replicas * gpus,
     }
 
 
@@ -310,12 +352,6 @@ def _no_kv_cache(memory: InferenceMemory) -> dict[str, Any]:
 RATE_STEPS = 10  # bisection steps on the rate per replica: within 0.1% of the capacity
 
 
-def _meets(point: LoadPoint, ttft: float | None, tpot: float | None) -> bool:
-    if point.regime == "overloaded":
-        return False
-    return (ttft is None or point.ttft_p99_s <= ttft) and (tpot is None or point.tpot_s <= tpot)
-
-
 def rate_within_targets(
     at: Callable[[float], LoadPoint],
     ttft_target_s: float | None,
@@ -328,39 +364,21 @@ def rate_within_targets(
     lo, hi = 0.0, at(1e-6).capacity_requests_per_s
     for _ in range(steps):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if _meets(at(mid), ttft_target_s, tpot_target_s) else (lo, mid)
+        lo, hi = (mid, hi) if meets_targets(at(mid), ttft_target_s, tpot_target_s) else (lo, mid)
     return lo
 
 
-def _rate_row(
-    model: ModelSpec,
-    acc: Accelerator,
-    layout: Parallelism,
-    precision: Precision,
-    usd: float | None,
-    workload: ServingWorkload,
+def _at_rate(
+    at: Callable[..., LoadPoint], usd: float | None, workload: ServingWorkload, gpus: int
 ) -> dict[str, Any]:
     """The highest Poisson rate per replica whose steady state meets the TTFT p99 and TPOT
     targets (bisection below the replica's capacity), the replicas the fleet's rate needs and
     the all-in cost per 1M output tokens at that rate."""
     total = workload.request_rate
     assert total is not None
-    setup = workload.setup()
-    engine = workload.scheduler()
-    try:
-        memory = inference_memory(model, acc, layout, setup, precision)
-        if memory.max_concurrency < 1:
-            return _no_kv_cache(memory)
-
-        def at(rate: float) -> LoadPoint:
-            return estimate_load(
-                model, acc, layout, setup, precision, engine=engine,
-                request_rate=rate, memory=memory,
-            )  # fmt: skip
-
-        lo = rate_within_targets(at, workload.ttft_target_s, workload.tpot_target_s)
-    except SpecError as exc:
-        return {"ok": False, "field": exc.field, "reason": str(exc)}
+    lo = rate_within_targets(
+        lambda rate: at(rate=rate), workload.ttft_target_s, workload.tpot_target_s
+    )
     if lo <= 0:
         return {
             "ok": False,
@@ -368,24 +386,11 @@ def _rate_row(
             "reason": "no load meets the TTFT p99/TPOT targets",
         }
     replicas = max(math.ceil(total / lo), 1)
-    point = at(total / replicas)  # each replica's share of the fleet's rate
-    gpus = layout.num_gpus
+    point = at(rate=total / replicas)  # each replica's share of the fleet's rate
     per_1m = None
     if usd is not None:  # all-in: the fleet's GPU-hours over the output tokens it serves
         per_1m = usd * gpus * replicas / SECONDS_PER_HOUR / (total * workload.mean_output) * 1e6
-    return {
-        "ok": True,
-        "concurrency": round(point.running),
-        "ttft_s": point.ttft_s,
-        "ttft_p99_s": point.ttft_p99_s,
-        "tpot_s": point.tpot_s,
+    return _served(point, usd, per_1m, replicas, gpus) | {
         "rate_per_replica": lo,
-        "output_tokens_per_s": point.output_tokens_per_s,
-        "output_tokens_per_s_per_gpu": point.output_tokens_per_s / gpus,
-        "usd_per_gpu_hour": usd,
-        "usd_per_1m_output_tokens": per_1m,
-        "usd_per_1m_input_tokens": None,
-        "replicas": replicas,
-        "fleet_gpus": replicas * gpus,
         "headroom": lo * replicas / total - 1,
     }
