@@ -105,3 +105,26 @@ def test_no_targets_keep_as_many_as_the_kv_cache_holds_and_unreachable_ones_refu
     strict = sweep_serving(MODEL, ServingWorkload(2048, 256, tpot_target_s=1e-4), space).rows[0]
     assert not strict["ok"] and strict["field"] == "targets"
     assert "steady state" in strict["reason"]
+
+
+def test_a_row_at_a_fleet_rate_opens_at_its_replicas_share_of_it() -> None:
+    """A sweep at a request rate plans each replica at its share of the fleet's rate (an open
+    loop): its link opens the planner at that rate, which answers the row's steady state."""
+    client = TestClient(app)
+    query = {"mode": "serving", "model": "llama-3-8b", "accelerator": "h100-sxm-80gb",
+             "tp": "1,2", "pp": "1", "precision": PREC, "input_len": "2048",
+             "output_len": "256", "tpot_target_s": str(TPOT), "ttft_target_s": str(TTFT),
+             "request_rate": "40"}  # fmt: skip
+    page = client.get("/sweep", params=query).text
+    links = {html.unescape(h) for h in re.findall(r'href="(/serving\?[^"]+)"', page)}
+    rows = client.get("/sweep", params=query | {"format": "json"}).json()["rows"]
+    by_tp = {r["tp"]: r for r in rows if r["ok"]}
+    assert len(links) >= 2 and len(by_tp) == 2
+    for link in links:
+        params = dict(parse_qsl(urlsplit(link).query))
+        row = by_tp[int(params["tp"])]
+        assert "concurrency" not in params
+        assert float(params["request_rate"]) == pytest.approx(40 / row["replicas"])
+        answer = client.get("/serving", params=params | {"format": "json"}).json()
+        assert answer["latency"]["tpot_s"] == pytest.approx(row["tpot_s"], rel=1e-9)
+        assert answer["latency"]["ttft_p99_s"] == pytest.approx(row["ttft_p99_s"], rel=1e-9)

@@ -633,11 +633,16 @@ def serving_page(request: Request) -> Response:
     )
 
 
+# A row link's adjustment: the planner's fields for one row as the sweep evaluated it, from the
+# row, the sweep's query and the fields gathered so far (None drops a field).
+Adjust = Callable[[Mapping[str, Any], Mapping[str, str], dict[str, Any]], dict[str, Any]]
+
+
 class _RowLink:
     """The planner's address for one sweep row: the row's layout (``row_keys``, space-separated)
-    with the sweep's model and workload (``query_keys``, else ``defaults``; ``applies(key, row)``
-    says whether a workload field applies to that row as the sweep applied it); and the compare
-    page's address for several rows side by side."""
+    with the sweep's model and workload (``query_keys``, else ``defaults``), then ``adjust``
+    (what the sweep applied to that row alone); and the compare page's address for several rows
+    side by side."""
 
     def __init__(
         self,
@@ -645,10 +650,10 @@ class _RowLink:
         kind: str,
         row_keys: str,
         query_keys: str | Sequence[str],
-        applies: Callable[[str, Mapping[str, Any]], bool] = lambda key, row: True,
+        adjust: Adjust = lambda row, query, params: params,
         **defaults: Any,
     ):
-        self.path, self.kind, self.applies = path, kind, applies
+        self.path, self.kind, self.adjust = path, kind, adjust
         self.row_keys, self.query_keys, self.defaults = (
             row_keys.split(),
             query_keys.split() if isinstance(query_keys, str) else list(query_keys),
@@ -660,12 +665,9 @@ class _RowLink:
             "model": query.get("model", ""),
             "config": query.get("config", ""),
             **{k: row[k] for k in self.row_keys},
-            **{
-                k: query.get(k) or self.defaults.get(k, "")
-                for k in self.query_keys
-                if self.applies(k, row)
-            },
+            **{k: query.get(k) or self.defaults.get(k, "") for k in self.query_keys},
         }
+        params = self.adjust(row, query, params)
         return {k: v for k, v in params.items() if v not in ("", None)}
 
     def __call__(self, row: Mapping[str, Any], query: Mapping[str, str]) -> str:
@@ -696,21 +698,40 @@ _TRAINING_WORKLOAD = [
 ]
 
 
-def _applies_to_row(key: str, row: Mapping[str, Any]) -> bool:
-    """Whether a sweep workload field applies to a row as the sweep applied it: the recompute
-    modules to its selective layouts, Megatron-Core's expert all-to-all overlap to its layouts
-    that allow it (``training_time_terms``: expert parallelism, a virtual pipeline with a
-    pipeline, no full recomputation), which a single plan elsewhere refuses."""
-    if key == "recompute_modules":
-        return bool(row["recompute"] == "selective")
-    if key == "ep_comm_overlap":
-        return bool(
-            row["stack"] == DEFAULT_STACK
-            and row["ep"] > 1
-            and (row["pp"] == 1 or row["vp"] > 1)
-            and row["recompute"] != "full"
-        )
-    return True
+def _training_row(
+    row: Mapping[str, Any], query: Mapping[str, str], params: dict[str, Any]
+) -> dict[str, Any]:
+    """The sweep's workload fields as the sweep applied them to a row: the recompute modules to
+    its selective layouts, Megatron-Core's expert all-to-all overlap to its layouts that allow
+    it (``training_time_terms``: expert parallelism, a virtual pipeline with a pipeline, no full
+    recomputation), which a single plan elsewhere refuses."""
+    overlap = (
+        row["stack"] == DEFAULT_STACK
+        and row["ep"] > 1
+        and (row["pp"] == 1 or row["vp"] > 1)
+        and row["recompute"] != "full"
+    )
+    return params | {
+        "recompute_modules": params.get("recompute_modules")
+        if row["recompute"] == "selective"
+        else None,
+        "ep_comm_overlap": params.get("ep_comm_overlap") if overlap else None,
+    }
+
+
+def _serving_row(
+    row: Mapping[str, Any], query: Mapping[str, str], params: dict[str, Any]
+) -> dict[str, Any]:
+    """A row of a sweep at a fleet request rate opens at its replica's share of that rate, the
+    open loop it was planned at (not the requests in flight that load keeps)."""
+    rate, replicas = query.get("request_rate"), row.get("replicas")
+    if not rate or not replicas:
+        return params
+    try:
+        share = float(rate) / replicas
+    except ValueError:
+        return params
+    return params | {"concurrency": None, "request_rate": share}
 
 
 _planner_url = _RowLink(
@@ -718,7 +739,7 @@ _planner_url = _RowLink(
     "training",
     _TRAINING_ROW,
     _TRAINING_WORKLOAD,
-    _applies_to_row,
+    _training_row,
     global_batch_size=1024,
 )
 _serving_planner_url = _RowLink(
@@ -727,6 +748,7 @@ _serving_planner_url = _RowLink(
     "accelerator precision tp pp dp ep concurrency",
     "input_len output_len dataset engine max_num_batched_tokens max_num_seqs ttft_target_s"
     " tpot_target_s kv_cache_memory_fraction kv_block_size",
+    _serving_row,
 )
 
 
