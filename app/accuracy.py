@@ -452,6 +452,21 @@ def plan_accuracy(
     }
 
 
+@lru_cache(maxsize=1024)
+def peak_memory_factors(
+    *, accelerator: str, generation: str, family: str, model_class: str, stack: str, gpus: int
+) -> tuple[float, float] | None:
+    """The likely range of a training plan's peak memory as factors of the planner's figure
+    (the ``peak_memory`` metric's range for a figure of 1), or None where no published
+    measurement of its stack near it gives one: what the training sweep judges each layout's
+    fit by, as a single plan's answer does."""
+    plan = Plan(accelerator, generation, family, model_class, stack, gpus)
+    metric = _metric("peak_memory", 1.0, plan)
+    if metric["range_low"] is None or metric["range_high"] is None:
+        return None
+    return metric["range_low"], metric["range_high"]
+
+
 def time_range(step_s: float, throughput: dict[str, Any]) -> tuple[float, float] | None:
     """The range of a time the planner derives from a throughput it predicts (a training step
     from tokens/s): measured time = predicted time x (1 + the throughput's error), the error

@@ -795,6 +795,16 @@ def _training_sweep(req: TrainingSweepRequest) -> TrainingSweep:
         TimingOptions.of_stack(s, ep_comm_overlap=overlap[s], moe_dispatcher=req.moe_dispatcher)
         for s in stacks
     )
+
+    def peak_range(acc: Accelerator, stack: str, gpus: int) -> tuple[float, float] | None:
+        """The likely range of a layout's peak, as a single plan's fit verdict takes it."""
+        from app.accuracy import peak_memory_factors
+
+        return peak_memory_factors(
+            accelerator=acc.id, generation=acc.generation, family=model.model_type,
+            model_class=model.model_class, stack=stack, gpus=gpus,
+        )  # fmt: skip
+
     try:
         return sweep_training(
             model,
@@ -805,6 +815,7 @@ def _training_sweep(req: TrainingSweepRequest) -> TrainingSweep:
             objective=req.objective,
             options=options,
             progress=_deadline(sweep_limit_s()),
+            peak_range=peak_range,
         )
     except SpecError as exc:
         exc.field = _request_field(exc.field)

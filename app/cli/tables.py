@@ -197,7 +197,8 @@ def training_sweep_text(out: Mapping[str, Any]) -> str:
     lines = [
         f"{out['model']}: {n['enumerated']:,} layouts, {n['invalid']:,} broke a rule, "
         f"{n['evaluated']:,} evaluated, {n['out_of_memory']:,} out of memory, "
-        f"{n['feasible']:,} feasible (objective: {out['objective']})",
+        + (f"{n['tight']:,} tight, " if n.get("tight") else "")
+        + f"{n['feasible']:,} feasible (objective: {out['objective']})",
     ]
     if out["recommendations"]:
         lines += ["", "recommended:"]

@@ -38,6 +38,7 @@ from app.schemas.training import (
     Tokens,
     ZeroStage,
 )
+from estimator.memory.verdict import FitVerdict
 from estimator.serving.disagg import Link, Overlap
 
 __all__ = [
@@ -233,6 +234,11 @@ class TrainingSweepRow(BaseModel):
     zero_stage: int
     micro_batch_size: int
     fits: bool
+    fit: FitVerdict = Field(
+        description="fits, tight or does_not_fit: the single plan's verdict"
+        " (memory_per_gpu.fit), the likely range of its peak deciding where measurements of"
+        " its stack give one"
+    )
     memory_bytes: float
     capacity_bytes: float
     headroom_bytes: float
@@ -275,12 +281,19 @@ class SweepCounts(BaseModel):
     invalid: int = Field(description="Broke a framework rule (divisibility, node size ...)")
     evaluated: int
     out_of_memory: int
+    tight: int = Field(
+        0,
+        description="Fit by the planner's figure, but the likely range of their peak (the"
+        " planner's error on published measurements of the stack near them) crosses the GPU's"
+        " memory: the single plan's verdict 'tight'",
+    )
     under_headroom: int = Field(description="Fit, but leave less free memory than min_headroom")
     past_deadline: int = Field(description="Fit with headroom, but miss the deadline")
     over_budget: int = Field(description="Fit with headroom and meet the deadline, over budget")
     feasible: int = Field(
         description="Fit with the headroom, and meet the deadline and budget when given;"
-        " evaluated = out_of_memory + under_headroom + past_deadline + over_budget + feasible"
+        " evaluated = out_of_memory + tight + under_headroom + past_deadline + over_budget +"
+        " feasible"
     )
 
 

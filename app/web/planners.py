@@ -343,7 +343,8 @@ def _training_sweep_markdown(request: Request, out: Mapping[str, Any]) -> Respon
     c = out["counts"]
     counts = (
         f"{c['enumerated']:,} layouts enumerated: {c['invalid']:,} break a framework rule,"
-        f" {c['out_of_memory']:,} do not fit, {c['under_headroom']:,} leave less than"
+        f" {c['out_of_memory']:,} do not fit, {c['tight']:,} are tight (their likely peak"
+        f" crosses the memory), {c['under_headroom']:,} leave less than"
         f" {out['min_headroom']:.0%} free, {c['past_deadline']:,} miss the deadline,"
         f" {c['over_budget']:,} are over budget, {c['feasible']:,} feasible."
     )

@@ -21,11 +21,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 from estimator.spec.accelerator import GIB
+from estimator.xp import Num, logical_and, where
 
 if TYPE_CHECKING:
     from estimator.memory.training import TrainingMemory
 
-__all__ = ["FIT_VERDICTS", "FitVerdict", "fit_verdict", "training_fit"]
+__all__ = ["FIT_VERDICTS", "FitVerdict", "fit_index", "fit_verdict", "training_fit"]
 
 FitVerdict = Literal["fits", "tight", "does_not_fit"]
 FIT_VERDICTS: tuple[FitVerdict, ...] = ("fits", "tight", "does_not_fit")
@@ -34,6 +35,22 @@ _LEAVE = (
     " Leave headroom (more recomputation, a higher ZeRO stage, a smaller micro-batch) or confirm"
     " with a short run."
 )
+
+
+def fit_index(
+    total: Num, capacity: Num, overheads: Num, likely: tuple[Num, Num] | None = None
+) -> Num:
+    """The verdict's index in ``FIT_VERDICTS`` for a peak of ``total`` (of which ``overheads``
+    are the named overheads) against ``capacity``, all in one unit; ``likely``: the peak's
+    likely range, where measurements give one. Plain numbers for one plan, arrays for a sweep's
+    layouts (one rule for both)."""
+    if likely is None:
+        fits, out = total <= capacity, total - overheads > capacity
+    else:
+        low, high = likely
+        fits = logical_and(high <= capacity, total <= capacity)
+        out = logical_and(low > capacity, total > capacity)
+    return where(fits, 0, where(out, 2, 1))
 
 
 def fit_verdict(
@@ -46,12 +63,13 @@ def fit_verdict(
     the named overheads) on a GPU of ``capacity_gib``; ``likely``: the peak's likely range,
     where measurements give one."""
     cap = f"{capacity_gib:.1f} GiB"
+    index = fit_index(total_gib, capacity_gib, overheads_gib, likely)
     if likely is not None:
         low, high = likely
         peak = f"likely {low:.1f} - {high:.1f} GiB (the planner's {total_gib:.1f} GiB)"
-        if high <= capacity_gib and total_gib <= capacity_gib:
+        if index == 0:
             return "fits", f"Fits even at the top of its likely peak, {peak}, of {cap}."
-        if low > capacity_gib and total_gib > capacity_gib:
+        if index == 2:
             return "does_not_fit", (
                 f"Does not fit even at the bottom of its likely peak, {peak}, of {cap}."
             )
@@ -64,9 +82,9 @@ def fit_verdict(
         "no published peak-memory measurements of this stack near the plan bound the estimate's"
         " error"
     )
-    if total_gib <= capacity_gib:
+    if index == 0:
         return "fits", f"Fits: {total_gib:.1f} GiB of {cap} per GPU ({unknown})."
-    if tensors > capacity_gib:
+    if index == 2:
         return "does_not_fit", (
             f"Does not fit: its tensors alone take {tensors:.1f} GiB of {cap} per GPU,"
             f" {total_gib:.1f} GiB with the overheads ({unknown})."

@@ -41,7 +41,8 @@ from estimator.memory.training import (
     check_seq_len,
     most_loaded_terms,
 )
-from estimator.offload import NO_OFFLOAD, Offload
+from estimator.memory.verdict import FIT_VERDICTS, fit_index
+from estimator.offload import NO_OFFLOAD, Offload, host_of
 from estimator.spec.accelerator import GIB, Accelerator
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import Precision, get_precision
@@ -205,6 +206,7 @@ class TrainingSweep:
             "precision": self.precisions,
             "recompute": RECOMPUTE_POLICIES,
             "pipeline_split": SPLITS,
+            "fit": FIT_VERDICTS,
         }
         cols: dict[str, list[Any]] = {
             name: [labels[code] for code in self.columns[name][index].tolist()]
@@ -457,9 +459,12 @@ def _evaluate(
     options: TimingOptions,
     usd_per_gpu_hour: float,
     split: PipelineSplit | None = None,
+    peak_range: PeakRange | None = None,
 ) -> dict[str, np.ndarray]:
     """Memory, time and cost of valid layouts ``g`` (arrays), by the single-estimate formulas;
-    with ``split``, layouts that share one uneven ``pp x vp`` (given as ints)."""
+    with ``split``, layouts that share one uneven ``pp x vp`` (given as ints). ``peak_range``:
+    the likely range of a layout's peak as factors of the planner's, by GPU count, where
+    published measurements give one (``sweep_training``)."""
     tp, pp, cp, ep, vp, zero, mb, n = (
         g[k] for k in ("tp", "pp", "cp", "ep", "vp", "zero", "micro_batch", "num_gpus")
     )
@@ -545,7 +550,50 @@ def _evaluate(
         }
     out["headroom_bytes"] = out["capacity_bytes"] - out["memory_bytes"]
     out["fits"] = out["memory_bytes"] <= out["capacity_bytes"]
+    out["fit"] = _fit_codes(mem, out["capacity_bytes"], n, acc, workload, options, peak_range)
+    if workload.offload.any:  # what it offloads must fit its host's memory too, as a plan's
+        out["fits"] &= out["fit"] < 2
     return out
+
+
+# The likely range of a layout's peak memory as factors of the planner's (low, high), for an
+# accelerator, a software stack and a GPU count; None where no measurement bounds it.
+PeakRange = Callable[[Accelerator, str, int], tuple[float, float] | None]
+
+
+def _fit_codes(
+    mem: Mapping[str, Any],
+    capacity: np.ndarray,
+    gpus: np.ndarray,
+    acc: Accelerator,
+    workload: TrainingWorkload,
+    options: TimingOptions,
+    peak_range: PeakRange | None,
+) -> np.ndarray:
+    """Each layout's fit verdict (an index in ``FIT_VERDICTS``) by the single plan's rule
+    (``verdict.fit_index``, ``verdict.training_fit``): the likely range of its peak decides
+    where measurements give one at its GPU count, the named overheads elsewhere; what it
+    offloads overflowing its host's memory does not fit."""
+    total = np.broadcast_to(mem["total_bytes"], capacity.shape).astype(float)
+    overheads = mem["cuda_context_bytes"] + mem["comm_buffers_bytes"] + mem["fragmentation_bytes"]
+    codes = np.asarray(fit_index(total, capacity, overheads), dtype=np.int64)
+    if peak_range is not None:
+        for count in np.unique(gpus).tolist():
+            factors = peak_range(acc, options.stack, int(count))
+            if factors is None:
+                continue
+            rows = gpus == count
+            low, high = factors
+            codes[rows] = fit_index(
+                total[rows], capacity[rows], 0.0, (total[rows] * low, total[rows] * high)
+            )
+    if workload.offload.any:
+        host = host_of(acc.id, workload.offload).memory_bytes
+        held = (
+            mem["host_optimizer_bytes"] + mem["host_weights_bytes"] + mem["host_activations_bytes"]
+        )
+        codes = np.where(held > host, 2, codes)
+    return codes
 
 
 def _groups(
@@ -587,6 +635,7 @@ def sweep_training(
     top_k: int = 5,
     objective: Objective | None = None,
     progress: Callable[[int, int], None] | None = None,
+    peak_range: PeakRange | None = None,
 ) -> TrainingSweep:
     """Evaluate every layout of ``space`` for ``workload``; see the module docstring.
 
@@ -594,7 +643,10 @@ def sweep_training(
     is known) or ``"time"`` (tokens/s). ``options``: the timing options of one software stack
     profile, or a tuple of several (one each), which the sweep compares as an axis.
     ``progress(done, total)`` is called after each (accelerator, stack, precision, recompute)
-    block.
+    block. ``peak_range(accelerator, stack, num_gpus)``: the likely range of a layout's peak
+    memory as factors of the planner's, where published measurements of the stack give one (the
+    service's accuracy model): each row's ``fit`` verdict is then the single plan's, and a
+    layout whose likely peak crosses its GPU's memory is counted ``tight``, not feasible.
     """
     space = space or TrainingSearch()
     stacks = _stack_options(options)
@@ -654,6 +706,7 @@ def sweep_training(
                 opts,
                 math.nan if usd is None else usd,
                 split,
+                peak_range,
             )
             cols |= {k: g[k] for k in AXES}
             cols["accelerator"] = np.full(g["tp"].shape, ai)
@@ -674,12 +727,14 @@ def sweep_training(
     else:
         columns = _empty(workload)
     # Each evaluated layout is counted once, under the first filter it fails, so that
-    # evaluated = out_of_memory + under_headroom + past_deadline + over_budget + feasible.
+    # evaluated = out_of_memory + tight + under_headroom + past_deadline + over_budget + feasible
+    # (tight: fits by the planner's figure, but its likely peak crosses the GPU's memory).
     fits = columns["fits"].astype(bool)
     counts["out_of_memory"] = int((~fits).sum())
     feasible = fits.copy()
     limit = columns["capacity_bytes"] * (1 - workload.min_headroom)
     for name, passes in (
+        ("tight", columns["fit"] == 0),
         ("under_headroom", columns["memory_bytes"] <= limit),
         ("past_deadline", None if workload.deadline_s is None else (
             columns["time_to_train_s"] <= workload.deadline_s)),
@@ -778,6 +833,7 @@ INT_COLUMNS = {
     "precision",
     "recompute",
     "pipeline_split",
+    "fit",
 }
 
 
@@ -786,7 +842,7 @@ def _empty(workload: TrainingWorkload) -> dict[str, np.ndarray]:
     names = [*COLUMNS, *(TOKEN_COLUMNS if workload.tokens is not None else ()), "headroom_bytes"]
     out = {k: np.zeros(0, dtype=np.int64 if k in INT_COLUMNS else float) for k in names}
     out["fits"] = np.zeros(0, dtype=bool)
-    for k in (*AXES, "accelerator", "stack", "precision", "recompute"):
+    for k in (*AXES, "accelerator", "stack", "precision", "recompute", "fit"):
         out[k] = np.zeros(0, dtype=np.int64)
     return out
 
