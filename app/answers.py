@@ -230,7 +230,9 @@ def inference_answer(req: InferenceRequest) -> dict[str, Any]:
 
 
 def with_fit_suggestions(req: TrainingRequest, out: dict[str, Any]) -> dict[str, Any]:
-    if not out["memory_per_gpu"]["fits"]:
+    """A plan whose verdict is not ``fits`` (it does not fit, or is tight) with the nearest
+    layouts that surely do."""
+    if out["memory_per_gpu"]["fit"] != "fits":
         out["fit_suggestions"] = fitting_alternatives(req)
     return out
 

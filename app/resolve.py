@@ -41,6 +41,7 @@ from estimator.layout.ranks import RankLayout, rank_layout
 from estimator.memory.timeline import Timeline, inference_timeline, training_timeline
 from estimator.memory.training import TrainingMemory
 from estimator.offload import Offload
+from estimator.spec.accelerator import GIB
 from estimator.spec.cluster import Cluster, cluster_of
 from estimator.timing.comms import CommPlan, communication_plan
 from estimator.timing.stacks import DEFAULT_STACK, STACKS
@@ -936,8 +937,26 @@ def _changed(req: TrainingRequest, changes: dict[str, Any]) -> TrainingRequest:
 FIT_SEARCH_S = 0.5
 
 
+def fits_surely(plan: TrainingPlan, e: TrainingEstimate) -> bool:
+    """Whether a plan's fit verdict is ``fits`` (``verdict.training_fit``): even at the top of
+    its likely peak where published measurements of its stack near it give one
+    (``accuracy.peak_memory_factors``), as its answer's ``memory_per_gpu.fit`` says."""
+    from app.accuracy import peak_memory_factors
+    from estimator.memory.verdict import training_fit
+
+    factors = peak_memory_factors(
+        accelerator=plan.accelerator.id, generation=plan.accelerator.generation,
+        family=plan.model.model_type, model_class=plan.model.model_class,
+        stack=plan.options.stack, gpus=e.num_gpus,
+    )  # fmt: skip
+    total = e.memory.total_bytes / GIB
+    likely = None if factors is None else (total * factors[0], total * factors[1])
+    return training_fit(e.memory, likely)[0] == "fits"
+
+
 def fitting_alternatives(req: TrainingRequest, limit: int = 3) -> list[dict[str, Any]]:
-    """The layouts nearest to a plan that does not fit which do: every single change of
+    """The layouts nearest to a plan that does not surely fit (its verdict is ``tight`` or
+    ``does_not_fit``) whose verdict is ``fits`` (``fits_surely``): every single change of
     ``_FIT_STEPS`` first, then pairs of them if fewer than ``limit`` single changes fit; the
     fitting ones with the fewest changes, those on the plan's GPUs before those that add GPUs,
     then the most tokens/s per GPU. Each with its changes (page inputs), memory and speed. The
@@ -950,10 +969,10 @@ def fitting_alternatives(req: TrainingRequest, limit: int = 3) -> list[dict[str,
         if time.monotonic() > deadline:
             return
         try:
-            _, e = run_training(_changed(req, changes))
+            plan, e = run_training(_changed(req, changes))
         except (SpecError, ValidationError):
             return
-        if e.memory.fits:
+        if e.memory.fits and fits_surely(plan, e):
             rank = (len(changes), "num_gpus" in changes, -e.tokens_per_s_per_gpu)
             found.append((rank, changes, e))
 

@@ -106,3 +106,33 @@ def test_verdict_columns_are_in_the_csv(stack: str) -> None:
     assert "fit" in header
     values = {line.split(",")[header.index("fit")] for line in csv.splitlines()[1:]}
     assert values <= {"fits", "tight", "does_not_fit"} and "fits" in values
+
+
+def test_a_tight_plan_gets_the_nearest_layouts_that_surely_fit() -> None:
+    """A plan whose likely peak crosses its GPU's memory is offered the nearest layouts whose
+    own verdict is fits (not merely under the card by the planner's figure), page and API."""
+    client = TestClient(app)
+    req = {"model": "llama-3-8b", "accelerator": "h100-sxm-80gb", "num_gpus": 8,
+           "layout": {"tp": 1, "pp": 1, "zero_stage": 2}, "micro_batch_size": 2,
+           "global_batch_size": 1024, "recompute": "none", "stack": "fsdp2"}  # fmt: skip
+    answer = client.post(f"{API}/training/estimate", json=req).json()
+    assert answer["memory_per_gpu"]["fit"] == "tight" and answer["memory_per_gpu"]["fits"]
+    suggestions = answer["fit_suggestions"]
+    assert suggestions
+    for s in suggestions:
+        layout_keys = {"tp", "pp", "zero_stage"}
+        layout = req["layout"] | {k: v for k, v in s["changes"].items() if k in layout_keys}
+        rest = {k: v for k, v in s["changes"].items() if k not in layout_keys}
+        other = client.post(f"{API}/training/estimate", json=req | rest | {"layout": layout})
+        assert other.json()["memory_per_gpu"]["fit"] == "fits", s
+    query = {"model": "llama-3-8b", "accelerator": "h100-sxm-80gb", "num_gpus": "8", "tp": "1",
+             "pp": "1", "zero_stage": "2", "micro_batch_size": "2", "global_batch_size": "1024",
+             "recompute": "none", "stack": "fsdp2"}  # fmt: skip
+    page = client.get("/training", params=query).text
+    assert "Nearest layouts that fit within the estimate&#39;s error" in page or (
+        "Nearest layouts that fit within the estimate's error" in page
+    )
+    assert "if it fits: it may not" in page
+    # a plan that surely fits gets none
+    sure = client.post(f"{API}/training/estimate", json=req | {"micro_batch_size": 1}).json()
+    assert sure["memory_per_gpu"]["fit"] == "fits" and sure["fit_suggestions"] is None

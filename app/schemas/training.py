@@ -560,8 +560,8 @@ class TrainingEstimateOut(BaseModel):
     stack: StackOut
     accuracy: AccuracyOut
     fit_suggestions: list[FitSuggestionOut] | None = Field(
-        description="For a plan that does not fit: the nearest layouts that do (fewest changes"
-        " first, then fastest); null for a plan that fits"
+        description="For a plan that does not fit or is tight: the nearest layouts whose verdict"
+        " is fits (fewest changes first, then fastest); null for a plan that fits"
     )
     exact: bool = Field(
         description="Whether the model's architecture is read exactly (parameters, FLOPs and"
