@@ -81,6 +81,7 @@ from app.web.static import static_url
 from estimator import model_ids
 from estimator.errors import SpecError, UnknownIdError
 from estimator.timing.stacks import DEFAULT_STACK, STACKS
+from estimator.timing.training import ep_overlap_runs
 
 __all__ = ["page_query", "router", "templates"]
 
@@ -709,8 +710,7 @@ def _training_row(
     overlap = (
         row["stack"] == DEFAULT_STACK
         and row["ep"] > 1
-        and (row["pp"] == 1 or row["vp"] > 1)
-        and row["recompute"] != "full"
+        and ep_overlap_runs(row["pp"], row["vp"], row["recompute"])
     )
     return params | {
         "recompute_modules": params.get("recompute_modules")

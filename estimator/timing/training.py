@@ -120,6 +120,7 @@ __all__ = [
     "TimingOptions",
     "TrainingEstimate",
     "TrainingTime",
+    "ep_overlap_runs",
     "estimate_training",
     "gemm_coefficients",
     "layer_time",
@@ -963,10 +964,8 @@ def training_time_terms(
         behind = worst["forward"] + worst["backward"] + worst["recompute"]
         merged = unpaired * per_mb + (m - unpaired) * maximum(per_mb - behind, 0.0)
         # A sweep's layouts take it where Megatron-Core allows it (``check_ep_comm_overlap``
-        # refuses a single plan that does not): a virtual pipeline when there is a pipeline,
-        # no full recomputation (without EP there is nothing to overlap).
-        allowed = (setup.recompute != "full") & ((p.pp == 1) | (p.vp > 1))
-        ep_comm = where(allowed, merged, ep_comm)
+        # refuses a single plan that does not; without EP there is nothing to overlap).
+        ep_comm = where(ep_overlap_runs(p.pp, p.vp, setup.recompute), merged, ep_comm)
     out = {
         "compute": compute,
         "bubble": bubble,
@@ -1008,6 +1007,13 @@ def _dense_collective(
     rs = collective_time(acc, prof, rules.dp_sync_collective(True), payload, size, stride, domain)
     ar = collective_time(acc, prof, rules.dp_sync_collective(False), payload, size, stride, domain)
     return where(sharded, rs, ar)
+
+
+def ep_overlap_runs(pp: Num, vp: Num, recompute: str) -> Num:
+    """Whether Megatron-Core runs its EP all-to-all overlap in a layout (its
+    ``TransformerConfig`` checks, ``check_ep_comm_overlap``): a virtual pipeline when there is a
+    pipeline, no full recomputation. Plain values or a sweep's arrays."""
+    return (recompute != "full") & ((pp == 1) | (vp > 1))
 
 
 def check_ep_comm_overlap_stack(options: TimingOptions) -> None:
