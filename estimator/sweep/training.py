@@ -87,6 +87,10 @@ DEFAULT_ACCELERATORS = (
 DEFAULT_MAX_LAYOUTS = 2_000_000
 RECOMPUTE: tuple[Recompute, ...] = ("none", "selective", "full")
 AXES = ("num_gpus", "tp", "pp", "cp", "ep", "vp", "zero", "micro_batch")
+# The dtype of a sweep's code columns (accelerator, stack, precision, recompute, pipeline split,
+# fit verdict: an index into a short list of names): two bytes each, the columns of a million
+# layouts concatenated in a few milliseconds.
+CODE = np.int16
 
 Objective = Literal["cost", "time"]
 
@@ -540,7 +544,7 @@ def _evaluate(
         "hfu": rates.hfu,
         "usd_per_gpu_hour": np.full(tp.shape, usd_per_gpu_hour),
         "usd_per_1m_tokens": rates.usd_per_1m_tokens,
-        "pipeline_split": np.full(tp.shape, SPLITS.index(split.rule) if split else 1),
+        "pipeline_split": np.full(tp.shape, SPLITS.index(split.rule) if split else 1, CODE),
     }
     if workload.tokens is not None:
         out |= {
@@ -576,7 +580,7 @@ def _fit_codes(
     offloads overflowing its host's memory does not fit."""
     total = np.broadcast_to(mem["total_bytes"], capacity.shape).astype(float)
     overheads = mem["cuda_context_bytes"] + mem["comm_buffers_bytes"] + mem["fragmentation_bytes"]
-    codes = np.asarray(fit_index(total, capacity, overheads), dtype=np.int64)
+    codes = np.asarray(fit_index(total, capacity, overheads), dtype=CODE)
     if peak_range is not None:
         for count in np.unique(gpus).tolist():
             factors = peak_range(acc, options.stack, int(count))
@@ -592,7 +596,7 @@ def _fit_codes(
         held = (
             mem["host_optimizer_bytes"] + mem["host_weights_bytes"] + mem["host_activations_bytes"]
         )
-        codes = np.where(held > host, 2, codes)
+        codes = np.where(held > host, 2, codes).astype(CODE)
     return codes
 
 
@@ -709,10 +713,13 @@ def sweep_training(
                 peak_range,
             )
             cols |= {k: g[k] for k in AXES}
-            cols["accelerator"] = np.full(g["tp"].shape, ai)
-            cols["stack"] = np.full(g["tp"].shape, si)
-            cols["precision"] = np.full(g["tp"].shape, pi)
-            cols["recompute"] = np.full(g["tp"].shape, ri)
+            for name, code in (
+                ("accelerator", ai),
+                ("stack", si),
+                ("precision", pi),
+                ("recompute", ri),
+            ):
+                cols[name] = np.full(g["tp"].shape, code, CODE)
             parts.append(cols)
             counts["evaluated"] += int(g["tp"].size)
             if keep_rejected:
