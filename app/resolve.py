@@ -769,6 +769,9 @@ def _training_sweep(req: TrainingSweepRequest) -> TrainingSweep:
         micro_batch=_axis(req.micro_batch_size, d.micro_batch),
         precision=_axis(req.precision, d.precision),
         gpus_per_node=req.gpus_per_node,
+        scale_up_domain=req.scale_up_domain,
+        scale_out_gbit_per_s=req.scale_out_gbit_per_s,
+        oversubscription=req.oversubscription,
     )
     workload = TrainingWorkload(
         seq_len=req.seq_len,

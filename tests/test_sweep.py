@@ -322,3 +322,31 @@ def test_serving_sweep_tries_expert_parallel_degrees() -> None:
     # a degree the layout cannot take is a refused row with the estimator's reason
     odd = sweep_serving(moe, work, replace(space, ep=(3,)))
     assert not odd.rows[0]["ok"] and odd.rows[0]["field"] == "layout.ep"
+
+
+def test_the_network_stated_times_every_layout_as_a_plan_on_that_cluster() -> None:
+    """Issue 21, item 2 in the sweep: the scale-up domain, scale-out bandwidth and
+    oversubscription a sweep states time each layout as a single plan on that cluster does."""
+    from estimator.spec.cluster import cluster_of
+
+    model = get_model("llama-3-70b")
+    space = TrainingSearch(
+        accelerators=("h100-sxm-80gb",), num_gpus=(64, 128), tp=(2, 8), pp=(1, 2), zero=(1, 3),
+        scale_out_gbit_per_s=100.0, oversubscription=2.0,
+    )  # fmt: skip
+    slow = sweep_training(model, WORKLOAD, space)
+    fast = sweep_training(
+        model, WORKLOAD, replace(space, scale_out_gbit_per_s=None, oversubscription=1.0)
+    )
+    assert np.all(slow.column("step_s") >= fast.column("step_s"))
+    assert np.any(slow.column("step_s") > 1.2 * fast.column("step_s"))
+    cluster = cluster_of(
+        get_accelerator("h100-sxm-80gb"), scale_out_gbit_per_s=100.0, oversubscription=2.0
+    )
+    for i in random.Random(3).sample(range(len(slow)), 20):
+        r = slow.row(i)
+        e = _single("llama-3-70b", r, options=TimingOptions(cluster=cluster))
+        assert r["step_s"] == e.time.step_s  # type: ignore[attr-defined]
+    with pytest.raises(SpecError) as err:
+        sweep_training(model, WORKLOAD, replace(space, oversubscription=0.5))
+    assert err.value.field == "oversubscription"

@@ -214,6 +214,9 @@ def test_cli_lists_the_stack_of_each_row(capsys: pytest.CaptureFixture[str]) -> 
         {"model": "llama-3-8b", "num_gpus": "8", "tp": "1", "pp": "1", "finetune": "lora",
          "lora_rank": "64", "stack": "fsdp2,megatron-core", "offload_optimizer": "true",
          "micro_batch_size": "1,2", "global_batch_size": "64"},
+        # the network stated: a slower scale-out, oversubscribed, over two nodes
+        {"model": "llama-3-8b", "num_gpus": "16", "tp": "1,2", "pp": "1", "zero_stage": "1,3",
+         "scale_out_gbit_per_s": "100", "oversubscription": "2", "global_batch_size": "128"},
     ],
 )  # fmt: skip
 def test_a_row_opened_in_the_planner_is_the_plan_the_sweep_evaluated(
@@ -235,7 +238,8 @@ def test_a_row_opened_in_the_planner_is_the_plan_the_sweep_evaluated(
         by_layout[tuple(str(r[k]) for k in _ROW_KEYS)] = r
     for link in links:
         params = dict(parse_qsl(urlsplit(link).query))
-        for key in ("finetune", "moe_dispatcher", "moe_imbalance", "offload_optimizer"):
+        for key in ("finetune", "moe_dispatcher", "moe_imbalance", "offload_optimizer",
+                    "scale_out_gbit_per_s", "oversubscription"):  # fmt: skip
             assert params.get(key) == query.get(key), key
         row = by_layout[tuple(params.get(k, "1") for k in _ROW_KEYS)]
         plan = client.get("/training", params=params | {"format": "json"})

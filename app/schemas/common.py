@@ -38,6 +38,7 @@ __all__ = [
     "LayoutSize",
     "MoEDispatcher",
     "ModelRef",
+    "NetworkFields",
     "PastedConfig",
     "PrecisionRef",
     "Price",
@@ -273,15 +274,10 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 CLUSTER_FORM = form("GPUs per node", "Cluster", "the accelerator's")
 
 
-class ClusterFields(Request):
-    """The cluster a plan runs on, each field defaulting to the accelerator's catalog value
-    (``GET /api/v1/accelerators/{id}`` lists them with their sources)."""
+class NetworkFields(Request):
+    """The network a plan's collectives run over, each field defaulting to the accelerator's
+    catalog value (``GET /api/v1/accelerators/{id}`` lists them with their sources)."""
 
-    gpus_per_node: Annotated[int, Field(ge=1, le=1024)] | None = Field(
-        None,
-        description="GPUs per node (how ranks fill machines; 4 in a GB200 compute tray)",
-        json_schema_extra=CLUSTER_FORM,
-    )
     scale_up_domain: Annotated[int, Field(ge=1, le=65536)] | None = Field(
         None,
         description="GPUs joined by NVLink / xGMI / ICI (8 in an HGX node, 72 in a GB200 NVL72"
@@ -298,6 +294,17 @@ class ClusterFields(Request):
         1.0,
         description="The scale-out fabric's oversubscription (1: non-blocking; 2: 2:1)",
         json_schema_extra=form("Oversubscription", "Cluster", "1"),
+    )
+
+
+class ClusterFields(NetworkFields):
+    """The cluster a plan runs on: its nodes and its network, each field defaulting to the
+    accelerator's catalog value."""
+
+    gpus_per_node: Annotated[int, Field(ge=1, le=1024)] | None = Field(
+        None,
+        description="GPUs per node (how ranks fill machines; 4 in a GB200 compute tray)",
+        json_schema_extra=CLUSTER_FORM,
     )
 
 

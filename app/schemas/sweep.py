@@ -17,6 +17,7 @@ from app.schemas.common import (
     LayoutSize,
     ModelRef,
     MoEDispatcher,
+    NetworkFields,
     Price,
     Request,
     Stack,
@@ -96,7 +97,7 @@ class SweepLayout(Request):
     distributed_optimizer: bool = False
 
 
-class TrainingSweepRequest(FineTuneFields, OffloadFields, MoEFields):
+class TrainingSweepRequest(FineTuneFields, OffloadFields, MoEFields, NetworkFields):
     model: ModelRef = Field(json_schema_extra=MODEL_FORM)
     accelerator: NameList | None = Field(
         None, description="Default: ten data-centre GPUs", json_schema_extra=ACCELERATORS

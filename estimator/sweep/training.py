@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -44,6 +44,7 @@ from estimator.memory.training import (
 from estimator.memory.verdict import FIT_VERDICTS, fit_index
 from estimator.offload import NO_OFFLOAD, Offload, host_of
 from estimator.spec.accelerator import GIB, Accelerator
+from estimator.spec.cluster import cluster_of
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import Precision, get_precision
 from estimator.sweep.pareto import front
@@ -143,7 +144,9 @@ class TrainingSearch:
     parallelism the GPU count leaves to the listed values; ``zero`` 1 stands for
     ZeRO-1 and Megatron's distributed optimizer alike. TP stays inside a node
     (``gpus_per_node``, default each accelerator's, or its NVLink domain if larger).
-    ``accelerators`` are catalog ids or specs given as they are (a team's own hardware)."""
+    ``accelerators`` are catalog ids or specs given as they are (a team's own hardware).
+    ``scale_up_domain``, ``scale_out_gbit_per_s`` and ``oversubscription`` state the network
+    as a single plan's cluster does, for every accelerator (None: each one's catalog values)."""
 
     accelerators: tuple[str | Accelerator, ...] = DEFAULT_ACCELERATORS
     num_gpus: tuple[int, ...] = (8, 16, 32, 64, 128, 256, 512, 1024)
@@ -158,6 +161,11 @@ class TrainingSearch:
     micro_batch: tuple[int, ...] = (1, 2, 4, 8)
     precision: tuple[str, ...] = ("bf16",)
     gpus_per_node: int | None = None
+    # the network every accelerator's layouts are timed over, as a single plan's cluster
+    # (``spec.cluster.cluster_of``; None: the accelerator's catalog values)
+    scale_up_domain: int | None = None
+    scale_out_gbit_per_s: float | None = None
+    oversubscription: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -677,7 +685,13 @@ def sweep_training(
     rule_cache: dict[int, tuple[list[Violation], np.ndarray]] = {}  # by GPUs per node
     for done, (ai, acc, si, opts, pi, prec_name, ri, rec) in enumerate(groups, 1):
         acc_id = acc.id
-        node = space.gpus_per_node or max(acc.gpus_per_node, acc.scale_up_domain)
+        cluster = cluster_of(
+            acc, scale_up_domain=space.scale_up_domain,
+            scale_out_gbit_per_s=space.scale_out_gbit_per_s,
+            oversubscription=space.oversubscription,
+        )  # fmt: skip
+        opts = replace(opts, cluster=cluster)
+        node = space.gpus_per_node or max(acc.gpus_per_node, cluster.scale_up_domain)
         if node not in rule_cache:
             rules = _rules(model, grid, dp_all, workload, node, space.dp)
             first_broken = np.full(dp_all.shape, -1)
