@@ -886,6 +886,9 @@ def _serving_sweep(req: ServingSweepRequest) -> ServingSweep:
         disaggregated=req.disaggregated,
         kv_overlap=req.kv_overlap,
         mixed_pools=req.mixed_pools,
+        scale_up_domain=req.scale_up_domain,
+        scale_out_gbit_per_s=req.scale_out_gbit_per_s,
+        oversubscription=req.oversubscription,
     )
     if req.request_rate is not None and req.output_tokens_per_s is not None:
         raise SpecError(

@@ -128,3 +128,45 @@ def test_a_row_at_a_fleet_rate_opens_at_its_replicas_share_of_it() -> None:
         answer = client.get("/serving", params=params | {"format": "json"}).json()
         assert answer["latency"]["tpot_s"] == pytest.approx(row["tpot_s"], rel=1e-9)
         assert answer["latency"]["ttft_p99_s"] == pytest.approx(row["ttft_p99_s"], rel=1e-9)
+
+
+def test_the_network_stated_serves_every_layout_on_that_cluster() -> None:
+    """The serving sweep takes the cluster's network as a plan does (issue 21, item 2): a TP
+    group wider than the stated scale-up domain reduces over the stated scale-out network, and
+    each row is the steady state on that cluster, which its planner link keeps."""
+    from estimator.spec.cluster import cluster_of
+
+    space = ServingSearch(accelerators=("h100-sxm-80gb",), tp=(4, 8), pp=(1,), precision=(PREC,))
+    net = {"scale_up_domain": 4, "scale_out_gbit_per_s": 100.0}
+    plain = {
+        r["tp"]: r
+        for r in sweep_serving(MODEL, ServingWorkload(2048, 256, tpot_target_s=TPOT), space).rows
+    }
+    stated = ServingWorkload(2048, 256, tpot_target_s=TPOT, **net)
+    split = {r["tp"]: r for r in sweep_serving(MODEL, stated, space).rows}
+    assert split[4]["output_tokens_per_s"] == plain[4]["output_tokens_per_s"]  # inside a domain
+    assert split[8]["output_tokens_per_s"] < 0.8 * plain[8]["output_tokens_per_s"]
+    cluster = cluster_of(ACC, **net)
+    setup = InferenceSetup(2048, 256, concurrency=split[8]["concurrency"])
+    point = estimate_load(
+        MODEL,
+        ACC,
+        Parallelism(tp=8),
+        setup,
+        get_precision(PREC),
+        engine=engine_preset("vllm"),
+        cluster=cluster,
+    )
+    assert split[8]["tpot_s"] == point.tpot_s
+    client = TestClient(app)
+    query = {"mode": "serving", "model": "llama-3-8b", "accelerator": "h100-sxm-80gb", "tp": "8",
+             "pp": "1", "precision": PREC, "input_len": "2048", "output_len": "256",
+             "tpot_target_s": str(TPOT), "scale_up_domain": "4",
+             "scale_out_gbit_per_s": "100"}  # fmt: skip
+    page = client.get("/sweep", params=query).text
+    row = client.get("/sweep", params=query | {"format": "json"}).json()["rows"][0]
+    for link in {html.unescape(h) for h in re.findall(r'href="(/serving\?[^"]+)"', page)}:
+        params = dict(parse_qsl(urlsplit(link).query))
+        assert params["scale_up_domain"] == "4" and params["scale_out_gbit_per_s"] == "100"
+        answer = client.get("/serving", params=params | {"format": "json"}).json()
+        assert answer["latency"]["tpot_s"] == pytest.approx(row["tpot_s"], rel=1e-12)

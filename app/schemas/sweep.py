@@ -350,7 +350,7 @@ class ServingSweepLayout(Request):
     )
 
 
-class ServingSweepRequest(EngineMemoryFields):
+class ServingSweepRequest(EngineMemoryFields, NetworkFields):
     model: ModelRef = Field(json_schema_extra=MODEL_FORM)
     accelerator: NameList | None = Field(
         None, description="Default: ten data-centre GPUs", json_schema_extra=ACCELERATORS

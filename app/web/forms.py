@@ -308,5 +308,8 @@ SERVING_SWEEP_INPUTS = inputs_of(
     "disaggregated",
     "kv_overlap",
     "mixed_pools",
+    "scale_up_domain",
+    "scale_out_gbit_per_s",
+    "oversubscription",
     "page",
 )

@@ -748,7 +748,8 @@ _serving_planner_url = _RowLink(
     "serving",
     "accelerator precision tp pp dp ep concurrency",
     "input_len output_len dataset engine max_num_batched_tokens max_num_seqs ttft_target_s"
-    " tpot_target_s kv_cache_memory_fraction kv_block_size",
+    " tpot_target_s kv_cache_memory_fraction kv_block_size scale_up_domain scale_out_gbit_per_s"
+    " oversubscription",
     _serving_row,
 )
 

@@ -57,7 +57,6 @@ from estimator.serving.disagg import (
 from estimator.serving.estimate import estimate_load
 from estimator.serving.load import EnginePreset, LoadPoint
 from estimator.spec.accelerator import Accelerator
-from estimator.spec.cluster import cluster_of
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import get_precision
 from estimator.sweep.pareto import front
@@ -122,7 +121,7 @@ def pools(
     tops = tuple(layouts)
     for acc, prec in groups:
         precision = get_precision(prec)
-        cluster = cluster_of(acc)
+        cluster = workload.cluster(acc)
         prefill, decode, refused = [], [], []
         for tp, pp in tops:
             layout = Parallelism(tp=tp, pp=pp, ep=tp if model.moe is not None else 1)
@@ -256,8 +255,8 @@ def _pair(
     and the transfer its fleet uses: over NVLink where both pools run on one accelerator and
     the fleet fits one scale-up domain, else over the scale-out network."""
     gp, gd = pools
-    cluster = cluster_of(gp.accelerator)
-    receiver = None if gd is gp else (gd.accelerator, cluster_of(gd.accelerator))
+    cluster = workload.cluster(gp.accelerator)
+    receiver = None if gd is gp else (gd.accelerator, workload.cluster(gd.accelerator))
 
     def over(link: Link) -> tuple[dict[str, Any] | str, float, KvTransfer]:
         kv = kv_transfer(

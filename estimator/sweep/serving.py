@@ -26,6 +26,7 @@ from estimator.serving.estimate import (
 )
 from estimator.serving.load import EnginePreset, LoadPoint, engine_preset
 from estimator.spec.accelerator import GIB, Accelerator
+from estimator.spec.cluster import Cluster, cluster_of
 from estimator.spec.lengths import LengthDistribution
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import Precision, get_precision
@@ -79,6 +80,10 @@ class ServingWorkload:
     max_seqs: int | None = None
     kv_fraction: float | None = None  # its KV cache's memory fraction and block size
     kv_block: int | None = None
+    # the network, as a single plan's cluster (None: each accelerator's catalog values)
+    scale_up_domain: int | None = None
+    scale_out_gbit_per_s: float | None = None
+    oversubscription: float = 1.0
 
     def setup(self, concurrency: int = 1) -> InferenceSetup:
         return InferenceSetup(
@@ -94,6 +99,13 @@ class ServingWorkload:
             kv_fraction=self.kv_fraction,
             kv_block_tokens=self.kv_block,
         )
+
+    def cluster(self, acc: Accelerator) -> Cluster:
+        """The cluster ``acc``'s replicas run on: the stated network over its catalog's."""
+        return cluster_of(
+            acc, scale_up_domain=self.scale_up_domain,
+            scale_out_gbit_per_s=self.scale_out_gbit_per_s, oversubscription=self.oversubscription,
+        )  # fmt: skip
 
     @property
     def mean_output(self) -> float:
@@ -192,6 +204,8 @@ def sweep_serving(
     workload.scheduler()  # a bad engine limit is refused before any layout
     rows = []
     specs = tuple(map(accelerator_spec, space.accelerators))
+    for acc in specs:  # a network no cluster has is refused before any layout
+        workload.cluster(acc)
     # Disaggregated: each layout also as a pool, with its pairs, and on the aggregated front.
     total = size * (4 if workload.disaggregated else 1)
     done = 0
@@ -280,10 +294,12 @@ def _load_row(
         if memory.max_concurrency < 1:
             return _no_kv_cache(memory)
 
+        cluster = workload.cluster(acc)
+
         def at(concurrency: int = 1, rate: float | None = None) -> LoadPoint:
             return estimate_load(
                 model, acc, layout, workload.setup(concurrency), precision, engine=engine,
-                request_rate=rate, memory=memory,
+                request_rate=rate, memory=memory, cluster=cluster,
             )  # fmt: skip
 
         if workload.request_rate is not None:
