@@ -13,6 +13,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from threading import BoundedSemaphore, Lock
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -800,15 +801,6 @@ def _training_sweep(req: TrainingSweepRequest) -> TrainingSweep:
         for s in stacks
     )
 
-    def peak_range(acc: Accelerator, stack: str, gpus: int) -> tuple[float, float] | None:
-        """The likely range of a layout's peak, as a single plan's fit verdict takes it."""
-        from app.accuracy import peak_memory_factors
-
-        return peak_memory_factors(
-            accelerator=acc.id, generation=acc.generation, family=model.model_type,
-            model_class=model.model_class, stack=stack, gpus=gpus,
-        )  # fmt: skip
-
     try:
         return sweep_training(
             model,
@@ -819,7 +811,7 @@ def _training_sweep(req: TrainingSweepRequest) -> TrainingSweep:
             objective=req.objective,
             options=options,
             progress=_deadline(sweep_limit_s()),
-            peak_range=peak_range,
+            peak_range=partial(peak_factors, model),
         )
     except SpecError as exc:
         exc.field = _request_field(exc.field)
@@ -943,18 +935,27 @@ def _changed(req: TrainingRequest, changes: dict[str, Any]) -> TrainingRequest:
 FIT_SEARCH_S = 0.5
 
 
+def peak_factors(
+    model: ModelSpec, acc: Accelerator, stack: str, gpus: int
+) -> tuple[float, float] | None:
+    """The likely range of a training plan's peak memory as factors of the planner's figure,
+    where published measurements of its stack near it give one (``accuracy.peak_memory_factors``,
+    the range a single plan's fit verdict takes): the sweep's and the fit suggestions' verdicts."""
+    from app.accuracy import peak_memory_factors
+
+    return peak_memory_factors(
+        accelerator=acc.id, generation=acc.generation, family=model.model_type,
+        model_class=model.model_class, stack=stack, gpus=gpus,
+    )  # fmt: skip
+
+
 def fits_surely(plan: TrainingPlan, e: TrainingEstimate) -> bool:
     """Whether a plan's fit verdict is ``fits`` (``verdict.training_fit``): even at the top of
-    its likely peak where published measurements of its stack near it give one
-    (``accuracy.peak_memory_factors``), as its answer's ``memory_per_gpu.fit`` says."""
-    from app.accuracy import peak_memory_factors
+    its likely peak where published measurements of its stack near it give one, as its
+    answer's ``memory_per_gpu.fit`` says."""
     from estimator.memory.verdict import training_fit
 
-    factors = peak_memory_factors(
-        accelerator=plan.accelerator.id, generation=plan.accelerator.generation,
-        family=plan.model.model_type, model_class=plan.model.model_class,
-        stack=plan.options.stack, gpus=e.num_gpus,
-    )  # fmt: skip
+    factors = peak_factors(plan.model, plan.accelerator, plan.options.stack, e.num_gpus)
     total = e.memory.total_bytes / GIB
     likely = None if factors is None else (total * factors[0], total * factors[1])
     return training_fit(e.memory, likely)[0] == "fits"
