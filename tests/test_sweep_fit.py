@@ -136,3 +136,29 @@ def test_a_tight_plan_gets_the_nearest_layouts_that_surely_fit() -> None:
     # a plan that surely fits gets none
     sure = client.post(f"{API}/training/estimate", json=req | {"micro_batch_size": 1}).json()
     assert sure["memory_per_gpu"]["fit"] == "fits" and sure["fit_suggestions"] is None
+
+
+def test_the_cli_lists_the_nearest_layouts_as_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    from app.cli.commands import main
+
+    args = ["train", "--model", "llama-3-8b", "--accelerator", "h100-sxm-80gb", "--gpus", "8",
+            "--tp", "1", "--pp", "1", "--zero", "2", "--micro-batch-size", "2",
+            "--global-batch-size", "1024", "--recompute", "none", "--stack", "fsdp2"]  # fmt: skip
+    assert main(args) in (0, None)
+    text = capsys.readouterr().out
+    assert "fits: TIGHT" in text
+    assert "nearest layouts that fit (the flags to change):" in text
+    suggested = [
+        line.split(":")[0].split() for line in text.splitlines() if line.startswith("  --")
+    ]
+    assert suggested and all(len(s) % 2 == 0 for s in suggested)  # flag, value pairs
+    # each suggestion, run with its flags, surely fits
+    for flags in suggested:
+        changed = list(args)
+        for name, value in zip(flags[::2], flags[1::2], strict=True):
+            if name in changed:
+                changed[changed.index(name) + 1] = value
+            else:
+                changed += [name, value]
+        assert main(changed) in (0, None)
+        assert "fits: yes" in capsys.readouterr().out, flags

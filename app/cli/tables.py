@@ -113,10 +113,27 @@ def training_text(out: Mapping[str, Any]) -> str:
             f"{c['tokens']:,.0f} tokens: {c['time_to_train_s'] / 86400:,.1f} days, "
             f"{_num(c['gpu_hours'])} GPU-hours, {_usd(c['usd'])}"
         )
+    if out.get("fit_suggestions"):  # a plan that does not surely fit: the nearest that do
+        flag = _training_flags()
+        lines += ["", "nearest layouts that fit (the flags to change):"]
+        lines += [
+            f"  {' '.join(f'{flag.get(k, k)} {v}' for k, v in s['changes'].items())}: "
+            f"{_gib(s['memory_bytes'])} of {_gib(s['capacity_bytes'])} GiB per GPU, "
+            f"{s['tokens_per_s']:,.0f} tokens/s, MFU {s['mfu']:.1%}"
+            for s in out["fit_suggestions"]
+        ]
     breakdown = t["breakdown"]
     lines += ["", *_terms("memory per GPU", "GiB", memory, m["total_bytes"])]
     lines += ["", *_terms("time per step", "ms", breakdown, t["step_s"])]
     return "\n".join(lines + _notes(out["notes"]))
+
+
+def _training_flags() -> dict[str, str]:
+    """The training command's flag of each request field, by the field's page name."""
+    from app.schemas.fields import leaves
+    from app.schemas.training import TrainingRequest
+
+    return {leaf.name: leaf.flag for leaf in leaves(TrainingRequest)}
 
 
 _MEMORY_TOTALS = {
