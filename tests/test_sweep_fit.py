@@ -162,3 +162,15 @@ def test_the_cli_lists_the_nearest_layouts_as_flags(capsys: pytest.CaptureFixtur
                 changed += [name, value]
         assert main(changed) in (0, None)
         assert "fits: yes" in capsys.readouterr().out, flags
+
+
+def test_tight_layouts_are_drawn_apart_on_the_scatter() -> None:
+    from app.web.charts import sweep_scatter_figure
+
+    model = get_model("llama-3-8b")
+    space = TrainingSearch(accelerators=("h100-sxm-80gb",), num_gpus=(8,), tp=(1,), pp=(1,))
+    ranged = sweep_training(
+        model, TrainingWorkload(4096, 64), space, peak_range=lambda acc, stack, gpus: (1.0, 1.2)
+    )
+    traces = {t["name"]: t for t in sweep_scatter_figure(ranged)["data"]}
+    assert len(traces["tight"]["x"]) == ranged.counts["tight"] > 0

@@ -528,6 +528,25 @@ def sweep_scatter_figure(s: Any) -> Figure:
                 "marker": {"color": "#C8C8C8", "size": 5},
             }
         )
+    tight = np.flatnonzero(c["fits"].astype(bool) & (c["fit"] == 1))
+    tight = _thin(tight, np.zeros(0, dtype=np.int64), MAX_POINTS // 3)
+    if tight.size:  # under the card by the planner's figure, its likely peak over it
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": "tight",
+                "x": c["tokens_per_s"][tight].tolist(),
+                "y": [None if np.isnan(v) else float(v) for v in c[y_name][tight]],
+                "text": [
+                    f"{label}<br>tight: {c['memory_bytes'][i] / GIB:.1f} of"
+                    f" {c['capacity_bytes'][i] / GIB:.1f} GiB, its likely peak over the memory"
+                    for label, i in zip(_sweep_labels(s, tight), tight, strict=True)
+                ],
+                "hovertemplate": "%{text}<extra></extra>",
+                "marker": {"color": "#E0A030", "size": 5, "symbol": "diamond-open"},
+            }
+        )
     front = s.pareto_cost if priced else s.pareto_memory
     if priced and front.size:
         order = front[np.argsort(c["tokens_per_s"][front])]
