@@ -38,6 +38,7 @@ def _single(
     r: dict[str, object],
     workload: TrainingWorkload = WORKLOAD,
     options: TimingOptions | None = None,
+    gradients_per_step: bool = False,
 ) -> object:
     tp = int(r["tp"])  # type: ignore[call-overload]
     pp, vp = int(r["pp"]), int(r["vp"])  # type: ignore[call-overload]
@@ -58,6 +59,7 @@ def _single(
         int(r["micro_batch"]),  # type: ignore[call-overload]
         workload.global_batch_size,
         r["recompute"],  # type: ignore[arg-type]
+        gradients_per_step=gradients_per_step,
     )
     return estimate_training(
         get_model(model_id),

@@ -16,11 +16,11 @@ from fastapi.testclient import TestClient
 
 from app.cli.commands import main as cli
 from app.main import app
-from estimator import Parallelism, SpecError, TrainingSetup, get_accelerator, get_model
-from estimator.spec.precision import get_precision
+from estimator import SpecError, get_model
 from estimator.sweep.training import TrainingSearch, TrainingWorkload, sweep_training
 from estimator.timing.stacks import STACKS
-from estimator.timing.training import BREAKDOWN, TimingOptions, estimate_training
+from estimator.timing.training import BREAKDOWN, TimingOptions
+from tests.test_sweep import _single as single_estimate
 
 API = "/api/v1"
 # 64 sequences: dp 8 at micro-batch 8 is a single micro-batch, where FSDP2's gradients freed
@@ -33,31 +33,9 @@ ALL = tuple(TimingOptions.of_stack(name) for name in STACKS)
 
 
 def _single(r: dict[str, object], grads_freed: bool) -> object:
-    model = get_model("llama-3-8b")
-    layout = Parallelism(
-        tp=int(r["tp"]),  # type: ignore[call-overload]
-        pp=int(r["pp"]),  # type: ignore[call-overload]
-        dp=int(r["dp"]),  # type: ignore[call-overload]
-        sequence_parallel=int(r["tp"]) > 1,  # type: ignore[call-overload]
-        zero_stage=int(r["zero"]),  # type: ignore[call-overload]
-    )
-    setup = TrainingSetup(
-        WORKLOAD.seq_len,
-        int(r["micro_batch"]),  # type: ignore[call-overload]
-        WORKLOAD.global_batch_size,
-        r["recompute"],  # type: ignore[arg-type]
-        gradients_per_step=grads_freed,
-    )
-    return estimate_training(
-        model,
-        get_accelerator(str(r["accelerator"])),
-        layout,
-        setup,
-        get_precision(str(r["precision"])),
-        tokens=WORKLOAD.tokens,
-        price_usd_per_gpu_hour=r["usd_per_gpu_hour"],  # type: ignore[arg-type]
-        options=TimingOptions.of_stack(str(r["stack"])),
-    )
+    """The single estimate of a row under its own stack's profile."""
+    options = TimingOptions.of_stack(str(r["stack"]))
+    return single_estimate("llama-3-8b", r, WORKLOAD, options, gradients_per_step=grads_freed)
 
 
 def test_each_row_is_the_single_estimate_under_its_stack() -> None:

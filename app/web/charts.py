@@ -508,43 +508,36 @@ def sweep_scatter_figure(s: Any) -> Figure:
                     "marker": marker | {"symbol": STACK_SYMBOLS[k % len(STACK_SYMBOLS)]},
                 }
             )
-    oom = np.flatnonzero(~c["fits"].astype(bool))
-    oom = _thin(oom, np.zeros(0, dtype=np.int64), MAX_POINTS // 3)
-    if oom.size:
-        y = c[y_name][oom]
+    fits = c["fits"].astype(bool)
+    # Layouts left out of the feasible set by their memory, each with what it holds on hover:
+    # those that do not fit, and those under the card whose likely peak is over it (tight).
+    for name, chosen, words, marker in (
+        ("does not fit", ~fits, "out of memory: needs {m} of {cap} GiB",
+         {"color": "#C8C8C8", "size": 5}),
+        ("tight", fits & (c["fit"] == 1), "tight: {m} of {cap} GiB, its likely peak over it",
+         {"color": "#E0A030", "size": 5, "symbol": "diamond-open"}),
+    ):  # fmt: skip
+        idx = _thin(np.flatnonzero(chosen), np.zeros(0, dtype=np.int64), MAX_POINTS // 3)
+        if not idx.size:
+            continue
+        text = [
+            label
+            + "<br>"
+            + words.format(
+                m=f"{c['memory_bytes'][i] / GIB:.1f}", cap=f"{c['capacity_bytes'][i] / GIB:.1f}"
+            )
+            for label, i in zip(_sweep_labels(s, idx), idx, strict=True)
+        ]
         data.append(
             {
                 "type": "scatter",
                 "mode": "markers",
-                "name": "does not fit",
-                "x": c["tokens_per_s"][oom].tolist(),
-                "y": [None if np.isnan(v) else float(v) for v in y],
-                "text": [
-                    f"{label}<br>out of memory: needs "
-                    f"{c['memory_bytes'][i] / GIB:.1f} of {c['capacity_bytes'][i] / GIB:.1f} GiB"
-                    for label, i in zip(_sweep_labels(s, oom), oom, strict=True)
-                ],
+                "name": name,
+                "x": c["tokens_per_s"][idx].tolist(),
+                "y": [None if np.isnan(v) else float(v) for v in c[y_name][idx]],
+                "text": text,
                 "hovertemplate": "%{text}<extra></extra>",
-                "marker": {"color": "#C8C8C8", "size": 5},
-            }
-        )
-    tight = np.flatnonzero(c["fits"].astype(bool) & (c["fit"] == 1))
-    tight = _thin(tight, np.zeros(0, dtype=np.int64), MAX_POINTS // 3)
-    if tight.size:  # under the card by the planner's figure, its likely peak over it
-        data.append(
-            {
-                "type": "scatter",
-                "mode": "markers",
-                "name": "tight",
-                "x": c["tokens_per_s"][tight].tolist(),
-                "y": [None if np.isnan(v) else float(v) for v in c[y_name][tight]],
-                "text": [
-                    f"{label}<br>tight: {c['memory_bytes'][i] / GIB:.1f} of"
-                    f" {c['capacity_bytes'][i] / GIB:.1f} GiB, its likely peak over the memory"
-                    for label, i in zip(_sweep_labels(s, tight), tight, strict=True)
-                ],
-                "hovertemplate": "%{text}<extra></extra>",
-                "marker": {"color": "#E0A030", "size": 5, "symbol": "diamond-open"},
+                "marker": marker,
             }
         )
     front = s.pareto_cost if priced else s.pareto_memory

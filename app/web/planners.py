@@ -726,13 +726,9 @@ def _serving_row(
     """A row of a sweep at a fleet request rate opens at its replica's share of that rate, the
     open loop it was planned at (not the requests in flight that load keeps)."""
     rate, replicas = query.get("request_rate"), row.get("replicas")
-    if not rate or not replicas:
+    if not rate or not replicas:  # the rate parsed: the sweep that made the row took it
         return params
-    try:
-        share = float(rate) / replicas
-    except ValueError:
-        return params
-    return params | {"concurrency": None, "request_rate": share}
+    return params | {"concurrency": None, "request_rate": float(rate) / replicas}
 
 
 _planner_url = _RowLink(

@@ -75,8 +75,10 @@ from estimator.xp import Num, ceil_div, maximum, minimum, where
 __all__ = [
     "CUDA_CONTEXT_BYTES",
     "FRAGMENTATION_FRACTION",
+    "HOST_TERMS",
     "NCCL_BUFFER_BYTES_PER_GROUP",
     "OPTIMIZERS",
+    "OVERHEAD_TERMS",
     "TrainingMemory",
     "TrainingSetup",
     "most_loaded_terms",
@@ -235,6 +237,13 @@ class TrainingSetup:
         return self.moe_imbalance if cap is None else min(self.moe_imbalance, cap)
 
 
+# The terms of a plan's memory that are estimates, not tensors (the CUDA context, NCCL buffers
+# and allocator fragmentation), and those CPU offload keeps on the host: read by a plan's
+# ``TrainingMemory`` and by the sweep's arrays of ``training_memory_terms``.
+OVERHEAD_TERMS = ("cuda_context_bytes", "comm_buffers_bytes", "fragmentation_bytes")
+HOST_TERMS = ("host_optimizer_bytes", "host_weights_bytes", "host_activations_bytes")
+
+
 @dataclass(frozen=True)
 class TrainingMemory:
     """Per-GPU training memory on the most-loaded GPU, in bytes, term by term. (Built with
@@ -283,13 +292,14 @@ class TrainingMemory:
 
     @property
     def overhead_bytes(self) -> float:
-        """The named overheads within ``total_bytes``: estimates, not tensors (the CUDA
-        context, NCCL buffers and allocator fragmentation)."""
-        return self.cuda_context_bytes + self.comm_buffers_bytes + self.fragmentation_bytes
+        """The named overheads within ``total_bytes``: estimates, not tensors
+        (``OVERHEAD_TERMS``)."""
+        return float(sum(getattr(self, k) for k in OVERHEAD_TERMS))
 
     @property
     def host_bytes(self) -> float:
-        return self.host_optimizer_bytes + self.host_weights_bytes + self.host_activations_bytes
+        """What CPU offload keeps on the host (``HOST_TERMS``)."""
+        return float(sum(getattr(self, k) for k in HOST_TERMS))
 
     @property
     def fits(self) -> bool:
@@ -1185,7 +1195,7 @@ _OVERHEAD_NOTE = (
 
 
 def _host_notes(best: StageTerms, host: Host) -> tuple[str, ...]:
-    need = float(best.host_optimizer_bytes + best.host_weights_bytes + best.host_activations_bytes)
+    need = float(sum(getattr(best, k) for k in HOST_TERMS))
     notes = [
         host.note(),
         f"Host memory for this GPU's offloaded state: {need / GIB:,.2f} GiB of"

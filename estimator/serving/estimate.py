@@ -489,7 +489,7 @@ def estimate_inference(
                 )  # fmt: skip
 
             best_concurrency = (
-                concurrency_within_targets(in_flight, cap, ttft_target_s, tpot_target_s) or None
+                concurrency_within_targets(in_flight, cap, ttft_target_s, tpot_target_s)[0] or None
             )
     return InferenceEstimate(
         memory=memory,
@@ -823,16 +823,23 @@ def concurrency_within_targets(
     cap: int,
     ttft_target_s: float | None,
     tpot_target_s: float | None,
-) -> int:
+) -> tuple[int, LoadPoint | None]:
     """The most requests kept in flight, 1 to ``cap``, whose closed-loop steady state
-    (``at(concurrency)``) meets the targets (``meets_targets``): bisection, the steady state's
-    latencies growing with the requests in flight; 0 where not even one request alone does."""
-    if not meets_targets(at(1), ttft_target_s, tpot_target_s):
-        return 0
+    (``at(concurrency)``) meets the targets (``meets_targets``), with that steady state:
+    bisection, the steady state's latencies growing with the requests in flight; (0, None)
+    where not even one request alone does."""
+    point = at(1)
+    if not meets_targets(point, ttft_target_s, tpot_target_s):
+        return 0, None
     lo, hi = 1, max(cap, 1)
-    if meets_targets(at(hi), ttft_target_s, tpot_target_s):
-        return hi
-    while hi - lo > 1:  # at(lo) meets them, at(hi) does not
+    top = at(hi)
+    if meets_targets(top, ttft_target_s, tpot_target_s):
+        return hi, top
+    while hi - lo > 1:  # at(lo) meets them (``point``), at(hi) does not
         mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if meets_targets(at(mid), ttft_target_s, tpot_target_s) else (lo, mid)
-    return lo
+        probe = at(mid)
+        if meets_targets(probe, ttft_target_s, tpot_target_s):
+            lo, point = mid, probe
+        else:
+            hi = mid
+    return lo, point

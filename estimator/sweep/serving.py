@@ -322,11 +322,12 @@ def _at_concurrency(
     answers on, not a lone request's TTFT beside a decode step without the prefills that share
     it."""
     cap = min(memory.max_concurrency, DEFAULT_MAX_BATCH)
-    best = concurrency_within_targets(at, cap, workload.ttft_target_s, workload.tpot_target_s)
-    if best < 1:
+    best, point = concurrency_within_targets(
+        at, cap, workload.ttft_target_s, workload.tpot_target_s
+    )
+    if point is None:
         reason = "no concurrency meets the TTFT p99/TPOT targets in steady state"
         return {"ok": False, "field": "targets", "reason": reason}
-    point = at(best)
     replicas = 1
     if workload.output_tokens_per_s is not None:
         replicas = math.ceil(workload.output_tokens_per_s / point.output_tokens_per_s)

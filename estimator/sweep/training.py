@@ -31,7 +31,9 @@ from estimator.layout.parallel import Parallelism, Violation, layout_violations
 from estimator.layout.pipeline import SPLITS, PipelineSplit, model_split
 from estimator.memo import per_model
 from estimator.memory.training import (
+    HOST_TERMS,
     OPTIMIZERS,
+    OVERHEAD_TERMS,
     RECOMPUTE_POLICIES,
     RECOMPUTE_RULE,
     TrainingSetup,
@@ -587,7 +589,7 @@ def _fit_codes(
     where measurements give one at its GPU count, the named overheads elsewhere; what it
     offloads overflowing its host's memory does not fit."""
     total = np.broadcast_to(mem["total_bytes"], capacity.shape).astype(float)
-    overheads = mem["cuda_context_bytes"] + mem["comm_buffers_bytes"] + mem["fragmentation_bytes"]
+    overheads = sum(mem[k] for k in OVERHEAD_TERMS)
     codes = np.asarray(fit_index(total, capacity, overheads), dtype=CODE)
     if peak_range is not None:
         for count in np.unique(gpus).tolist():
@@ -601,10 +603,7 @@ def _fit_codes(
             )
     if workload.offload.any:
         host = host_of(acc.id, workload.offload).memory_bytes
-        held = (
-            mem["host_optimizer_bytes"] + mem["host_weights_bytes"] + mem["host_activations_bytes"]
-        )
-        codes = np.where(held > host, 2, codes).astype(CODE)
+        codes = np.where(sum(mem[k] for k in HOST_TERMS) > host, 2, codes).astype(CODE)
     return codes
 
 
