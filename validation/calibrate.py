@@ -42,6 +42,7 @@ from estimator import get_accelerator
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "validation" / "data"
 TABLE = ROOT / "estimator" / "catalog" / "efficiency.json"
+LENT = DATA / "kernels" / "h100_lent.json"  # measured by this project (measure_kernels.py)
 
 SYSTEMS = {"h100_sxm": "h100-sxm-80gb", "a100_sxm": "a100-sxm-80gb"}
 DERIVED = {"b200_sxm": "b200"}  # profiles carried over from H100 by measured medians
@@ -53,22 +54,52 @@ def rows(name: str) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def _grid_fit(predict: Any, measured: np.ndarray, grids: list[np.ndarray]) -> tuple[float, ...]:
-    """Exhaustive search over the product of ``grids`` (broadcast), minimising the mean squared
-    log ratio; ``predict(*params)`` takes arrays shaped ``(g1, ..., gk, 1)``."""
+def _grid_fit(
+    predict: Any, measured: np.ndarray, grids: list[np.ndarray], weights: Any = None
+) -> tuple[float, ...]:
+    """Exhaustive search over the product of ``grids`` (broadcast), minimising the (weighted)
+    mean squared log ratio; ``predict(*params)`` takes arrays shaped ``(g1, ..., gk, 1)``."""
     k = len(grids)
-    shaped = [g.reshape([-1 if i == j else 1 for j in range(k)] + [1]) for i, g in enumerate(grids)]
-    t = predict(*shaped)
-    loss = np.mean(np.log(t / measured) ** 2, axis=-1)
+    rest = [
+        g.reshape([-1 if i == j else 1 for j in range(k - 1)] + [1])
+        for i, g in enumerate(grids[1:])
+    ]
+    # one value of the first parameter at a time: the whole product may not fit in memory
+    loss = np.stack(
+        [
+            np.average(np.log(predict(first, *rest) / measured) ** 2, axis=-1, weights=weights)
+            for first in grids[0]
+        ]
+    )
     idx = np.unravel_index(np.argmin(loss), loss.shape)
     return tuple(float(g[i]) for g, i in zip(grids, idx, strict=True))
 
 
-def fit_gemm(system: str) -> dict[str, float]:
+def gemm_shapes(system: str, lent: bool = True) -> tuple[np.ndarray, ...]:
+    """M, N, K, measured seconds and weight of each bf16 GEMM measured on ``system``: the
+    TensorRT-LLM table's, and on H100 also the GEMMs this project timed on a lent card (the
+    fine-grained MoE layers' and the mid-size grid, one GEMM each; ``h100_lent.json``). Each
+    source weighs the same in the fit, whatever its number of rows."""
+    trt = [r for r in rows("gemm.csv") if r["system"] == system and r["dtype"] == "bf16"]
+    shapes = [
+        (float(r["m"]), float(r["n"]), float(r["k"]), float(r["measured_ms"]), 0) for r in trt
+    ]
+    if system == "h100_sxm" and lent:
+        shapes += [
+            (r["m"], r["n"], r["k"], r["ms"] / r.get("count", 1), 1)
+            for r in json.loads(LENT.read_text(encoding="utf-8"))["rows"]
+            if r["op"] in ("gemm", "gemm_grid")
+        ]
+    m, n, k, ms, source = (np.array(c, dtype=float) for c in zip(*shapes, strict=True))
+    counts = np.bincount(source.astype(int))
+    return m, n, k, ms * 1e-3, 1 / counts[source.astype(int)]
+
+
+def fit_gemm(system: str, lent: bool = True) -> dict[str, float]:
+    """The GEMM constants on every bf16 table of ``system`` (``lent``: with the GEMMs timed on
+    the lent H100, where there are some; else aiconfigurator's table alone)."""
     acc = get_accelerator(SYSTEMS[system])
-    data = [r for r in rows("gemm.csv") if r["system"] == system and r["dtype"] == "bf16"]
-    m, n, k = (np.array([float(r[c]) for r in data]) for c in "mnk")
-    measured = np.array([float(r["measured_ms"]) for r in data]) * 1e-3
+    m, n, k, measured, weights = gemm_shapes(system, lent)
     flops = 2 * m * n * k
     moved = BF16 * (m * k + k * n + m * n)
     peak, hbm = acc.peak("bf16"), acc.hbm_bytes_per_s
@@ -86,6 +117,7 @@ def fit_gemm(system: str) -> dict[str, float]:
             np.linspace(0.5, 1.0, 51),
             np.linspace(0, 12e-6, 49),
         ],
+        weights,
     )
     return {
         "efficiency_max": round(e, 3),
@@ -126,6 +158,41 @@ def fit_prefill(system: str) -> dict[str, float]:
         "half_seq": round(half),
         "floor_us": round(floor * 1e6, 2),
     }
+
+
+HEAD_DIM_BACKENDS = {"fused": "cudnn", "flash2": "flash2"}  # the model's kernels: measured ones
+HEAD_DIM_SEQS = (4096, 8192)  # long enough that the kernel's ramp does not blur the head dim
+
+
+def fit_head_dims() -> dict[str, dict[str, list[float]]]:
+    """Attention time per FLOP at each measured head dim relative to 128 (the dim the prefill
+    tables and the curve fitted on them hold), forward and backward apart, per kernel family:
+    the median over ``HEAD_DIM_SEQS`` of the lent H100's 32-head causal timings. Small heads
+    reuse each K/V tile over fewer FLOPs; odd sizes run a padded kernel (80 costs what 96
+    does)."""
+    rows_ = json.loads(LENT.read_text(encoding="utf-8"))["rows"]
+    out: dict[str, dict[str, list[float]]] = {}
+    for kernel, backend in HEAD_DIM_BACKENDS.items():
+        timed = {
+            (r["head_dim"], r["seq"]): (r["fwd_ms"], r["fwd_bwd_ms"] - r["fwd_ms"], r["flops_fwd"])
+            for r in rows_
+            if r["op"] == "attention"
+            and r["backend"] == backend
+            and r["heads"] == 32
+            and r["batch"] == 1
+            and r["seq"] in HEAD_DIM_SEQS
+        }
+        dims = sorted({d for d, _ in timed})
+        factors: dict[str, list[float]] = {}
+        for d in dims:
+            per_seq = []
+            for s in HEAD_DIM_SEQS:
+                f, b, flops = timed[(d, s)]
+                f0, b0, flops0 = timed[(128, s)]
+                per_seq.append((f / flops / (f0 / flops0), b / flops / (b0 / flops0)))
+            factors[str(d)] = [round(float(np.median([p[i] for p in per_seq])), 3) for i in (0, 1)]
+        out[kernel] = factors
+    return out
 
 
 def fit_decode(system: str) -> dict[str, float]:
@@ -220,7 +287,9 @@ def _half_seq_for(ratio: float) -> float:
 
 def derive_b200(h100: dict[str, Any]) -> dict[str, Any]:
     """B200 constants: the fitted H100 ones times the B200 / H100 ratio of aiconfigurator's
-    medians (same harness, TensorRT-LLM 1.3.0rc20 kernels, NCCL 2.29.2) in the matching bin.
+    medians (same harness, TensorRT-LLM 1.3.0rc20 kernels, NCCL 2.29.2) in the matching bin;
+    for the GEMMs, the H100 fit on aiconfigurator's table alone (``gemm_aiconfigurator``): the
+    ratio is of that harness's medians, and the lent H100's timings are not in it.
     NCCL bandwidth compares bus bandwidth over each chip's NVLink bandwidth."""
     h, b = "h100_sxm", "b200_sxm"
 
@@ -228,7 +297,7 @@ def derive_b200(h100: dict[str, Any]) -> dict[str, Any]:
         return summary_p50(op, b, bin_name, column) / summary_p50(op, h, bin_name, column)
 
     g, a, d, up = (
-        h100["gemm"],
+        h100.get("gemm_aiconfigurator", h100["gemm"]),
         h100["attention_prefill"],
         h100["attention_decode"],
         h100["scale_up"],
@@ -302,6 +371,8 @@ def main() -> None:
     for system in SYSTEMS:
         prof = table["profiles"].setdefault(system, {})
         prof["gemm"] = fit_gemm(system)
+        if system == "h100_sxm":  # what the Blackwell derivation scales (derive_b200)
+            prof["gemm_aiconfigurator"] = fit_gemm(system, lent=False)
         prof["attention_prefill"] = fit_prefill(system)
         prof["attention_decode"] = fit_decode(system)
         prof["scale_up"] = fit_allreduce(system)
@@ -323,6 +394,7 @@ def main() -> None:
         "validation/calibrate.py derive_b200"
     )
     print("b200_sxm", json.dumps({k: b200[k] for k in ("gemm", "attention_prefill")}))
+    table["profiles"]["h100_sxm"]["attention_head_dim"]["time_per_flop"] = fit_head_dims()
     table["mamf_efficiency"] = {
         k: {d: round(v, 4) for d, v in sorted(x.items())}
         for k, x in sorted(mamf_efficiency().items())

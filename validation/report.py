@@ -35,13 +35,19 @@ from estimator.serving.estimate import DEFAULT_MAX_BATCH, estimate_inference
 from estimator.spec.cluster import cluster_of
 from estimator.spec.model import ModelSpec
 from estimator.timing.kernels import (
+    AttentionKernel,
     attention_decode_time,
     attention_prefill_time,
     collective_time,
     gemm_time,
     kernel_profile,
 )
-from estimator.timing.training import TimingOptions, TrainingEstimate, estimate_training
+from estimator.timing.training import (
+    FLASH_BACKWARD_FACTOR,
+    TimingOptions,
+    TrainingEstimate,
+    estimate_training,
+)
 
 if TYPE_CHECKING:
     from validation.memory import MemoryRow
@@ -132,6 +138,65 @@ def kernel_rows() -> list[Row]:
         )
         label = "all-reduce (nccl-tests)" if "nccl-tests" in r["impl"] else "all-reduce (vidur)"
         out.append(_kernel(label, r, acc.id, t, f"n{n} {r['message_bytes']}B"))
+    return out
+
+
+LENT = "validation/data/kernels/h100_lent.json"  # timed by this project (measure_kernels.py)
+
+
+def lent_kernel_rows() -> list[Row]:
+    """The kernels this project timed on a lent H100: the fine-grained MoE layers' GEMMs (per
+    local expert, the three shapes of each linear) and a grid of mid-size GEMMs in bf16 and
+    FP8, fused attention forward and forward + backward over head dims (the head-dim factors'
+    fit data)."""
+    acc = get_accelerator("h100-sxm-80gb")
+    prof = kernel_profile(acc.id)
+    out: list[Row] = []
+
+    def row(op: str, label: str, measured_ms: float, predicted_s: float) -> None:
+        out.append(
+            Row(
+                kind="kernel",
+                group=f"{op} (lent H100)",
+                accelerator=acc.id,
+                family=op,
+                id=f"{op} lent {label}",
+                measured=measured_ms,
+                predicted=float(predicted_s) * 1e3,
+                unit="ms",
+                source=LENT,
+            )
+        )
+
+    def gemm(m: float, k: float, n: float, fmt: str) -> float:
+        moved = (m * k + k * n) * (1 if fmt == "fp8" else 2) + 2 * m * n
+        return float(gemm_time(acc, prof, 2 * m * k * n, moved, fmt))
+
+    data = json.loads((ROOT / LENT).read_text(encoding="utf-8"))["rows"]
+    for r in data:
+        m, k, n = r.get("m", 0), r.get("k", 0), r.get("n", 0)
+        shape = f"{m}x{k}x{n}"
+        if r["op"] == "gemm":
+            label = f"{r['model']} {r['linear']} {r['phase']} {shape} x{r['count']}"
+            row("gemm, MoE layers", label, r["ms"], r["count"] * gemm(m, k, n, "bf16"))
+        elif r["op"] == "gemm_grid":
+            row("gemm, mid-size grid", shape, r["ms"], gemm(m, k, n, "bf16"))
+            if r.get("fp8_ms"):
+                row("gemm fp8, mid-size grid", shape, r["fp8_ms"], gemm(m, k, n, "fp8"))
+        elif r["op"] == "attention" and "error" not in r:
+            b, h, s, d = r["batch"], r["heads"], r["seq"], r["head_dim"]
+            label = f"{r['backend']} b{b} h{h} d{d} s{s}"
+            if r["backend"] == "unfused":
+                # a three-pass PyTorch path (scale, mask, softmax); the model's eager attention
+                # is Transformer Engine's, two passes: not the same implementation, not compared
+                continue
+            kernel: AttentionKernel = "fused" if r["backend"] == "cudnn" else "flash2"
+            moved = 2 * b * s * h * d * 4
+            t = attention_prefill_time(acc, prof, r["flops_fwd"], moved, s, "bf16", kernel, d)
+            fwd_dim, bwd_dim = prof.head_dim_time(kernel, d)
+            bwd = t * FLASH_BACKWARD_FACTOR / prof.attention_backward_ratio * bwd_dim / fwd_dim
+            row(f"attention {kernel}, fwd", label, r["fwd_ms"], t)
+            row(f"attention {kernel}, fwd+bwd", label, r["fwd_bwd_ms"], t + bwd)
     return out
 
 
@@ -357,7 +422,7 @@ def summarize(rows: Iterable[_Row], key: Callable[[_Row], str]) -> list[dict[str
 
 
 def build() -> dict[str, Any]:
-    kernels = kernel_rows()
+    kernels = kernel_rows() + lent_kernel_rows()
     training, t_skip = training_rows()
     serving, s_skip = serving_rows()
     everything = kernels + training + serving

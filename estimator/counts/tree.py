@@ -117,7 +117,9 @@ def _layer_node(
         core = ModuleNode("(attention core: QK^T, PV)", repeat=count)
         core.flops = count * float(core_flops)
         core.time_s = count * float(
-            attention_prefill_time(acc, prof, core_flops, core_bytes, keys, compute)
+            attention_prefill_time(
+                acc, prof, core_flops, core_bytes, keys, compute, head_dim=a.qk_head_dim
+            )
         )
         attn = groups.get("self_attn") or groups.get("attn") or groups.get("self_attention")
         (attn or node).add(core)

@@ -114,6 +114,24 @@ class KernelProfile:
     flash2_efficiency_max: float | None = None
     # Backward attention kernels reach this fraction of the forward's FLOP/s.
     attention_backward_ratio: float = 1.0
+    # Per attention kernel, (head dim, forward, backward time per FLOP relative to 128) as
+    # measured on this profile's silicon; none where unmeasured (the 128-dim curve then).
+    head_dims: tuple[tuple[str, tuple[tuple[int, float, float], ...]], ...] = ()
+
+    def head_dim_time(self, kernel: AttentionKernel, head_dim: int) -> tuple[float, float]:
+        """Forward and backward attention time per FLOP with ``head_dim``-dimension heads
+        relative to 128-dimension ones (the prefill curve's), where measured: a head dim
+        between two measured ones runs the larger one's kernel, padded (the larger one's time,
+        so its factor times ``larger / head_dim`` per FLOP); one above the largest takes the
+        largest's factors."""
+        for name, dims in self.head_dims:
+            if name != kernel:
+                continue
+            for d, fwd, bwd in dims:
+                if head_dim <= d:
+                    return fwd * d / head_dim, bwd * d / head_dim
+            return dims[-1][1], dims[-1][2]
+        return 1.0, 1.0
 
     def attention_efficiency(self, kernel: AttentionKernel) -> float:
         """Maximum fraction of the dense peak one attention kernel family reaches."""
@@ -166,6 +184,10 @@ def _profile(
         format_scale=tuple(sorted(f.get("format_scale", {}).items())),
         flash2_efficiency_max=None if flash2 is None else flash2["efficiency_max"],
         attention_backward_ratio=_table()["attention_backward"]["efficiency_ratio"],
+        head_dims=tuple(
+            (kernel, tuple(sorted((int(d), f, b) for d, (f, b) in dims.items())))
+            for kernel, dims in f.get("attention_head_dim", {}).get("time_per_flop", {}).items()
+        ),
     )
 
 
@@ -235,10 +257,12 @@ def attention_prefill_time(
     keys: Num,
     compute: str,
     kernel: AttentionKernel = "fused",
+    head_dim: int = 128,
 ) -> Num:
-    """Flash attention over sequences of ``keys`` keys: ``flops`` of causal work."""
+    """Flash attention over sequences of ``keys`` keys: ``flops`` of causal work, with
+    ``head_dim``-dimension heads (``KernelProfile.head_dim_time``)."""
     eff = prof.attention_efficiency(kernel) * keys / (keys + prof.attention_half_seq)
-    compute_s = flops / (acc.peak(compute) * eff)
+    compute_s = flops / (acc.peak(compute) * eff) * prof.head_dim_time(kernel, head_dim)[0]
     memory_s = bytes_moved / (acc.hbm_bytes_per_s * prof.memory_efficiency)
     return maximum(compute_s, memory_s) + prof.attention_floor_s
 

@@ -477,9 +477,16 @@ def layer_time(
         if flash:
             keys = attended_keys(term, seq_len) / p.cp
             attention = attention_prefill_time(
-                acc, prof, att_flops, att_bytes, keys, att_compute, kernel
+                acc, prof, att_flops, att_bytes, keys, att_compute, kernel, head_dim
             )
-            attention_bwd = attention * FLASH_BACKWARD_FACTOR / prof.attention_backward_ratio
+            fwd_dim, bwd_dim = prof.head_dim_time(kernel, head_dim)
+            attention_bwd = (
+                attention
+                * FLASH_BACKWARD_FACTOR
+                / prof.attention_backward_ratio
+                * bwd_dim
+                / fwd_dim
+            )
         else:
             attention = _eager_attention_time(
                 acc, prof, a, heads_local, micro_batch, seq_len, precision, att_compute
