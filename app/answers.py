@@ -409,6 +409,7 @@ def stack_dict(options: TimingOptions, generation: str | None = None) -> dict[st
         "tp_comm_overlap": options.tp_comm_overlap,
         "ep_comm_overlap": options.ep_comm_overlap,
         "moe_dispatcher": options.moe_dispatcher,
+        "cuda_graphs": options.cuda_graphs,
         "overlap_grad_reduce": options.overlap_grad_reduce,
         "overlap_param_gather": options.overlap_param_gather,
         "compute_scale": options.scale_for(generation),

@@ -338,6 +338,7 @@ def training_plan(req: TrainingRequest) -> TrainingPlan:
         tp_comm_overlap=req.tp_comm_overlap,
         ep_comm_overlap=req.ep_comm_overlap,
         moe_dispatcher=req.moe_dispatcher,
+        cuda_graphs=req.cuda_graphs,
     )
     usd, source = price_for(req.accelerator, req.price_usd_per_gpu_hour)
     return TrainingPlan(
@@ -797,7 +798,12 @@ def _training_sweep(req: TrainingSweepRequest) -> TrainingSweep:
     mcore = DEFAULT_STACK in stacks
     overlap = {s: req.ep_comm_overlap and (s == DEFAULT_STACK or not mcore) for s in stacks}
     options = tuple(
-        TimingOptions.of_stack(s, ep_comm_overlap=overlap[s], moe_dispatcher=req.moe_dispatcher)
+        TimingOptions.of_stack(
+            s,
+            ep_comm_overlap=overlap[s],
+            moe_dispatcher=req.moe_dispatcher,
+            cuda_graphs=req.cuda_graphs,
+        )
         for s in stacks
     )
 

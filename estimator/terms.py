@@ -110,6 +110,11 @@ STEP = (
         "CPU offload (exposed)",
         "host-link transfers and the CPU optimizer step not hidden by compute",
     ),
+    Term(
+        "host_s",
+        "Host overhead (exposed)",
+        "MoE layers' kernel launches and device-to-host syncs without CUDA graphs",
+    ),
     Term("optimizer_s", "Optimizer step", "the optimizer's update of the local parameters"),
 )
 

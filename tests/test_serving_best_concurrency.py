@@ -170,3 +170,41 @@ def test_the_network_stated_serves_every_layout_on_that_cluster() -> None:
         assert params["scale_up_domain"] == "4" and params["scale_out_gbit_per_s"] == "100"
         answer = client.get("/serving", params=params | {"format": "json"}).json()
         assert answer["latency"]["tpot_s"] == pytest.approx(row["tpot_s"], rel=1e-12)
+
+
+class _Point:
+    """The fields of a steady state the search reads."""
+
+    def __init__(self, ttft: float, tpot: float, overloaded: bool = False) -> None:
+        self.ttft_p99_s, self.tpot_s = ttft, tpot
+        self.regime = "overloaded" if overloaded else "shared"
+
+
+@pytest.mark.parametrize(
+    "curve",
+    [
+        lambda c: _Point(0.1 + 0.002 * c, 0.01 + 0.0001 * c),  # linear
+        lambda c: _Point(0.05 * (1 + c / 300) ** 4, 0.02),  # steep TTFT, TPOT met throughout
+        lambda c: _Point(0.2, 0.01 + 0.0004 * (c // 37)),  # steps
+        lambda c: _Point(0.2 + 0.001 * c, 0.02, overloaded=c > 700),  # overloaded near the cap
+    ],
+)
+def test_the_interpolated_search_finds_bisections_answer(curve: object) -> None:
+    """The search's answer is the last concurrency meeting the targets (what bisection finds on
+    latencies that grow with the requests in flight), whatever the curve's shape, from at most
+    two steady states more than bisection evaluates (its safeguard: a probe that does not halve
+    the bracket is followed by a bisection step)."""
+    from estimator.serving.estimate import concurrency_within_targets
+
+    for cap, ttft, tpot in ((1024, 1.0, 0.05), (2048, 0.6, 0.03), (37, 5.0, 0.05), (900, 0.9, 1)):
+        calls: list[int] = []
+
+        def at(c: int, calls: list[int] = calls) -> object:
+            calls.append(c)
+            return curve(c)
+
+        best, point = concurrency_within_targets(at, cap, ttft, tpot)
+        meeting = [c for c in range(1, cap + 1) if meets_targets(curve(c), ttft, tpot)]
+        assert best == (meeting[-1] if meeting else 0)
+        assert (point is None) == (best == 0)
+        assert len(calls) <= 2 + max(cap - 1, 1).bit_length() + 2

@@ -131,3 +131,75 @@ def test_api_page_sweep_and_cli_name_the_stack() -> None:
               "stack": "llm-foundry"},
     ).json()  # fmt: skip
     assert any("llm-foundry" in n for n in sweep["notes"])
+
+
+def _moe(cuda_graphs: str | None, model: str = "qwen3-30b-a3b", pp: int = 1) -> typing.Any:
+    options = TimingOptions.of_stack(DEFAULT_STACK, cuda_graphs=cuda_graphs)
+    return estimate_training(
+        get_model(model),
+        H100,
+        Parallelism(pp=pp, dp=8 // pp, ep=8 // pp),
+        TrainingSetup(4096, 1, 64),
+        get_precision("bf16"),
+        options=options,
+    )
+
+
+def test_without_cuda_graphs_each_moe_layer_exposes_its_host_time() -> None:
+    """Megatron-Core's profile assumes its recipes' partial CUDA graphs (the host's part counted
+    hidden); without graphs each MoE layer of the slowest stage exposes the fitted host time per
+    micro-batch, in its own breakdown term, and the pipeline's fill and drain with it."""
+    from estimator.timing.stacks import MOE_EAGER_HOST_S
+
+    assert STACKS[DEFAULT_STACK].cuda_graphs == "partial"
+    assert all(STACKS[s].cuda_graphs == "none" for s in STACKS if s != DEFAULT_STACK)
+    hidden, eager = _moe(None), _moe("none")
+    assert hidden.time.breakdown["host"] == 0.0 == _moe("full").time.breakdown["host"]
+    layers = get_model("qwen3-30b-a3b").num_layers  # every layer a MoE layer
+    expected = eager.time.microbatches * layers * MOE_EAGER_HOST_S
+    assert eager.time.breakdown["host"] == pytest.approx(expected)
+    assert eager.time.step_s == pytest.approx(hidden.time.step_s + expected)
+    assert any("without CUDA graphs" in n for n in eager.notes)
+    assert not any("without CUDA graphs" in n for n in hidden.notes)
+    # two stages: the slowest stage's layers, and its host time in the bubble too
+    staged, staged_hidden = _moe("none", pp=2), _moe("partial", pp=2)
+    grown = staged.time.step_s - staged_hidden.time.step_s
+    per_mb = layers / 2 * MOE_EAGER_HOST_S
+    assert grown == pytest.approx(per_mb * (staged.time.microbatches + 1))
+    # a dense model has no MoE layer to expose
+    dense = _estimate(TimingOptions.of_stack(DEFAULT_STACK, cuda_graphs="none"))
+    assert dense.time.breakdown["host"] == 0.0
+
+
+def test_the_moe_host_time_is_what_the_fit_gives() -> None:
+    """Fitted on the compared Megatron-Core MoE runs whose recipes set no CUDA graphs, as the
+    compute factors are on their groups: never per record."""
+    from estimator.timing.stacks import MOE_EAGER_HOST_S
+    from validation.fit_stacks import eager_moe_runs, fit_moe_host
+
+    runs = eager_moe_runs()
+    assert len(runs) == 30
+    assert fit_moe_host(runs) == pytest.approx(MOE_EAGER_HOST_S, abs=1e-6)
+
+
+def test_cuda_graphs_through_the_api() -> None:
+    client = TestClient(app)
+    body = {
+        "model": "qwen3-30b-a3b",
+        "accelerator": "h100-sxm-80gb",
+        "num_gpus": 8,
+        "layout": {"ep": 8},
+        "seq_len": 4096,
+        "global_batch_size": 64,
+    }
+    default = client.post(f"{API}/training/estimate", json=body).json()
+    eager = client.post(f"{API}/training/estimate", json=body | {"cuda_graphs": "none"}).json()
+    assert default["stack"]["cuda_graphs"] == "partial"
+    assert eager["stack"]["cuda_graphs"] == "none"
+    assert default["time"]["breakdown"]["host_s"] == 0.0 < eager["time"]["breakdown"]["host_s"]
+    bad = client.post(f"{API}/training/estimate", json=body | {"cuda_graphs": "some"})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "cuda_graphs"
+    sweep = {k: v for k, v in body.items() if k not in ("accelerator", "num_gpus", "layout")}
+    sweep |= {"accelerator": ["h100-sxm-80gb"], "num_gpus": [8], "cuda_graphs": "none"}
+    rows = client.post(f"{API}/training/sweep", json=sweep).json()["rows"]
+    assert rows and all(r["host_s"] > 0 for r in rows if r.get("ok", True) and r["ep"] > 1)

@@ -385,6 +385,7 @@ def test_attention_head_dims_run_at_their_measured_rates() -> None:
     t128 = attention_prefill_time(H100, prof, flops, moved, 4096, "bf16", "fused", 128)
     t64 = attention_prefill_time(H100, prof, flops, moved, 4096, "bf16", "fused", 64)
     assert t64 > 1.2 * t128
+    assert prof.head_dim_time("fused", 0) == (1.0, 1.0)  # a pasted config without heads
     # Blackwell's kernels were not measured: its curve keeps one rate for every head dim
     assert kernel_profile("b200").head_dim_time("fused", 64) == (1.0, 1.0)
 

@@ -113,8 +113,13 @@ def test_end_to_end_accuracy_does_not_regress(built: dict[str, object]) -> None:
     for family, bound in {
         "llama": 0.10,
         "mpt": 0.09,
-        "deepseek_v3": 0.07,  # 5.4%; 7.5% before the recipes' token dispatcher
-        "kimi_k2": 0.10,
+        # 7.4% since runs without CUDA graphs expose their MoE layers' host time (its GB300 runs
+        # without graphs, under-predicted like every GB300 run, -13% -> -17%; its B200 / B300
+        # ones closer); 6.2% before, 7.5% before the recipes' token dispatcher
+        "deepseek_v3": 0.08,
+        # its one run, on GB300 without CUDA graphs: -12.4% with its MoE layers' host time
+        # exposed (-8.5% before; every GB300 run is under-predicted, -9% in the median)
+        "kimi_k2": 0.13,
         "nemotron_h": 0.18,  # 17.8% before
         "qwen3_moe": 0.14,  # 20.1% before
         # over-predicted 20-170%: far off, see docs/validation.md; 45.6% (48.1% before the
@@ -128,7 +133,8 @@ def test_end_to_end_accuracy_does_not_regress(built: dict[str, object]) -> None:
 @pytest.mark.parametrize(
     ("record", "tolerance"),
     [  # |error| in validation/report.md plus about 5 points
-        # +3.9% with its recipe's TP overlap (-8.6% with the TP traffic exposed)
+        # -0.0% with its recipe's TP overlap (+3.9% before the lent H100's GEMMs entered the
+        # fit; -8.6% with the TP traffic exposed)
         ("mbridge-26.04-LLAMA3_70B-DGX-H100-64-FP8-L300", 0.09),
         # TP 4 FP8 on GB300: -13.4% with the overlap (-25.3% exposed)
         ("mbridge-26.06-LLAMA3.1_405B-DGX-GB300-256-FP8-L98", 0.18),
@@ -138,8 +144,9 @@ def test_end_to_end_accuracy_does_not_regress(built: dict[str, object]) -> None:
         ("mpt-7b-a100_80gb-8gpu-s32768-mb2-amp_bf16-L164", 0.12),
         # EP16 all-to-all over IB: +20.6% while a cross-node all-to-all was charged 1/8 of its
         # NIC bytes; +31.8% charged whole, HybridEP sending a token once per node; +43.5% with
-        # HybridEP's two token copies each way instead of the all-to-all dispatcher's four
-        ("mbridge-26.06-Qwen3_30B_a3B-DGX-H100-16-FP8-L127", 0.48),
+        # HybridEP's two token copies each way instead of the all-to-all dispatcher's four;
+        # +19.6% with the host time of its MoE layers, its recipe setting no CUDA graphs
+        ("mbridge-26.06-Qwen3_30B_a3B-DGX-H100-16-FP8-L127", 0.25),
         ("mpt-1b-h100_80gb-8gpu-s32768-mb1-amp_bf16-L96", 0.43),  # FlashAttention-2 on Hopper
         ("nemo2407-GPT3-5B-pretrain-64gpu", 0.15),
         ("nemo2407-LLAMA3-8B-pretrain-8gpu", 0.18),

@@ -19,11 +19,19 @@ import statistics
 from collections.abc import Iterable
 
 from estimator import get_accelerator
-from estimator.timing.stacks import STACKS
-from validation.records import TrainingCase, training_cases
-from validation.report import case_throughput
+from estimator.timing.stacks import DEFAULT_STACK, MOE_EAGER_HOST_S, STACKS
+from validation.records import TrainingCase, all_training_cases, training_cases
+from validation.report import case_estimate, case_throughput
 
-__all__ = ["GROUP_OF_STACK", "MIN_GENERATION_RUNS", "fit_by_generation", "fit_scale", "main"]
+__all__ = [
+    "GROUP_OF_STACK",
+    "MIN_GENERATION_RUNS",
+    "eager_moe_runs",
+    "fit_by_generation",
+    "fit_moe_host",
+    "fit_scale",
+    "main",
+]
 
 # The published groups in validation/data run on each stack.
 GROUP_OF_STACK = {"llm-foundry": "mosaicml_llm_foundry_mpt_benchmarks"}
@@ -96,5 +104,52 @@ def main() -> None:
             )
 
 
+def eager_moe_runs() -> list[TrainingCase]:
+    """The compared Megatron-Core MoE runs whose recipes set no CUDA graphs
+    (``validation/data/cuda_graphs.json``, Megatron-LM's recipe arguments)."""
+    return [
+        c
+        for c in all_training_cases()
+        if isinstance(c, TrainingCase)
+        and c.stack == DEFAULT_STACK
+        and c.model.moe is not None
+        and c.cuda_graphs == "none"
+    ]
+
+
+def _host_errors(cases: list[TrainingCase], host_s: float) -> list[float]:
+    return [
+        case_estimate(c, host_s=host_s).tokens_per_s_per_gpu / c.measured_tokens_per_s_per_gpu - 1
+        for c in cases
+    ]
+
+
+def fit_moe_host(cases: list[TrainingCase]) -> float:
+    """The host time per MoE layer and micro-batch at which ``cases``' median predicted /
+    measured throughput is 1 (bisection to 1 us; throughput falls as it grows)."""
+    lo, hi = 0.0, 0.02
+    while hi - lo > 1e-6:
+        mid = (lo + hi) / 2
+        if statistics.median(_host_errors(cases, mid)) > 0:
+            lo = mid
+        else:
+            hi = mid
+    return round((lo + hi) / 2, 6)
+
+
+def main_host() -> None:
+    runs = eager_moe_runs()
+    host = fit_moe_host(runs)
+    before = _host_errors(runs, 0.0)
+    after = _host_errors(runs, host)
+    print(
+        f"MoE host time without CUDA graphs: {host * 1e3:.3f} ms per layer and micro-batch,"
+        f" fitted on {len(runs)} runs (in use: {MOE_EAGER_HOST_S * 1e3:.3f} ms); median error"
+        f" {statistics.median(before):+.1%} -> {statistics.median(after):+.1%}, median APE"
+        f" {statistics.median(map(abs, before)):.1%} -> {statistics.median(map(abs, after)):.1%}"
+    )
+
+
 if __name__ == "__main__":
     main()
+    main_host()

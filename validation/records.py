@@ -96,6 +96,7 @@ class TrainingCase:
     ep_comm_overlap: bool = False  # the expert all-to-all overlap its recipe sets
     tp_comm_overlap: bool = False  # the TP communication overlap its recipe sets
     moe_dispatcher: str | None = None  # the MoE token dispatcher its recipe sets (None: stack's)
+    cuda_graphs: str | None = None  # what its recipe's CUDA graphs capture (None: the stack's)
 
 
 @dataclass(frozen=True)
@@ -435,6 +436,34 @@ def _dispatcher(ident: str, release: str, moe: bool) -> tuple[str | None, list[s
         f"MoE token dispatcher {read['dispatcher']}{backend}, as its recipe sets it:"
         f" {read['recipe']}{where}{unmatched}"
     ]
+
+
+def _cuda_graphs(ident: str, release: str, moe: bool) -> tuple[str | None, list[str]]:
+    """What the record's recipe captures in CUDA graphs (``none``, ``partial``, ``full``) and
+    the note saying where it was read (None, nothing: releases not read, or dense models)."""
+    if release not in _RECIPES_READ or not moe:
+        return None, []
+    read = _readings("cuda_graphs.json")[ident]
+    graphs = {"full_iteration": "full"}.get(read["graphed"], read["graphed"])
+    scope = read["cuda_graph_scope"] or read.get("cuda_graph_modules")
+    captured = f", scope {scope}" if graphs == "partial" else ""
+    where = f" ({read['set_at']})" if read["set_at"] else ": the default"
+    return graphs, [
+        f"CUDA graphs {graphs} (cuda_graph_impl {read['cuda_graph_impl']}{captured}), as its"
+        f" recipe sets them: {read['recipe']}{where}"
+    ]
+
+
+def _recipe_graphs(args: Mapping[str, Any]) -> str:
+    """What a Megatron-LM recipe's arguments capture in CUDA graphs."""
+    impl, scope = args.get("cuda_graph_impl"), args.get("cuda_graph_scope")
+    if scope == "full_iteration":
+        return "full"
+    return (
+        "partial"
+        if impl in ("transformer_engine", "local") or args.get("external_cuda_graph")
+        else "none"
+    )
 
 
 @cache
@@ -841,6 +870,8 @@ def _nemo_case(r: Record, ident: str) -> TrainingCase:
     dispatcher, dispatcher_notes = _dispatcher(
         ident, release[1] if release else "", model.moe is not None
     )
+    graphs, graph_notes = _cuda_graphs(ident, release[1] if release else "", model.moe is not None)
+    dispatcher_notes += graph_notes
     recompute, modules, recompute_notes = _recompute(ident, release[1] if release else "")
     offload, offload_notes = _offload(ident, release[1] if release else "")
     recompute_notes += offload_notes
@@ -868,6 +899,7 @@ def _nemo_case(r: Record, ident: str) -> TrainingCase:
         ep_comm_overlap=overlap,
         tp_comm_overlap=tp_overlap,
         moe_dispatcher=dispatcher,
+        cuda_graphs=graphs,
         recompute_modules=modules,
         offload=offload,
     )
@@ -946,6 +978,7 @@ def _case(
     moe_dispatcher: str | None = None,
     recompute_modules: tuple[str, ...] = (),
     offload: Offload = NO_OFFLOAD,
+    cuda_graphs: str | None = None,
 ) -> TrainingCase:
     """A training record's case from what its reader made of it (``hardware``: accelerator id,
     GPUs, GPUs per node), once the core accepts the layout; measured throughput under
@@ -989,6 +1022,7 @@ def _case(
         ep_comm_overlap=ep_comm_overlap,
         tp_comm_overlap=tp_comm_overlap,
         moe_dispatcher=moe_dispatcher,
+        cuda_graphs=cuda_graphs,
     )
 
 
@@ -1145,6 +1179,11 @@ def _moe_recipe_case(r: Record, ident: str) -> TrainingCase:
         + (f" ({backend})" if backend else "")
         + ", as its arguments set"
     )
+    graphs = _recipe_graphs(args)
+    assumptions.append(
+        f"CUDA graphs {graphs} (cuda_graph_impl {args.get('cuda_graph_impl')}, scope"
+        f" {args.get('cuda_graph_scope')}), as its arguments set"
+    )
     if args.get("mtp_num_layers"):
         assumptions.append(
             f"{args['mtp_num_layers']} multi-token-prediction layer(s) not modelled (the"
@@ -1196,6 +1235,7 @@ def _moe_recipe_case(r: Record, ident: str) -> TrainingCase:
         recompute,
         [*assumptions, f"dp = GPUs / (tp*pp*cp) = {dp}"],
         moe_dispatcher=dispatcher,
+        cuda_graphs=graphs,
         ep_comm_overlap=bool(args.get("overlap_moe_expert_parallel_comm")),
         tp_comm_overlap=bool(args.get("tp_comm_overlap")) and tp > 1,
         recompute_modules=modules if recompute == "selective" else (),

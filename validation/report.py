@@ -246,13 +246,18 @@ def case_throughput(
 
 
 def case_estimate(
-    case: TrainingCase, stack: str | None = None, scale: float | None = None
+    case: TrainingCase,
+    stack: str | None = None,
+    scale: float | None = None,
+    host_s: float | None = None,
 ) -> TrainingEstimate:
     """The estimate of a training record, as ``case_throughput`` makes it."""
     name = stack or case.stack
     # the expert all-to-all overlap its recipe sets: Megatron-Core's, so under its profile only
     own = name == case.stack  # the recipe's overlaps are Megatron-Core's: under its profile
     dispatcher = {"moe_dispatcher": case.moe_dispatcher} if own and case.moe_dispatcher else {}
+    if own and case.cuda_graphs:
+        dispatcher["cuda_graphs"] = case.cuda_graphs
     options = TimingOptions.of_stack(
         name,
         ep_comm_overlap=case.ep_comm_overlap and own,
@@ -261,6 +266,8 @@ def case_estimate(
     )
     if scale is not None:  # this factor on every accelerator
         options = replace(options, compute_scale=scale, compute_scale_by_generation=())
+    if host_s is not None:  # this host time per MoE layer and micro-batch, without CUDA graphs
+        options = replace(options, moe_host_s=host_s)
     return estimate_training(
         case.model,
         get_accelerator(case.accelerator),

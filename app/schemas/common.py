@@ -99,6 +99,7 @@ Duration = Annotated[
 AttentionKernel = Literal["fused", "flash2"]
 Stack = Literal["megatron-core", "fsdp2", "deepspeed", "llm-foundry"]  # estimator.timing.stacks
 MoEDispatcher = Literal["flex", "alltoall"]  # estimator.timing.training.TimingOptions
+CudaGraphs = Literal["none", "partial", "full"]  # estimator.timing.stacks.CudaGraphs
 
 
 def has_model_type(config: dict[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.schemas.common import (
+    CudaGraphs,
     Duration,
     GpuCount,
     LayoutSize,
@@ -160,6 +161,12 @@ class TrainingSweepRequest(FineTuneFields, OffloadFields, MoEFields, NetworkFiel
         " HybridEP) or alltoall (NCCL all-to-all); default: the stack's",
         json_schema_extra=form("MoE token dispatcher", "Workload", "the stack's"),
     )
+    cuda_graphs: CudaGraphs | None = Field(
+        None,
+        description="What CUDA graphs capture in every layout: none (each MoE layer exposes"
+        " its host time), partial or full (hidden); default: each stack's",
+        json_schema_extra=form("CUDA graphs", "Workload", "the stack's"),
+    )
     tokens: Tokens | None = Field(
         None, json_schema_extra=form("Tokens to train", "Workload", "e.g. 2e12")
     )
@@ -258,6 +265,8 @@ class TrainingSweepRow(BaseModel):
     pp_comm_s: float
     dp_comm_s: float
     zero3_comm_s: float
+    offload_s: float = 0.0
+    host_s: float = 0.0
     optimizer_s: float
     microbatches: int
     tokens_per_s: float

@@ -12,6 +12,7 @@ from app.schemas.common import (
     AttentionKernel,
     ClusterFields,
     ClusterOut,
+    CudaGraphs,
     GpuCount,
     LayoutSize,
     ModelRef,
@@ -368,6 +369,16 @@ class TrainingRequest(FineTuneFields, OffloadFields, MoEFields, ClusterFields):
         " by local expert each way). Default: the stack's (flex for megatron-core)",
         json_schema_extra=form("MoE token dispatcher", MOE_GROUP, "the stack's"),
     )
+    cuda_graphs: CudaGraphs | None = Field(
+        None,
+        description="What CUDA graphs capture: none (every kernel launched from Python: each"
+        " MoE layer then exposes its host time, kernel launches and the dispatcher's"
+        " device-to-host syncs, 1.47 ms a micro-batch as fitted on Megatron-Bridge's runs"
+        " without graphs), partial (attention and the MoE router, as Megatron-Bridge's recipes"
+        " capture them) or full (the whole iteration): with either the host time counts as"
+        " hidden. Default: the stack's (partial for megatron-core, none for the PyTorch stacks)",
+        json_schema_extra=form("CUDA graphs", MOE_GROUP, "the stack's"),
+    )
     tokens: Tokens | None = Field(
         None, json_schema_extra=form("Tokens to train", "Cost", "e.g. 2e12")
     )
@@ -495,6 +506,7 @@ class StackOut(BaseModel):
     tp_comm_overlap: bool
     ep_comm_overlap: bool
     moe_dispatcher: MoEDispatcher
+    cuda_graphs: CudaGraphs
     overlap_grad_reduce: bool
     overlap_param_gather: bool
     compute_scale: float = Field(description="Compute time factor; 1.0: the kernel model as is")

@@ -73,6 +73,7 @@ COLORS = {
     "pp_comm": "#D55E00",
     "dp_comm": "#009E73",
     "zero3_comm": "#999999",
+    "host": "#882255",
     "optimizer": "#F0E442",
     "gemm": "#0072B2",
     "attention": "#009E73",

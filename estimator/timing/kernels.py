@@ -125,7 +125,7 @@ class KernelProfile:
         so its factor times ``larger / head_dim`` per FLOP); one above the largest takes the
         largest's factors."""
         for name, dims in self.head_dims:
-            if name != kernel:
+            if name != kernel or head_dim < 1:  # no head dim (a degenerate config): no FLOPs
                 continue
             for d, fwd, bwd in dims:
                 if head_dim <= d:

@@ -27,7 +27,31 @@ from typing import Literal
 from estimator.errors import SpecError
 from estimator.timing.kernels import AttentionKernel
 
-__all__ = ["DEFAULT_STACK", "STACKS", "STACK_NOTES", "StackProfile", "stack_profile"]
+__all__ = [
+    "DEFAULT_STACK",
+    "MOE_EAGER_HOST_S",
+    "STACKS",
+    "STACK_NOTES",
+    "CudaGraphs",
+    "StackProfile",
+    "stack_profile",
+]
+
+# How much of a step CUDA graphs capture (Megatron-Core's cuda_graph_impl / cuda_graph_scope):
+# "none", "partial" (some modules: attention, the MoE router and its preprocessing, as
+# Megatron-Bridge's recipes set them; the routed experts and token dispatch run eagerly) or
+# "full" (the whole iteration).
+CudaGraphs = Literal["none", "partial", "full"]
+
+# The host time a mixture-of-experts layer exposes per micro-batch (forward and backward)
+# where no CUDA graph captures any of the step: kernel launches the GPU waits for, after the
+# token dispatcher's device-to-host syncs (it reads the token counts per expert). Fitted, as
+# ``validation/fit_stacks.py fit_moe_host`` does, on the 30 compared Megatron-Core MoE runs
+# whose recipes set no CUDA graphs (26 of Megatron-Bridge, ``validation/data/cuda_graphs.json``,
+# and 4 of Megatron-LM's MoE recipes): the value at which their median predicted / measured
+# throughput is 1 (+9.2% without it; median APE 13.0% -> 11.8%). Megatron-Bridge's runs with
+# partial graphs are at -1.8% and those with full-iteration graphs at -8.8% with none.
+MOE_EAGER_HOST_S = 1.231e-3
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +78,9 @@ class StackProfile:
     # ``compute_scale`` fitted on one accelerator generation's runs alone, where the group has
     # enough of them; other generations take the whole group's
     compute_scale_by_generation: tuple[tuple[str, float], ...] = ()
+    # What CUDA graphs capture: Megatron-Core's performance recipes capture parts of the layer
+    # (attention, the MoE router); the PyTorch stacks run eagerly
+    cuda_graphs: CudaGraphs = "none"
 
     def note(self) -> str:
         overlaps = [
@@ -72,8 +99,8 @@ class StackProfile:
             scales = f"{each}, {scales} elsewhere"
         return (
             f"Software stack: {self.label} ({self.attention_kernel} attention; overlaps "
-            f"{', '.join(overlaps) or 'no communication'}; compute {scales}, "
-            f"{self.fitted_on})."
+            f"{', '.join(overlaps) or 'no communication'}; default CUDA graphs {self.cuda_graphs}; "
+            f"compute {scales}, {self.fitted_on})."
         )
 
 
@@ -101,8 +128,13 @@ STACKS: dict[str, StackProfile] = {
                 " HybridEP (v0.15); Megatron-Bridge's performance configs set"
                 " moe_flex_dispatcher_backend hybridep for the Qwen3 and most Blackwell MoE"
                 " recipes (scripts/performance/configs/qwen/qwen3_workload_base_configs.py)",
+                "Megatron-Bridge's MoE performance recipes 26.02-26.08: 46 of the 83 compared"
+                " runs capture attention and the MoE router with Transformer Engine's CUDA graphs"
+                " (cuda_graph_scope attn, moe_router, moe_preprocess), 11 the whole iteration, 26"
+                " none (validation/data/cuda_graphs.json)",
             ),
             moe_dispatcher="flex",
+            cuda_graphs="partial",
         ),
         StackProfile(
             name="fsdp2",

@@ -111,7 +111,13 @@ from estimator.timing.kernels import (
     mixer_time,
 )
 from estimator.timing.rates import derive_rates
-from estimator.timing.stacks import DEFAULT_STACK, STACK_NOTES, stack_profile
+from estimator.timing.stacks import (
+    DEFAULT_STACK,
+    MOE_EAGER_HOST_S,
+    STACK_NOTES,
+    CudaGraphs,
+    stack_profile,
+)
 from estimator.timing.tp_overlap import overlapped_tp
 from estimator.xp import Num, is_array, logical_and, maximum, numpy, take, where
 
@@ -153,6 +159,10 @@ class TimingOptions:
     moe_dispatcher: Literal["flex", "alltoall"] = "flex"
     # the profile's factor fitted on one generation's runs, where it has one (else compute_scale)
     compute_scale_by_generation: tuple[tuple[str, float], ...] = ()
+    # what CUDA graphs capture: "none" exposes each MoE layer's host time, ``moe_host_s`` per
+    # micro-batch (the fitted MOE_EAGER_HOST_S)
+    cuda_graphs: CudaGraphs = "partial"
+    moe_host_s: float = MOE_EAGER_HOST_S
 
     def scale_for(self, generation: str | None) -> float:
         """The compute factor on an accelerator of ``generation``."""
@@ -178,6 +188,7 @@ class TimingOptions:
                 "compute_scale": profile.compute_scale,
                 "compute_scale_by_generation": profile.compute_scale_by_generation,
                 "moe_dispatcher": profile.moe_dispatcher,
+                "cuda_graphs": profile.cuda_graphs,
                 **given,
             }
         )
@@ -195,16 +206,26 @@ DISPATCHER_NOTES = {
 }
 
 
-# The host's part of an MoE step is not modelled: kernel launches and the MoE layer's
-# device-to-host syncs (the dispatcher reads its token counts) count as hidden, as full-iteration
-# CUDA graphs hide them. What that costs where they are not hidden, from NVIDIA's Megatron-LM
-# MoE recipes (examples/moe_recipes/README.md @ d48bd6be: the same model, GPUs, layout and
-# batch with partial CUDA graphs and with full-iteration graphs and paged stash).
+# The host's part of an MoE step: kernel launches and the MoE layer's device-to-host syncs (the
+# dispatcher reads its token counts). Without CUDA graphs each MoE layer exposes
+# ``MOE_EAGER_HOST_S`` per micro-batch (fitted on the Megatron-Bridge runs whose recipes set no
+# graphs); with partial or full-iteration graphs it counts as hidden. What full-iteration graphs
+# gain over partial ones, from NVIDIA's Megatron-LM MoE recipes (examples/moe_recipes/README.md
+# @ d48bd6be: the same model, GPUs, layout and batch with partial CUDA graphs and with
+# full-iteration graphs and paged stash).
 MOE_HOST_NOTE = (
     "MoE host overhead (kernel launches, the dispatcher's device-to-host syncs) counted as"
-    " hidden, as full-iteration CUDA graphs hide it: NVIDIA's Megatron-LM MoE recipes ran 12%"
-    " (Qwen3-235B, 128 GB200) and 21% (Qwen3-30B-A3B, 16 GB200) slower with partial CUDA graphs"
-    " than with full-iteration ones; expect up to that much less throughput without them."
+    " hidden, as CUDA graphs around the layer hide it (cuda_graphs partial or full; 'none' adds"
+    f" {MOE_EAGER_HOST_S * 1e3:.2f} ms per MoE layer and micro-batch): NVIDIA's Megatron-LM MoE"
+    " recipes ran 12% (Qwen3-235B, 128 GB200) and 21% (Qwen3-30B-A3B, 16 GB200) slower with"
+    " partial CUDA graphs than with full-iteration ones."
+)
+MOE_EAGER_NOTE = (
+    "MoE host overhead without CUDA graphs: each MoE layer exposes"
+    f" {MOE_EAGER_HOST_S * 1e3:.2f} ms of kernel launches and device-to-host syncs per"
+    " micro-batch (breakdown 'host'), fitted on the 30 Megatron-Core MoE runs whose recipes"
+    " set no CUDA graphs (their median error +9.2% without it; a per-run spread of about -50%"
+    " to +100% remains)."
 )
 
 
@@ -745,6 +766,11 @@ def _stage_times(
         comm["ep_comm"] = comm["ep_comm"] + n * ep_passes * lt.ep_comm
         comm["cp_comm"] = comm["cp_comm"] + n * rules.CP_DIRECTIONS * lt.cp_comm
 
+    host: Num = 0.0
+    if options.cuda_graphs == "none":  # each MoE layer's launches and syncs, exposed
+        routed = [any(m.copies > 1 for m in kind.linears) for kind in model.kinds]
+        host = sum(n for n, moe in zip(counts, routed, strict=True) if moe) * options.moe_host_s
+
     tokens = setup.seq_len * setup.micro_batch_size / p.cp
     act_b = DTYPES[precision.activations].bytes
     gemm_b = DTYPES[precision.gemm_inputs].bytes
@@ -774,7 +800,10 @@ def _stage_times(
         size, stride = group_shapes(p)["pp"]
         hop = collective_time(acc, prof, "send_recv", msg, size, stride, domain)
         pp_comm = exposed * (rules.pp_sends_per_microbatch(p.vp) * hop)
-    return {"forward": fwd, "backward": bwd, "recompute": rec, "pp_comm": pp_comm, **comm}
+    return {
+        "forward": fwd, "backward": bwd, "recompute": rec, "pp_comm": pp_comm, "host": host,
+        **comm,
+    }  # fmt: skip
 
 
 def _offload_time(
@@ -983,6 +1012,7 @@ def training_time_terms(
         "dp_comm": dp_comm,
         "zero3_comm": zero3,
         "offload": offload,
+        "host": m * worst["host"],
         "optimizer": optimizer,
     }
     out["step_s"] = sum(out.values())
@@ -1154,7 +1184,8 @@ def estimate_training(
     if model.moe is not None and parallel.ep > 1:
         notes.append(DISPATCHER_NOTES[(options or TimingOptions()).moe_dispatcher])
     if model.moe is not None:
-        notes.append(MOE_HOST_NOTE)
+        eager = (options or TimingOptions()).cuda_graphs == "none"
+        notes.append(MOE_EAGER_NOTE if eager else MOE_HOST_NOTE)
     cluster = (options.cluster if options else None) or cluster_of(accelerator)
     if parallel.num_gpus > cluster.scale_up_domain:
         notes += cluster.notes()
