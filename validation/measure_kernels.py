@@ -335,6 +335,79 @@ def elementwise(timer: Timer, dev: str, scale: int, budget_s: float) -> list[dic
     return rows
 
 
+class EagerMoE(torch.nn.Module):
+    """One rank's mixture-of-experts layer run eagerly, as Megatron-Core's all-to-all dispatcher
+    runs it without CUDA graphs (the all-to-all itself left out: one GPU): the router's GEMM,
+    softmax and top-k, the token counts read on the host (the device-to-host sync the
+    dispatcher makes for its splits), the tokens permuted by expert, one GEMM pair per local
+    expert with the gated activation between, and the weighted un-permute."""
+
+    def __init__(self, hidden: int, inter: int, experts: int, top_k: int, dev: str) -> None:
+        super().__init__()
+        self.top_k, self.experts = top_k, experts
+        self.router = torch.nn.Linear(hidden, experts, bias=False, device=dev)
+        self.fc1 = torch.nn.ParameterList(
+            torch.nn.Parameter(torch.randn(hidden, 2 * inter, device=dev) * 0.02)
+            for _ in range(experts)
+        )
+        self.fc2 = torch.nn.ParameterList(
+            torch.nn.Parameter(torch.randn(inter, hidden, device=dev) * 0.02)
+            for _ in range(experts)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        logits = self.router(x).float()
+        probs, idx = torch.topk(torch.softmax(logits, dim=-1), self.top_k, dim=-1)
+        probs = probs / probs.sum(dim=-1, keepdim=True)
+        flat = idx.flatten()
+        counts = torch.bincount(flat, minlength=self.experts).tolist()  # the host sync
+        order = torch.argsort(flat, stable=True)
+        rows = x.index_select(0, order // self.top_k)
+        outs = []
+        for e, chunk in enumerate(torch.split(rows, counts)):
+            h = chunk @ self.fc1[e].to(x.dtype)
+            glu, lin = h.chunk(2, dim=-1)
+            outs.append((F.silu(glu) * lin) @ self.fc2[e].to(x.dtype))
+        weighted = torch.cat(outs) * probs.flatten()[order].unsqueeze(-1).to(x.dtype)
+        out = torch.zeros_like(x)
+        return out.index_add(0, order // self.top_k, weighted)
+
+
+def moe_host(timer: Timer, dev: str, scale: int) -> list[dict[str, Any]]:
+    """An eager MoE layer's forward + backward: wall time (CUDA events around it, the host's
+    launches and syncs included) against the GPU's busy time (the profiler's kernel times):
+    their difference is the host time the layer exposes. Qwen3-30B-A3B's layer on one rank of
+    EP 8 (16 local experts, 4,096 tokens routed to them) and gpt-oss-120b's."""
+    from torch.profiler import ProfilerActivity, profile
+
+    rows = []
+    for model, tokens, ep in (LAYOUTS[3], LAYOUTS[0]):
+        h, _, _, _, inter, experts, top_k = MODELS[model]
+        local = experts // ep
+        layer = EagerMoE(h // scale, inter // scale, local, top_k, dev).to(torch.bfloat16)
+        x = rand(tokens // scale, h // scale, dev=dev, grad=True)
+        dy = rand(tokens // scale, h // scale, dev=dev)
+
+        def step(layer: EagerMoE = layer, x: torch.Tensor = x, dy: torch.Tensor = dy) -> None:
+            layer(x).backward(dy)
+
+        wall = timer(step)
+        busy = wall
+        launches = None
+        if dev == "cuda":
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(5):
+                    step()
+                torch.cuda.synchronize()
+            kernels = [e for e in prof.events() if e.device_type.name == "CUDA"]
+            busy = sum(e.device_time for e in kernels) / 1e3 / 5  # us -> ms, per step
+            launches = len(kernels) / 5
+        rows.append({"op": "moe_host", "model": model, "tokens": tokens // scale,
+                     "local_experts": local, "wall_ms": wall, "gpu_busy_ms": busy,
+                     "kernels": launches})  # fmt: skip
+    return rows
+
+
 def ceilings(timer: Timer, dev: str, scale: int) -> dict[str, float]:
     n = 8192 // scale
     a, b = rand(n, n, dev=dev), rand(n, n, dev=dev)
@@ -372,6 +445,8 @@ def main() -> None:
         rows += attention(timer, dev, scale)
     if "elementwise" in parts:
         rows += elementwise(timer, dev, scale, args.budget - (time.monotonic() - start))
+    if "moe_host" in parts:
+        rows += moe_host(timer, dev, scale)
     if "windowed" in parts:
         rows += windowed_attention(timer, dev, scale, args.budget - (time.monotonic() - start))
     print(f"done {time.monotonic() - start:.0f}s", flush=True)
