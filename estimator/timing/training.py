@@ -208,7 +208,7 @@ DISPATCHER_NOTES = {
 
 # The host's part of an MoE step: kernel launches and the MoE layer's device-to-host syncs (the
 # dispatcher reads its token counts). Without CUDA graphs each MoE layer exposes
-# ``MOE_EAGER_HOST_S`` per micro-batch (fitted on the Megatron-Bridge runs whose recipes set no
+# ``MOE_EAGER_HOST_S`` per micro-batch (fitted on the Megatron-Core runs whose recipes set no
 # graphs); with partial or full-iteration graphs it counts as hidden. What full-iteration graphs
 # gain over partial ones, from NVIDIA's Megatron-LM MoE recipes (examples/moe_recipes/README.md
 # @ d48bd6be: the same model, GPUs, layout and batch with partial CUDA graphs and with
