@@ -4,22 +4,28 @@ The measured kernel tables the model is fitted on (``validation/data/kernels``) 
 N and K are 3,584 or more and attention with 128-dimension heads only. Fine-grained MoE layers
 run outside that range: gpt-oss's experts are 2,880 x 5,760 and 2,880 x 2,880 GEMMs over a few
 thousand tokens, Qwen3-30B-A3B's 2,048 x 1,536 and 768 x 2,048, and gpt-oss's attention has
-64-dimension heads. This script times, in PyTorch on one GPU, the operators one rank runs for
-one micro-batch of those layers as Megatron-Core's published recipes lay them out:
+64-dimension heads. This script times, in PyTorch on one GPU (``--parts``, comma-separated):
 
-- every GEMM of the layer in its three shapes (forward, input gradient, weight gradient), the
-  routed experts one GEMM per local expert (Transformer Engine's ``GroupedLinear`` on Hopper
-  runs one cuBLAS GEMM per expert) and, where PyTorch has it, as one grouped GEMM;
-- causal attention forward and backward through cuDNN's and FlashAttention-2's fused kernels;
-- the memory-bound work between them: the gated activation (fused by ``torch.compile`` as
-  Megatron-Core's ``jit_fuser`` does, and eager), RMSNorm, the token permutes.
+- ``gemm``: every GEMM of those layers in its three shapes (forward, input gradient, weight
+  gradient) as Megatron-Core's published recipes lay them out, the routed experts one GEMM per
+  local expert (Transformer Engine's ``GroupedLinear`` on Hopper runs one cuBLAS GEMM per
+  expert) and, where PyTorch has it, as one grouped GEMM; and a grid of single mid-size GEMMs,
+  bf16 and FP8. GPU time from CUDA-graph replays: timed one launch at a time, the host's launch
+  gaps make a small GEMM look several times slower than its kernel;
+- ``attention``: causal attention forward and forward + backward through cuDNN's and
+  FlashAttention-2's fused kernels over head dims 64-256, and the unfused path;
+- ``elementwise``: the gated activation (fused by ``torch.compile`` as Megatron-Core's
+  ``jit_fuser`` does, and eager), RMSNorm, the token permutes;
+- ``moe_host``: an eager MoE layer's forward + backward timed whole against its kernels' busy
+  time, the host time it exposes;
+- ``windowed``: FlexAttention with gpt-oss's 128-token window.
 
 Run on the GPU machine: ``python3 validation/measure_kernels.py --out results.json``; a CPU dry
-run (``--dry``) checks the script with tiny shapes. Each time is the median of CUDA-event-timed
-repetitions after warm-up, on random data. ``validation/kernel_check.py`` compares the results
-with the planner's kernel model.
+run (``--dry``) checks the script with tiny shapes. Times are medians of CUDA-event-timed
+repetitions after warm-up, on random data. ``validation/calibrate.py`` fits the H100 GEMM curve
+and the attention head-dim rates on the results (``validation/data/kernels/h100_lent.json``);
+``validation/report.py`` compares them with the model.
 """
-
 from __future__ import annotations
 
 import argparse
