@@ -26,6 +26,7 @@ repetitions after warm-up, on random data. ``validation/calibrate.py`` fits the 
 and the attention head-dim rates on the results (``validation/data/kernels/h100_lent.json``);
 ``validation/report.py`` compares them with the model.
 """
+
 from __future__ import annotations
 
 import argparse
