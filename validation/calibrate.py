@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from estimator import get_accelerator
+from estimator.timing.kernels import AttentionKernel
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "validation" / "data"
@@ -160,7 +161,8 @@ def fit_prefill(system: str) -> dict[str, float]:
     }
 
 
-HEAD_DIM_BACKENDS = {"fused": "cudnn", "flash2": "flash2"}  # the model's kernels: measured ones
+# the model's attention kernels: the SDPA backends that timed them on the lent H100
+HEAD_DIM_BACKENDS: dict[AttentionKernel, str] = {"fused": "cudnn", "flash2": "flash2"}
 HEAD_DIM_SEQS = (4096, 8192)  # long enough that the kernel's ramp does not blur the head dim
 
 

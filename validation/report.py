@@ -35,7 +35,6 @@ from estimator.serving.estimate import DEFAULT_MAX_BATCH, estimate_inference
 from estimator.spec.cluster import cluster_of
 from estimator.spec.model import ModelSpec
 from estimator.timing.kernels import (
-    AttentionKernel,
     attention_decode_time,
     attention_prefill_time,
     collective_time,
@@ -43,11 +42,13 @@ from estimator.timing.kernels import (
     kernel_profile,
 )
 from estimator.timing.training import (
-    FLASH_BACKWARD_FACTOR,
     TimingOptions,
     TrainingEstimate,
     estimate_training,
+    flash_backward_time,
+    gemm_coefficients,
 )
+from validation.calibrate import HEAD_DIM_BACKENDS, LENT
 
 if TYPE_CHECKING:
     from validation.memory import MemoryRow
@@ -141,9 +142,6 @@ def kernel_rows() -> list[Row]:
     return out
 
 
-LENT = "validation/data/kernels/h100_lent.json"  # timed by this project (measure_kernels.py)
-
-
 def lent_kernel_rows() -> list[Row]:
     """The kernels this project timed on a lent H100: the fine-grained MoE layers' GEMMs (per
     local expert, the three shapes of each linear) and a grid of mid-size GEMMs in bf16 and
@@ -164,15 +162,17 @@ def lent_kernel_rows() -> list[Row]:
                 measured=measured_ms,
                 predicted=float(predicted_s) * 1e3,
                 unit="ms",
-                source=LENT,
+                source=str(LENT.relative_to(ROOT)),
             )
         )
 
-    def gemm(m: float, k: float, n: float, fmt: str) -> float:
-        moved = (m * k + k * n) * (1 if fmt == "fp8" else 2) + 2 * m * n
-        return float(gemm_time(acc, prof, 2 * m * k * n, moved, fmt))
+    def gemm(m: float, k: float, n: float, fmt: str) -> float:  # bf16 output rows
+        in_b = 1 if fmt == "fp8" else 2
+        per_row, row_bytes, fixed = gemm_coefficients(k, n, in_b, 2, in_b)
+        return float(gemm_time(acc, prof, per_row * m, row_bytes * m + fixed, fmt))
 
-    data = json.loads((ROOT / LENT).read_text(encoding="utf-8"))["rows"]
+    kernels = {backend: kernel for kernel, backend in HEAD_DIM_BACKENDS.items()}
+    data = json.loads(LENT.read_text(encoding="utf-8"))["rows"]
     for r in data:
         m, k, n = r.get("m", 0), r.get("k", 0), r.get("n", 0)
         shape = f"{m}x{k}x{n}"
@@ -190,11 +190,10 @@ def lent_kernel_rows() -> list[Row]:
                 # a three-pass PyTorch path (scale, mask, softmax); the model's eager attention
                 # is Transformer Engine's, two passes: not the same implementation, not compared
                 continue
-            kernel: AttentionKernel = "fused" if r["backend"] == "cudnn" else "flash2"
+            kernel = kernels[r["backend"]]
             moved = 2 * b * s * h * d * 4
             t = attention_prefill_time(acc, prof, r["flops_fwd"], moved, s, "bf16", kernel, d)
-            fwd_dim, bwd_dim = prof.head_dim_time(kernel, d)
-            bwd = t * FLASH_BACKWARD_FACTOR / prof.attention_backward_ratio * bwd_dim / fwd_dim
+            bwd = flash_backward_time(prof, t, kernel, d)
             row(f"attention {kernel}, fwd", label, r["fwd_ms"], t)
             row(f"attention {kernel}, fwd+bwd", label, r["fwd_bwd_ms"], t + bwd)
     return out

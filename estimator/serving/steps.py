@@ -155,7 +155,7 @@ def prefill_kinds(
     terms = attention_terms(model) if cached else ()
     exchange = [
         expert_exchange(model, acc, prof, p, precision, (prompt - cached) * batch, domain)
-        if any(m.copies > 1 for m in kind.linears)
+        if kind.routed
         else 0.0
         for kind in model.kinds
     ]
@@ -259,8 +259,7 @@ def decode_kinds(
                 ),
                 attention,
                 memory_time(acc, prof, rows * (8 * h + streams * kind.blocks) * act_b, 3),
-                kind.tp_exchanges * allreduce
-                + (exchange if any(m.copies > 1 for m in kind.linears) else 0.0),
+                kind.tp_exchanges * allreduce + (exchange if kind.routed else 0.0),
             )
         )
     return out

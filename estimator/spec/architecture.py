@@ -282,6 +282,11 @@ class LayerKind:
         return int(mixes) + int(ffn)
 
     @property
+    def routed(self) -> bool:
+        """Whether the layer holds routed experts (linears with several copies)."""
+        return any(m.copies > 1 for m in self.linears)
+
+    @property
     def tp_exchanges(self) -> int:
         """Row-parallel blocks, each closed by one TP exchange per pass."""
         return self.blocks

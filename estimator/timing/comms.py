@@ -182,11 +182,7 @@ def communication_plan(
                     "hidden behind blockwise attention",
                 )
     if model.moe is not None and p.ep > 1:
-        moe_layers = sum(
-            n
-            for kind, n in zip(model.kinds, counts, strict=True)
-            if any(x.copies > 1 for x in kind.linears)
-        )
+        moe_layers = sum(n for kind, n in zip(model.kinds, counts, strict=True) if kind.routed)
         if moe_layers:
             msg = float(rules.ep_message_bytes(model, p, tokens, precision))
             again = sum(n * work.moe for work, n in recomputed)  # MoE layers recomputed whole

@@ -128,6 +128,7 @@ __all__ = [
     "TrainingTime",
     "ep_overlap_runs",
     "estimate_training",
+    "flash_backward_time",
     "gemm_coefficients",
     "layer_time",
     "linear_gemm_time",
@@ -500,14 +501,7 @@ def layer_time(
             attention = attention_prefill_time(
                 acc, prof, att_flops, att_bytes, keys, att_compute, kernel, head_dim
             )
-            fwd_dim, bwd_dim = prof.head_dim_time(kernel, head_dim)
-            attention_bwd = (
-                attention
-                * FLASH_BACKWARD_FACTOR
-                / prof.attention_backward_ratio
-                * bwd_dim
-                / fwd_dim
-            )
+            attention_bwd = flash_backward_time(prof, attention, kernel, head_dim)
         else:
             attention = _eager_attention_time(
                 acc, prof, a, heads_local, micro_batch, seq_len, precision, att_compute
@@ -549,7 +543,7 @@ def layer_time(
             )
         )
         copy_bytes = cast_elems * (act_b + gemm_b)
-    if model.moe is not None and any(m.copies > 1 for m in kind.linears):
+    if model.moe is not None and kind.routed:
         # Megatron's token dispatchers copy every routed token (top-k copies of h values) in
         # permute and unpermute; the all-to-all dispatcher also sorts the received chunks by
         # local expert around the all-to-all when a rank holds several of the experts it splits
@@ -587,7 +581,7 @@ def layer_time(
     tp_comm = kind.tp_exchanges * one
 
     ep_comm: Num = 0.0
-    if model.moe is not None and any(m.copies > 1 for m in kind.linears):
+    if model.moe is not None and kind.routed:
         ep_size, ep_stride = ranks["ep"]
         routed_bytes = rules.ep_message_bytes(model, p, tokens, precision)
         share: Num = 1.0
@@ -616,6 +610,16 @@ def layer_time(
         norm_bytes,
         expert_act_bytes,
     )
+
+
+def flash_backward_time(
+    prof: KernelProfile, forward: Num, kernel: AttentionKernel, head_dim: int
+) -> Num:
+    """The backward of flash attention whose forward takes ``forward``: 2.5x its FLOPs
+    (``FLASH_BACKWARD_FACTOR``) at the backward kernels' share of the forward's rate, and at
+    ``head_dim``'s backward rate rather than its forward's (``KernelProfile.head_dim_time``)."""
+    fwd_dim, bwd_dim = prof.head_dim_time(kernel, head_dim)
+    return forward * FLASH_BACKWARD_FACTOR / prof.attention_backward_ratio * bwd_dim / fwd_dim
 
 
 def _eager_attention_time(
@@ -768,8 +772,8 @@ def _stage_times(
 
     host: Num = 0.0
     if options.cuda_graphs == "none":  # each MoE layer's launches and syncs, exposed
-        routed = [any(m.copies > 1 for m in kind.linears) for kind in model.kinds]
-        host = sum(n for n, moe in zip(counts, routed, strict=True) if moe) * options.moe_host_s
+        moe_layers = sum(n for kind, n in zip(model.kinds, counts, strict=True) if kind.routed)
+        host = moe_layers * options.moe_host_s
 
     tokens = setup.seq_len * setup.micro_batch_size / p.cp
     act_b = DTYPES[precision.activations].bytes
