@@ -281,6 +281,15 @@ def test_gpt_oss_published_counts() -> None:
     assert count_params(get_model("gpt-oss-120b")).total == 116_829_156_672
 
 
+def test_gpt_oss_clamps_its_experts_activation() -> None:
+    # transformers' GptOssConfig: swiglu_limit = 7.0, the bound GptOssExperts clamps the gate
+    # and up projections to; a config may set another.
+    assert get_model("gpt-oss-120b").moe.activation_clamp == 7.0  # type: ignore[union-attr]
+    pasted = model_from_config({**GPT_OSS, "swiglu_limit": 5})
+    assert pasted.moe is not None and pasted.moe.activation_clamp == 5.0
+    assert get_model("qwen3-30b-a3b").moe.activation_clamp is None  # type: ignore[union-attr]
+
+
 def test_llama4_published_counts() -> None:
     # https://huggingface.co/blog/llama4-release: "17B active parameters out of ~109B total"
     # (Scout), "out of ~400B total" (Maverick), whole multimodal checkpoints; the language model
@@ -340,6 +349,8 @@ def test_ernie_published_counts() -> None:
         ({"model_type": "llama4_text", "no_rope_layers": [1, 0]}, "config.no_rope_layers"),
         ({"model_type": "gpt_oss", "sliding_window": None}, "config.sliding_window"),
         ({"model_type": "gpt_oss", "num_experts_per_tok": 200}, "config.num_experts_per_tok"),
+        ({"model_type": "gpt_oss", "swiglu_limit": 0}, "config.swiglu_limit"),
+        ({"model_type": "gpt_oss", "swiglu_limit": "7"}, "config.swiglu_limit"),
         ({"model_type": "minimax_m2", "attn_type_list": [0, 1]}, "config.attn_type_list"),
         (
             {"model_type": "minimax_m2", "shared_intermediate_size": 512},

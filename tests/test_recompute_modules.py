@@ -218,3 +218,23 @@ def test_api_page_and_cli_take_them() -> None:
         "&recompute_modules=moe,mla_up_proj"
     )
     assert page.status_code == 200 and 'name="recompute_modules"' in page.text
+
+
+def test_gpt_oss_clamped_activation_copy_is_kept_unless_moe_act() -> None:
+    """gpt-oss's experts clamp the up-projection's output into a copy before the fused
+    activation (Megatron-Core's weighted_bias_quick_geglu_impl): the fused function saves the
+    copy and the clamps their input, one more tensor of the up-projection's width per routed
+    row, which ``moe_act`` (and ``moe``) discard with the activation."""
+    model = get_model("gpt-oss-120b")
+    kind = model.kinds[0]
+    items = {i.name: i for i in layer_items(model, kind, True)}
+    assert items["experts.act_clamped"].elems == 4 * 2 * 2880  # top-4 rows of gate and up
+    assert items["experts.act_clamped"].elems == items["experts.act_input"].elems
+    assert "experts.act_clamped" in recomputed_items(kind, ("moe_act",), clamped=True)
+    assert "experts.act_clamped" in recomputed_items(kind, ("moe",), clamped=True)
+    assert "experts.act_clamped" not in recomputed_items(kind, ("layernorm",), clamped=True)
+    kept = training_memory(model, H100, P, _setup(), BF16).activations_bytes
+    dropped = training_memory(model, H100, P, _setup(("moe_act",)), BF16).activations_bytes
+    down = items["experts.down_input"].elems + items["experts.act_clamped"].elems
+    assert kept - dropped == pytest.approx(SEQ * down * 2 * 36)  # bf16, each of its 36 layers
+    assert "experts.act_clamped" not in {i.name for i in layer_items(QWEN, QWEN.kinds[0], True)}

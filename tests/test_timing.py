@@ -423,3 +423,43 @@ def test_the_kernel_timing_script_runs(tmp_path: Path) -> None:
     )
     ops = {r["op"] for r in json.loads(out.read_text())["rows"]}
     assert {"gemm", "gemm_grid", "attention", "activation", "rmsnorm", "moe_host"} <= ops
+
+
+def test_gpt_oss_eager_expert_ops_are_timed() -> None:
+    """Megatron-Core's grouped experts run gpt-oss's clamp (two clamps and a cat before the fused
+    activation) and its down-projection bias (``bias x prob`` per local expert added to its
+    rows, then a cat) as eager kernels (moe/experts.py, fusions/fused_bias_geglu.py @
+    core_v0.16.0): per routed row 4 reads and writes of the up-projection's 5,760 outputs in 3
+    kernels, 6 of the down-projection's 2,880 in 2 per local expert and 1; backward 5/4 and 4/3
+    of those bytes. The moe_act recomputation runs the clamp again; serving steps (fused MoE
+    kernels) and models without a clamp or expert biases add nothing."""
+    from dataclasses import replace
+
+    model = get_model("gpt-oss-120b")
+    p = Parallelism(dp=8, ep=8)  # 16 local experts, as the H100 recipe
+    rows = 4096 * 4  # a micro-batch of 4,096 tokens, top-4
+    ops = timing.expert_eager_ops(model, model.kinds[0], p, 4096, 2.0)
+    assert (ops.clamp_bytes, ops.clamp_kernels) == (rows * 5760 * 4 * 2, 3)
+    assert (ops.bias_bytes, ops.bias_kernels) == (rows * 2880 * 6 * 2, 2 * 16 + 1)
+    qwen = get_model("qwen3-30b-a3b")
+    assert timing.expert_eager_ops(qwen, qwen.kinds[0], p, 4096, 2.0) == timing.EagerExpertOps()
+
+    prof = kernel_profile(H100.id)
+    clamp_f, clamp_b, clamp_again = timing.EagerExpertOps(ops.clamp_bytes, 3).times(H100, prof)
+    assert clamp_again == clamp_f
+    gb = 1e9 / (H100.hbm_bytes_per_s * prof.memory_efficiency)  # seconds per GB streamed
+    assert clamp_b - 3 * prof.floor_s == pytest.approx(1.25 * ops.clamp_bytes / 1e9 * gb)
+    unclamped = replace(model, moe=replace(model.moe, activation_clamp=None))  # type: ignore[type-var]
+    setup = TrainingSetup(4096, micro_batch_size=1, global_batch_size=64)
+    with_clamp = estimate_training(model, H100, p, setup, BF16).time
+    without = estimate_training(unclamped, H100, p, setup, BF16).time
+    assert with_clamp.forward_s - without.forward_s == pytest.approx(36 * clamp_f)
+    assert with_clamp.backward_s - without.backward_s == pytest.approx(36 * clamp_b)
+    moe_act = replace(setup, recompute="selective", recompute_modules=("moe_act",))
+    rec = estimate_training(model, H100, p, moe_act, BF16).time.recompute_s
+    rec_without = estimate_training(unclamped, H100, p, moe_act, BF16).time.recompute_s
+    assert rec - rec_without == pytest.approx(36 * clamp_f)
+
+    args = (model, model.kinds[0], 0, H100, prof, p, BF16, 4096, 1, cluster_of(H100))
+    assert timing.layer_time(*args).eager_forward > 0
+    assert timing.layer_time(*args, grouped_experts=True).eager_forward == 0

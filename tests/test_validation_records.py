@@ -376,8 +376,9 @@ def test_the_planners_flop_count_is_nvidias_where_both_count_the_same_model() ->
     a token's training FLOPs. For Llama 3 / 3.1, Qwen3 MoE and Kimi K2 the planner's count (3x
     the causal forward, from the model's own shapes) is theirs within 1.5%; DeepSeek-V3 within
     4% (runs that train its multi-token-prediction module count it, the planner does not);
-    GPT-OSS 17% below it (its recipes train with a 32,000-token NullTokenizer:
-    docs/validation.md). The Nemotron hybrids and the LoRA runs are counted differently."""
+    GPT-OSS's 11-17% below it (Megatron-Bridge's flop_utils.py counts a gated MLP's third matrix
+    for SiLU only, and every layer's attention over the whole context: docs/validation.md). The
+    Nemotron hybrids and the LoRA runs are counted differently."""
     from estimator.counts.flops import training_flops
 
     ratios: dict[str, list[float]] = {}

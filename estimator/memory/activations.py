@@ -86,6 +86,11 @@ class ActivationItem:
     region: Region
 
 
+def clamped(model: ModelSpec) -> bool:
+    """Whether the model's routed experts clamp their activation's input (gpt-oss)."""
+    return model.moe is not None and model.moe.activation_clamp is not None
+
+
 def _norm_inputs(kind: LayerKind, h: int) -> int:
     """Distinct norm inputs of size h: parallel-residual layers feed every norm the same x."""
     hidden_norms = sum(1 for n in kind.norms if n.size == h)
@@ -133,14 +138,18 @@ def is_moe(kind: LayerKind) -> bool:
 
 
 @cache
-def recomputed_items(kind: LayerKind, modules: tuple[str, ...]) -> frozenset[str]:
+def recomputed_items(
+    kind: LayerKind, modules: tuple[str, ...], clamped: bool = False
+) -> frozenset[str]:
     """The saved tensors (``layer_items`` names) of a layer kind that Megatron-Core's selective
     recompute ``modules`` discard in the forward and compute again in the backward
     (megatron/core/transformer/transformer_layer.py, moe/experts.py, multi_latent_attention.py):
     ``layernorm`` the outputs of the norms that are modules of their own (the MoE layer's
     pre-MLP norm and MLA's input norm; Transformer Engine fuses the others into the next linear,
     where nothing is discarded), the inputs of the GEMMs they feed; ``moe_act`` the experts'
-    activation output (their down-projection's input); ``mlp``, ``shared_experts`` and ``moe``
+    activation output (their down-projection's input) and, where the experts clamp it
+    (``clamped``: ``MoESpec.activation_clamp``), the activation's clamped copy of its input;
+    ``mlp``, ``shared_experts`` and ``moe``
     everything inside the dense MLP, the shared experts or the whole MoE layer but its input;
     ``mla_up_proj`` MLA's query, key and value after the up-projections and rotary. The core
     attention (``core_attn``) is the score matrices' region (``region_scales``)."""
@@ -151,14 +160,16 @@ def recomputed_items(kind: LayerKind, modules: tuple[str, ...]) -> frozenset[str
     if "layernorm" in modules:
         names |= {"mlp.input"} if moe else set()
         names |= {"attention.input"} if mla else set()
+    clamp = {"experts.act_clamped"} if clamped else set()
     if "moe_act" in modules and moe:
-        names.add("experts.down_input")
+        names |= {"experts.down_input", *clamp}
     if "mlp" in modules and not moe:
         names |= {n for m in rows if m.component == "mlp" for n in _mlp_names(m)}
     if "shared_experts" in modules:
         names |= shared
     if "moe" in modules and moe:
         names |= {"experts.input", "experts.act_input", "experts.down_input", "router.probs"}
+        names |= clamp
         names |= shared
     if "mla_up_proj" in modules and mla:
         names |= {"attention.q", "attention.k", "attention.v"}
@@ -290,6 +301,12 @@ def _ffn_items(model: ModelSpec, kind: LayerKind) -> list[ActivationItem]:
                 ),
                 ActivationItem("experts.down_input", m.active * m.in_features, "gemm", "expert_i"),
             ]
+            if clamped(model):
+                # Megatron-Core clamps the up-projection's output into a copy before its fused
+                # activation (``weighted_bias_quick_geglu_impl``): the fused function saves the
+                # copy, the clamps their input (``experts.act_input``).
+                width = m.active * act_copies * m.in_features
+                items.append(ActivationItem("experts.act_clamped", width, "act", "expert_i"))
         elif m.component == "router":
             items.append(ActivationItem("router.probs", m.out_features, "fp32", "seq"))
     if model.hidden_dropout > 0:
@@ -588,7 +605,7 @@ def _coefficients(
     if adapted is not None and convention in HF_STYLE:
         items = frozen_items(items, adapted, convention)
     if modules:
-        dropped = recomputed_items(kind, modules)
+        dropped = recomputed_items(kind, modules, clamped(model))
         items = tuple(it for it in items if it.name not in dropped)
     acc: dict[tuple[Region, str], int] = {}
     for it in items:

@@ -15,13 +15,16 @@ __all__ = ["MoESpec", "ModelSpec"]
 
 @dataclass(frozen=True, slots=True)
 class MoESpec:
-    """Mixture-of-experts routing: ``num_experts`` routed experts, ``top_k`` per token."""
+    """Mixture-of-experts routing: ``num_experts`` routed experts, ``top_k`` per token.
+    ``activation_clamp``: the routed experts clamp their gate and up projections to this bound
+    before the activation (gpt-oss's ``swiglu_limit``); None where they do not."""
 
     num_experts: int
     top_k: int
     expert_intermediate_size: int
     shared_intermediate_size: int
     moe_layers: int
+    activation_clamp: float | None = None
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,10 @@ One micro-batch on one GPU of a pipeline stage is a list of operators per layer,
   of a weight-bound GEMM (``kernels.copy_time``): the all-to-all dispatcher's permute, chunk sort,
   unsort and unpermute, the flex dispatcher's (DeepEP / HybridEP) permute and unpermute; twice
   all of that backward; the output head GEMM and the cross-entropy over fp32 logits on the last
-  stage, the embedding gather on the first.
+  stage, the embedding gather on the first. Routed experts with a clamped activation or a
+  down-projection bias (gpt-oss) add the eager PyTorch ops Megatron-Core runs around its fused
+  activation: the clamps and their cat, the per-expert bias times probability and the rows' cat
+  (``expert_eager_ops``), with their own backward.
 - Communication per micro-batch: TP all-reduce (or all-gather + reduce-scatter with sequence
   parallelism) twice per layer forward and twice backward, exposed, or with ``tp_comm_overlap``
   behind the layer's GEMMs as Transformer Engine's userbuffers overlap it (``tp_overlap``: a
@@ -429,6 +432,72 @@ class _LayerTime:
     dispatch: Num = 0.0  # the token dispatcher's copies, part of ``elementwise``
     norm_bytes: Num = 0.0  # one hidden-size norm's reads and writes, part of ``elementwise``
     expert_act_bytes: Num = 0.0  # the routed experts' activation's, part of ``elementwise``
+    # the routed experts' eager clamp and bias ops (``expert_eager_ops``), outside
+    # ``elementwise``: forward, backward, and the clamp's forward again under ``moe_act``
+    eager_forward: Num = 0.0
+    eager_backward: Num = 0.0
+    eager_clamp: Num = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class EagerExpertOps:
+    """Bytes and kernels of the routed experts' ops that Megatron-Core runs eagerly around its
+    fused ones, per micro-batch on one rank (``expert_eager_ops``)."""
+
+    clamp_bytes: Num = 0.0  # forward; the backward moves 5/4 of it
+    clamp_kernels: int = 0
+    bias_bytes: Num = 0.0  # forward; the backward moves 4/3 of it
+    bias_kernels: Num = 0  # forward; the backward launches twice as many, plus one
+
+    def times(self, acc: Accelerator, prof: KernelProfile) -> tuple[Num, Num, Num]:
+        """Forward, backward and the clamp's forward seconds: plain contiguous streams (clamps,
+        a cat, broadcast products and adds over large tensors) timed as the token permutes are
+        (``copy_time``; the lent H100 gathered gpt-oss's routed rows at 75% of its HBM peak)."""
+        clamp = copy_time(acc, prof, self.clamp_bytes, self.clamp_kernels)
+        clamp_b = copy_time(acc, prof, self.clamp_bytes * 5 / 4, self.clamp_kernels)
+        bias: Num = 0.0
+        bias_b: Num = 0.0
+        if self.bias_kernels:
+            bias = copy_time(acc, prof, self.bias_bytes, self.bias_kernels)
+            bias_b = copy_time(acc, prof, self.bias_bytes * 4 / 3, 2 * self.bias_kernels - 1)
+        return clamp + bias, clamp_b + bias_b, clamp
+
+
+def expert_eager_ops(
+    model: ModelSpec, kind: LayerKind, p: Parallelism, tokens: Num, act_b: float, load: Num = 1.0
+) -> EagerExpertOps:
+    """What Megatron-Core's grouped experts (``TEGroupedMLP``, megatron/core/transformer/moe/
+    experts.py and fusions/fused_bias_geglu.py @ core_v0.16.0) run as separate eager PyTorch
+    kernels around the fused activation, on the ``tokens x top_k x load`` rows a rank's experts
+    receive:
+
+    - a clamped activation (``MoESpec.activation_clamp``, gpt-oss's ``activation_func_clamp_
+      value``): ``weighted_bias_quick_geglu_impl`` clamps the gate half and the up half of the
+      up-projection's output and concatenates them before the fused kernel: 4 reads and writes
+      of each output element forward in 3 kernels (two clamps, the cat); backward the two
+      clamps' masked gradients and the split's cat, 5.
+    - a bias on the down-projection (``_apply_bias``): per local expert ``bias x prob`` and its
+      add to that expert's rows, then a cat of all rows: 6 reads and writes of each output
+      element in ``2 x local + 1`` kernels; backward the bias's and the probabilities'
+      gradients (a product and a sum each per expert) and the split's cat, 8 in
+      ``4 x local + 1``.
+
+    Nothing where a layer has neither (every model but gpt-oss's family today)."""
+    rows = tokens / p.tp * p.expert_tp * load
+    clamp_bytes: Num = 0.0
+    clamp_kernels = 0
+    bias_bytes: Num = 0.0
+    bias_kernels: Num = 0
+    for m in kind.linears:
+        if m.component != "experts" or m.copies <= 1:
+            continue
+        if m.tp == "column" and model.moe is not None and model.moe.activation_clamp:
+            clamp_bytes = rows * m.active * m.out_features / p.expert_tp * 4 * act_b
+            clamp_kernels = 3
+        if m.tp == "row" and m.bias:
+            bias_bytes = rows * m.active * m.out_features * 6 * act_b
+            bias_kernels = 2 * maximum(m.copies // p.ep, 1) + 1
+    return EagerExpertOps(clamp_bytes, clamp_kernels, bias_bytes, bias_kernels)
 
 
 @per_model
@@ -561,6 +630,9 @@ def layer_time(
     elementwise = memory_time(acc, prof, elem_bytes, ELEMENTWISE_KERNELS_FORWARD) + copy_time(
         acc, prof, copy_bytes, copies
     )
+    eager: tuple[Num, Num, Num] = (0.0, 0.0, 0.0)
+    if model.moe is not None and kind.routed and not grouped_experts:  # engines fuse them
+        eager = expert_eager_ops(model, kind, p, tokens, act_b, expert_load).times(acc, prof)
 
     ranks = group_shapes(p)
     activation_bytes = rules.tp_message_bytes(model, p, tokens, precision)
@@ -609,6 +681,7 @@ def layer_time(
         dispatch,
         norm_bytes,
         expert_act_bytes,
+        *eager,
     )
 
 
@@ -726,11 +799,20 @@ def _stage_times(
         if type(n) is int and not n:
             continue
         if tuned is None:
-            compute_f = lt.gemm + lt.attention + lt.elementwise + lt.mixer
-            compute_b = 2 * lt.gemm + lt.attention_backward + 2 * lt.elementwise + 2 * lt.mixer
+            compute_f = lt.gemm + lt.attention + lt.elementwise + lt.mixer + lt.eager_forward
+            compute_b = (
+                2 * lt.gemm
+                + lt.attention_backward
+                + 2 * lt.elementwise
+                + 2 * lt.mixer
+                + lt.eager_backward
+            )
         else:  # frozen base GEMMs: input gradients only; adapters: input and weight gradients
             adapter, dequant = tuned[k]
-            compute_f = lt.gemm + adapter + dequant + lt.attention + lt.elementwise + lt.mixer
+            compute_f = (
+                lt.gemm + adapter + dequant + lt.attention + lt.elementwise + lt.mixer
+                + lt.eager_forward
+            )  # fmt: skip
             compute_b = (
                 lt.gemm
                 + 2 * adapter
@@ -738,6 +820,7 @@ def _stage_times(
                 + lt.attention_backward
                 + 2 * lt.elementwise
                 + 2 * lt.mixer
+                + lt.eager_backward
             )
         fwd = fwd + n * compute_f
         bwd = bwd + n * compute_b
@@ -756,10 +839,16 @@ def _stage_times(
                     moved = again.norms * lt.norm_bytes + again.activation * lt.expert_act_bytes
                     kernels = again.norms + again.activation
                     rec = rec + n * memory_time(acc, prof, moved, kernels)
+                if again.moe:  # the whole MoE layer again: its eager ops too
+                    rec = rec + n * lt.eager_forward
+                elif again.activation:  # the clamp runs inside the recomputed activation
+                    rec = rec + n * lt.eager_clamp
                 ep_passes = passes + again.moe  # the MoE layer's dispatch and combine again
                 tp_passes = passes + again.tp_exchanges / max(model.kinds[k].tp_exchanges, 1)
         elif setup.recompute == "op":  # the unsaved projections and the pointwise work
-            rec = rec + n * (lt.gemm * op_recomputed_share(model.kinds[k]) + lt.elementwise)
+            rec = rec + n * (
+                lt.gemm * op_recomputed_share(model.kinds[k]) + lt.elementwise + lt.eager_forward
+            )
         if options.tp_comm_overlap:  # forward-like passes, then the backward (tp_overlap)
             tp_fwd, tp_bwd = overlapped_tp(
                 model, k, acc, precision.compute, p.tp, lt.tp_comm, lt.gemm

@@ -7,7 +7,9 @@ q, k, v and o (``attention_bias``, true by default) and one learned *sink* logit
 layers attend in a ``sliding_window`` (128 tokens; sliding first, then full, when the config
 does not list them); the MLP is ``mlp.router`` (a linear with bias) over ``num_local_experts``
 experts fused with their biases (``gate_up_proj`` and ``gate_up_proj_bias``, ``down_proj`` and
-``down_proj_bias``), ``num_experts_per_tok`` a token; two RMSNorms a layer, an untied head.
+``down_proj_bias``), ``num_experts_per_tok`` a token, their gate and up projections clamped to
+``swiglu_limit`` before the activation (``MoESpec.activation_clamp``); two RMSNorms a layer, an
+untied head.
 
 The checkpoints ship their experts in MXFP4 (``quantization_config``): the spec counts
 parameters, whatever their format, and says so in its notes; the weight format is the
@@ -19,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from estimator.errors import SpecError
 from estimator.spec.architecture import Param
 from estimator.spec.families.blocks import (
     PLAIN_LAYER_TYPES,
@@ -59,7 +62,10 @@ def read(c: ConfigReader, ident: str) -> ModelSpec:
         attention_layer(d, w, moe, qkv_bias=bias, o_bias=bias, moe=True)._replace(extras=sinks)
         for w in windows
     ]
-    spec = MoESpec(experts, top_k, inter, 0, d.layers)
+    clamp = c.number("swiglu_limit", default=defaults["swiglu_limit"])
+    if not clamp > 0:  # also refuses NaN
+        raise SpecError("config.swiglu_limit", "must be > 0", clamp)
+    spec = MoESpec(experts, top_k, inter, 0, d.layers, activation_clamp=clamp)
     activation = c.text("hidden_act", default="silu")
     return decoder(
         c, ident, d, layers, moe=spec, activation=activation, notes=quantization_notes(c)
