@@ -80,6 +80,8 @@ def _single(
         ("mixtral-8x7b", TrainingSearch(accelerators=("h200-sxm-141gb",), vp=(1, 2))),
         ("gemma-2-9b", TrainingSearch(accelerators=("b200",), pp=(1, 2, 3, 6), cp=(1, 2))),
         ("qwen3-30b-a3b", TrainingSearch(accelerators=("gb200",), num_gpus=(8, 16, 64))),
+        # clamped experts with biases: their eager ops per local expert count, layout by layout
+        ("gpt-oss-20b", TrainingSearch(accelerators=("h100-sxm-80gb",), num_gpus=(8, 16, 32))),
         # 61 layers: every pp > 1 takes an uneven Megatron-Core split
         ("deepseek-v3", TrainingSearch(accelerators=("h100-sxm-80gb",), pp=(2, 8, 16), vp=(1, 2))),
         (

@@ -463,3 +463,8 @@ def test_gpt_oss_eager_expert_ops_are_timed() -> None:
     args = (model, model.kinds[0], 0, H100, prof, p, BF16, 4096, 1, cluster_of(H100))
     assert timing.layer_time(*args).eager_forward > 0
     assert timing.layer_time(*args, grouped_experts=True).eager_forward == 0
+    notes = estimate_training(model, H100, p, setup, BF16).notes
+    said = [n for n in notes if n.startswith("Routed experts: the eager PyTorch kernels")]
+    assert len(said) == 1 and "two clamps and a cat" in said[0] and "0.61 ms forward" in said[0]
+    qwen_notes = estimate_training(qwen, H100, p, setup, BF16).notes
+    assert not any(n.startswith("Routed experts: the eager") for n in qwen_notes)

@@ -447,7 +447,8 @@ class EagerExpertOps:
     clamp_bytes: Num = 0.0  # forward; the backward moves 5/4 of it
     clamp_kernels: int = 0
     bias_bytes: Num = 0.0  # forward; the backward moves 4/3 of it
-    bias_kernels: Num = 0  # forward; the backward launches twice as many, plus one
+    bias_kernels: Num = 0  # forward (per layout in a sweep); the backward twice as many, less one
+    bias: bool = False
 
     def times(self, acc: Accelerator, prof: KernelProfile) -> tuple[Num, Num, Num]:
         """Forward, backward and the clamp's forward seconds: plain contiguous streams (clamps,
@@ -457,10 +458,38 @@ class EagerExpertOps:
         clamp_b = copy_time(acc, prof, self.clamp_bytes * 5 / 4, self.clamp_kernels)
         bias: Num = 0.0
         bias_b: Num = 0.0
-        if self.bias_kernels:
+        if self.bias:
             bias = copy_time(acc, prof, self.bias_bytes, self.bias_kernels)
             bias_b = copy_time(acc, prof, self.bias_bytes * 4 / 3, 2 * self.bias_kernels - 1)
         return clamp + bias, clamp_b + bias_b, clamp
+
+
+def eager_ops_notes(
+    model: ModelSpec, acc: Accelerator, p: Parallelism, setup: TrainingSetup, precision: Precision
+) -> list[str]:
+    """What the routed experts' eager ops (``expert_eager_ops``) add, where a model has any."""
+    kind = next((kind for kind in model.kinds if kind.routed), None)
+    if kind is None:
+        return []
+    tokens = setup.seq_len * setup.micro_batch_size / p.cp
+    act_b = DTYPES[precision.activations].bytes
+    ops = expert_eager_ops(model, kind, p, tokens, act_b, setup.expert_load)
+    if not (ops.clamp_kernels or ops.bias):
+        return []
+    fwd, bwd, _ = ops.times(acc, kernel_profile(acc.id))
+    what = " and ".join(
+        text
+        for on, text in (
+            (ops.clamp_kernels, "the clamp of the activation's input (two clamps and a cat)"),
+            (ops.bias, "the down-projection bias added per local expert, then a cat"),
+        )
+        if on
+    )
+    return [
+        "Routed experts: the eager PyTorch kernels Megatron-Core runs around its fused ones"
+        f" (TEGroupedMLP), {what}, take {fwd * 1e3:.2f} ms forward and {bwd * 1e3:.2f} ms"
+        " backward per MoE layer and micro-batch, counted in compute (under every stack)."
+    ]
 
 
 def expert_eager_ops(
@@ -488,6 +517,7 @@ def expert_eager_ops(
     clamp_kernels = 0
     bias_bytes: Num = 0.0
     bias_kernels: Num = 0
+    bias = False
     for m in kind.linears:
         if m.component != "experts" or m.copies <= 1:
             continue
@@ -497,7 +527,8 @@ def expert_eager_ops(
         if m.tp == "row" and m.bias:
             bias_bytes = rows * m.active * m.out_features * 6 * act_b
             bias_kernels = 2 * maximum(m.copies // p.ep, 1) + 1
-    return EagerExpertOps(clamp_bytes, clamp_kernels, bias_bytes, bias_kernels)
+            bias = True
+    return EagerExpertOps(clamp_bytes, clamp_kernels, bias_bytes, bias_kernels, bias)
 
 
 @per_model
@@ -1279,6 +1310,7 @@ def estimate_training(
     if model.moe is not None:
         eager = (options or TimingOptions()).cuda_graphs == "none"
         notes.append(MOE_EAGER_NOTE if eager else MOE_HOST_NOTE)
+        notes += eager_ops_notes(model, accelerator, parallel, setup, precision)
     cluster = (options.cluster if options else None) or cluster_of(accelerator)
     if parallel.num_gpus > cluster.scale_up_domain:
         notes += cluster.notes()
