@@ -26,7 +26,7 @@ from estimator.layout.sharding import (
     stage_kind_counts,
 )
 from estimator.memory.activations import (
-    clamped,
+    clamps_experts,
     hf_layer_items,
     item_bytes,
     layer_items,
@@ -199,7 +199,7 @@ def layer_table(
             saved = (("layer input (full recompute)", float(kept)),)
         else:  # without what Megatron-Core's selective recompute modules discard
             again = setup.selective_modules
-            dropped = recomputed_items(kind, again, clamped(model)) if again else frozenset()
+            dropped = recomputed_items(kind, again, clamps_experts(model)) if again else frozenset()
             policy = "none" if again and "core_attn" not in again else setup.recompute
             saved = tuple(
                 (

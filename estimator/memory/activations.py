@@ -86,7 +86,7 @@ class ActivationItem:
     region: Region
 
 
-def clamped(model: ModelSpec) -> bool:
+def clamps_experts(model: ModelSpec) -> bool:
     """Whether the model's routed experts clamp their activation's input (gpt-oss)."""
     return model.moe is not None and model.moe.activation_clamp is not None
 
@@ -149,8 +149,8 @@ def recomputed_items(
     where nothing is discarded), the inputs of the GEMMs they feed; ``moe_act`` the experts'
     activation output (their down-projection's input) and, where the experts clamp it
     (``clamped``: ``MoESpec.activation_clamp``), the activation's clamped copy of its input;
-    ``mlp``, ``shared_experts`` and ``moe``
-    everything inside the dense MLP, the shared experts or the whole MoE layer but its input;
+    ``mlp``, ``shared_experts`` and ``moe`` everything inside the dense MLP, the shared experts
+    or the whole MoE layer but its input;
     ``mla_up_proj`` MLA's query, key and value after the up-projections and rotary. The core
     attention (``core_attn``) is the score matrices' region (``region_scales``)."""
     names: set[str] = set()
@@ -301,7 +301,7 @@ def _ffn_items(model: ModelSpec, kind: LayerKind) -> list[ActivationItem]:
                 ),
                 ActivationItem("experts.down_input", m.active * m.in_features, "gemm", "expert_i"),
             ]
-            if clamped(model):
+            if clamps_experts(model):
                 # Megatron-Core clamps the up-projection's output into a copy before its fused
                 # activation (``weighted_bias_quick_geglu_impl``): the fused function saves the
                 # copy, the clamps their input (``experts.act_input``).
@@ -605,7 +605,7 @@ def _coefficients(
     if adapted is not None and convention in HF_STYLE:
         items = frozen_items(items, adapted, convention)
     if modules:
-        dropped = recomputed_items(kind, modules, clamped(model))
+        dropped = recomputed_items(kind, modules, clamps_experts(model))
         items = tuple(it for it in items if it.name not in dropped)
     acc: dict[tuple[Region, str], int] = {}
     for it in items:
