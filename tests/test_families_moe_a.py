@@ -9,6 +9,7 @@ moe-2025.json says so): those two are checked on transformers' default configs a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -290,6 +291,19 @@ def test_gpt_oss_clamps_its_experts_activation() -> None:
     assert get_model("qwen3-30b-a3b").moe.activation_clamp is None  # type: ignore[union-attr]
 
 
+def test_gpt_oss_yarn_attention_factor() -> None:
+    # transformers' _compute_yarn_parameters: attention_factor, else get_mscale(factor) =
+    # 0.1 ln(factor) + 1 (gpt-oss: factor 32, no mscale), or the mscale / mscale_all_dim ratio.
+    assert get_model("gpt-oss-120b").rope_mscale == pytest.approx(0.1 * math.log(32) + 1)
+    yarn = GPT_OSS["rope_scaling"]
+    given = {**GPT_OSS, "rope_scaling": {**yarn, "attention_factor": 1.0}}
+    assert model_from_config(given).rope_mscale == 1.0
+    ratio = {**GPT_OSS, "rope_scaling": {**yarn, "mscale": 1.0, "mscale_all_dim": 1.0}}
+    assert model_from_config(ratio).rope_mscale == 1.0
+    assert model_from_config({**GPT_OSS, "rope_scaling": None}).rope_mscale == 1.0
+    assert get_model("qwen3-30b-a3b").rope_mscale == 1.0
+
+
 def test_llama4_published_counts() -> None:
     # https://huggingface.co/blog/llama4-release: "17B active parameters out of ~109B total"
     # (Scout), "out of ~400B total" (Maverick), whole multimodal checkpoints; the language model
@@ -351,6 +365,10 @@ def test_ernie_published_counts() -> None:
         ({"model_type": "gpt_oss", "num_experts_per_tok": 200}, "config.num_experts_per_tok"),
         ({"model_type": "gpt_oss", "swiglu_limit": 0}, "config.swiglu_limit"),
         ({"model_type": "gpt_oss", "swiglu_limit": "7"}, "config.swiglu_limit"),
+        (
+            {"model_type": "gpt_oss", "rope_scaling": {"rope_type": "yarn", "factor": -2}},
+            "config.rope_scaling.factor",
+        ),
         ({"model_type": "minimax_m2", "attn_type_list": [0, 1]}, "config.attn_type_list"),
         (
             {"model_type": "minimax_m2", "shared_intermediate_size": 512},

@@ -449,6 +449,7 @@ def test_gpt_oss_eager_expert_ops_are_timed() -> None:
     assert clamp_again == clamp_f
     gb = 1e9 / (H100.hbm_bytes_per_s * prof.memory_efficiency)  # seconds per GB streamed
     assert clamp_b - 3 * prof.floor_s == pytest.approx(1.25 * ops.clamp_bytes / 1e9 * gb)
+    model = replace(model, rope_mscale=1.0)  # the experts' ops alone (the RoPE's: below)
     unclamped = replace(model, moe=replace(model.moe, activation_clamp=None))  # type: ignore[type-var]
     setup = TrainingSetup(4096, micro_batch_size=1, global_batch_size=64)
     with_clamp = estimate_training(model, H100, p, setup, BF16).time
@@ -463,8 +464,35 @@ def test_gpt_oss_eager_expert_ops_are_timed() -> None:
     args = (model, model.kinds[0], 0, H100, prof, p, BF16, 4096, 1, cluster_of(H100))
     assert timing.layer_time(*args).eager_forward > 0
     assert timing.layer_time(*args, grouped_experts=True).eager_forward == 0
-    notes = estimate_training(model, H100, p, setup, BF16).notes
+    notes = estimate_training(get_model("gpt-oss-120b"), H100, p, setup, BF16).notes
     said = [n for n in notes if n.startswith("Routed experts: the eager PyTorch kernels")]
+    assert any(n.startswith("YaRN rotary embedding scaled by 1.347") for n in notes)
     assert len(said) == 1 and "two clamps and a cat" in said[0] and "0.61 ms forward" in said[0]
     qwen_notes = estimate_training(qwen, H100, p, setup, BF16).notes
     assert not any(n.startswith("Routed experts: the eager") for n in qwen_notes)
+
+
+def test_yarn_attention_factor_runs_the_unfused_rope() -> None:
+    """Megatron-Core's fused RoPE takes no YaRN attention factor but 1 (rope_utils.py @
+    core_v0.16.0: "mscale ... is not supported by TE's fused RoPE. Using unfused
+    implementation."): gpt-oss (factor 32, cos and sin scaled by 1.347) runs the unfused one,
+    12 reads and writes of each query and key element forward in 6 kernels per tensor and 13
+    backward in 7, where the fused one moves 2 (4 backward)."""
+    from dataclasses import replace
+
+    model = get_model("gpt-oss-120b")
+    plain = replace(model, rope_mscale=1.0)
+    p = Parallelism(dp=8, ep=8)
+    setup = TrainingSetup(4096, micro_batch_size=1, global_batch_size=64)
+    yarn = estimate_training(model, H100, p, setup, BF16).time
+    fused = estimate_training(plain, H100, p, setup, BF16).time
+    elems = 4096 * (64 + 8) * 64  # q and k of one micro-batch, one layer
+    prof = kernel_profile(H100.id)
+    per_gb = 1e9 / (H100.hbm_bytes_per_s * prof.memory_efficiency)
+    fwd = elems * 10 * 2 / 1e9 * per_gb + 12 * prof.floor_s
+    bwd = elems * 9 * 2 / 1e9 * per_gb + 14 * prof.floor_s
+    assert yarn.forward_s - fused.forward_s == pytest.approx(36 * fwd)
+    assert yarn.backward_s - fused.backward_s == pytest.approx(36 * bwd)
+    # serving engines take the factor into their rotary kernels' cos and sin
+    args = (model, model.kinds[0], 0, H100, prof, p, BF16, 4096, 1, cluster_of(H100))
+    assert timing.layer_time(*args, grouped_experts=True).eager_forward == 0

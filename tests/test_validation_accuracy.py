@@ -122,12 +122,13 @@ def test_end_to_end_accuracy_does_not_regress(built: dict[str, object]) -> None:
         "kimi_k2": 0.13,
         "nemotron_h": 0.18,  # 17.8% before
         "qwen3_moe": 0.14,  # 20.1% before
-        # over-predicted 7-152%: far off, see docs/validation.md; 28.3% since the eager ops
-        # around its fused expert activation are timed (its clamp and expert biases; 42.8%
-        # before, 45.6% before the lent H100's kernels, 48.1% before the recipes' recompute
-        # modules; 44.2% until the GB200 runs of 26.02.01 and 26.04.01 were compared with the
-        # expert all-to-all overlap their recipes set)
-        "gpt_oss": 0.30,
+        # over-predicted 5-145%: far off, see docs/validation.md; 24.7% since the eager ops
+        # around its fused expert activation (its clamp and expert biases) and its unfused
+        # YaRN rotary embedding are timed (28.3% with the experts' alone; 42.8% before, 45.6%
+        # before the lent H100's kernels, 48.1% before the recipes' recompute modules; 44.2%
+        # until the GB200 runs of 26.02.01 and 26.04.01 were compared with the expert
+        # all-to-all overlap their recipes set)
+        "gpt_oss": 0.26,
     }.items():
         assert families[family]["median_ape"] <= bound, family
 

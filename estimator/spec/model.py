@@ -36,6 +36,10 @@ class ModelSpec:
     exactly (an unknown ``model_type`` read Llama-style, an approximate reader): every answer
     built on it says so, and ``notes`` say how.
 
+    ``rope_mscale``: the factor a YaRN rotary embedding scales its cos and sin by (its attention
+    factor; 1.0 without one). Megatron-Core's fused RoPE takes no other, so a model with another
+    runs the unfused one in training (``timing.training.unfused_rope_ops``).
+
     ``hyper_streams``: the residual is that many copies of the hidden state, joined to each block
     by hyper-connections (DeepSeek-V4's ``hc_mult``; 0: a plain residual). Each layer's
     hyper-connection modules are in its inventory (component ``hyper_connections``); what is
@@ -68,6 +72,7 @@ class ModelSpec:
     notes: tuple[str, ...] = ()
     exact: bool = True
     hyper_streams: int = 0
+    rope_mscale: float = 1.0
 
     # --- derived, exact integers -------------------------------------------------------------
 

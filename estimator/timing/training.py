@@ -432,10 +432,13 @@ class _LayerTime:
     dispatch: Num = 0.0  # the token dispatcher's copies, part of ``elementwise``
     norm_bytes: Num = 0.0  # one hidden-size norm's reads and writes, part of ``elementwise``
     expert_act_bytes: Num = 0.0  # the routed experts' activation's, part of ``elementwise``
-    # the routed experts' eager clamp and bias ops (``expert_eager_ops``), outside
-    # ``elementwise``: forward, backward, and the clamp's forward again under ``moe_act``
+    # eager PyTorch ops Megatron-Core runs around its fused kernels, outside ``elementwise``
+    # (the routed experts' clamp and bias, ``expert_eager_ops``; an unfused rotary embedding,
+    # ``unfused_rope_time``): forward and backward; the experts' forward again under ``moe``,
+    # their clamp's under ``moe_act``
     eager_forward: Num = 0.0
     eager_backward: Num = 0.0
+    eager_experts: Num = 0.0
     eager_clamp: Num = 0.0
 
 
@@ -467,15 +470,24 @@ class EagerExpertOps:
 def eager_ops_notes(
     model: ModelSpec, acc: Accelerator, p: Parallelism, setup: TrainingSetup, precision: Precision
 ) -> list[str]:
-    """What the routed experts' eager ops (``expert_eager_ops``) add, where a model has any."""
+    """What the eager ops Megatron-Core runs for the model add: its routed experts' clamp and
+    bias (``expert_eager_ops``) and an unfused rotary embedding (``unfused_rope_time``)."""
+    notes = []
+    if model.rope_mscale != 1.0:
+        notes.append(
+            f"YaRN rotary embedding scaled by {model.rope_mscale:.3f}: Megatron-Core runs its"
+            " unfused RoPE (Megatron-Bridge turns the fusion off for YaRN, and the fused kernel"
+            " takes no such factor), 12 reads and writes of each query and key element forward"
+            " and 13 backward, counted in compute."
+        )
     kind = next((kind for kind in model.kinds if kind.routed), None)
     if kind is None:
-        return []
+        return notes
     tokens = setup.seq_len * setup.micro_batch_size / p.cp
     act_b = DTYPES[precision.activations].bytes
     ops = expert_eager_ops(model, kind, p, tokens, act_b, setup.expert_load)
     if not (ops.clamp_kernels or ops.bias):
-        return []
+        return notes
     fwd, bwd, _ = ops.times(acc, kernel_profile(acc.id))
     what = " and ".join(
         text
@@ -486,10 +498,38 @@ def eager_ops_notes(
         if on
     )
     return [
+        *notes,
         "Routed experts: the eager PyTorch kernels Megatron-Core runs around its fused ones"
         f" (TEGroupedMLP), {what}, take {fwd * 1e3:.2f} ms forward and {bwd * 1e3:.2f} ms"
-        " backward per MoE layer and micro-batch, counted in compute (under every stack)."
+        " backward per MoE layer and micro-batch, counted in compute (under every stack).",
     ]
+
+
+# Megatron-Core's unfused rotary embedding (``_apply_rotary_pos_emb_bshd``, rope_utils.py @
+# core_v0.16.0) on each of q and k: ``t * cos``, the rotated half's negation and cat, ``* sin``,
+# the add and the final cat: 12 reads and writes of each element in 6 kernels forward; backward
+# the two products' gradients, the negation's, the chunk's cat, their sum and the slice's
+# zero-filled copy, 13 in 7. The fused kernel the elementwise term charges moves 2 forward (4
+# backward, at twice the forward).
+UNFUSED_ROPE_ACCESSES = (12 - 2, 13 - 4)
+UNFUSED_ROPE_KERNELS = (6, 7)
+
+
+def unfused_rope_time(
+    acc: Accelerator, prof: KernelProfile, model: ModelSpec, elems: Num, act_b: float
+) -> tuple[Num, Num]:
+    """Forward and backward seconds an unfused rotary embedding adds over the fused one, on
+    ``elems`` query and key elements, for a model whose YaRN embedding scales cos and sin
+    (``ModelSpec.rope_mscale`` != 1: gpt-oss): Megatron-Bridge turns RoPE fusion off for a
+    ``position_embedding_type`` other than ``rope`` (``validate_rope_fusion_compatibility``,
+    utils/fusions.py, v0.2.1 to v0.6.0; gpt-oss's is ``yarn``), and Megatron-Core's fused RoPE
+    takes no such factor anyway (``apply_rotary_pos_emb``: "mscale ... is not supported by TE's
+    fused RoPE. Using unfused implementation."). Nothing for the others."""
+    if model.rope_mscale == 1.0:
+        return 0.0, 0.0
+    fwd, bwd = (elems * n * act_b for n in UNFUSED_ROPE_ACCESSES)
+    kernels_f, kernels_b = (2 * n for n in UNFUSED_ROPE_KERNELS)  # q and k
+    return copy_time(acc, prof, fwd, kernels_f), copy_time(acc, prof, bwd, kernels_b)
 
 
 def expert_eager_ops(
@@ -661,9 +701,19 @@ def layer_time(
     elementwise = memory_time(acc, prof, elem_bytes, ELEMENTWISE_KERNELS_FORWARD) + copy_time(
         acc, prof, copy_bytes, copies
     )
-    eager: tuple[Num, Num, Num] = (0.0, 0.0, 0.0)
-    if model.moe is not None and kind.routed and not grouped_experts:  # engines fuse them
-        eager = expert_eager_ops(model, kind, p, tokens, act_b, expert_load).times(acc, prof)
+    # Training only: the serving engines fuse the experts' clamp and bias into their MoE
+    # kernels and the attention factor into their rotary kernels' cos and sin.
+    eager_f: Num = 0.0
+    eager_b: Num = 0.0
+    experts_f: Num = 0.0
+    clamp_f: Num = 0.0
+    if model.moe is not None and kind.routed and not grouped_experts:
+        ops = expert_eager_ops(model, kind, p, tokens, act_b, expert_load)
+        experts_f, experts_b, clamp_f = ops.times(acc, prof)
+        eager_f, eager_b = experts_f, experts_b
+    if a is not None and not grouped_experts:
+        rope_f, rope_b = unfused_rope_time(acc, prof, model, tokens * rope / 2, act_b)
+        eager_f, eager_b = eager_f + rope_f, eager_b + rope_b
 
     ranks = group_shapes(p)
     activation_bytes = rules.tp_message_bytes(model, p, tokens, precision)
@@ -712,7 +762,10 @@ def layer_time(
         dispatch,
         norm_bytes,
         expert_act_bytes,
-        *eager,
+        eager_f,
+        eager_b,
+        experts_f,
+        clamp_f,
     )
 
 
@@ -870,8 +923,8 @@ def _stage_times(
                     moved = again.norms * lt.norm_bytes + again.activation * lt.expert_act_bytes
                     kernels = again.norms + again.activation
                     rec = rec + n * memory_time(acc, prof, moved, kernels)
-                if again.moe:  # the whole MoE layer again: its eager ops too
-                    rec = rec + n * lt.eager_forward
+                if again.moe:  # the whole MoE layer again: its experts' eager ops too
+                    rec = rec + n * lt.eager_experts
                 elif again.activation:  # the clamp runs inside the recomputed activation
                     rec = rec + n * lt.eager_clamp
                 ep_passes = passes + again.moe  # the MoE layer's dispatch and combine again
@@ -1310,7 +1363,7 @@ def estimate_training(
     if model.moe is not None:
         eager = (options or TimingOptions()).cuda_graphs == "none"
         notes.append(MOE_EAGER_NOTE if eager else MOE_HOST_NOTE)
-        notes += eager_ops_notes(model, accelerator, parallel, setup, precision)
+    notes += eager_ops_notes(model, accelerator, parallel, setup, precision)
     cluster = (options.cluster if options else None) or cluster_of(accelerator)
     if parallel.num_gpus > cluster.scale_up_domain:
         notes += cluster.notes()

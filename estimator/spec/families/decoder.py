@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +46,7 @@ __all__ = [
     "read_experts",
     "standard_layer_norms",
     "uniform_stack",
+    "yarn_attention_factor",
 ]
 
 
@@ -215,12 +217,14 @@ def decoder(
     gated: bool = True,
     dropouts: tuple[float, float] | None = None,
     hyper_streams: int = 0,
+    rope_mscale: float = 1.0,
 ) -> ModelSpec:
     """A Llama-style decoder: an embedding of ``vocab x hidden``, ``layers``, a final RMSNorm
     and the head (tied or not); max positions and dropouts from the config. ``gated``: the MLPs
     are gated (SwiGLU/GeGLU), not a plain up/down pair; ``dropouts``: the attention and
     residual dropout where the family reads them under its own names and defaults;
-    ``hyper_streams``: the residual streams of hyper-connections (``ModelSpec``)."""
+    ``hyper_streams``: the residual streams of hyper-connections and ``rope_mscale`` the rotary
+    embedding's YaRN attention factor (``ModelSpec``)."""
     kinds, index = kinds_from_layers(layers)
     if dropouts is None:
         dropouts = (
@@ -251,7 +255,41 @@ def decoder(
         config=dict(c.plain),
         notes=tuple(notes),
         hyper_streams=hyper_streams,
+        rope_mscale=rope_mscale,
     )
+
+
+def yarn_attention_factor(c: ConfigReader) -> float:
+    """The factor a YaRN rotary embedding scales its cos and sin by, as transformers computes it
+    (``modeling_rope_utils._compute_yarn_parameters``): the config's ``attention_factor``, else
+    ``get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim)`` where both are set, else
+    ``get_mscale(factor)``, with ``get_mscale(s, m) = 0.1 m ln(s) + 1`` for ``s > 1`` (1
+    otherwise); 1.0 without YaRN (``rope_scaling`` or ``rope_parameters``)."""
+    rope = c.get("rope_scaling", "rope_parameters")
+    if not isinstance(rope, Mapping) or (rope.get("rope_type") or rope.get("type")) != "yarn":
+        return 1.0
+    field = "rope_scaling" if c.get("rope_scaling") is not None else "rope_parameters"
+
+    def number(key: str) -> float | None:
+        value = rope.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            raise SpecError(f"config.{field}.{key}", "must be a number > 0", value)
+        return float(value)
+
+    given = number("attention_factor")
+    if given is not None:
+        return given
+    factor = number("factor") or 1.0
+
+    def mscale(m: float = 1.0) -> float:
+        return 0.1 * m * math.log(factor) + 1.0 if factor > 1 else 1.0
+
+    m, m_all = number("mscale"), number("mscale_all_dim")
+    if m is not None and m_all is not None:
+        return mscale(m) / mscale(m_all)
+    return mscale()
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ does not list them); the MLP is ``mlp.router`` (a linear with bias) over ``num_l
 experts fused with their biases (``gate_up_proj`` and ``gate_up_proj_bias``, ``down_proj`` and
 ``down_proj_bias``), ``num_experts_per_tok`` a token, their gate and up projections clamped to
 ``swiglu_limit`` before the activation (``MoESpec.activation_clamp``); two RMSNorms a layer, an
-untied head.
+untied head; YaRN rotary embeddings (``rope_scaling``, factor 32: cos and sin scaled by
+``0.1 ln 32 + 1``, ``ModelSpec.rope_mscale``).
 
 The checkpoints ship their experts in MXFP4 (``quantization_config``): the spec counts
 parameters, whatever their format, and says so in its notes; the weight format is the
@@ -36,6 +37,7 @@ from estimator.spec.families.decoder import (
     decoder,
     read_dims,
     read_experts,
+    yarn_attention_factor,
 )
 from estimator.spec.model import ModelSpec, MoESpec
 from estimator.spec.reader import ConfigReader
@@ -68,8 +70,9 @@ def read(c: ConfigReader, ident: str) -> ModelSpec:
     spec = MoESpec(experts, top_k, inter, 0, d.layers, activation_clamp=clamp)
     activation = c.text("hidden_act", default="silu")
     return decoder(
-        c, ident, d, layers, moe=spec, activation=activation, notes=quantization_notes(c)
-    )
+        c, ident, d, layers, moe=spec, activation=activation, notes=quantization_notes(c),
+        rope_mscale=yarn_attention_factor(c),
+    )  # fmt: skip
 
 
 def local_experts(c: ConfigReader, defaults: Mapping[str, Any]) -> tuple[int, int, int]:
