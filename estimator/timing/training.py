@@ -442,14 +442,20 @@ class _LayerTime:
     eager_clamp: Num = 0.0
 
 
+# Reads and writes of each element (forward, backward) of the routed experts' eager ops
+# (``expert_eager_ops``): the clamp of the up-projection's output, the down-projection's bias.
+EXPERT_CLAMP_ACCESSES = (4, 5)
+EXPERT_BIAS_ACCESSES = (6, 8)
+
+
 @dataclass(frozen=True, slots=True)
 class EagerExpertOps:
     """Bytes and kernels of the routed experts' ops that Megatron-Core runs eagerly around its
     fused ones, per micro-batch on one rank (``expert_eager_ops``)."""
 
-    clamp_bytes: Num = 0.0  # forward; the backward moves 5/4 of it
+    clamp_bytes: Num = 0.0  # forward (``EXPERT_CLAMP_ACCESSES``: the backward's in proportion)
     clamp_kernels: int = 0
-    bias_bytes: Num = 0.0  # forward; the backward moves 4/3 of it
+    bias_bytes: Num = 0.0  # forward (``EXPERT_BIAS_ACCESSES``)
     bias_kernels: Num = 0  # forward (per layout in a sweep); the backward twice as many, less one
     bias: bool = False
 
@@ -457,13 +463,16 @@ class EagerExpertOps:
         """Forward, backward and the clamp's forward seconds: plain contiguous streams (clamps,
         a cat, broadcast products and adds over large tensors) timed as the token permutes are
         (``copy_time``; the lent H100 gathered gpt-oss's routed rows at 75% of its HBM peak)."""
+        fwd, bwd = EXPERT_CLAMP_ACCESSES
         clamp = copy_time(acc, prof, self.clamp_bytes, self.clamp_kernels)
-        clamp_b = copy_time(acc, prof, self.clamp_bytes * 5 / 4, self.clamp_kernels)
+        clamp_b = copy_time(acc, prof, self.clamp_bytes * bwd / fwd, self.clamp_kernels)
         bias: Num = 0.0
         bias_b: Num = 0.0
         if self.bias:
+            fwd, bwd = EXPERT_BIAS_ACCESSES
             bias = copy_time(acc, prof, self.bias_bytes, self.bias_kernels)
-            bias_b = copy_time(acc, prof, self.bias_bytes * 4 / 3, 2 * self.bias_kernels - 1)
+            moved = self.bias_bytes * bwd / fwd
+            bias_b = copy_time(acc, prof, moved, 2 * self.bias_kernels - 1)
         return clamp + bias, clamp_b + bias_b, clamp
 
 
@@ -562,10 +571,11 @@ def expert_eager_ops(
         if m.component != "experts" or m.copies <= 1:
             continue
         if m.tp == "column" and model.moe is not None and model.moe.activation_clamp:
-            clamp_bytes = rows * m.active * m.out_features / p.expert_tp * 4 * act_b
+            width = m.active * m.out_features / p.expert_tp
+            clamp_bytes = rows * width * EXPERT_CLAMP_ACCESSES[0] * act_b
             clamp_kernels = 3
         if m.tp == "row" and m.bias:
-            bias_bytes = rows * m.active * m.out_features * 6 * act_b
+            bias_bytes = rows * m.active * m.out_features * EXPERT_BIAS_ACCESSES[0] * act_b
             bias_kernels = 2 * maximum(m.copies // p.ep, 1) + 1
             bias = True
     return EagerExpertOps(clamp_bytes, clamp_kernels, bias_bytes, bias_kernels, bias)
