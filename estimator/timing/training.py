@@ -489,14 +489,13 @@ def eager_ops_notes(
             " takes no such factor), 12 reads and writes of each query and key element forward"
             " and 13 backward, counted in compute."
         )
-    kind = next((kind for kind in model.kinds if kind.routed), None)
-    if kind is None:
+    eager = eager_expert_kinds(model)
+    if not eager:
         return notes
+    kind = model.kinds[min(eager)]
     tokens = setup.seq_len * setup.micro_batch_size / p.cp
     act_b = DTYPES[precision.activations].bytes
     ops = expert_eager_ops(model, kind, p, tokens, act_b, setup.expert_load)
-    if not (ops.clamp_kernels or ops.bias):
-        return notes
     fwd, bwd, _ = ops.times(acc, kernel_profile(acc.id))
     what = " and ".join(
         text
@@ -539,6 +538,26 @@ def unfused_rope_time(
     fwd, bwd = (elems * n * act_b for n in UNFUSED_ROPE_ACCESSES)
     kernels_f, kernels_b = (2 * n for n in UNFUSED_ROPE_KERNELS)  # q and k
     return copy_time(acc, prof, fwd, kernels_f), copy_time(acc, prof, bwd, kernels_b)
+
+
+@per_model
+def eager_expert_kinds(model: ModelSpec) -> frozenset[int]:
+    """The layer kinds whose routed experts run eager ops around the fused ones: a clamped
+    activation (``MoESpec.activation_clamp``) or a bias on the down-projection
+    (``expert_eager_ops``); empty for every model but gpt-oss's family today, which then
+    skips them."""
+    if model.moe is None:
+        return frozenset()
+    clamp = bool(model.moe.activation_clamp)
+    return frozenset(
+        k
+        for k, kind in enumerate(model.kinds)
+        if kind.routed
+        and any(
+            m.component == "experts" and m.copies > 1 and (clamp or (m.tp == "row" and m.bias))
+            for m in kind.linears
+        )
+    )
 
 
 def expert_eager_ops(
@@ -717,7 +736,7 @@ def layer_time(
     eager_b: Num = 0.0
     experts_f: Num = 0.0
     clamp_f: Num = 0.0
-    if model.moe is not None and kind.routed and not grouped_experts:
+    if kind_index in eager_expert_kinds(model) and not grouped_experts:
         ops = expert_eager_ops(model, kind, p, tokens, act_b, expert_load)
         experts_f, experts_b, clamp_f = ops.times(acc, prof)
         eager_f, eager_b = experts_f, experts_b
