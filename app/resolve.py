@@ -37,7 +37,7 @@ from estimator.counts.tree import ModuleNode, module_tree
 from estimator.errors import SpecError, UnknownIdError
 from estimator.finetune import ALL_LINEAR, DEFAULT_RANK, FineTune
 from estimator.layout.parallel import layout_violations, validate_layout
-from estimator.layout.pipeline import PipelineSplit, model_split
+from estimator.layout.pipeline import PipelineSplit, check_layout_mtp, model_split
 from estimator.layout.ranks import RankLayout, rank_layout
 from estimator.memory.timeline import Timeline, inference_timeline, training_timeline
 from estimator.memory.training import TrainingMemory
@@ -293,6 +293,7 @@ def training_plan(req: TrainingRequest) -> TrainingPlan:
         loss_in_split=lay.loss_in_split,
         layout=lay.pipeline_layout,
     )
+    check_layout_mtp(split, req.mtp_layers)
     parallel = Parallelism(
         tp=lay.tp,
         pp=lay.pp,
@@ -322,6 +323,7 @@ def training_plan(req: TrainingRequest) -> TrainingPlan:
         optimizer_in_backward=req.optimizer_in_backward,
         no_sync_accumulation=req.no_sync_accumulation,
         recompute_modules=recompute_modules_of(req.recompute_modules),
+        mtp_layers=req.mtp_layers,
         compiled_loss=req.compiled_loss,
         gradients_per_step=(
             STACKS[req.stack].gradients_per_step
@@ -790,6 +792,7 @@ def _training_sweep(req: TrainingSweepRequest) -> TrainingSweep:
         moe_imbalance=req.moe_imbalance,
         moe_capacity_factor=req.moe_capacity_factor,
         recompute_modules=recompute_modules_of(req.recompute_modules),
+        mtp_layers=req.mtp_layers,
     )
     model = resolve_model(req.model)
     stacks = _axis(req.stack, (DEFAULT_STACK,))

@@ -260,11 +260,19 @@ def test_multi_token_prediction_modules_are_said_and_sized() -> None:
     notes = [n for n in get_model("deepseek-v3").notes if "multi-token" in n]
     assert notes == [
         "The checkpoint's 1 multi-token-prediction module (num_nextn_predict_layers) is not"
-        " counted or timed (transformers does not build it): training it adds about 4% to the"
-        " FLOPs per token."
+        " counted in its parameters (transformers does not build it); a training plan trains it"
+        " with mtp_layers (Megatron-Core's --mtp-num-layers), about 4% more FLOPs per token."
     ]
+    assert get_model("deepseek-v3").mtp_depth == 1
+    assert get_model("deepseek-v3").mtp_module == (1,)  # the last layer's kind: MoE
     super_notes = get_model("nemotron-3-super-120b-a12b").notes
     assert any("num_nextn_predict_layers, 2 decoder layers each" in n for n in super_notes)
+    # its module pattern *E: the kinds of the decoder's first attention and first MoE layers
+    nemotron = get_model("nemotron-3-super-120b-a12b")
+    pattern = nemotron.config["hybrid_override_pattern"]
+    assert nemotron.mtp_module == tuple(nemotron.layer_kinds[pattern.index(c)] for c in "*E")
+    assert nemotron.kinds[nemotron.mtp_module[0]].attention is not None
+    assert nemotron.kinds[nemotron.mtp_module[1]].routed
     assert not any("multi-token" in n for n in get_model("kimi-k2-instruct").notes)
     config = {**model_entry("llama-3-8b")["config"], "num_nextn_predict_layers": 2}
     assert any("2 multi-token-prediction modules" in n for n in model_from_config(config).notes)

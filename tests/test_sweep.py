@@ -60,6 +60,7 @@ def _single(
         workload.global_batch_size,
         r["recompute"],  # type: ignore[arg-type]
         gradients_per_step=gradients_per_step,
+        mtp_layers=workload.mtp_layers,
     )
     return estimate_training(
         get_model(model_id),

@@ -113,10 +113,13 @@ def test_end_to_end_accuracy_does_not_regress(built: dict[str, object]) -> None:
     for family, bound in {
         "llama": 0.10,
         "mpt": 0.09,
-        # 7.4% since runs without CUDA graphs expose their MoE layers' host time (its GB300 runs
-        # without graphs, under-predicted like every GB300 run, -13% -> -17%; its B200 / B300
-        # ones closer); 6.2% before, 7.5% before the recipes' token dispatcher
-        "deepseek_v3": 0.08,
+        # 14.6% since the runs train the multi-token-prediction depth their recipes set, on
+        # the last stage of the recipes' pipeline layouts (the planner's FLOPs per token now
+        # NVIDIA's within 0.5%, 3.8% under before): the pp=2 GB300 runs -9..-16% -> -14..-21%
+        # (every GB300 run is under-predicted), the pp=16 B200 / B300 ones -3..+2% ->
+        # +15..+19%, the median signed -2.1% -> -0.5%. 7.4% before, when the missing MTP work
+        # and the planner's own splits offset those errors (6.2% before the MoE host time)
+        "deepseek_v3": 0.16,
         # its one run, on GB300 without CUDA graphs: -12.4% with its MoE layers' host time
         # exposed (-8.5% before; every GB300 run is under-predicted, -9% in the median)
         "kimi_k2": 0.13,
@@ -189,10 +192,12 @@ def test_the_shipped_report_is_the_current_model(built: dict[str, object]) -> No
 def test_published_runs_that_ran_are_not_called_out_of_memory(built: dict[str, object]) -> None:
     """Every compared training run ran, so it fitted: the planner's verdict on them is pinned.
     A run it calls "does_not_fit" is listed in the report with its total over the card and
-    what its case could not read, and every one has such a setting (report: 256 fit, 8 tight,
-    19 do not, of 283 with Megatron-LM's 16 MoE recipes, whose DeepSeek-V4-Pro run is one of
-    them; 256 / 7 / 20 before the two 26.02.01 Llama 3 70B GB300 rows took their recipe's
-    layout; of the 267 before the recipes,
+    what its case could not read, and every one has such a setting (report: 252 fit, 12
+    tight, 19 do not, of 283 with Megatron-LM's 16 MoE recipes, whose DeepSeek-V4-Pro run is one
+    of them; 256 / 8 / 19 before the DeepSeek-V3 runs trained their MTP depth, whose layer,
+    second embedding copy and logits put the four pp=2 GB300 runs' last stage 0.5% over the card
+    (6.5% under before); 256 / 7 / 20 before the two 26.02.01 Llama 3 70B GB300 rows took
+    their recipe's layout; of the 267 before the recipes,
     241 / 7 / 19, 240 / 7 / 20 before the recipes' layer-wise activation offload was read,
     231 / 15 / 21 before their parameter formats were and quantized weights held the copies the
     backward reads; without the tight band 36 read "does not fit"). Each is recomputed from
@@ -203,7 +208,7 @@ def test_published_runs_that_ran_are_not_called_out_of_memory(built: dict[str, o
     assert ran["verdicts"] == {
         v: sum(1 for r in training if r.fit == v) for v in ("fits", "tight", "does_not_fit")
     }
-    assert ran["verdicts"]["does_not_fit"] <= 19 and ran["verdicts"]["fits"] >= 256
+    assert ran["verdicts"]["does_not_fit"] <= 19 and ran["verdicts"]["fits"] >= 252
     assert all(r["unread"] for r in ran["does_not_fit"])  # never without a stated reason
     listed = {r["id"]: r for r in ran["does_not_fit"]}
     for r in training:

@@ -92,11 +92,20 @@ def test_every_skip_says_why() -> None:
     compared = {c.id: c for c in training_cases() if isinstance(c, TrainingCase)}
     # Nemotron-3 8B / 22B and Nemotron-4 340B (model_type nemotron) are read since issue 20
     assert compared["nemo2407-Nemotron-340B-pretrain-128gpu"].model.id == "nemotron-4-340b"
-    # DeepSeek-V4 Flash (model_type deepseek_v4) is read since the catalog has it; the MTP
-    # module its run trains is not modelled, and the case says so
+    # DeepSeek-V4 Flash (model_type deepseek_v4) is read since the catalog has it, with the
+    # MTP depth its run trains (a sliding-window layer), and the case says so
     flash = compared["mbridge-26.08-DeepSeekV4 Flash-DGX-GB200-128-MXFP8-L50"]
     assert flash.model.id == "deepseek-v4-flash" and flash.model.exact
-    assert any("multi-token-prediction" in a for a in flash.assumptions)
+    assert flash.setup.mtp_layers == 1
+    assert flash.model.kinds[flash.model.mtp_module[0]].attention.compressor is None
+    assert any("multi-token-prediction depth trained" in a for a in flash.assumptions)
+    # DeepSeek-V3's runs train one MTP depth, on the last stage of the recipe's layout
+    v3 = compared["mbridge-26.02-DeepSeekV3-DGX-B200-256-MXFP8-L505"]
+    assert v3.setup.mtp_layers == 1
+    assert v3.parallel.stage_layers == (4,) * 15 + (1,)  # Et*4|(t*4|)*14tmL
+    assert (
+        compared["mbridge-25.11-DeepSeekV3 (w/o MTP)-DGX-GB200-256-BF16-L563"].setup.mtp_layers == 0
+    )
     assert compared["mbridge-26.06-Kimi_K2-DGX-GB300-256-MXFP8-L143"].model.id == (
         "kimi-k2-instruct"
     )
@@ -374,8 +383,10 @@ def test_lora_records_are_compared_as_lora() -> None:
 def test_the_planners_flop_count_is_nvidias_where_both_count_the_same_model() -> None:
     """The Megatron-Bridge records publish model TFLOP/s beside tokens/s: NVIDIA's own count of
     a token's training FLOPs. For Llama 3 / 3.1, Qwen3 MoE and Kimi K2 the planner's count (3x
-    the causal forward, from the model's own shapes) is theirs within 1.5%; DeepSeek-V3 within
-    4% (runs that train its multi-token-prediction module count it, the planner does not);
+    the causal forward, from the model's own shapes) is theirs within 1.5%; DeepSeek-V3's and
+    DeepSeek-V4 Flash's within 1% once the multi-token-prediction depth their recipes train is
+    counted (``mtp_layers``: 0.995-0.998 for DeepSeek-V3, 1.0007 for V4; 1.037-1.039 and
+    1.061 without it);
     GPT-OSS's 11-17% below it (Megatron-Bridge's flop_utils.py counts a gated MLP's third matrix
     for SiLU only, and every layer's attention over the whole context: docs/validation.md). The
     Nemotron hybrids and the LoRA runs are counted differently."""
@@ -388,7 +399,9 @@ def test_the_planners_flop_count_is_nvidias_where_both_count_the_same_model() ->
         if not c.measured_model_tflops_per_gpu or c.setup.finetune.method != "full":
             continue
         gbs = c.setup.global_batch_size or 1
-        flops = training_flops(c.model, c.setup.seq_len, gbs, "none", c.setup.finetune)
+        flops = training_flops(
+            c.model, c.setup.seq_len, gbs, "none", c.setup.finetune, mtp=c.setup.mtp_layers
+        )
         ours = float(flops.model) / (gbs * c.setup.seq_len)
         theirs = c.measured_model_tflops_per_gpu * 1e12 / c.measured_tokens_per_s_per_gpu
         ratios.setdefault(c.model.id, []).append(theirs / ours)
@@ -399,9 +412,10 @@ def test_the_planners_flop_count_is_nvidias_where_both_count_the_same_model() ->
         "qwen3-30b-a3b": 0.015,
         "qwen3-235b-a22b": 0.015,
         "kimi-k2-instruct": 0.015,
-        "deepseek-v3": 0.04,
+        "deepseek-v3": 0.01,
+        "deepseek-v4-flash": 0.01,
     }
-    assert sum(len(ratios[m]) for m in within) == 88  # 75 and DeepSeek-V3's 13
+    assert sum(len(ratios[m]) for m in within) == 89  # 75, DeepSeek-V3's 13 and V4 Flash's
     for model, bound in within.items():
         assert all(abs(r - 1) <= bound for r in ratios[model]), (model, ratios[model])
     assert all(0.82 <= r <= 0.90 for r in ratios["gpt-oss-120b"])
@@ -434,7 +448,8 @@ def test_megatron_lm_moe_recipes_are_read_from_their_arguments() -> None:
         assert case.precision.endswith("-params") == (
             r["precision"] != "bf16" and bool(args.get("fp8_param_gather"))
         )
-        flops = training_flops(case.model, case.setup.seq_len)
+        assert case.setup.mtp_layers == (args.get("mtp_num_layers") or 0)
+        flops = training_flops(case.model, case.setup.seq_len, mtp=case.setup.mtp_layers)
         per_token = (flops.forward + flops.backward) / case.setup.seq_len
         assert case.measured_tokens_per_s_per_gpu * per_token == pytest.approx(
             r["measured"]["model_tflops_per_gpu"] * 1e12
@@ -446,5 +461,6 @@ def test_megatron_lm_moe_recipes_are_read_from_their_arguments() -> None:
     assert h100.setup.recompute_modules == ("moe_act", "layernorm")
     v3 = by_id["mlm-moe-recipes-deepseek-v3-b200-mxfp8_256GPU_TP1PP8EP32"]
     assert v3.parallel.vp == 2 and v3.parallel.stage_layers is not None
-    assert sum(v3.parallel.stage_layers) == v3.model.num_layers  # the MTP layer left out
-    assert any("multi-token-prediction" in a for a in v3.assumptions)
+    assert sum(v3.parallel.stage_layers) == v3.model.num_layers  # the decoder layers (t)
+    assert v3.setup.mtp_layers == 1  # its layout's m, on the last stage, with mtp_num_layers 1
+    assert any("multi-token-prediction depth" in a for a in v3.assumptions)

@@ -53,7 +53,7 @@ from estimator import (
 )
 from estimator.counts.flops import Recompute, training_flops
 from estimator.finetune import FULL, FineTune
-from estimator.layout.pipeline import model_split
+from estimator.layout.pipeline import check_layout_mtp, model_split
 from estimator.memory.activations import RECOMPUTE_MODULES
 from estimator.offload import NO_OFFLOAD, Offload
 
@@ -817,10 +817,34 @@ def _nemo_case(r: Record, ident: str) -> TrainingCase:
                 "expert tensor parallelism not published: etp = 1 (Megatron-Bridge recipes' "
                 "expert_tensor_parallelism default)"
             )
+    mtp = 0
+    if name != "DeepSeekV3 (w/o MTP)" and name.startswith("DeepSeekV3"):
+        mtp = 1
+        assumptions.append(
+            "1 multi-token-prediction depth trained, as Megatron-Bridge's DeepSeek-V3 recipe sets"
+            " it (src/megatron/bridge/recipes/deepseek/deepseek_v3.py: mtp_num_layers 1 at"
+            " v0.3.0-v0.6.0, also in its pipeline layouts' last stage)"
+        )
+    if name.startswith("DeepSeekV4"):
+        mtp = 1
+        assumptions.append(
+            "1 multi-token-prediction depth trained (the provider reads the checkpoint's"
+            " num_nextn_predict_layers): its published 706 model TFLOP/s at 7776 tokens/s is"
+            " the planner's count with it (one more sliding-window layer, its 2h x h input"
+            " projection and a second output head: 706), not without (666)"
+        )
+    pipeline = _DEEPSEEK_V3_LAYOUTS.get((pp, vp)) if mtp and name.startswith("DeepSeekV3") else None
     try:
-        split = model_split(model, pp, vp)
+        split = model_split(model, pp, vp, "layout", layout=pipeline) if pipeline else None
+        split = split or model_split(model, pp, vp)
+        check_layout_mtp(split, mtp)
     except SpecError as exc:
         raise Refused(f"estimator refuses it: {exc}") from None
+    if pipeline:
+        assumptions.append(
+            f"pipeline layout {pipeline}, as Megatron-Bridge's DeepSeek-V3 recipe sets it for"
+            f" pp={pp}, vp={vp} (set_deepseek_v3_pipeline_model_parallel_layout, v0.3.0-v0.6.0)"
+        )
     parallel = Parallelism(
         tp=tp,
         pp=pp,
@@ -850,15 +874,6 @@ def _nemo_case(r: Record, ident: str) -> TrainingCase:
             "SFT (full fine-tuning on packed sequences) modelled as pre-training on "
             "seq_len-token sequences; packing limits attention to each sample, so attention "
             "work is over-counted"
-        )
-    if name != "DeepSeekV3 (w/o MTP)" and name.startswith("DeepSeekV3"):
-        assumptions.append("DeepSeek-V3 multi-token-prediction layer not modelled")
-    if name.startswith("DeepSeekV4"):
-        assumptions.append(
-            "DeepSeek-V4 multi-token-prediction module not modelled (transformers does not build"
-            " it), though the run trains it: its published 706 model TFLOP/s at 7776 tokens/s is"
-            " the planner's count with the module (one more sliding-window layer, its 2h x h"
-            " input projection and a second output head: 706), not without (666)"
         )
     if "tokendrop" in name or "dropless" in name:
         assumptions.append("token-drop / dropless routing not modelled (balanced routing)")
@@ -902,6 +917,7 @@ def _nemo_case(r: Record, ident: str) -> TrainingCase:
         cuda_graphs=graphs,
         recompute_modules=modules,
         offload=offload,
+        mtp_layers=mtp,
     )
 
 
@@ -960,6 +976,19 @@ def _mosaic_case(r: Record, ident: str) -> TrainingCase:
     )
 
 
+# Megatron-Bridge's DeepSeek-V3 pipeline layouts by (pp, vp), with its one MTP depth (m) on the
+# last stage (src/megatron/bridge/recipes/deepseek/deepseek_v3.py
+# set_deepseek_v3_pipeline_model_parallel_layout, the same at v0.3.0-v0.6.0).
+_DEEPSEEK_V3_LAYOUTS = {
+    (4, 1): "Et*16|t*16|t*16|t*13mL",
+    (8, 1): "Et*8|(t*8|)*6t*5mL",
+    (4, 2): "Et*8|(t*8|)*6t*5mL",
+    (16, 1): "Et*4|(t*4|)*14tmL",
+    (8, 2): "Et*4|(t*4|)*14tmL",
+    (4, 4): "Et*4|(t*4|)*14tmL",
+}
+
+
 def _case(
     r: Record,
     ident: str,
@@ -979,6 +1008,7 @@ def _case(
     recompute_modules: tuple[str, ...] = (),
     offload: Offload = NO_OFFLOAD,
     cuda_graphs: str | None = None,
+    mtp_layers: int = 0,
 ) -> TrainingCase:
     """A training record's case from what its reader made of it (``hardware``: accelerator id,
     GPUs, GPUs per node), once the core accepts the layout; measured throughput under
@@ -992,6 +1022,7 @@ def _case(
         finetune=finetune,
         recompute_modules=recompute_modules,
         offload=offload,
+        mtp_layers=mtp_layers,
     )
     _checked_training(model, acc_id, parallel, setup, precision)
     measured = r["measured"]
@@ -1119,15 +1150,14 @@ def _moe_recipe_case(r: Record, ident: str) -> TrainingCase:
         raise Refused(f"{num_gpus} GPUs is not a multiple of tp*pp*cp = {tp * pp * cp}")
     dp = num_gpus // (tp * pp * cp)
     layout = args.get("pipeline_model_parallel_layout")
-    if layout and "m" in layout:  # the MTP layer's place: not modelled, left out of the split
-        layout = layout.replace("m", "")
-        assumptions.append("the layout's multi-token-prediction layer (m) left out of the split")
+    mtp = _int(args.get("mtp_num_layers") or 0, "MTP layers", 0)
     try:
         split = (
             model_split(model, pp, vp, "layout", layout=layout)
             if layout
             else (model_split(model, pp, vp))
         )
+        check_layout_mtp(split, mtp)
     except SpecError as exc:
         raise Refused(f"estimator refuses it: {exc}") from None
     if args.get("use_megatron_fsdp"):
@@ -1184,12 +1214,8 @@ def _moe_recipe_case(r: Record, ident: str) -> TrainingCase:
         f"CUDA graphs {graphs} (cuda_graph_impl {args.get('cuda_graph_impl')}, scope"
         f" {args.get('cuda_graph_scope')}), as its arguments set"
     )
-    if args.get("mtp_num_layers"):
-        assumptions.append(
-            f"{args['mtp_num_layers']} multi-token-prediction layer(s) not modelled (the"
-            " planner's FLOPs per token leave it out, Megatron's count has it: the converted"
-            " tokens/s reads a few percent high)"
-        )
+    if mtp:
+        assumptions.append(f"{mtp} multi-token-prediction depth(s) trained, as its arguments set")
     offloaded = ", ".join(_listed(args.get("offload_modules")))
     unmodelled = [
         text
@@ -1211,7 +1237,7 @@ def _moe_recipe_case(r: Record, ident: str) -> TrainingCase:
     )
     tflops = float(r["measured"]["model_tflops_per_gpu"])
     seq = _int(r["seq_len"], "sequence length")
-    flops = training_flops(model, seq)
+    flops = training_flops(model, seq, mtp=mtp)
     per_token = float(flops.forward + flops.backward) / seq
     assumptions.append(
         f"measured {tflops:g} model TFLOP/s per GPU (Megatron's count) read as"
@@ -1239,6 +1265,7 @@ def _moe_recipe_case(r: Record, ident: str) -> TrainingCase:
         ep_comm_overlap=bool(args.get("overlap_moe_expert_parallel_comm")),
         tp_comm_overlap=bool(args.get("tp_comm_overlap")) and tp > 1,
         recompute_modules=modules if recompute == "selective" else (),
+        mtp_layers=mtp,
     )
 
 

@@ -28,11 +28,13 @@ from app.schemas.fields import form
 from app.schemas.inference import OUTPUT, PROMPT, Dataset, EngineMemoryFields, OutputLen
 from app.schemas.training import (
     MODEL_FORM,
+    MTP_LAYERS_HELP,
     RECOMPUTE_MODULES_HELP,
     FineTuneFields,
     GlobalBatch,
     MicroBatch,
     MoEFields,
+    MtpLayers,
     OffloadFields,
     Optimizer,
     Recompute,
@@ -154,6 +156,11 @@ class TrainingSweepRequest(FineTuneFields, OffloadFields, MoEFields, NetworkFiel
         None,
         description=RECOMPUTE_MODULES_HELP + ", in every selective layout",
         json_schema_extra=form("Recompute modules", "Workload", "core_attn", kind="text"),
+    )
+    mtp_layers: MtpLayers = Field(
+        0,
+        description=MTP_LAYERS_HELP + ", in every layout",
+        json_schema_extra=form("Multi-token prediction depths", "Workload", "0"),
     )
     moe_dispatcher: MoEDispatcher | None = Field(
         None,

@@ -138,6 +138,13 @@ RecomputeModules = (
     Annotated[str, Field(min_length=1, max_length=400)]
     | Annotated[list[Annotated[str, Field(min_length=1, max_length=40)]], Field(max_length=16)]
 )
+MtpLayers = Annotated[int, Field(ge=0, le=8)]
+MTP_LAYERS_HELP = (
+    "Multi-token-prediction depths trained with the model (Megatron-Core's --mtp-num-layers;"
+    " DeepSeek-V3's recipes train 1): each is one more of the model's layers (its MTP module's,"
+    " where the config names one), a 2h x h projection and a second pass through the head and"
+    " loss, on the last pipeline stage. 0: none"
+)
 RECOMPUTE_MODULES_HELP = (
     "Megatron-Core's selective recompute modules (--recompute-modules; recompute 'selective'"
     " only): core_attn (the default), layernorm (the norms that are modules of their own: the"
@@ -293,6 +300,11 @@ class TrainingRequest(FineTuneFields, OffloadFields, MoEFields, ClusterFields):
         None,
         description=RECOMPUTE_MODULES_HELP,
         json_schema_extra=form("Recompute modules", "Batch", "core_attn", kind="text"),
+    )
+    mtp_layers: MtpLayers = Field(
+        0,
+        description=MTP_LAYERS_HELP,
+        json_schema_extra=form("Multi-token prediction depths", "Batch", "0"),
     )
     precision: PrecisionRef = Field(
         "bf16",

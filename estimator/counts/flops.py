@@ -62,6 +62,8 @@ __all__ = [
     "core_term",
     "forward_flops",
     "mixer_flops",
+    "mtp_core_flops",
+    "mtp_per_token",
     "op_recomputed_flops_per_token",
     "op_recomputed_share",
     "training_flops",
@@ -412,6 +414,33 @@ def module_recomputed_share(kind: LayerKind, modules: tuple[str, ...], hidden: i
     return again / max(sum(m.forward_flops_per_token() for m in kind.linears), 1)
 
 
+@per_model
+def mtp_per_token(model: ModelSpec) -> tuple[int, int]:
+    """Matmul FLOPs per token of one multi-token-prediction depth (``TrainingSetup.mtp_layers``,
+    Megatron-Core's ``MultiTokenPredictionLayer``): its decoder layers (``ModelSpec.mtp_module``)
+    with the 2h x h projection of the normed embedding and hidden state, then the second pass
+    through the output head; the first of the two is what full recompute repeats."""
+    layers = 2 * 2 * model.hidden_size * model.hidden_size  # eh_proj
+    for k in model.mtp_module:
+        kind = model.kinds[k]
+        layers += sum(m.forward_flops_per_token() for m in kind.linears)
+        layers += kind.blocks * model.stream_mix_flops_per_block
+    return layers, 2 * model.vocab_size * model.embed_dim
+
+
+def mtp_core_flops(model: ModelSpec, seq_len: Num, kernel: bool = True) -> Num:
+    """Attention-core (causal pairs) and recurrent-mixer FLOPs of one sequence through one
+    multi-token-prediction depth's decoder layers."""
+    total: Num = 0
+    for k in model.mtp_module:
+        kind = model.kinds[k]
+        if kind.attention is not None:
+            total = total + core_pairs_flops(core_term(1, kind.attention), seq_len)
+        if kind.mixer is not None:
+            total = total + mixer_flops(kind.mixer, seq_len, kernel)
+    return total
+
+
 def training_flops(
     model: ModelSpec,
     seq_len: Num,
@@ -419,12 +448,16 @@ def training_flops(
     recompute: Recompute = "none",
     finetune: FineTune = FULL,
     modules: tuple[str, ...] = (),
+    mtp: int = 0,
 ) -> TrainingFlops:
     """``forward_flops``' causal total, its backward and the recomputed work, from the same
     per-token and per-pair tables (integers, so the sums are exact and equal
     ``forward_flops(...).total_causal`` and its parts). With a frozen base (``finetune``), the
     forward adds the adapters' ``adapters(...).flops_per_token`` and the backward is the cores'
-    and adapters' twice plus the frozen GEMMs' input gradients once."""
+    and adapters' twice plus the frozen GEMMs' input gradients once. ``mtp`` multi-token-
+    prediction depths add ``mtp_per_token`` and ``mtp_core_flops`` each (full training only:
+    ``TrainingSetup.mtp_layers``), in the forward, twice in the backward and, under full
+    recompute, their layers' forward again (Megatron-Core checkpoints the MTP layer too)."""
     per_token, attention = _tables(model)
     core_causal = 0
     for term in attention:
@@ -449,6 +482,13 @@ def training_flops(
         extra = tokens * op_recomputed_flops_per_token(model)
     else:
         extra = 0
+    if mtp:
+        mtp_layers, mtp_head = mtp_per_token(model)
+        core = batch * mtp_core_flops(model, seq_len)
+        depth = tokens * (mtp_layers + mtp_head) + core
+        forward, backward = forward + mtp * depth, backward + 2 * mtp * depth
+        if recompute == "full":
+            extra = extra + mtp * (tokens * mtp_layers + core)
     return from_fields(
         TrainingFlops, {"forward": forward, "backward": backward, "recompute": extra}
     )

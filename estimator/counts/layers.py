@@ -24,6 +24,7 @@ from estimator.layout.sharding import (
     placements,
     rank_share,
     stage_kind_counts,
+    with_mtp,
 )
 from estimator.memory.activations import (
     clamps_experts,
@@ -172,6 +173,8 @@ def layer_table(
     tokens = setup.seq_len * setup.micro_batch_size / p.cp
     sp = p.sequence_parallel and p.tp > 1
     on_gpu = stage_kind_counts(model, p.pp, p.vp, memory.stage, p.stage_layers)
+    # the multi-token-prediction depths' layers, on the last stage
+    on_gpu = with_mtp(model, on_gpu, memory.stage == p.pp - 1, setup.mtp_layers)
     items_of = hf_layer_items if setup.activation_convention == "hf" else layer_items
     msg = float(tp_message_bytes(model, p, tokens, precision))
     per_pass = "all-gather + reduce-scatter" if sp else "all-reduce"

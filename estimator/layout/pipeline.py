@@ -47,7 +47,15 @@ from estimator.errors import SpecError
 from estimator.layout.sharding import embedding_extras
 from estimator.spec.model import ModelSpec
 
-__all__ = ["SPLITS", "PipelineSplit", "Split", "model_split", "parse_layout", "pipeline_split"]
+__all__ = [
+    "SPLITS",
+    "PipelineSplit",
+    "Split",
+    "check_layout_mtp",
+    "model_split",
+    "parse_layout",
+    "pipeline_split",
+]
 
 Split = Literal["auto", "even", "embedding_loss", "first_last", "layout", "uniform", "parameters"]
 SPLITS: tuple[Split, ...] = (
@@ -69,6 +77,7 @@ class PipelineSplit:
     stage_layers: tuple[int, ...]
     rule: str
     description: str
+    mtp_layers: int = 0  # the layout's multi-token-prediction layers (m), on its last stage
 
     @property
     def even(self) -> bool:
@@ -253,6 +262,19 @@ def _balanced_first_last(layers: int, pp: int, vp: int) -> PipelineSplit:
     return best
 
 
+def check_layout_mtp(split: PipelineSplit | None, mtp_layers: int) -> None:
+    """A layout string's MTP layers (m) are the plan's: Megatron-Core asserts that a layout
+    places all of ``--mtp-num-layers`` or none."""
+    placed = 0 if split is None else split.mtp_layers
+    if placed and placed != mtp_layers:
+        raise SpecError(
+            "mtp_layers",
+            f"the pipeline layout places {placed} MTP layer(s) (m): set mtp_layers to {placed},"
+            " or leave the m out",
+            mtp_layers,
+        )
+
+
 def parse_layout(text: str) -> list[str]:
     """Megatron-Core's layout string unrolled into one string per virtual stage."""
     if len(text) > 10_000:
@@ -303,12 +325,17 @@ def _from_layout(text: str, layers: int, pp: int, vp: int) -> PipelineSplit:
             f"places {decoders} decoder layers; the model has {layers}",
             text,
         )
-    if "m" in flat:
+    mtp = flat.count("m")
+    if mtp != stages[-1].count("m"):
         raise SpecError(
-            "layout.pipeline_layout", "MTP layers (m) are not modelled: leave them out", text
+            "layout.pipeline_layout",
+            "places MTP layers (m) on the last stage only (as Megatron-Core does without a"
+            " layout; the planner times and sizes them there)",
+            text,
         )
     counts = tuple(stage.count("t") for stage in stages)
-    return PipelineSplit(counts, "layout", f"Megatron-Core pipeline_model_parallel_layout {text}")
+    description = f"Megatron-Core pipeline_model_parallel_layout {text}"
+    return PipelineSplit(counts, "layout", description, mtp)
 
 
 def _deepspeed(

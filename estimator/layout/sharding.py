@@ -37,6 +37,7 @@ __all__ = [
     "rank_share",
     "stage_kind_counts",
     "stage_params",
+    "with_mtp",
 ]
 
 VOCAB_PAD_MULTIPLE = 128
@@ -217,6 +218,18 @@ def stage_kind_counts(
             total = total + take(prefix, last) - take(prefix, first)
         counts.append(total)
     return counts
+
+
+def with_mtp(model: ModelSpec, counts: list[Num], last: Num, mtp: int) -> list[Num]:
+    """``counts`` of a stage's decoder layers by kind, with the ``mtp`` multi-token-prediction
+    depths' layers (``ModelSpec.mtp_module`` each) where ``last`` (the last pipeline stage,
+    where Megatron-Core builds them without a layout that says otherwise)."""
+    if not mtp:
+        return counts
+    out = list(counts)
+    for k in model.mtp_module:
+        out[k] = out[k] + last * mtp
+    return out
 
 
 def _uneven_counts(

@@ -44,6 +44,7 @@ from estimator.layout.sharding import (
     place_layer,
     placements,
     stage_kind_counts,
+    with_mtp,
 )
 from estimator.memo import per_model
 from estimator.memory.activations import (
@@ -136,7 +137,11 @@ class TrainingSetup:
     gradients unsharded meanwhile (with ZeRO >= 2 and more than one micro-batch a step);
     ``recompute_modules`` the submodules selective recompute recomputes, as Megatron-Core's
     ``--recompute-modules`` names them (``activations.RECOMPUTE_MODULES``; empty: its default,
-    the core attention).
+    the core attention); ``mtp_layers`` the multi-token-prediction depths trained with the
+    model (Megatron-Core's ``--mtp-num-layers``, DeepSeek-V3's MTP): each is one more
+    ``ModelSpec.mtp_module`` of decoder layers, a 2h x h projection of the next token's embedding
+    and the hidden state, and a second pass through the output head and loss, on the last
+    pipeline stage (``mtp_stage_extras``).
     Frozen, filled in one step like ``Parallelism``.
     """
 
@@ -157,6 +162,7 @@ class TrainingSetup:
     optimizer_in_backward: bool = False
     no_sync_accumulation: bool = False
     recompute_modules: tuple[str, ...] = ()
+    mtp_layers: int = 0
 
     def __init__(
         self,
@@ -177,6 +183,7 @@ class TrainingSetup:
         optimizer_in_backward: bool = False,
         no_sync_accumulation: bool = False,
         recompute_modules: tuple[str, ...] = (),
+        mtp_layers: int = 0,
     ) -> None:
         object.__setattr__(  # fill the frozen record in one step (see ``records``)
             self,
@@ -199,6 +206,7 @@ class TrainingSetup:
                 "optimizer_in_backward": optimizer_in_backward,
                 "no_sync_accumulation": no_sync_accumulation,
                 "recompute_modules": recompute_modules,
+                "mtp_layers": mtp_layers,
             },
         )
 
@@ -690,16 +698,31 @@ def _stage_values(
     untied_head_params = head_rows_params + last_extra
     tied = model.tie_embeddings
 
+    # Multi-token prediction on the last stage (``TrainingSetup.mtp_layers``): besides its
+    # decoder layers (``with_mtp``), each depth's 2h x h projection and three norms (enorm,
+    # hnorm, its final norm), a second copy of an untied embedding where the first stage holds
+    # the first (Megatron-Core's LanguageModule keeps one for the MTP stage, as it does for a
+    # tied head), the normed embedding and hidden state and their concatenation saved for the
+    # projection's backward (4h a token), and another pass through the head and its loss.
+    mtp = setup.mtp_layers
+    h = model.hidden_size
+    mtp_linear = mtp * 2 * h * h / tp
+    mtp_other = mtp * 3 * h + (pp > 1) * (1 - tied) * head_rows_params * (mtp > 0)
+    mtp_acts = mtp * 4 * h * tokens * DTYPES[precision.activations].bytes / (1 + sp_on * (tp - 1))
+
     # With one layer kind every stage holds the same stack: its sums (and everything below that
     # does not involve the embedding or head) are computed for the first stage only.
-    same_stack = len(kinds) == 1 and parallel.stage_layers is None
+    same_stack = len(kinds) == 1 and parallel.stage_layers is None and not mtp
     out = []
     for i, stage in enumerate(stages):
         if i == 0 or not same_stack:
             counts = stage_kind_counts(model, pp, vp, stage, parallel.stage_layers)
+            counts = with_mtp(model, counts, stage == pp - 1, mtp)
             lw, stack_other, ew, eo, largest, per_mb, peak_layer = _stack_terms(
                 counts, layers, stored, working
             )
+            if mtp:
+                lw = lw + (stage == pp - 1) * mtp_linear
             lw_bytes = lw * w_lin
             experts = ew + eo
             expert_weights = (ew * w_exp + eo * w_other) / weights_div[1]
@@ -710,7 +733,7 @@ def _stage_values(
         first, last = stage == 0, stage == pp - 1
         # No head rows on a last stage that is also the first and holds the tied embedding.
         head_params = untied_head_params - (tied & first) * head_rows_params
-        other = stack_other + first * embedding_params + last * head_params
+        other = stack_other + first * embedding_params + last * (head_params + mtp_other)
         dense = lw + other
         if fsdp_pp is not False:  # the stage's weights stay gathered all step
             gather = where(fsdp_pp, lw * w_lin + other * w_other, gather)
@@ -739,7 +762,7 @@ def _stage_values(
             opt_params = trainable / states_div[0]
             states = opt_params * lora.state_bytes
         master = opt_params * master_b
-        microbatch_acts = per_mb + first * embed
+        microbatch_acts = per_mb + first * embed + last * mtp_acts
         flight = in_flight_microbatches(pp, vp, stage, microbatches)
         acts = flight * microbatch_acts + peak_layer
         host_opt = host_weights = host_acts = 0.0
@@ -762,7 +785,7 @@ def _stage_values(
                     kept = maximum(stack - offload.activation_layers, 2)
                     host_acts = maximum(per_mb * (1 - kept / stack), 0.0)
                 acts = acts - host_acts
-        logits = last * head
+        logits = last * head * (1 + mtp)
         # The last stage's first backward runs the loss backward, frees its buffers, then
         # recomputes the first layer: the two come one after the other, so what is allocated
         # holds the larger, not both. The freed loss blocks stay reserved by the caching
@@ -986,6 +1009,31 @@ def check_recompute_modules(
         raise SpecError("recompute_modules", rule, list(names))
 
 
+MAX_MTP_LAYERS = 8
+
+
+def check_mtp(model: ModelSpec, setup: TrainingSetup) -> None:
+    """Multi-token prediction as Megatron-Core trains it: a whole number of depths, each built
+    from the model's own layers, in pre-training or full fine-tuning with its fused loss."""
+    n = setup.mtp_layers
+    if type(n) is not int or not 0 <= n <= MAX_MTP_LAYERS:
+        raise SpecError("mtp_layers", f"must be a whole number from 0 to {MAX_MTP_LAYERS}", n)
+    if setup.activation_convention in HF_STYLE:
+        raise SpecError(
+            "mtp_layers",
+            "multi-token prediction is trained by Megatron-Core (transformers builds no MTP"
+            " module): use activation_convention 'megatron'",
+            n,
+        )
+    if setup.finetune.frozen:
+        raise SpecError(
+            "mtp_layers",
+            "multi-token prediction is trained with the whole model (pre-training or full"
+            " fine-tuning), not with a frozen base",
+            n,
+        )
+
+
 def validate_training(model: ModelSpec, p: Parallelism, setup: TrainingSetup) -> None:
     validate_layout(model, p, training=True)
     check_seq_len(model, setup.seq_len)
@@ -1021,6 +1069,8 @@ def validate_training(model: ModelSpec, p: Parallelism, setup: TrainingSetup) ->
         )
     if setup.optimizer not in OPTIMIZERS:
         raise SpecError("optimizer", f"must be one of {', '.join(OPTIMIZERS)}", setup.optimizer)
+    if setup.mtp_layers:
+        check_mtp(model, setup)
     if setup.moe_imbalance != 1.0 or setup.moe_capacity_factor is not None:
         _check_moe_load(model, setup)
     if setup.offload.params and p.zero_stage != 3:

@@ -71,8 +71,11 @@ def _read(
     if inner is not None and WRAPPED_NOTE not in model.notes:
         model = replace(model, notes=(*model.notes, WRAPPED_NOTE))
     mtp = _mtp_layers(raw)
-    if mtp and not any("multi-token" in n for n in model.notes):
-        model = replace(model, notes=(*model.notes, mtp_note(model, *mtp)))
+    if mtp:
+        kinds = model.mtp_kinds or _mtp_pattern_kinds(raw, model)
+        model = replace(model, mtp_depth=mtp[0], mtp_kinds=kinds)
+        if not any("multi-token" in n for n in model.notes):
+            model = replace(model, notes=(*model.notes, mtp_note(model, *mtp)))
     if mt not in EXACT:
         model = replace(model, exact=False)
     total = sum(n * kind.params for kind, n in zip(model.kinds, model.kind_counts, strict=True))
@@ -99,6 +102,20 @@ def _mtp_layers(raw: Mapping[str, Any]) -> tuple[int, str, int] | None:
     return None
 
 
+def _mtp_pattern_kinds(raw: Mapping[str, Any], model: ModelSpec) -> tuple[int, ...]:
+    """The layer kinds of a hybrid's multi-token-prediction module (``mtp_hybrid_override_
+    pattern``, Nemotron 3's ``*E``): each block letter stands for the kind of the decoder's
+    first layer with that letter in ``hybrid_override_pattern``. Empty (the last layer's kind)
+    without a pattern, or where a letter is not in the decoder's."""
+    module, main = raw.get("mtp_hybrid_override_pattern"), raw.get("hybrid_override_pattern")
+    if not isinstance(module, str) or not isinstance(main, str) or not module:
+        return ()
+    found = [main.find(letter) for letter in module]
+    if any(i < 0 or i >= len(model.layer_kinds) for i in found):
+        return ()
+    return tuple(model.layer_kinds[i] for i in found)
+
+
 def mtp_note(model: ModelSpec, layers: int, key: str, per_module: int = 1) -> str:
     """What leaving a checkpoint's multi-token-prediction modules out misses, sized: each is
     ``per_module`` more decoder layers (the model's average, by active parameters), a 2h x h
@@ -114,7 +131,8 @@ def mtp_note(model: ModelSpec, layers: int, key: str, per_module: int = 1) -> st
     each = f", {per_module} decoder layers each" if per_module > 1 else ""
     return (
         f"The checkpoint's {layers} multi-token-prediction module{'s' if many else ''}"
-        f" ({key}{each}) {'are' if many else 'is'} not counted or timed (transformers does not"
-        f" build {'them' if many else 'it'}): training {'them' if many else 'it'} adds about"
-        f" {share:.0%} to the FLOPs per token."
+        f" ({key}{each}) {'are' if many else 'is'} not counted in its parameters (transformers"
+        f" does not build {'them' if many else 'it'}); a training plan trains"
+        f" {'them' if many else 'it'} with mtp_layers (Megatron-Core's --mtp-num-layers), about"
+        f" {share:.0%} more FLOPs per token."
     )

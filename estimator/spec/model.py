@@ -46,6 +46,13 @@ class ModelSpec:
     derived here is what no layer holds a weight for: the ``streams x streams`` mix of the
     residual before each block, and the head (``hc_head``) that collapses the streams before the
     final norm.
+
+    ``mtp_depth``: the multi-token-prediction modules the checkpoint declares
+    (``num_nextn_predict_layers``; transformers builds none, so none is counted here);
+    ``mtp_kinds`` the layer kinds one module's decoder layers are, where not the last layer's
+    (``mtp_module``): a hybrid's module pattern (Nemotron 3's ``*E``), DeepSeek-V4's
+    sliding-window layer. A training plan trains such modules with
+    ``TrainingSetup.mtp_layers``.
     """
 
     id: str
@@ -73,6 +80,8 @@ class ModelSpec:
     exact: bool = True
     hyper_streams: int = 0
     rope_mscale: float = 1.0
+    mtp_depth: int = 0
+    mtp_kinds: tuple[int, ...] = ()
 
     # --- derived, exact integers -------------------------------------------------------------
 
@@ -81,6 +90,13 @@ class ModelSpec:
         """Layout-independent tables other modules derive from this spec once and reuse on every
         estimate (per-layer parameter groups, activation coefficients), keyed by their owner."""
         return {}
+
+    @property
+    def mtp_module(self) -> tuple[int, ...]:
+        """The layer kinds of one multi-token-prediction module's decoder layers, in order: as
+        Megatron-Core builds it, one layer of the last layer's kind unless ``mtp_kinds`` says
+        otherwise."""
+        return self.mtp_kinds or (self.layer_kinds[-1],)
 
     @cached_property
     def kind_counts(self) -> tuple[int, ...]:

@@ -38,6 +38,7 @@ from estimator.memory.training import (
     RECOMPUTE_RULE,
     TrainingSetup,
     candidate_stages,
+    check_mtp,
     check_op_policy,
     check_recompute_modules,
     check_seq_len,
@@ -137,6 +138,7 @@ class TrainingWorkload:
     moe_imbalance: float = 1.0
     moe_capacity_factor: float | None = None
     recompute_modules: tuple[str, ...] = ()  # Megatron-Core's, in the selective layouts
+    mtp_layers: int = 0  # multi-token-prediction depths trained (``TrainingSetup.mtp_layers``)
 
 
 @dataclass(frozen=True)
@@ -277,6 +279,13 @@ def _check(model: ModelSpec, workload: TrainingWorkload, space: TrainingSearch) 
             rule = "apply to the selective layouts: add 'selective' to the recompute values"
             raise SpecError("recompute_modules", rule, list(workload.recompute_modules))
         check_recompute_modules(model, workload.recompute_modules)
+    if workload.mtp_layers:
+        check_mtp(
+            model,
+            TrainingSetup(
+                workload.seq_len, mtp_layers=workload.mtp_layers, finetune=workload.finetune
+            ),
+        )
     for name, values in _axes(model, space).items():
         if not values:
             raise SpecError(f"space.{name}", "must list at least one value", values)
@@ -509,6 +518,7 @@ def _evaluate(
         moe_imbalance=workload.moe_imbalance,
         moe_capacity_factor=workload.moe_capacity_factor,
         recompute_modules=workload.recompute_modules if recompute == "selective" else (),
+        mtp_layers=workload.mtp_layers,
         # the stack's, as a single estimate takes it by default (FSDP2 frees them between steps)
         gradients_per_step=stack_profile(options.stack).gradients_per_step,
     )
@@ -526,7 +536,13 @@ def _evaluate(
         trainable_params_on_gpu=mem["trainable_params_on_gpu"],
     )
     flops = training_flops(
-        model, workload.seq_len, gbs, recompute, workload.finetune, setup.selective_modules
+        model,
+        workload.seq_len,
+        gbs,
+        recompute,
+        workload.finetune,
+        setup.selective_modules,
+        setup.mtp_layers,
     )
     step = t["step_s"]
     rates = derive_rates(

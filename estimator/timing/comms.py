@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from estimator.finetune import linear_weight_bytes
 from estimator.layout.parallel import Parallelism
 from estimator.layout.ranks import group_shapes, nodes_spanned
-from estimator.layout.sharding import stage_kind_counts
+from estimator.layout.sharding import stage_kind_counts, with_mtp
 from estimator.memory.activations import DEFAULT_RECOMPUTE_MODULES
 from estimator.memory.training import TrainingMemory, TrainingSetup, training_memory
 from estimator.spec.accelerator import Accelerator
@@ -96,6 +96,7 @@ def communication_plan(
     m = setup.microbatches(p.dp)
     tokens = setup.seq_len * setup.micro_batch_size / p.cp
     counts = stage_kind_counts(model, p.pp, p.vp, memory.stage, p.stage_layers)
+    counts = with_mtp(model, counts, memory.stage == p.pp - 1, setup.mtp_layers)  # last stage
     layers = int(sum(counts))
     passes = rules.collective_passes(setup.recompute)
     modules = setup.selective_modules  # Megatron-Core's recompute modules repeat some of them

@@ -84,7 +84,13 @@ from estimator.finetune import (
 )
 from estimator.layout.parallel import Parallelism
 from estimator.layout.ranks import group_shapes
-from estimator.layout.sharding import padded_vocab, place_layer, placements, stage_kind_counts
+from estimator.layout.sharding import (
+    padded_vocab,
+    place_layer,
+    placements,
+    stage_kind_counts,
+    with_mtp,
+)
 from estimator.memo import per_model
 from estimator.memory.activations import DEFAULT_RECOMPUTE_MODULES
 from estimator.memory.training import (
@@ -513,6 +519,29 @@ def eager_ops_notes(
     ]
 
 
+def mtp_notes(model: ModelSpec, setup: TrainingSetup) -> list[str]:
+    """What the plan's multi-token-prediction depths add, or that the checkpoint's are left
+    untrained."""
+    if setup.mtp_layers:
+        base = training_flops(model, setup.seq_len).model
+        share = training_flops(model, setup.seq_len, mtp=setup.mtp_layers).model / base - 1
+        kinds = ", ".join(model.kinds[k].name for k in model.mtp_module)
+        return [
+            f"Multi-token prediction: {setup.mtp_layers} depth(s) trained on the last pipeline"
+            f" stage (Megatron-Core's --mtp-num-layers), each one more {kinds} layer, a 2h x h"
+            " projection and a second pass through the head and loss: +"
+            f"{share:.1%} model FLOPs; the stage also holds a second copy of an untied embedding"
+            " where the pipeline has more than one stage."
+        ]
+    if model.mtp_depth:
+        return [
+            f"The checkpoint's {model.mtp_depth} multi-token-prediction module(s) are not trained"
+            " in this plan (mtp_layers 0): Megatron-Core trains them with --mtp-num-layers"
+            " (Megatron-Bridge's DeepSeek-V3 recipes set 1); set mtp_layers to count them."
+        ]
+    return []
+
+
 # Megatron-Core's unfused rotary embedding (``_apply_rotary_pos_emb_bshd``, rope_utils.py @
 # core_v0.16.0) on each of q and k: ``t * cos``, the rotated half's negation and cat, ``* sin``,
 # the add and the final cat: 12 reads and writes of each element in 6 kernels forward; backward
@@ -902,7 +931,9 @@ def _stage_times(
     """Forward / backward / recompute seconds of one micro-batch on ``stage``, from each layer
     kind's ``layer_times`` (the same on every stage) and, for a frozen base, its
     ``finetune_layer_time`` (``tuned``)."""
+    mtp = setup.mtp_layers
     counts = stage_kind_counts(model, p.pp, p.vp, stage, p.stage_layers)
+    counts = with_mtp(model, counts, stage == p.pp - 1, mtp)
     fwd: Num = 0.0
     bwd: Num = 0.0
     rec: Num = 0.0
@@ -996,6 +1027,17 @@ def _stage_times(
         head_bwd = head if setup.finetune.frozen else 2 * head  # a frozen head: input grads
         fwd = fwd + last * (head + loss + norm)
         bwd = bwd + last * (head_bwd + loss + 2 * norm)
+        if mtp:
+            # Each multi-token-prediction depth (its decoder layers are in ``counts``): the
+            # next token's embedding gathered, enorm and hnorm, the 2h x h projection of their
+            # concatenation (column-parallel), then its final norm, the head and the loss again.
+            eh_flops = 2 * tokens * 2 * h * h / p.tp
+            eh_moved = (tokens * 2 * h + tokens * h / p.tp + 2 * h * h / p.tp) * gemm_b
+            eh = gemm_time(acc, prof, eh_flops, eh_moved, precision.compute)
+            gather = memory_time(acc, prof, tokens * model.embed_dim * act_b * 2, 1)
+            norms = memory_time(acc, prof, 3 * tokens * h * act_b * 2, 3)
+            fwd = fwd + last * mtp * (gather + norms + eh + head + loss)
+            bwd = bwd + last * mtp * (2 * gather + 2 * norms + 2 * eh + 2 * head + loss)
     scale = options.scale_for(acc.generation)
     if scale != 1.0:
         fwd, bwd, rec = fwd * scale, bwd * scale, rec * scale
@@ -1352,7 +1394,13 @@ def estimate_training(
     tokens_per_step = gbs * setup.seq_len
     gpus = parallel.num_gpus
     flops = training_flops(
-        model, setup.seq_len, gbs, setup.recompute, setup.finetune, setup.selective_modules
+        model,
+        setup.seq_len,
+        gbs,
+        setup.recompute,
+        setup.finetune,
+        setup.selective_modules,
+        setup.mtp_layers,
     )
     peak_format = precision.compute
     peak = accelerator.peak(peak_format)
@@ -1393,6 +1441,7 @@ def estimate_training(
         eager = (options or TimingOptions()).cuda_graphs == "none"
         notes.append(MOE_EAGER_NOTE if eager else MOE_HOST_NOTE)
     notes += eager_ops_notes(model, accelerator, parallel, setup, precision)
+    notes += mtp_notes(model, setup)
     cluster = (options.cluster if options else None) or cluster_of(accelerator)
     if parallel.num_gpus > cluster.scale_up_domain:
         notes += cluster.notes()

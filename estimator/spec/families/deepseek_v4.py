@@ -43,6 +43,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 from estimator.errors import SpecError
@@ -147,9 +148,13 @@ def read(c: ConfigReader, ident: str) -> ModelSpec:
     notes = [*quantization_notes(c), TIME_NOTE]
     if c.raw.get("expert_dtype"):
         notes.append(f"Its routed experts ship as {c.raw['expert_dtype']} (expert_dtype).")
-    return decoder(
+    model = decoder(
         c, ident, d, layers, moe=spec, activation=activation, notes=notes, hyper_streams=streams
     )
+    # The multi-token-prediction layer attends over the sliding window only (the checkpoint's
+    # compress_ratios lists it last, as 0): a training plan's MTP runs that kind.
+    sliding = [k for k, kind in enumerate(model.kinds) if kind.name == _KIND_NAMES[SLIDING]]
+    return replace(model, mtp_kinds=tuple(sliding[:1]))
 
 
 def _refuse_ignored(c: ConfigReader, defaults: Mapping[str, Any]) -> None:
