@@ -324,6 +324,7 @@ def training_plan(req: TrainingRequest) -> TrainingPlan:
         no_sync_accumulation=req.no_sync_accumulation,
         recompute_modules=recompute_modules_of(req.recompute_modules),
         mtp_layers=req.mtp_layers,
+        mtp_repeated=req.mtp_repeated,
         compiled_loss=req.compiled_loss,
         gradients_per_step=(
             STACKS[req.stack].gradients_per_step
@@ -793,6 +794,7 @@ def _training_sweep(req: TrainingSweepRequest) -> TrainingSweep:
         moe_capacity_factor=req.moe_capacity_factor,
         recompute_modules=recompute_modules_of(req.recompute_modules),
         mtp_layers=req.mtp_layers,
+        mtp_repeated=req.mtp_repeated,
     )
     model = resolve_model(req.model)
     stacks = _axis(req.stack, (DEFAULT_STACK,))

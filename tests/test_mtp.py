@@ -221,3 +221,38 @@ def test_the_training_page_takes_the_depths() -> None:
     assert refused.status_code == 422 and "mtp_layers" in refused.text
     assert "Traceback" not in refused.text
     assert 'name="mtp_layers"' in client.get("/sweep").text
+
+
+def test_a_repeated_module_holds_one_depths_weights_and_every_depths_activations() -> None:
+    """Megatron-Core's mtp_use_repeated_layer (Nemotron 3 Super's recipes: two depths): the
+    parameters of one depth, the activations and the time of two."""
+    super_ = get_model("nemotron-3-super-120b-a12b")
+    p = Parallelism(ep=8, dp=8)
+    gb200 = get_accelerator("gb200")
+
+    def estimate(mtp: int, repeated: bool) -> object:
+        setup = TrainingSetup(4096, 1, 64, mtp_layers=mtp, mtp_repeated=repeated)
+        return estimate_training(super_, gb200, p, setup, BF16)
+
+    none, one, two, repeated = (
+        estimate(0, False),
+        estimate(1, False),
+        estimate(2, False),
+        estimate(2, True),
+    )
+    assert repeated.memory.params_on_gpu == one.memory.params_on_gpu  # type: ignore[attr-defined]
+    assert two.memory.params_on_gpu > one.memory.params_on_gpu > none.memory.params_on_gpu  # type: ignore[attr-defined]
+    assert repeated.memory.activations_bytes == two.memory.activations_bytes  # type: ignore[attr-defined]
+    assert repeated.time.forward_s == two.time.forward_s  # type: ignore[attr-defined]
+    assert any("one module's weights run for each" in n for n in repeated.notes)  # type: ignore[attr-defined]
+    with pytest.raises(SpecError) as err:
+        estimate(0, True)
+    assert err.value.field == "mtp_repeated"
+
+
+def test_a_configs_block_type_list_names_the_module() -> None:
+    """Newer Nemotron configs list the module's blocks by name (``mtp_layers_block_type``)."""
+    for model_id in ("nemotron-3-ultra-550b-a55b", "nemotron-3.5-lightning-30b-a3b"):
+        model = get_model(model_id)
+        assert model.config["mtp_layers_block_type"] == ["attention", "moe"]
+        assert [model.kinds[k].name for k in model.mtp_module] == ["attention", "moe"]

@@ -97,9 +97,11 @@ def test_end_to_end_accuracy_does_not_regress(built: dict[str, object]) -> None:
     # the H100 runs' apart (report: 7.0%; 7.8% with one factor for both, 13.7% at 1.0); fitted on
     # the A100 runs alone, the H100 runs are 16.0% off (22.7% at 1.0).
     assert groups["mosaicml_llm_foundry_mpt_benchmarks"]["median_ape"] <= 0.08
-    # report: 10.1% (10.3% before two Llama 3 70B GB300 rows took their recipe's layout, 10.1%
-    # before the recipes' parameter formats, 14.8% before their token dispatcher)
-    assert groups["nvidia_megatron_bridge_perf_summary"]["median_ape"] <= 0.11
+    # report: 11.0% since the DeepSeek and Nemotron 3 runs train their recipes' MTP depths
+    # (NVIDIA's FLOPs per token then the planner's within 2%; 10.0% before, when the missing
+    # work offset other errors), 10.1% before gpt-oss's eager ops, 10.3% before two Llama 3 70B
+    # GB300 rows took their recipe's layout, 14.8% before the recipes' token dispatcher
+    assert groups["nvidia_megatron_bridge_perf_summary"]["median_ape"] <= 0.115
     accelerators = _summary(built, "training by accelerator")
     for acc in ("a100-sxm-40gb", "a100-sxm-80gb"):
         assert accelerators[acc]["median_ape"] <= 0.10, acc
@@ -123,7 +125,10 @@ def test_end_to_end_accuracy_does_not_regress(built: dict[str, object]) -> None:
         # its one run, on GB300 without CUDA graphs: -12.4% with its MoE layers' host time
         # exposed (-8.5% before; every GB300 run is under-predicted, -9% in the median)
         "kimi_k2": 0.13,
-        "nemotron_h": 0.18,  # 17.8% before
+        # 18.6% since Nemotron 3 Super, Ultra and 3.5 Lightning train their recipes' two
+        # repeated MTP depths (Super's GB300 runs -11..-22% -> -17..-28%, Lightning's +48.9% ->
+        # +17.4%; the median signed +5.0% -> -2.7%); 16.0% before, 17.8% before that
+        "nemotron_h": 0.19,
         "qwen3_moe": 0.14,  # 20.1% before
         # over-predicted 5-145%: far off, see docs/validation.md; 24.7% since the eager ops
         # around its fused expert activation (its clamp and expert biases) and its unfused
@@ -192,9 +197,11 @@ def test_the_shipped_report_is_the_current_model(built: dict[str, object]) -> No
 def test_published_runs_that_ran_are_not_called_out_of_memory(built: dict[str, object]) -> None:
     """Every compared training run ran, so it fitted: the planner's verdict on them is pinned.
     A run it calls "does_not_fit" is listed in the report with its total over the card and
-    what its case could not read, and every one has such a setting (report: 252 fit, 12
-    tight, 19 do not, of 283 with Megatron-LM's 16 MoE recipes, whose DeepSeek-V4-Pro run is one
-    of them; 256 / 8 / 19 before the DeepSeek-V3 runs trained their MTP depth, whose layer,
+    what its case could not read, and every one has such a setting (report: 252 fit, 10
+    tight, 21 do not, of 283 with Megatron-LM's 16 MoE recipes, whose DeepSeek-V4-Pro run is one
+    of them; 252 / 12 / 19 before the Nemotron 3 Super runs trained their MTP module, which took
+    its two B300 NVFP4 runs 11% over the card, where its MXFP8 B300 runs already were;
+    256 / 8 / 19 before the DeepSeek-V3 runs trained their MTP depth, whose layer,
     second embedding copy and logits put the four pp=2 GB300 runs' last stage 0.5% over the card
     (6.5% under before); 256 / 7 / 20 before the two 26.02.01 Llama 3 70B GB300 rows took
     their recipe's layout; of the 267 before the recipes,
@@ -208,7 +215,7 @@ def test_published_runs_that_ran_are_not_called_out_of_memory(built: dict[str, o
     assert ran["verdicts"] == {
         v: sum(1 for r in training if r.fit == v) for v in ("fits", "tight", "does_not_fit")
     }
-    assert ran["verdicts"]["does_not_fit"] <= 19 and ran["verdicts"]["fits"] >= 252
+    assert ran["verdicts"]["does_not_fit"] <= 21 and ran["verdicts"]["fits"] >= 252
     assert all(r["unread"] for r in ran["does_not_fit"])  # never without a stated reason
     listed = {r["id"]: r for r in ran["does_not_fit"]}
     for r in training:

@@ -833,6 +833,15 @@ def _nemo_case(r: Record, ident: str) -> TrainingCase:
             " the planner's count with it (one more sliding-window layer, its 2h x h input"
             " projection and a second output head: 706), not without (666)"
         )
+    repeated = name in _NEMOTRON_MTP
+    if repeated:
+        mtp = 2
+        assumptions.append(
+            "2 multi-token-prediction depths of one repeated attention + MoE module trained"
+            f" (mtp_num_layers 2, mtp_use_repeated_layer), as {_NEMOTRON_MTP[name]} sets them;"
+            " the module is kept in BF16 (keep_mtp_spec_in_bf16), timed here at the run's"
+            " precision"
+        )
     pipeline = _DEEPSEEK_V3_LAYOUTS.get((pp, vp)) if mtp and name.startswith("DeepSeekV3") else None
     try:
         split = model_split(model, pp, vp, "layout", layout=pipeline) if pipeline else None
@@ -918,6 +927,7 @@ def _nemo_case(r: Record, ident: str) -> TrainingCase:
         recompute_modules=modules,
         offload=offload,
         mtp_layers=mtp,
+        mtp_repeated=repeated,
     )
 
 
@@ -976,6 +986,19 @@ def _mosaic_case(r: Record, ident: str) -> TrainingCase:
     )
 
 
+# The Nemotron 3 recipes that train two depths of one repeated MTP module, where each is read
+# (Megatron-Bridge; the Nano recipes train none).
+_NEMOTRON_MTP = {
+    "Nemotron_3_Super": "Megatron-Bridge's Nemotron 3 Super pretraining recipe"
+    " (src/megatron/bridge/recipes/nemotronh/nemotron_3_super.py nemotron_3_super_pretrain_config"
+    " at v0.4.2 and v0.5.0; h100/nemotron_3_super.py at v0.6.0, which the perf recipes build on)",
+    "Nemotron_3_Ultra": "Megatron-Bridge's Nemotron 3 Ultra pretraining recipe"
+    " (src/megatron/bridge/recipes/nemotronh/h100/nemotron_3_ultra.py at v0.6.0, which the perf"
+    " recipes build on)",
+    "Nemotron_3_5_Lightning": "Megatron-Bridge's GB200 perf recipe"
+    " (src/megatron/bridge/perf_recipes/nemotronh/gb200/nemotronh.py at v0.6.0, pattern *E)",
+}
+
 # Megatron-Bridge's DeepSeek-V3 pipeline layouts by (pp, vp), with its one MTP depth (m) on the
 # last stage (src/megatron/bridge/recipes/deepseek/deepseek_v3.py
 # set_deepseek_v3_pipeline_model_parallel_layout, the same at v0.3.0-v0.6.0).
@@ -1009,6 +1032,7 @@ def _case(
     offload: Offload = NO_OFFLOAD,
     cuda_graphs: str | None = None,
     mtp_layers: int = 0,
+    mtp_repeated: bool = False,
 ) -> TrainingCase:
     """A training record's case from what its reader made of it (``hardware``: accelerator id,
     GPUs, GPUs per node), once the core accepts the layout; measured throughput under
@@ -1023,6 +1047,7 @@ def _case(
         recompute_modules=recompute_modules,
         offload=offload,
         mtp_layers=mtp_layers,
+        mtp_repeated=mtp_repeated,
     )
     _checked_training(model, acc_id, parallel, setup, precision)
     measured = r["measured"]

@@ -29,6 +29,7 @@ from app.schemas.inference import OUTPUT, PROMPT, Dataset, EngineMemoryFields, O
 from app.schemas.training import (
     MODEL_FORM,
     MTP_LAYERS_HELP,
+    MTP_REPEATED_HELP,
     RECOMPUTE_MODULES_HELP,
     FineTuneFields,
     GlobalBatch,
@@ -161,6 +162,11 @@ class TrainingSweepRequest(FineTuneFields, OffloadFields, MoEFields, NetworkFiel
         0,
         description=MTP_LAYERS_HELP + ", in every layout",
         json_schema_extra=form("Multi-token prediction depths", "Workload", "0"),
+    )
+    mtp_repeated: bool = Field(
+        False,
+        description=MTP_REPEATED_HELP + ", in every layout",
+        json_schema_extra=form("One MTP module repeated", "Workload"),
     )
     moe_dispatcher: MoEDispatcher | None = Field(
         None,

@@ -145,6 +145,11 @@ MTP_LAYERS_HELP = (
     " where the config names one), a 2h x h projection and a second pass through the head and"
     " loss, on the last pipeline stage. 0: none"
 )
+MTP_REPEATED_HELP = (
+    "One multi-token-prediction module's weights run for every depth (Megatron-Core's"
+    " mtp_use_repeated_layer, as Nemotron 3 Super's recipes train 2 depths): its parameters,"
+    " gradients and optimizer states held once, its activations per depth"
+)
 RECOMPUTE_MODULES_HELP = (
     "Megatron-Core's selective recompute modules (--recompute-modules; recompute 'selective'"
     " only): core_attn (the default), layernorm (the norms that are modules of their own: the"
@@ -305,6 +310,11 @@ class TrainingRequest(FineTuneFields, OffloadFields, MoEFields, ClusterFields):
         0,
         description=MTP_LAYERS_HELP,
         json_schema_extra=form("Multi-token prediction depths", "Batch", "0"),
+    )
+    mtp_repeated: bool = Field(
+        False,
+        description=MTP_REPEATED_HELP,
+        json_schema_extra=form("One MTP module repeated", "Batch"),
     )
     precision: PrecisionRef = Field(
         "bf16",

@@ -141,7 +141,8 @@ class TrainingSetup:
     model (Megatron-Core's ``--mtp-num-layers``, DeepSeek-V3's MTP): each is one more
     ``ModelSpec.mtp_module`` of decoder layers, a 2h x h projection of the next token's embedding
     and the hidden state, and a second pass through the output head and loss, on the last
-    pipeline stage (``mtp_stage_extras``).
+    pipeline stage; ``mtp_repeated`` one depth's weights run for every depth (Megatron-Core's
+    ``mtp_use_repeated_layer``, Nemotron 3 Super's recipes).
     Frozen, filled in one step like ``Parallelism``.
     """
 
@@ -163,6 +164,7 @@ class TrainingSetup:
     no_sync_accumulation: bool = False
     recompute_modules: tuple[str, ...] = ()
     mtp_layers: int = 0
+    mtp_repeated: bool = False
 
     def __init__(
         self,
@@ -184,6 +186,7 @@ class TrainingSetup:
         no_sync_accumulation: bool = False,
         recompute_modules: tuple[str, ...] = (),
         mtp_layers: int = 0,
+        mtp_repeated: bool = False,
     ) -> None:
         object.__setattr__(  # fill the frozen record in one step (see ``records``)
             self,
@@ -207,6 +210,7 @@ class TrainingSetup:
                 "no_sync_accumulation": no_sync_accumulation,
                 "recompute_modules": recompute_modules,
                 "mtp_layers": mtp_layers,
+                "mtp_repeated": mtp_repeated,
             },
         )
 
@@ -703,11 +707,13 @@ def _stage_values(
     # hnorm, its final norm), a second copy of an untied embedding where the first stage holds
     # the first (Megatron-Core's LanguageModule keeps one for the MTP stage, as it does for a
     # tied head), the normed embedding and hidden state and their concatenation saved for the
-    # projection's backward (4h a token), and another pass through the head and its loss.
+    # projection's backward (4h a token), and another pass through the head and its loss. A
+    # repeated module (``mtp_repeated``) holds one depth's parameters, run for every depth.
     mtp = setup.mtp_layers
+    held = min(mtp, 1) if setup.mtp_repeated else mtp  # depths whose parameters are held
     h = model.hidden_size
-    mtp_linear = mtp * 2 * h * h / tp
-    mtp_other = mtp * 3 * h + (pp > 1) * (1 - tied) * head_rows_params * (mtp > 0)
+    mtp_linear = held * 2 * h * h / tp
+    mtp_other = held * 3 * h + (pp > 1) * (1 - tied) * head_rows_params * (mtp > 0)
     mtp_acts = mtp * 4 * h * tokens * DTYPES[precision.activations].bytes / (1 + sp_on * (tp - 1))
 
     # With one layer kind every stage holds the same stack: its sums (and everything below that
@@ -717,10 +723,15 @@ def _stage_values(
     for i, stage in enumerate(stages):
         if i == 0 or not same_stack:
             counts = stage_kind_counts(model, pp, vp, stage, parallel.stage_layers)
-            counts = with_mtp(model, counts, stage == pp - 1, mtp)
+            run = with_mtp(model, counts, stage == pp - 1, mtp)
             lw, stack_other, ew, eo, largest, per_mb, peak_layer = _stack_terms(
-                counts, layers, stored, working
+                run, layers, stored, working
             )
+            if held != mtp:  # the parameters of one depth, the activations of every one
+                params = with_mtp(model, counts, stage == pp - 1, held)
+                lw, stack_other, ew, eo, largest, _, _ = _stack_terms(
+                    params, layers, stored, working
+                )
             if mtp:
                 lw = lw + (stage == pp - 1) * mtp_linear
             lw_bytes = lw * w_lin
@@ -1018,6 +1029,10 @@ def check_mtp(model: ModelSpec, setup: TrainingSetup) -> None:
     n = setup.mtp_layers
     if type(n) is not int or not 0 <= n <= MAX_MTP_LAYERS:
         raise SpecError("mtp_layers", f"must be a whole number from 0 to {MAX_MTP_LAYERS}", n)
+    if setup.mtp_repeated and not n:
+        raise SpecError(
+            "mtp_repeated", "repeats a multi-token-prediction module: set mtp_layers >= 1", True
+        )
     if setup.activation_convention in HF_STYLE:
         raise SpecError(
             "mtp_layers",
@@ -1069,7 +1084,7 @@ def validate_training(model: ModelSpec, p: Parallelism, setup: TrainingSetup) ->
         )
     if setup.optimizer not in OPTIMIZERS:
         raise SpecError("optimizer", f"must be one of {', '.join(OPTIMIZERS)}", setup.optimizer)
-    if setup.mtp_layers:
+    if setup.mtp_layers or setup.mtp_repeated:
         check_mtp(model, setup)
     if setup.moe_imbalance != 1.0 or setup.moe_capacity_factor is not None:
         _check_moe_load(model, setup)

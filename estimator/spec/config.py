@@ -103,17 +103,23 @@ def _mtp_layers(raw: Mapping[str, Any]) -> tuple[int, str, int] | None:
 
 
 def _mtp_pattern_kinds(raw: Mapping[str, Any], model: ModelSpec) -> tuple[int, ...]:
-    """The layer kinds of a hybrid's multi-token-prediction module (``mtp_hybrid_override_
-    pattern``, Nemotron 3's ``*E``): each block letter stands for the kind of the decoder's
-    first layer with that letter in ``hybrid_override_pattern``. Empty (the last layer's kind)
-    without a pattern, or where a letter is not in the decoder's."""
+    """The layer kinds of a hybrid's multi-token-prediction module: ``mtp_hybrid_override_
+    pattern`` (Nemotron 3 Super's ``*E``), each block letter standing for the kind of the
+    decoder's first layer with that letter in ``hybrid_override_pattern``, or
+    ``mtp_layers_block_type`` (``["attention", "moe"]``), each the kind of that name. Empty
+    (the last layer's kind) without either, or where a block is not the decoder's."""
+    names = raw.get("mtp_layers_block_type")
+    if isinstance(names, list) and names:
+        by_name = {kind.name: k for k, kind in enumerate(model.kinds)}
+        found = [by_name.get(n) if isinstance(n, str) else None for n in names]
+        return () if None in found else tuple(k for k in found if k is not None)
     module, main = raw.get("mtp_hybrid_override_pattern"), raw.get("hybrid_override_pattern")
     if not isinstance(module, str) or not isinstance(main, str) or not module:
         return ()
-    found = [main.find(letter) for letter in module]
-    if any(i < 0 or i >= len(model.layer_kinds) for i in found):
+    at = [main.find(letter) for letter in module]
+    if any(i < 0 or i >= len(model.layer_kinds) for i in at):
         return ()
-    return tuple(model.layer_kinds[i] for i in found)
+    return tuple(model.layer_kinds[i] for i in at)
 
 
 def mtp_note(model: ModelSpec, layers: int, key: str, per_module: int = 1) -> str:

@@ -139,6 +139,7 @@ class TrainingWorkload:
     moe_capacity_factor: float | None = None
     recompute_modules: tuple[str, ...] = ()  # Megatron-Core's, in the selective layouts
     mtp_layers: int = 0  # multi-token-prediction depths trained (``TrainingSetup.mtp_layers``)
+    mtp_repeated: bool = False  # one depth's weights for every depth (``mtp_repeated``)
 
 
 @dataclass(frozen=True)
@@ -279,11 +280,14 @@ def _check(model: ModelSpec, workload: TrainingWorkload, space: TrainingSearch) 
             rule = "apply to the selective layouts: add 'selective' to the recompute values"
             raise SpecError("recompute_modules", rule, list(workload.recompute_modules))
         check_recompute_modules(model, workload.recompute_modules)
-    if workload.mtp_layers:
+    if workload.mtp_layers or workload.mtp_repeated:
         check_mtp(
             model,
             TrainingSetup(
-                workload.seq_len, mtp_layers=workload.mtp_layers, finetune=workload.finetune
+                workload.seq_len,
+                finetune=workload.finetune,
+                mtp_layers=workload.mtp_layers,
+                mtp_repeated=workload.mtp_repeated,
             ),
         )
     for name, values in _axes(model, space).items():
@@ -519,6 +523,7 @@ def _evaluate(
         moe_capacity_factor=workload.moe_capacity_factor,
         recompute_modules=workload.recompute_modules if recompute == "selective" else (),
         mtp_layers=workload.mtp_layers,
+        mtp_repeated=workload.mtp_repeated,
         # the stack's, as a single estimate takes it by default (FSDP2 frees them between steps)
         gradients_per_step=stack_profile(options.stack).gradients_per_step,
     )

@@ -525,11 +525,12 @@ def mtp_notes(model: ModelSpec, setup: TrainingSetup) -> list[str]:
     if setup.mtp_layers:
         base = training_flops(model, setup.seq_len).model
         share = training_flops(model, setup.seq_len, mtp=setup.mtp_layers).model / base - 1
-        kinds = ", ".join(model.kinds[k].name for k in model.mtp_module)
+        kinds = " + ".join(model.kinds[k].name for k in model.mtp_module)
+        repeated = ", one module's weights run for each" if setup.mtp_repeated else ""
         return [
             f"Multi-token prediction: {setup.mtp_layers} depth(s) trained on the last pipeline"
-            f" stage (Megatron-Core's --mtp-num-layers), each one more {kinds} layer, a 2h x h"
-            " projection and a second pass through the head and loss: +"
+            f" stage (Megatron-Core's --mtp-num-layers{repeated}), each one more {kinds} layer,"
+            " a 2h x h projection and another pass through the head and loss: +"
             f"{share:.1%} model FLOPs; the stage also holds a second copy of an untied embedding"
             " where the pipeline has more than one stage."
         ]
