@@ -95,6 +95,11 @@ def test_time_grows_by_the_same_work_per_depth_and_the_pipeline_waits_for_the_la
     fwd = [estimate_training(LLAMA, H100, p, _setup(m), BF16).time.forward_s for m in (0, 1, 2)]
     assert fwd[2] - fwd[1] == pytest.approx(fwd[1] - fwd[0], rel=1e-9)
     assert fwd[1] - fwd[0] > fwd[0] / LLAMA.num_layers  # at least a layer's time, and a head
+    full = [
+        estimate_training(LLAMA, H100, p, _setup(m, recompute="full"), BF16).time.recompute_s
+        for m in (0, 1)
+    ]
+    assert full[1] > full[0]  # the checkpointed MTP layer and its projection run again
     piped = Parallelism(pp=2, dp=4)
     plain = estimate_training(LLAMA, H100, piped, _setup(0), BF16)
     mtp = estimate_training(LLAMA, H100, piped, _setup(1), BF16)

@@ -1039,6 +1039,8 @@ def _stage_times(
             norms = memory_time(acc, prof, 3 * tokens * h * act_b * 2, 3)
             fwd = fwd + last * mtp * (gather + norms + eh + head + loss)
             bwd = bwd + last * mtp * (2 * gather + 2 * norms + 2 * eh + 2 * head + loss)
+            if setup.recompute == "full":  # the checkpointed MTP layer: its projection too
+                rec = rec + last * mtp * (norms + eh)
     scale = options.scale_for(acc.generation)
     if scale != 1.0:
         fwd, bwd, rec = fwd * scale, bwd * scale, rec * scale
