@@ -1291,6 +1291,20 @@ def _training_notes(
         notes.append(f"Vocabulary padded by {padded} rows to a multiple of 128*tp (Megatron).")
     if setup.finetune.frozen:
         notes.append(adapters(model, setup.finetune).note())
+    if setup.mtp_layers:
+        held = 1 if setup.mtp_repeated else setup.mtp_layers
+        where_ = "this stage" if stage == pp - 1 else f"the last stage ({pp - 1}), not this one"
+        notes.append(
+            f"Multi-token prediction on {where_}: the parameters of {held} depth(s) (their"
+            " layers, counted with the decoder's of the same kind, their 2h x h projections and"
+            " norms"
+            + (
+                ", and a second copy of the untied embedding"
+                if pp > 1 and not model.tie_embeddings
+                else ""
+            )
+            + f"), the activations of {setup.mtp_layers} and their logits."
+        )
     if setup.optimizer_in_backward:
         notes.append(
             "Optimizer in the backward (torchtune's optimizer_in_bwd): each parameter is"
