@@ -122,21 +122,23 @@ def test_end_to_end_accuracy_does_not_regress(built: dict[str, object]) -> None:
         # +15..+19%, the median signed -2.1% -> -0.5%. 7.4% before, when the missing MTP work
         # and the planner's own splits offset those errors (6.2% before the MoE host time)
         "deepseek_v3": 0.16,
-        # its one run, on GB300 without CUDA graphs: -12.4% with its MoE layers' host time
-        # exposed (-8.5% before; every GB300 run is under-predicted, -9% in the median)
-        "kimi_k2": 0.13,
+        # its one run, on GB300 without CUDA graphs: -13.6% with its MoE layers' host time
+        # exposed at the 1.60 ms refitted once the MTP runs' work was counted (-12.4% at 1.23 ms,
+        # -8.5% before; every GB300 run is under-predicted, -11% in the median)
+        "kimi_k2": 0.14,
         # 18.6% since Nemotron 3 Super, Ultra and 3.5 Lightning train their recipes' two
         # repeated MTP depths (Super's GB300 runs -11..-22% -> -17..-28%, Lightning's +48.9% ->
         # +17.4%; the median signed +5.0% -> -2.7%); 16.0% before, 17.8% before that
         "nemotron_h": 0.19,
         "qwen3_moe": 0.14,  # 20.1% before
-        # over-predicted 5-145%: far off, see docs/validation.md; 24.7% since the eager ops
+        # over-predicted 5-145%: far off, see docs/validation.md; 22.8% with the MoE host time
+        # refitted at 1.60 ms once the MTP runs' work was counted; 24.7% since the eager ops
         # around its fused expert activation (its clamp and expert biases) and its unfused
         # YaRN rotary embedding are timed (28.3% with the experts' alone; 42.8% before, 45.6%
         # before the lent H100's kernels, 48.1% before the recipes' recompute modules; 44.2%
         # until the GB200 runs of 26.02.01 and 26.04.01 were compared with the expert
         # all-to-all overlap their recipes set)
-        "gpt_oss": 0.26,
+        "gpt_oss": 0.24,
     }.items():
         assert families[family]["median_ape"] <= bound, family
 

@@ -234,7 +234,7 @@ MOE_EAGER_NOTE = (
     "MoE host overhead without CUDA graphs: each MoE layer exposes"
     f" {MOE_EAGER_HOST_S * 1e3:.2f} ms of kernel launches and device-to-host syncs per"
     " micro-batch (breakdown 'host'), fitted on the 30 Megatron-Core MoE runs whose recipes"
-    " set no CUDA graphs (their median error +9.2% without it; a per-run spread of about -50%"
+    " set no CUDA graphs (their median error +14.5% without it; a per-run spread of about -50%"
     " to +100% remains)."
 )
 
