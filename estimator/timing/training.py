@@ -538,7 +538,8 @@ def mtp_notes(model: ModelSpec, setup: TrainingSetup) -> list[str]:
         return [
             f"The checkpoint's {model.mtp_depth} multi-token-prediction module(s) are not trained"
             " in this plan (mtp_layers 0): Megatron-Core trains them with --mtp-num-layers"
-            " (Megatron-Bridge's DeepSeek-V3 recipes set 1); set mtp_layers to count them."
+            " (Megatron-Bridge's recipes train 1 for DeepSeek-V3, 2 of one repeated module for"
+            " Nemotron 3 Super and Ultra); set mtp_layers to count them."
         ]
     return []
 
