@@ -844,8 +844,11 @@ def _nemo_case(r: Record, ident: str) -> TrainingCase:
         )
     pipeline = _DEEPSEEK_V3_LAYOUTS.get((pp, vp)) if mtp and name.startswith("DeepSeekV3") else None
     try:
-        split = model_split(model, pp, vp, "layout", layout=pipeline) if pipeline else None
-        split = split or model_split(model, pp, vp)
+        split = (
+            model_split(model, pp, vp, "layout", layout=pipeline)
+            if pipeline
+            else model_split(model, pp, vp)
+        )
         check_layout_mtp(split, mtp)
     except SpecError as exc:
         raise Refused(f"estimator refuses it: {exc}") from None

@@ -230,6 +230,12 @@ class TrainingSetup:
         return tuple(sorted(set(self.recompute_modules)))
 
     @property
+    def mtp_weights(self) -> int:
+        """The multi-token-prediction depths whose parameters are held: one for a repeated
+        module (``mtp_repeated``), every depth otherwise."""
+        return min(self.mtp_layers, 1) if self.mtp_repeated else self.mtp_layers
+
+    @property
     def loss_convention(self) -> str:
         """The convention the head's loss follows: ``compiled`` or ``hf`` (eager) for the
         PyTorch-module conventions, ``megatron`` otherwise."""
@@ -710,7 +716,7 @@ def _stage_values(
     # projection's backward (4h a token), and another pass through the head and its loss. A
     # repeated module (``mtp_repeated``) holds one depth's parameters, run for every depth.
     mtp = setup.mtp_layers
-    held = min(mtp, 1) if setup.mtp_repeated else mtp  # depths whose parameters are held
+    held = setup.mtp_weights
     h = model.hidden_size
     mtp_linear = held * 2 * h * h / tp
     mtp_other = held * 3 * h + (pp > 1) * (1 - tied) * head_rows_params * (mtp > 0)
@@ -1023,7 +1029,7 @@ def check_recompute_modules(
 MAX_MTP_LAYERS = 8
 
 
-def check_mtp(model: ModelSpec, setup: TrainingSetup) -> None:
+def check_mtp(setup: TrainingSetup) -> None:
     """Multi-token prediction as Megatron-Core trains it: a whole number of depths, each built
     from the model's own layers, in pre-training or full fine-tuning with its fused loss."""
     n = setup.mtp_layers
@@ -1085,7 +1091,7 @@ def validate_training(model: ModelSpec, p: Parallelism, setup: TrainingSetup) ->
     if setup.optimizer not in OPTIMIZERS:
         raise SpecError("optimizer", f"must be one of {', '.join(OPTIMIZERS)}", setup.optimizer)
     if setup.mtp_layers or setup.mtp_repeated:
-        check_mtp(model, setup)
+        check_mtp(setup)
     if setup.moe_imbalance != 1.0 or setup.moe_capacity_factor is not None:
         _check_moe_load(model, setup)
     if setup.offload.params and p.zero_stage != 3:
@@ -1292,12 +1298,11 @@ def _training_notes(
     if setup.finetune.frozen:
         notes.append(adapters(model, setup.finetune).note())
     if setup.mtp_layers:
-        held = 1 if setup.mtp_repeated else setup.mtp_layers
         where_ = "this stage" if stage == pp - 1 else f"the last stage ({pp - 1}), not this one"
         notes.append(
-            f"Multi-token prediction on {where_}: the parameters of {held} depth(s) (their"
-            " layers, counted with the decoder's of the same kind, their 2h x h projections and"
-            " norms"
+            f"Multi-token prediction on {where_}: the parameters of {setup.mtp_weights} depth(s)"
+            " (their layers, counted with the decoder's of the same kind, their 2h x h"
+            " projections and norms"
             + (
                 ", and a second copy of the untied embedding"
                 if pp > 1 and not model.tie_embeddings

@@ -282,7 +282,6 @@ def _check(model: ModelSpec, workload: TrainingWorkload, space: TrainingSearch) 
         check_recompute_modules(model, workload.recompute_modules)
     if workload.mtp_layers or workload.mtp_repeated:
         check_mtp(
-            model,
             TrainingSetup(
                 workload.seq_len,
                 finetune=workload.finetune,

@@ -68,6 +68,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from estimator.counts.flops import (
+    TrainingFlops,
     attended_keys,
     attention_terms,
     core_pairs_flops,
@@ -519,12 +520,13 @@ def eager_ops_notes(
     ]
 
 
-def mtp_notes(model: ModelSpec, setup: TrainingSetup) -> list[str]:
-    """What the plan's multi-token-prediction depths add, or that the checkpoint's are left
-    untrained."""
+def mtp_notes(
+    model: ModelSpec, setup: TrainingSetup, flops: TrainingFlops, batch: int
+) -> list[str]:
+    """What the plan's multi-token-prediction depths add to its ``flops`` (over ``batch``
+    sequences), or that the checkpoint's are left untrained."""
     if setup.mtp_layers:
-        base = training_flops(model, setup.seq_len).model
-        share = training_flops(model, setup.seq_len, mtp=setup.mtp_layers).model / base - 1
+        share = flops.model / training_flops(model, setup.seq_len, batch).model - 1
         kinds = " + ".join(model.kinds[k].name for k in model.mtp_module)
         repeated = ", one module's weights run for each" if setup.mtp_repeated else ""
         return [
@@ -1015,8 +1017,9 @@ def _stage_times(
     gemm_b = DTYPES[precision.gemm_inputs].bytes
     h = model.hidden_size
     first, last = stage == 0, stage == p.pp - 1
+    # the embedding's lookup: on the first stage, and again for each multi-token-prediction depth
+    gather = memory_time(acc, prof, tokens * model.embed_dim * act_b * 2, 1)
     if first is not False:
-        gather = memory_time(acc, prof, tokens * model.embed_dim * act_b * 2, 1)
         fwd, bwd = fwd + first * gather, bwd + first * (2 * gather)
     if last is not False:
         vocab = padded_vocab(model, p.tp) / p.tp
@@ -1036,8 +1039,7 @@ def _stage_times(
             eh_flops = 2 * tokens * 2 * h * h / p.tp
             eh_moved = (tokens * 2 * h + tokens * h / p.tp + 2 * h * h / p.tp) * gemm_b
             eh = gemm_time(acc, prof, eh_flops, eh_moved, precision.compute)
-            gather = memory_time(acc, prof, tokens * model.embed_dim * act_b * 2, 1)
-            norms = memory_time(acc, prof, 3 * tokens * h * act_b * 2, 3)
+            norms = 3 * norm
             fwd = fwd + last * mtp * (gather + norms + eh + head + loss)
             bwd = bwd + last * mtp * (2 * gather + 2 * norms + 2 * eh + 2 * head + loss)
             if setup.recompute == "full":  # the checkpointed MTP layer: its projection too
@@ -1445,7 +1447,7 @@ def estimate_training(
         eager = (options or TimingOptions()).cuda_graphs == "none"
         notes.append(MOE_EAGER_NOTE if eager else MOE_HOST_NOTE)
     notes += eager_ops_notes(model, accelerator, parallel, setup, precision)
-    notes += mtp_notes(model, setup)
+    notes += mtp_notes(model, setup, flops, gbs)
     cluster = (options.cluster if options else None) or cluster_of(accelerator)
     if parallel.num_gpus > cluster.scale_up_domain:
         notes += cluster.notes()
