@@ -37,7 +37,11 @@ def test_defaults_come_from_the_catalog() -> None:
     gb200 = get_accelerator("gb200")
     c = cluster_of(gb200)
     assert (c.gpus_per_node, c.scale_up_domain) == (4, 72)
-    assert c.scale_out_assumed and c.scale_out_bytes_per_s == DEFAULT_SCALE_OUT_BYTES_PER_S
+    # one ConnectX-7 NDR 400 Gb/s InfiniBand port per GPU (the catalog's sources)
+    assert not c.scale_out_assumed and c.scale_out_bytes_per_s == 50e9
+    mi300x = cluster_of(get_accelerator("mi300x"))  # no scale-out figure in the catalog
+    assert mi300x.scale_out_assumed
+    assert mi300x.scale_out_bytes_per_s == DEFAULT_SCALE_OUT_BYTES_PER_S
     h100 = cluster_of(get_accelerator("h100-sxm-80gb"))
     assert (h100.gpus_per_node, h100.scale_up_domain, h100.scale_out_bytes_per_s) == (8, 8, 50e9)
     assert not h100.scale_out_assumed
@@ -94,10 +98,14 @@ def test_scale_out_is_bounded_by_the_nics_there() -> None:
 
 
 def test_an_assumed_scale_out_is_said() -> None:
-    notes = _train(num_gpus=128, layout={"tp": 1, "pp": 1, "ep": 16})["notes"]
+    # MI300X: the catalog gives no scale-out figure
+    plan = {"model": "llama-3-8b", "accelerator": "mi300x", "layout": {"tp": 1, "pp": 1}}
+    notes = _train(**plan, num_gpus=16)["notes"]  # data parallelism over two nodes
     assert any("no scale-out bandwidth" in n for n in notes)
-    inside = _train()["notes"]  # 64 GPUs inside one 72-GPU domain: no scale-out traffic
+    inside = _train(**plan, num_gpus=8)["notes"]  # one 8-GPU domain: no scale-out traffic
     assert not any("no scale-out bandwidth" in n for n in inside)
+    gb200 = _train(num_gpus=128, layout={"tp": 1, "pp": 1, "ep": 16})["notes"]
+    assert not any("no scale-out bandwidth" in n for n in gb200)  # the catalog's 400 Gb/s
 
 
 def test_ranks_fill_nodes_of_gpus_per_node() -> None:

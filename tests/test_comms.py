@@ -70,6 +70,55 @@ def test_moe_all_to_all_is_what_the_step_charges() -> None:
     assert _time(plan, "ep") == pytest.approx(est.time.breakdown["ep_comm"], rel=1e-12)
 
 
+def test_experts_synchronize_over_the_expert_data_parallel_ranks() -> None:
+    """Megatron-Core reduces the routed experts' gradients over its expert data-parallel group
+    (tp cp dp / (ep etp) GPUs, ep etp apart), the rest over dp x cp. Mixtral 8x7B on 64 H100s
+    with EP 8 inside each node: the dense gradients reduce over all 64 GPUs (8 per node, the
+    hierarchy's 1/8 share crossing the NICs), the experts' over the 8 GPUs that hold the same
+    experts, one per node, so their whole gradient crosses a NIC. The plan lists both and the
+    step charges exactly them (2 micro-batches: the last backward hides what it can)."""
+    from estimator.spec.cluster import cluster_of
+    from estimator.timing.kernels import collective_time, kernel_profile
+
+    p = Parallelism(tp=1, dp=64, ep=8, zero_stage=1)
+    setup = TrainingSetup(seq_len=4096, micro_batch_size=1, global_batch_size=128)
+    plan, est = _both("mixtral-8x7b", p, setup)
+    mem = est.memory
+    experts = mem.expert_params_on_gpu
+    # 32 layers x 8 experts / EP 8 x 3 linears of 4096 x 14336 each
+    assert experts == 32 * 1 * 3 * 4096 * 14336
+    syncs = [e for e in plan.events if e.dimension == "dp" and e.collective == "reduce_scatter"]
+    dense, routed = syncs
+    assert (dense.group_size, dense.nodes_per_group) == (64, 8)
+    assert (routed.group_size, routed.nodes_per_group) == (8, 8)
+    assert dense.message_bytes == (mem.params_on_gpu - experts) * 4  # fp32 main_grad
+    assert routed.message_bytes == experts * 4 and "routed experts'" in routed.when
+    prof, net = kernel_profile(H100.id), cluster_of(H100)
+    whole = (
+        routed.message_bytes
+        * 7
+        / 8
+        / (net.scale_out_bytes_per_s * prof.scale_out.bandwidth_fraction)
+    )
+    assert routed.time_per_call_s == pytest.approx(
+        whole + prof.scale_out.latency_s + 3 * prof.scale_out.latency_per_doubling_s, rel=1e-12
+    )
+    assert routed.time_per_call_s == collective_time(
+        H100, prof, "reduce_scatter", routed.message_bytes, 8, 8, net
+    )
+    gathers = [e for e in plan.events if e.dimension == "dp" and e.collective == "all_gather"]
+    sync = sum(e.time_per_call_s for e in syncs)
+    gather = sum(e.time_per_call_s for e in gathers)
+    exposed = max(sync - est.time.backward_s, 0.0) + max(gather - est.time.forward_s, 0.0)
+    assert exposed > 0 and est.time.breakdown["dp_comm"] == pytest.approx(exposed, rel=1e-12)
+    # With the experts split over TP as well (etp = tp = 8) no expert has a replica: nothing
+    # of theirs to reduce, gather or shard.
+    p8 = Parallelism(tp=8, dp=8, ep=8, zero_stage=1)
+    plan8, _ = _both("mixtral-8x7b", p8, setup)
+    assert p8.expert_dp == 1
+    assert not [e for e in plan8.events if "routed experts'" in e.when]
+
+
 def test_an_all_to_all_across_domains_sends_its_remote_share_whole() -> None:
     """Nothing combines on the way: 64 ranks over 8 NVLink domains send 56/64 of each rank's
     payload through its NIC (7 of every 8 copies), at the same time as 7/64 over NVLink; no

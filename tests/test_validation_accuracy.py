@@ -97,11 +97,14 @@ def test_end_to_end_accuracy_does_not_regress(built: dict[str, object]) -> None:
     # the H100 runs' apart (report: 7.0%; 7.8% with one factor for both, 13.7% at 1.0); fitted on
     # the A100 runs alone, the H100 runs are 16.0% off (22.7% at 1.0).
     assert groups["mosaicml_llm_foundry_mpt_benchmarks"]["median_ape"] <= 0.08
-    # report: 11.0% since the DeepSeek and Nemotron 3 runs train their recipes' MTP depths
+    # report: 10.3% since the routed experts' gradients reduce over the expert data-parallel
+    # ranks, the recipes' bf16 gradient buffers are read and Blackwell's small heads take
+    # Hopper's head-dim factors; 11.0% since the DeepSeek and Nemotron 3 runs train their
+    # recipes' MTP depths
     # (NVIDIA's FLOPs per token then the planner's within 2%; 10.0% before, when the missing
     # work offset other errors), 10.1% before gpt-oss's eager ops, 10.3% before two Llama 3 70B
     # GB300 rows took their recipe's layout, 14.8% before the recipes' token dispatcher
-    assert groups["nvidia_megatron_bridge_perf_summary"]["median_ape"] <= 0.115
+    assert groups["nvidia_megatron_bridge_perf_summary"]["median_ape"] <= 0.11
     accelerators = _summary(built, "training by accelerator")
     for acc in ("a100-sxm-40gb", "a100-sxm-80gb"):
         assert accelerators[acc]["median_ape"] <= 0.10, acc
@@ -131,14 +134,18 @@ def test_end_to_end_accuracy_does_not_regress(built: dict[str, object]) -> None:
         # +17.4%; the median signed +5.0% -> -2.7%); 16.0% before, 17.8% before that
         "nemotron_h": 0.19,
         "qwen3_moe": 0.14,  # 20.1% before
-        # over-predicted 5-145%: far off, see docs/validation.md; 22.8% with the MoE host time
+        # over-predicted 4-45%: far off, see docs/validation.md; 19.3% since the routed experts'
+        # gradients reduce over the expert data-parallel ranks (the 25.11 B200 run, EP 8 with
+        # 2 micro-batches a step: +145% -> +31%, its experts' gradients cross the NICs whole)
+        # and its 64-dim heads take Hopper's head-dim factors on Blackwell (GB200 runs
+        # +23..+35% -> +19..+31%); 22.8% with the MoE host time
         # refitted at 1.60 ms once the MTP runs' work was counted; 24.7% since the eager ops
         # around its fused expert activation (its clamp and expert biases) and its unfused
         # YaRN rotary embedding are timed (28.3% with the experts' alone; 42.8% before, 45.6%
         # before the lent H100's kernels, 48.1% before the recipes' recompute modules; 44.2%
         # until the GB200 runs of 26.02.01 and 26.04.01 were compared with the expert
         # all-to-all overlap their recipes set)
-        "gpt_oss": 0.24,
+        "gpt_oss": 0.20,
     }.items():
         assert families[family]["median_ape"] <= bound, family
 
@@ -199,9 +206,11 @@ def test_the_shipped_report_is_the_current_model(built: dict[str, object]) -> No
 def test_published_runs_that_ran_are_not_called_out_of_memory(built: dict[str, object]) -> None:
     """Every compared training run ran, so it fitted: the planner's verdict on them is pinned.
     A run it calls "does_not_fit" is listed in the report with its total over the card and
-    what its case could not read, and every one has such a setting (report: 252 fit, 10
-    tight, 21 do not, of 283 with Megatron-LM's 16 MoE recipes, whose DeepSeek-V4-Pro run is one
-    of them; 252 / 12 / 19 before the Nemotron 3 Super runs trained their MTP module, which took
+    what its case could not read, and every one has such a setting (report: 265 fit, 5
+    tight, 13 do not, of 283 with Megatron-LM's 16 MoE recipes, whose DeepSeek-V4-Pro run is one
+    of them; 252 / 10 / 21 before the Megatron-Bridge runs kept their recipes' bf16 gradient
+    buffers (grad_reduce_in_fp32 off, validation/data/grad_reduce.json); 252 / 12 / 19 before
+    the Nemotron 3 Super runs trained their MTP module, which took
     its two B300 NVFP4 runs 11% over the card, where its MXFP8 B300 runs already were;
     256 / 8 / 19 before the DeepSeek-V3 runs trained their MTP depth, whose layer,
     second embedding copy and logits put the four pp=2 GB300 runs' last stage 0.5% over the card
@@ -217,7 +226,7 @@ def test_published_runs_that_ran_are_not_called_out_of_memory(built: dict[str, o
     assert ran["verdicts"] == {
         v: sum(1 for r in training if r.fit == v) for v in ("fits", "tight", "does_not_fit")
     }
-    assert ran["verdicts"]["does_not_fit"] <= 21 and ran["verdicts"]["fits"] >= 252
+    assert ran["verdicts"]["does_not_fit"] <= 13 and ran["verdicts"]["fits"] >= 265
     assert all(r["unread"] for r in ran["does_not_fit"])  # never without a stated reason
     listed = {r["id"]: r for r in ran["does_not_fit"]}
     for r in training:

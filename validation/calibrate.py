@@ -356,6 +356,31 @@ def derive_b200(h100: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def blackwell_head_dims(hopper: dict[str, dict[str, list[float]]]) -> dict[str, Any]:
+    """Blackwell's attention time per FLOP by head dim, where no Blackwell kernel was timed:
+    the lent H100's factors for the dims up to 128, a lower bound. A head's two matmuls take
+    4 d FLOPs per (query, key) pair and its softmax one exponential: Blackwell doubles the tensor
+    cores' rate and keeps the exponential units at 16 a clock per SM (FlashAttention-4), so a
+    128-dim head balances the two where Hopper's is matmul-bound, and smaller heads are
+    exponential-bound sooner; Blackwell Ultra's doubled exponential rate (B300, GB300) puts it
+    back where Hopper is. Larger heads keep the 128-dim curve (Blackwell's cuDNN has its own
+    kernels for MLA's 192 / 128 heads)."""
+    return {
+        "time_per_flop": {
+            kernel: {d: v for d, v in dims.items() if int(d) <= 128}
+            for kernel, dims in hopper.items()
+        },
+        "source": (
+            "The h100_sxm profile's measured factors for head dims up to 128"
+            " (validation/calibrate.py blackwell_head_dims), as a lower bound: Blackwell"
+            " doubles the tensor-core rate and not the exponential units (16 a clock per SM),"
+            " so smaller heads are no cheaper per FLOP than on Hopper (Zadouri et al. 2026,"
+            " FlashAttention-4, arXiv:2603.05451; together.ai blog 'FlashAttention-4')."
+            " Larger heads keep the 128-dim curve."
+        ),
+    }
+
+
 def mamf_efficiency() -> dict[str, dict[str, float]]:
     """Maximum achievable matmul efficiency per accelerator name and dtype."""
     out: dict[str, dict[str, float]] = {}
@@ -396,7 +421,9 @@ def main() -> None:
         "validation/calibrate.py derive_b200"
     )
     print("b200_sxm", json.dumps({k: b200[k] for k in ("gemm", "attention_prefill")}))
-    table["profiles"]["h100_sxm"]["attention_head_dim"]["time_per_flop"] = fit_head_dims()
+    hopper = fit_head_dims()
+    table["profiles"]["h100_sxm"]["attention_head_dim"]["time_per_flop"] = hopper
+    b200["attention_head_dim"] = blackwell_head_dims(hopper)
     table["mamf_efficiency"] = {
         k: {d: round(v, 4) for d, v in sorted(x.items())}
         for k, x in sorted(mamf_efficiency().items())

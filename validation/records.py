@@ -31,7 +31,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
@@ -56,6 +56,7 @@ from estimator.finetune import FULL, FineTune
 from estimator.layout.pipeline import check_layout_mtp, model_split
 from estimator.memory.activations import RECOMPUTE_MODULES
 from estimator.offload import NO_OFFLOAD, Offload
+from estimator.spec.precision import Precision
 
 __all__ = [
     "DATA",
@@ -97,6 +98,13 @@ class TrainingCase:
     tp_comm_overlap: bool = False  # the TP communication overlap its recipe sets
     moe_dispatcher: str | None = None  # the MoE token dispatcher its recipe sets (None: stack's)
     cuda_graphs: str | None = None  # what its recipe's CUDA graphs capture (None: the stack's)
+    gradients: str | None = None  # the gradient dtype its recipe sets (None: the preset's)
+
+    @property
+    def training_precision(self) -> Precision:
+        """The precision preset with the gradient buffers' dtype its recipe sets."""
+        preset = get_precision(self.precision)
+        return preset if self.gradients is None else replace(preset, gradients=self.gradients)
 
 
 @dataclass(frozen=True)
@@ -474,6 +482,25 @@ def _readings(name: str) -> dict[str, dict[str, Any]]:
     return {r["id"]: r for r in data["records"]}
 
 
+# The gradient buffers of the same releases' records (data/grad_reduce.json: Megatron's
+# grad_reduce_in_fp32 as each record's recipe leaves it; every one read turns it off).
+
+
+def _gradients(ident: str, release: str) -> tuple[str | None, list[str]]:
+    """The gradient dtype the record's recipe sets (bf16 where it turns grad_reduce_in_fp32
+    off; None, the preset's fp32 main_grad, otherwise or where not read) and its note."""
+    if release not in _RECIPES_READ:
+        return None, []
+    read = _readings("grad_reduce.json")[ident]
+    where = f"{read['recipe']}" + (f" ({read['set_at']})" if read["set_at"] else "")
+    if read["grad_reduce_in_fp32"]:
+        return None, [f"gradients accumulated and reduced in fp32, as its recipe sets: {where}"]
+    return "bf16", [
+        "gradients accumulated and reduced in bf16 (grad_reduce_in_fp32 off), as its recipe"
+        f" sets it: {where}"
+    ]
+
+
 # The same releases' activation recomputation (data/recompute_settings.json: Megatron-Core's
 # recompute_granularity and recompute_modules as each record's recipe leaves them).
 
@@ -741,10 +768,17 @@ def _mpt_model(record: Record) -> tuple[ModelSpec, list[str]]:
 
 
 def _checked_training(
-    model: ModelSpec, acc_id: str, parallel: Parallelism, setup: TrainingSetup, precision: str
+    model: ModelSpec,
+    acc_id: str,
+    parallel: Parallelism,
+    setup: TrainingSetup,
+    precision: str,
+    gradients: str | None = None,
 ) -> None:
     acc = get_accelerator(acc_id)
     prec = get_precision(precision)
+    if gradients is not None:
+        prec = replace(prec, gradients=gradients)
     try:
         acc.peak(prec.compute)
         training_memory(model, acc, parallel, setup, prec)
@@ -902,6 +936,8 @@ def _nemo_case(r: Record, ident: str) -> TrainingCase:
     recompute, modules, recompute_notes = _recompute(ident, release[1] if release else "")
     offload, offload_notes = _offload(ident, release[1] if release else "")
     recompute_notes += offload_notes
+    gradients, gradient_notes = _gradients(ident, release[1] if release else "")
+    recompute_notes += gradient_notes
     quantized, param_notes = _param_format(ident, release[1] if release else "", precision)
     if finetune is FULL:
         precision = quantized
@@ -931,6 +967,7 @@ def _nemo_case(r: Record, ident: str) -> TrainingCase:
         offload=offload,
         mtp_layers=mtp,
         mtp_repeated=repeated,
+        gradients=gradients,
     )
 
 
@@ -1036,6 +1073,7 @@ def _case(
     cuda_graphs: str | None = None,
     mtp_layers: int = 0,
     mtp_repeated: bool = False,
+    gradients: str | None = None,
 ) -> TrainingCase:
     """A training record's case from what its reader made of it (``hardware``: accelerator id,
     GPUs, GPUs per node), once the core accepts the layout; measured throughput under
@@ -1052,7 +1090,7 @@ def _case(
         mtp_layers=mtp_layers,
         mtp_repeated=mtp_repeated,
     )
-    _checked_training(model, acc_id, parallel, setup, precision)
+    _checked_training(model, acc_id, parallel, setup, precision, gradients)
     measured = r["measured"]
     tflops = measured.get("model_tflops_per_gpu")
     for note in _FOOTNOTE.findall(" ".join(str(v) for v in measured.values())):
@@ -1082,6 +1120,7 @@ def _case(
         tp_comm_overlap=tp_comm_overlap,
         moe_dispatcher=moe_dispatcher,
         cuda_graphs=cuda_graphs,
+        gradients=gradients,
     )
 
 

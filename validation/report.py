@@ -272,7 +272,7 @@ def case_estimate(
         get_accelerator(case.accelerator),
         case.parallel,
         case.setup,
-        get_precision(case.precision),
+        case.training_precision,
         options=options,
     )
 

@@ -284,6 +284,9 @@ class TrainingMemory:
     params_on_gpu: float
     trainable_params_on_gpu: float
     in_flight_microbatches: int
+    # the routed experts' share of ``params_on_gpu``: their gradients reduce, and their
+    # optimizer shards, over the expert data-parallel ranks, not over dp x cp
+    expert_params_on_gpu: float = 0.0
     # What CPU offload keeps in host memory for this GPU (not in the GPU's total)
     host_optimizer_bytes: float = 0.0
     host_weights_bytes: float = 0.0
@@ -530,6 +533,7 @@ class StageTerms(NamedTuple):
     total_bytes: Num
     params_on_gpu: Num
     trainable_params_on_gpu: Num
+    expert_params_on_gpu: Num  # the routed experts' (gradients over the expert-DP ranks)
     in_flight: Num
     microbatch_activations_bytes: Num
     working_layer_bytes: Num
@@ -845,6 +849,7 @@ def _stage_values(
                     allocated + fragmentation + CUDA_CONTEXT_BYTES + comm,
                     total,
                     trainable,
+                    experts,
                     flight,
                     microbatch_acts,
                     working_layer,
@@ -1235,6 +1240,7 @@ def training_memory(
         "params_on_gpu": float(best.params_on_gpu),
         "trainable_params_on_gpu": float(best.trainable_params_on_gpu),
         "in_flight_microbatches": int(ceil_div(best.in_flight * 1000, 1000)),
+        "expert_params_on_gpu": float(best.expert_params_on_gpu),
         "host_optimizer_bytes": 0.0,
         "host_weights_bytes": 0.0,
         "host_activations_bytes": 0.0,

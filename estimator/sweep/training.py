@@ -538,6 +538,7 @@ def _evaluate(
         stages=candidate_stages(model, pp, p.stage_layers),
         options=options,
         trainable_params_on_gpu=mem["trainable_params_on_gpu"],
+        expert_params_on_gpu=mem["expert_params_on_gpu"],
     )
     flops = training_flops(
         model,

@@ -226,14 +226,21 @@ def communication_plan(
             calls * m,
             overlap,
         )
-    dense_dp = p.dp * p.cp
-    if dense_dp > 1:
-        grad_b = precision.bytes("gradients")
-        w_b = DTYPES[precision.weights].bytes
-        params = memory.params_on_gpu
-        trained = memory.trainable_params_on_gpu  # LoRA: the adapters, as the step time has it
-        zero = int(p.optimizer_shard_stage)
-        group = "dp"
+    grad_b = precision.bytes("gradients")
+    w_b = DTYPES[precision.weights].bytes
+    zero = int(p.optimizer_shard_stage)
+    # Dense parameters synchronize over dp x cp, the routed experts over the expert data-parallel
+    # ranks, as the step time charges them.
+    experts = memory.expert_params_on_gpu
+    trained_experts = 0.0 if setup.finetune.frozen else experts  # LoRA: the adapters, dense
+    dense = memory.params_on_gpu - experts
+    parts = [("dp", "", dense, memory.trainable_params_on_gpu - trained_experts)]
+    if model.moe is not None:
+        groups["edp"] = (int(shapes["edp"][0]), int(shapes["edp"][1]))
+        parts.append(("edp", "routed experts' ", experts, trained_experts))
+    for group, whose, params, trained in parts:
+        if groups[group][0] <= 1:
+            continue
         if zero >= 3:
             stored_b = linear_weight_bytes(setup.finetune, precision)
             layer_w, layer_g = rules.zero3_layer_payloads(
@@ -242,7 +249,7 @@ def communication_plan(
             add(
                 "zero3",
                 "all_gather",
-                "each layer, weights for fwd and for bwd",
+                f"each layer, {whose}weights for fwd and for bwd",
                 layer_w,
                 (int(layer_w / stored_b),),
                 group,
@@ -253,7 +260,7 @@ def communication_plan(
             add(
                 "zero3",
                 "reduce_scatter",
-                "each layer, gradients in bwd",
+                f"each layer, {whose}gradients in bwd",
                 layer_g,
                 (int(layer_g / grad_b),),
                 group,
@@ -266,7 +273,7 @@ def communication_plan(
             add(
                 "dp",
                 sync,
-                "end of step, gradients",
+                f"end of step, {whose}gradients",
                 trained * grad_b,
                 (int(trained),),
                 group,
@@ -278,7 +285,7 @@ def communication_plan(
                 add(
                     "dp",
                     "all_gather",
-                    "end of step, updated parameters",
+                    f"end of step, {whose}updated parameters",
                     trained * w_b,
                     (int(trained),),
                     group,

@@ -49,11 +49,14 @@ CudaGraphs = Literal["none", "partial", "full"]
 # ``validation/fit_stacks.py fit_moe_host`` does, on the 30 compared Megatron-Core MoE runs
 # whose recipes set no CUDA graphs (26 of Megatron-Bridge, ``validation/data/cuda_graphs.json``,
 # and 4 of Megatron-LM's MoE recipes): the value at which their median predicted / measured
-# throughput is 1 (+14.5% without it; median APE 18.3% -> 13.1%; 1.231 ms, from +9.2%, before
-# the runs that train multi-token prediction counted it: the Megatron-LM recipes' tokens/s read
-# from their TFLOP/s at the larger FLOPs per token). Megatron-Bridge's runs with partial graphs
-# are at -1.8% and those with full-iteration graphs at -10.9% with none.
-MOE_EAGER_HOST_S = 1.599e-3
+# throughput is 1 (+12.6% without it; median APE 17.9% -> 13.2%). History: 1.231 ms before the
+# runs that train multi-token prediction counted it, 1.599 ms before the experts' gradients were
+# synchronized over the expert data-parallel ranks (and GB200's 400 Gb/s NICs read: 1.579 ms),
+# the Megatron-Bridge runs kept their recipes' bf16 gradients and Blackwell's small attention
+# heads took Hopper's head-dim factors.
+# Megatron-Bridge's runs with partial graphs are at -1.8% and those with full-iteration graphs
+# at -10.9% with none.
+MOE_EAGER_HOST_S = 1.598e-3
 
 
 @dataclass(frozen=True, slots=True)

@@ -1103,6 +1103,7 @@ def training_time_terms(
     stages: Sequence[Num],
     options: TimingOptions,
     trainable_params_on_gpu: Num | None = None,
+    expert_params_on_gpu: Num = 0.0,
     host_weights_bytes: Num = 0.0,
     host_activations_bytes: Num = 0.0,
 ) -> dict[str, Num]:
@@ -1111,8 +1112,9 @@ def training_time_terms(
     ``stage`` (the slowest of ``stages``). ``parallel`` and ``setup.micro_batch_size`` may hold
     numpy arrays; this is the one formula the single estimate and the sweep share.
     ``trainable_params_on_gpu`` (default: every parameter) are what gradients, the optimizer
-    and the parameter all-gather move; ``host_weights_bytes`` and ``host_activations_bytes``
-    what CPU offload keeps on the host (``setup.offload``)."""
+    and the parameter all-gather move, ``expert_params_on_gpu`` the routed experts' share of
+    ``params_on_gpu`` (synchronized over the expert data-parallel ranks); ``host_weights_bytes``
+    and ``host_activations_bytes`` what CPU offload keeps on the host (``setup.offload``)."""
     prof = kernel_profile(accelerator.id)
     domain = options.cluster or cluster_of(accelerator)
     p = parallel
@@ -1173,7 +1175,16 @@ def training_time_terms(
     grad_b = precision.bytes("gradients")
     w_b = DTYPES[precision.weights].bytes
     zero = p.optimizer_shard_stage
-    dense_size, dense_stride = ranks["dense_dp"]
+    # Gradients reduce, and weights and optimizer states shard, over dp x cp for the dense
+    # parameters and over the expert data-parallel ranks for the routed experts (Megatron-Core's
+    # expert_data_parallel group, ``tp cp dp / (ep etp)`` GPUs ``ep etp`` apart): with EP inside
+    # a node and DP across nodes that group has one GPU a node, and the experts' whole gradient
+    # crosses the NICs, where the dense one's is first reduced over NVLink.
+    experts = expert_params_on_gpu
+    trained_experts = 0.0 if setup.finetune.frozen else experts  # LoRA: adapters, with the dense
+    syncs = [(params - experts, trainable - trained_experts, ranks["dense_dp"])]
+    if model.moe is not None:
+        syncs.append((experts, trained_experts, ranks["edp"]))
     zero3: Num = 0.0
     dp_comm: Num = 0.0
     if type(zero) is not int or zero >= 3:
@@ -1189,20 +1200,28 @@ def training_time_terms(
         # A stage of the embedding or the loss alone (uneven splits) has no layer to gather:
         # its gathers count zero, and the per-layer divisions take one layer.
         per_layer_div = maximum(layers_on_stage, 1)
-        layer_w, layer_g = rules.zero3_layer_payloads(
-            params,
-            trainable,
-            per_layer_div,
-            linear_weight_bytes(setup.finetune, precision),
-            grad_b,
-            setup.finetune.frozen,
-        )
-        gathers = rules.ZERO3_GATHERS_PER_LAYER * collective_time(
-            accelerator, prof, "all_gather", layer_w, dense_size, dense_stride, domain
-        )
-        per_layer = gathers + collective_time(
-            accelerator, prof, "reduce_scatter", layer_g, dense_size, dense_stride, domain
-        )
+        gathers: Num = 0.0
+        per_layer: Num = 0.0
+        for held, trained, (size, stride) in syncs:
+            layer_w, layer_g = rules.zero3_layer_payloads(
+                held,
+                trained,
+                per_layer_div,
+                linear_weight_bytes(setup.finetune, precision),
+                grad_b,
+                setup.finetune.frozen,
+            )
+            gather = rules.ZERO3_GATHERS_PER_LAYER * collective_time(
+                accelerator, prof, "all_gather", layer_w, size, stride, domain
+            )
+            gathers = gathers + gather
+            per_layer = (
+                per_layer
+                + gather
+                + collective_time(
+                    accelerator, prof, "reduce_scatter", layer_g, size, stride, domain
+                )
+            )
         layer_compute = (worst["forward"] + worst["backward"]) / per_layer_div
         exposed = m * layers_on_stage * maximum(per_layer - layer_compute, 0.0)
         if setup.no_sync_accumulation:  # FSDP's no_sync: the last micro-batch reduce-scatters
@@ -1212,23 +1231,26 @@ def training_time_terms(
             )
         zero3 = where(zero >= 3, exposed, 0.0)
     if type(zero) is not int or zero < 3:
-        grads = trainable * grad_b
-        sync = _dense_collective(
-            accelerator, prof, zero >= 1, grads, dense_size, dense_stride, domain
-        )
+        sync: Num = 0.0
+        gather_all: Num = 0.0
+        for _, trained, (size, stride) in syncs:
+            sync = sync + _dense_collective(
+                accelerator, prof, zero >= 1, trained * grad_b, size, stride, domain
+            )
+            if type(zero) is not int or zero >= 1:
+                gather_all = gather_all + collective_time(
+                    accelerator, prof, "all_gather", trained * w_b, size, stride, domain
+                )
         window = worst["backward"] if options.overlap_grad_reduce else 0.0
         dp_comm = maximum(sync - window, 0.0)
-        if type(zero) is not int or zero >= 1:
-            gather = collective_time(
-                accelerator, prof, "all_gather", trainable * w_b, dense_size, dense_stride, domain
-            )
-            window = worst["forward"] if options.overlap_param_gather else 0.0
-            dp_comm = dp_comm + (zero >= 1) * maximum(gather - window, 0.0)
+        window = worst["forward"] if options.overlap_param_gather else 0.0
+        dp_comm = dp_comm + (zero >= 1) * maximum(gather_all - window, 0.0)
         dp_comm = where(zero < 3, dp_comm, 0.0)
 
     # Optimizer: read gradients, read/write master weights and states, write the model weights.
-    shards = where(zero >= 1, dense_size, 1)
-    sharded = trainable / shards
+    sharded: Num = 0.0
+    for _, trained, (size, _stride) in syncs:
+        sharded = sharded + trained / where(zero >= 1, size, 1)
     state_b = optimizer_states_bytes / maximum(sharded, 1.0)
     per_param = grad_b + 2 * precision.bytes("master_weights") + 2 * state_b + w_b
     optimizer = memory_time(accelerator, prof, sharded * per_param, 4)
@@ -1359,6 +1381,7 @@ def training_time(
         stages=candidate_stages(model, parallel.pp, parallel.stage_layers),
         options=options or TimingOptions(),
         trainable_params_on_gpu=memory.trainable_params_on_gpu,
+        expert_params_on_gpu=memory.expert_params_on_gpu,
         host_weights_bytes=memory.host_weights_bytes,
         host_activations_bytes=memory.host_activations_bytes
         / max(memory.in_flight_microbatches, 1),
