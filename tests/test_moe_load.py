@@ -75,7 +75,13 @@ def test_bad_moe_settings_are_refused() -> None:
 
 def test_api_takes_the_moe_load() -> None:
     client = TestClient(app)
-    req = {"model": "mixtral-8x7b", "num_gpus": 64, "layout": {"tp": 2, "ep": 8}}
+    # eight micro-batches a step: compute, not the experts' gradient sync across nodes, sets it
+    req = {
+        "model": "mixtral-8x7b",
+        "num_gpus": 64,
+        "layout": {"tp": 2, "ep": 8},
+        "global_batch_size": 256,
+    }
     base = client.post("/api/v1/training/estimate", json=req).json()
     loaded = client.post("/api/v1/training/estimate", json={**req, "moe_imbalance": 1.5}).json()
     assert loaded["time"]["step_s"] > base["time"]["step_s"]

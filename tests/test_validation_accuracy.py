@@ -134,7 +134,9 @@ def test_end_to_end_accuracy_does_not_regress(built: dict[str, object]) -> None:
         # +17.4%; the median signed +5.0% -> -2.7%); 16.0% before, 17.8% before that
         "nemotron_h": 0.19,
         "qwen3_moe": 0.14,  # 20.1% before
-        # over-predicted 4-45%: far off, see docs/validation.md; 19.3% since the routed experts'
+        # 9.2% since 25.11's runs had their release's recipes read where the evidence agrees
+        # (data/recipes_25_11.json: the GB200 run's no CUDA graphs, +20% -> +6%); 4-45% over;
+        # 19.3% since the routed experts'
         # gradients reduce over the expert data-parallel ranks (the 25.11 B200 run, EP 8 with
         # 2 micro-batches a step: +145% -> +31%, its experts' gradients cross the NICs whole)
         # and its 64-dim heads take Hopper's head-dim factors on Blackwell (GB200 runs
@@ -145,9 +147,20 @@ def test_end_to_end_accuracy_does_not_regress(built: dict[str, object]) -> None:
         # before the lent H100's kernels, 48.1% before the recipes' recompute modules; 44.2%
         # until the GB200 runs of 26.02.01 and 26.04.01 were compared with the expert
         # all-to-all overlap their recipes set)
-        "gpt_oss": 0.20,
+        "gpt_oss": 0.10,
     }.items():
         assert families[family]["median_ape"] <= bound, family
+
+
+def test_no_training_group_beyond_15_percent_signed(built: dict[str, object]) -> None:
+    """Issue 21's target: no group (framework, accelerator, model family) of five records or
+    more with a median signed error beyond +/-15% (report: the largest are GB300 -10.7%,
+    Megatron-LM's MoE recipes +10.2% and gpt-oss +9.2%, +19.3% before 25.11's recipes were
+    read in part)."""
+    for table in ("training by group", "training by accelerator", "training by family"):
+        for name, s in _summary(built, table).items():
+            if s["n"] >= 5:
+                assert abs(s["median_signed"]) <= 0.15, (table, name)
 
 
 @pytest.mark.parametrize(
@@ -206,9 +219,10 @@ def test_the_shipped_report_is_the_current_model(built: dict[str, object]) -> No
 def test_published_runs_that_ran_are_not_called_out_of_memory(built: dict[str, object]) -> None:
     """Every compared training run ran, so it fitted: the planner's verdict on them is pinned.
     A run it calls "does_not_fit" is listed in the report with its total over the card and
-    what its case could not read, and every one has such a setting (report: 265 fit, 5
-    tight, 13 do not, of 283 with Megatron-LM's 16 MoE recipes, whose DeepSeek-V4-Pro run is one
-    of them; 252 / 10 / 21 before the Megatron-Bridge runs kept their recipes' bf16 gradient
+    what its case could not read, and every one has such a setting (report: 268 fit, 3
+    tight, 12 do not, of 283 with Megatron-LM's 16 MoE recipes, whose DeepSeek-V4-Pro run is one
+    of them; 265 / 5 / 13 before 25.11's recipes were read in part; 252 / 10 / 21 before
+    the Megatron-Bridge runs kept their recipes' bf16 gradient
     buffers (grad_reduce_in_fp32 off, validation/data/grad_reduce.json); 252 / 12 / 19 before
     the Nemotron 3 Super runs trained their MTP module, which took
     its two B300 NVFP4 runs 11% over the card, where its MXFP8 B300 runs already were;
@@ -226,7 +240,7 @@ def test_published_runs_that_ran_are_not_called_out_of_memory(built: dict[str, o
     assert ran["verdicts"] == {
         v: sum(1 for r in training if r.fit == v) for v in ("fits", "tight", "does_not_fit")
     }
-    assert ran["verdicts"]["does_not_fit"] <= 13 and ran["verdicts"]["fits"] >= 265
+    assert ran["verdicts"]["does_not_fit"] <= 12 and ran["verdicts"]["fits"] >= 268
     assert all(r["unread"] for r in ran["does_not_fit"])  # never without a stated reason
     listed = {r["id"]: r for r in ran["does_not_fit"]}
     for r in training:

@@ -191,13 +191,16 @@ def test_nvl72_gpus_per_node_is_the_nvlink_domain() -> None:
 def test_expert_all_to_all_overlap_as_the_recipes_set_it() -> None:
     """Megatron-Bridge 26.02-26.08 recipes read (each at the first tag whose performance
     summary lists it): 16 compared MoE runs overlap the expert all-to-all (DeepSeek-V3, Qwen3,
-    gpt-oss on GB200), the rest of those releases' MoE runs do not; 25.11 is not read (its
-    layouts match no recipe of v0.2.1), dense runs never say."""
+    gpt-oss on GB200), the rest of those releases' MoE runs do not; 25.11 is read in part
+    (data/recipes_25_11.json: one more, Qwen3-235B on H100, whose v0.2.0 config has its
+    layout), dense runs never say."""
     cases = {c.id: c for c in training_cases() if isinstance(c, TrainingCase)}
     overlapped = {i for i, c in cases.items() if c.ep_comm_overlap}
-    assert len(overlapped) == 16
+    assert len(overlapped) == 17
     assert all(("DeepSeekV3" in i or "Qwen3" in i or "GPT OSS" in i) for i in overlapped)
-    assert all(i.split("-")[1] not in ("25.09", "25.11") for i in overlapped)
+    assert all(i.split("-")[1] != "25.09" for i in overlapped)
+    early = {i for i in overlapped if i.split("-")[1] == "25.11"}
+    assert early == {"mbridge-25.11-Qwen3_235B_a22B-DGX-H100-256-FP8-CS-L587"}
     unmatched = cases["mbridge-26.02.01-Qwen3_30B_a3B-DGX-H100-16-FP8-L439"]
     assert any("no recipe of" in a for a in unmatched.assumptions)
     said = [a for a in cases["mbridge-26.08-Qwen3_30B_a3B-DGX-GB200-8-MXFP8-L64"].assumptions]
@@ -206,7 +209,13 @@ def test_expert_all_to_all_overlap_as_the_recipes_set_it() -> None:
     assert not off.ep_comm_overlap
     assert any(a.startswith("expert all-to-all not overlapped") for a in off.assumptions)
     older = cases["mbridge-25.11-Qwen3_30B_a3B-DGX-GB200-8-FP8-MX-L563"]
-    assert not older.ep_comm_overlap and not any("all-to-all" in a for a in older.assumptions)
+    assert not older.ep_comm_overlap
+    assert any(
+        a.startswith("expert all-to-all not overlapped") and "v0.2.0" in a
+        for a in older.assumptions
+    )
+    unread = cases["mbridge-25.11-GPT OSS 120B-DGX-B200-64-BF16-L576"]  # no config has its layout
+    assert not unread.ep_comm_overlap and not any("all-to-all" in a for a in unread.assumptions)
     dense = cases["mbridge-26.06-LLAMA3_70B-DGX-GB300-32-FP8-L173"]
     assert not any("all-to-all" in a for a in dense.assumptions)
 
@@ -214,15 +223,22 @@ def test_expert_all_to_all_overlap_as_the_recipes_set_it() -> None:
 def test_recomputation_as_the_recipes_set_it() -> None:
     """The same releases' records take the recomputation their recipes set
     (data/recompute_settings.json): Megatron-Core's selective recompute modules where a recipe
-    names them, none where it sets none (or an empty module list); 25.11's, not read, none as
-    before, said to be assumed."""
+    names them, none where it sets none (or an empty module list); 25.11's as
+    data/recipes_25_11.json reads them, and where it does not, none, said to be assumed."""
     read = {
         r["id"]: r for r in json.loads((DATA / "recompute_settings.json").read_text())["records"]
     }
+    early = {r["id"]: r for r in json.loads((DATA / "recipes_25_11.json").read_text())["records"]}
     cases = {c.id: c for c in training_cases() if isinstance(c, TrainingCase)}
     named = {i for i, r in read.items() if r["granularity"] == "selective" and r["modules"]}
     assert len(named) == 24
     for i, c in cases.items():
+        modules = early[i]["recompute_modules"] if i in early else None
+        if i in early and c.model.moe is not None and modules is not None:
+            assert c.setup.recompute_modules == tuple(modules), i
+            assert c.setup.recompute == ("selective" if modules else "none"), i
+            assert not any("recompute policy not published" in a for a in c.assumptions), i
+            continue
         if not i.startswith("mbridge-") or i.split("-")[1] in ("25.09", "25.11"):
             assert c.setup.recompute_modules == () and c.setup.recompute in ("none", "full"), i
             continue
@@ -251,14 +267,19 @@ def test_recomputation_as_the_recipes_set_it() -> None:
 def test_moe_token_dispatcher_as_the_recipes_set_it() -> None:
     """The same releases' MoE runs take the token dispatcher their recipes set
     (data/moe_dispatchers.json): flex where a flex backend is set, alltoall where none is (the
-    performance scripts reset the dispatcher then); 25.11 and dense runs keep the stack's."""
+    performance scripts reset the dispatcher then); 25.11's as data/recipes_25_11.json reads
+    them (the stack's where it does not), dense runs the stack's."""
     read = {r["id"]: r for r in json.loads((DATA / "moe_dispatchers.json").read_text())["records"]}
+    early = {r["id"]: r for r in json.loads((DATA / "recipes_25_11.json").read_text())["records"]}
     for r in read.values():  # alltoall exactly where no backend is set, and nothing says where
         assert (r["dispatcher"] == "alltoall") == (r["backend"] is None) == (r["set_at"] is None)
     cases = {c.id: c for c in training_cases() if isinstance(c, TrainingCase)}
     moe = {i: c for i, c in cases.items() if c.model.moe is not None}
     for i, c in moe.items():
-        if i.split("-")[1] in ("25.09", "25.11"):
+        if i.split("-")[1] == "25.11":
+            assert c.moe_dispatcher == early[i]["dispatcher"], i
+            continue
+        if i.split("-")[1] == "25.09":
             assert c.moe_dispatcher is None, i
             continue
         assert c.moe_dispatcher == read[i]["dispatcher"], i
@@ -266,8 +287,8 @@ def test_moe_token_dispatcher_as_the_recipes_set_it() -> None:
     assert set(read) - set(moe) == {"mbridge-26.06.01-GPT OSS 120B-DGX-GB300-64-MXFP8-L55"}
     alltoall = {i for i, c in moe.items() if c.moe_dispatcher == "alltoall"}
     # gpt-oss (but on GB200 in 26.02.01), Qwen3-235B on H100 and B200 (and B300 in 26.02),
-    # Qwen3-30B on B200 in 26.02
-    assert len(alltoall) == 12
+    # Qwen3-30B on B200 in 26.02 and 25.11 (and 25.11's Qwen3-235B on B200 and H100)
+    assert len(alltoall) == 15
     assert "mbridge-26.04-Qwen3_235B_a22B-DGX-H100-256-FP8-L352" in alltoall
     assert "mbridge-26.02.01-GPT OSS 120B-DGX-GB200-64-BF16-L429" not in alltoall
     assert all(c.moe_dispatcher is None for c in cases.values() if c.model.moe is None)
@@ -470,3 +491,30 @@ def test_megatron_lm_moe_recipes_are_read_from_their_arguments() -> None:
     assert sum(v3.parallel.stage_layers) == v3.model.num_layers  # the decoder layers (t)
     assert v3.setup.mtp_layers == 1  # its layout's m, on the last stage, with mtp_num_layers 1
     assert any("multi-token-prediction depth" in a for a in v3.assumptions)
+
+
+def test_release_25_11_is_read_where_its_evidence_agrees() -> None:
+    """NeMo 25.11 ships Megatron-Bridge 0.2.0 (data/recipes_25_11.json): every row keeps bf16
+    gradients (each family's perf function turns grad_reduce_in_fp32 off); the MoE settings
+    are read where a v0.2.0 config has the row's layout, or where the tag's config for its GPU
+    and precision agrees with a config that has it, and not otherwise (the assumptions of
+    releases not read stay)."""
+    early = {r["id"]: r for r in json.loads((DATA / "recipes_25_11.json").read_text())["records"]}
+    cases = {c.id: c for c in training_cases() if isinstance(c, TrainingCase)}
+    rows = {i for i in cases if i.startswith("mbridge-25.11-")}
+    assert rows <= set(early) and len(early) == 16
+    assert all(cases[i].gradients == "bf16" for i in rows)
+    assert all(cases[i].training_precision.bytes("gradients") == 2 for i in rows)
+    oss = cases["mbridge-25.11-GPT OSS 120B-DGX-GB200-64-BF16-L563"]
+    assert oss.cuda_graphs == "none" and oss.moe_dispatcher is None  # the two sources disagree
+    assert any(a.startswith("CUDA graphs none") and "v0.2.0" in a for a in oss.assumptions)
+    assert any(a.startswith("how its release's recipe was read") for a in oss.assumptions)
+    for i in ("GPT OSS 120B-DGX-B200-64-BF16-L576", "Qwen3_235B_a22B-DGX-GB200-256-BF16-L563"):
+        unread = cases[f"mbridge-25.11-{i}"]
+        assert unread.cuda_graphs is None and unread.moe_dispatcher is None
+        assert any("recompute policy not published" in a for a in unread.assumptions)
+    dense = cases["mbridge-25.11-LLAMA3_70B-DGX-H100-64-FP8-CS-L587"]
+    assert dense.cuda_graphs is None and dense.gradients == "bf16"
+    matched = cases["mbridge-25.11-Qwen3_30B_a3B-DGX-GB200-8-FP8-MX-L563"]
+    assert early[matched.id]["layout_match"] and matched.cuda_graphs == "partial"
+    assert matched.moe_dispatcher == "flex"

@@ -280,8 +280,8 @@ _FOOTNOTES = {
 # flat recipes): each release read at the first tag whose docs/performance-summary.md lists it
 # (the code as of its publication), the recipe of a record picked by its layout (GPUs, TP, PP,
 # VP, EP, micro-batch and global batch). Records of these releases are compared with the overlap
-# where their recipe sets it and without it where it does not; 25.11's runs match no recipe of
-# v0.2.1 and are compared without it, as the records of releases not read.
+# where their recipe sets it and without it where it does not; 25.11's runs are read in part
+# (``_PARTLY_READ``, below).
 _RELEASE = re.compile(r"\((\d+\.\d+(?:\.\d+)?) NeMo Container\)")
 _MB = "NVIDIA-NeMo/Megatron-Bridge"
 _CONFIGS = "scripts/performance/configs/{}_workload_base_configs.py"
@@ -480,6 +480,85 @@ def _readings(name: str) -> dict[str, dict[str, Any]]:
     ``param_formats.json``) by record id."""
     data = json.loads((DATA / name).read_text(encoding="utf-8"))
     return {r["id"]: r for r in data["records"]}
+
+
+# NeMo 25.11 ships Megatron-Bridge 0.2.0 (v0.2.0:docs/releases/software-versions.md), whose
+# performance configs most of that release's rows do not match: data/recipes_25_11.json reads
+# a setting only where a config of the tag has the row's layout, or where the tag's config for
+# the row's GPU and precision agrees with a config that has it (an unmerged branch of the time,
+# a later tag); the gradient buffers for every row (every family's perf function turns
+# grad_reduce_in_fp32 off). What is null there keeps the assumptions of releases not read.
+_PARTLY_READ = {"25.11": f"{_MB}@v0.2.0 (7af9601c)"}
+
+
+@dataclass(frozen=True)
+class _Early:
+    """What data/recipes_25_11.json reads for a row (None: not read), with the notes."""
+
+    graphs: str | None
+    dispatcher: str | None
+    modules: tuple[str, ...] | None
+    overlap: bool | None
+    gradients: str | None
+    notes: tuple[str, ...]
+
+
+def _early(ident: str, release: str, moe: bool) -> _Early | None:
+    """The readings of a row of a release read in part (``_PARTLY_READ``), or None."""
+    if release not in _PARTLY_READ:
+        return None
+    read = _readings("recipes_25_11.json")[ident]
+    recipe = read["recipe"] or _PARTLY_READ[release]
+    match = "" if read["layout_match"] else " (the tag's config for its GPU and precision)"
+    notes: list[str] = []
+
+    def at(key: str) -> str:
+        return f" ({read[key]})" if read[key] else ""
+
+    grads = None
+    if read["grad_reduce_in_fp32"] is False:
+        grads = "bf16"
+        notes.append(
+            "gradients accumulated and reduced in bf16 (grad_reduce_in_fp32 off), as its"
+            f" release's recipe sets it: {recipe}{match}{at('grad_set_at')}"
+        )
+    graphs = read["cuda_graphs"] if moe else None
+    if graphs is not None:
+        scope = f", scope {read['cuda_graph_scope']}" if graphs == "partial" else ""
+        notes.append(
+            f"CUDA graphs {graphs}{scope}, as its release's recipe sets them: {recipe}{match}"
+            f"{at('graphs_set_at')}"
+        )
+    dispatcher = read["dispatcher"] if moe else None
+    if dispatcher is not None:
+        backend = f" ({read['backend']})" if read["backend"] else ""
+        notes.append(
+            f"MoE token dispatcher {dispatcher}{backend}, as its release's recipe sets it:"
+            f" {recipe}{match}{at('dispatcher_set_at')}"
+        )
+    modules = read["recompute_modules"] if moe else None
+    if modules is not None:
+        what = f"selective recompute of {', '.join(modules)}" if modules else "no recomputation"
+        notes.append(
+            f"{what}, as its release's recipe sets it: {recipe}{match}{at('recompute_set_at')}"
+        )
+    overlap = read["ep_overlap"] if moe else None
+    if overlap is not None:
+        how = "overlapped (ep_comm_overlap)" if overlap else "not overlapped"
+        notes.append(
+            f"expert all-to-all {how}, as its release's recipe sets it: {recipe}{match}"
+            f"{at('overlap_set_at')}"
+        )
+    if read["note"] and (graphs, dispatcher, modules, overlap) != (None, None, None, None):
+        notes.append(f"how its release's recipe was read: {read['note']}")
+    return _Early(
+        graphs,
+        dispatcher,
+        None if modules is None else tuple(modules),
+        overlap,
+        grads,
+        tuple(notes),
+    )
 
 
 # The gradient buffers of the same releases' records (data/grad_reduce.json: Megatron's
@@ -938,6 +1017,17 @@ def _nemo_case(r: Record, ident: str) -> TrainingCase:
     recompute_notes += offload_notes
     gradients, gradient_notes = _gradients(ident, release[1] if release else "")
     recompute_notes += gradient_notes
+    early = _early(ident, release[1] if release else "", model.moe is not None)
+    if early is not None:
+        graphs = early.graphs if early.graphs is not None else graphs
+        dispatcher = early.dispatcher if early.dispatcher is not None else dispatcher
+        overlap = early.overlap if early.overlap is not None else overlap
+        gradients = early.gradients or gradients
+        if early.modules is not None:
+            recompute = "selective" if early.modules else "none"
+            modules = early.modules
+            recompute_notes = [n for n in recompute_notes if "not published" not in n]
+        recompute_notes += list(early.notes)
     quantized, param_notes = _param_format(ident, release[1] if release else "", precision)
     if finetune is FULL:
         precision = quantized

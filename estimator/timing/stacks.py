@@ -46,17 +46,17 @@ CudaGraphs = Literal["none", "partial", "full"]
 # The host time a mixture-of-experts layer exposes per micro-batch (forward and backward)
 # where no CUDA graph captures any of the step: kernel launches the GPU waits for, after the
 # token dispatcher's device-to-host syncs (it reads the token counts per expert). Fitted, as
-# ``validation/fit_stacks.py fit_moe_host`` does, on the 30 compared Megatron-Core MoE runs
-# whose recipes set no CUDA graphs (26 of Megatron-Bridge, ``validation/data/cuda_graphs.json``,
-# and 4 of Megatron-LM's MoE recipes): the value at which their median predicted / measured
-# throughput is 1 (+12.6% without it; median APE 17.9% -> 13.2%). History: 1.231 ms before the
-# runs that train multi-token prediction counted it, 1.599 ms before the experts' gradients were
-# synchronized over the expert data-parallel ranks (and GB200's 400 Gb/s NICs read: 1.579 ms),
-# the Megatron-Bridge runs kept their recipes' bf16 gradients and Blackwell's small attention
-# heads took Hopper's head-dim factors.
-# Megatron-Bridge's runs with partial graphs are at -1.8% and those with full-iteration graphs
-# at -10.9% with none.
-MOE_EAGER_HOST_S = 1.598e-3
+# ``validation/fit_stacks.py fit_moe_host`` does, on the 33 compared Megatron-Core MoE runs
+# whose recipes set no CUDA graphs (29 of Megatron-Bridge, ``validation/data/cuda_graphs.json``
+# and ``recipes_25_11.json``, and 4 of Megatron-LM's MoE recipes): the value at which their
+# median predicted / measured throughput is 1 (+13.4% without it; median APE 18.1% -> 12.0%).
+# History: 1.231 ms before the runs that train multi-token prediction counted it, 1.599 ms
+# before the experts' gradients were synchronized over the expert data-parallel ranks, GB200's
+# 400 Gb/s NICs read, the Megatron-Bridge runs' bf16 gradients read and Blackwell's small
+# heads took Hopper's head-dim factors (1.598 ms on the 30 runs then), 1.653 ms since three
+# 25.11 runs joined them (their release's recipes read in part). Megatron-Bridge's runs with
+# partial graphs are at -1.8% and those with full-iteration graphs at -10.9% with none.
+MOE_EAGER_HOST_S = 1.653e-3
 
 
 @dataclass(frozen=True, slots=True)
