@@ -175,32 +175,34 @@ def test_predicted_range_follows_the_records_errors() -> None:
     assert m["summary"].startswith(f"On {accuracy.LIMIT} similar published runs")
 
 
-def _family_errors(family: str) -> np.ndarray:
+def _family_errors(family: str, kind: str = "training") -> np.ndarray:
     shipped = json.loads((accuracy.resources.files("validation") / "report.json").read_text())
     return np.array(
         [
             r["predicted"] / r["measured"] - 1
             for r in shipped["rows"]
-            if r["kind"] == "training" and r["family"] == family
+            if r["kind"] == kind and r["family"] == family
         ]
     )
 
 
 def test_a_family_known_to_lean_gives_the_range() -> None:
-    """gpt-oss's published runs are over-predicted far beyond +/-15%: its plan's range is read
-    from them, below the plan's number, and the summary says so; Llama's lean less and its
-    range stays the nearest records'."""
+    """Llama 4's published serving runs are over-predicted beyond +/-15% in the median
+    (TensorRT-LLM's Llama 4 kernels are not modelled): a Llama 4 serving plan's range is read
+    from them, and the summary says so. gpt-oss training, within +/-15% since its 25.11 runs'
+    recipes were read (+9.2%; +22.8% before, when it was this test's leaning family), keeps the
+    nearest records' range, its family's error given beside it."""
     out = plan_accuracy(
-        accelerator="gb200",
+        accelerator="b200",
         generation="blackwell",
-        family="gpt_oss",
+        family="llama4_text",
         model_class="moe",
-        stack="megatron-core",
-        gpus=64,
-        headline={"tokens_per_s_per_gpu": 20000.0},
+        stack="trtllm",
+        gpus=8,
+        headline={"output_tokens_per_s": 20000.0},
     )
     m = out["metrics"][0]
-    errors = _family_errors("gpt_oss")
+    errors = _family_errors("llama4_text", "serving")
     assert len(errors) >= accuracy.MIN_RANGE and np.median(errors) > accuracy.FAMILY_BIAS
     assert m["family"]["n"] == len(errors)
     assert m["family"]["median_signed"] == pytest.approx(statistics.median(errors))
@@ -211,11 +213,26 @@ def test_a_family_known_to_lean_gives_the_range() -> None:
     assert m["range_high"] == pytest.approx(
         20000 / (1 + np.percentile(errors, 10, method="nearest"))
     )
-    assert m["range_high"] < 20000  # every gpt-oss run was slower than predicted
-    assert "gpt_oss family's own" in m["summary"] and "known bias" in m["summary"]
-    lo, hi = accuracy.time_range(2.0, m)  # type: ignore[misc]
-    assert (lo, hi) == pytest.approx((2.0 * 20000 / m["range_high"], 2.0 * 20000 / m["range_low"]))
-    assert lo > 2.0
+    assert m["range_low"] < 20000 / 1.15  # most Llama 4 runs were slower than predicted
+    assert "llama4_text family's own" in m["summary"] and "known bias" in m["summary"]
+    oss = plan_accuracy(
+        accelerator="gb200",
+        generation="blackwell",
+        family="gpt_oss",
+        model_class="moe",
+        stack="megatron-core",
+        gpus=64,
+        headline={"tokens_per_s_per_gpu": 20000.0},
+    )["metrics"][0]
+    oss_errors = _family_errors("gpt_oss")
+    assert abs(np.median(oss_errors)) <= accuracy.FAMILY_BIAS
+    assert oss["family"]["median_signed"] == pytest.approx(statistics.median(oss_errors))
+    assert oss["range_from"] == "nearest" and "known bias" not in oss["summary"]
+    lo, hi = accuracy.time_range(2.0, oss)  # type: ignore[misc]
+    assert (lo, hi) == pytest.approx(
+        (2.0 * 20000 / oss["range_high"], 2.0 * 20000 / oss["range_low"])
+    )
+    assert lo < hi
 
     llama = _llama_on_h100("megatron-core", 64, "tokens_per_s_per_gpu", 1000.0)
     assert llama["range_from"] == "nearest" and llama["family"]["n"] == len(_family_errors("llama"))
