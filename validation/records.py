@@ -103,8 +103,13 @@ class TrainingCase:
     @property
     def training_precision(self) -> Precision:
         """The precision preset with the gradient buffers' dtype its recipe sets."""
-        preset = get_precision(self.precision)
-        return preset if self.gradients is None else replace(preset, gradients=self.gradients)
+        return _with_gradients(self.precision, self.gradients)
+
+
+def _with_gradients(precision: str, gradients: str | None) -> Precision:
+    """A precision preset, its gradient buffers in ``gradients`` where a recipe sets them."""
+    preset = get_precision(precision)
+    return preset if gradients is None else replace(preset, gradients=gradients)
 
 
 @dataclass(frozen=True)
@@ -855,9 +860,7 @@ def _checked_training(
     gradients: str | None = None,
 ) -> None:
     acc = get_accelerator(acc_id)
-    prec = get_precision(precision)
-    if gradients is not None:
-        prec = replace(prec, gradients=gradients)
+    prec = _with_gradients(precision, gradients)
     try:
         acc.peak(prec.compute)
         training_memory(model, acc, parallel, setup, prec)
@@ -1026,7 +1029,7 @@ def _nemo_case(r: Record, ident: str) -> TrainingCase:
         if early.modules is not None:
             recompute = "selective" if early.modules else "none"
             modules = early.modules
-            recompute_notes = [n for n in recompute_notes if "not published" not in n]
+            recompute_notes = [n for n in recompute_notes if not n.startswith("recompute policy")]
         recompute_notes += list(early.notes)
     quantized, param_notes = _param_format(ident, release[1] if release else "", precision)
     if finetune is FULL:
