@@ -523,10 +523,8 @@ def _early(ident: str, release: str, moe: bool) -> _Early | None:
     grads = None
     if read["grad_reduce_in_fp32"] is False:
         grads = "bf16"
-        notes.append(
-            "gradients accumulated and reduced in bf16 (grad_reduce_in_fp32 off), as its"
-            f" release's recipe sets it: {recipe}{match}{at('grad_set_at')}"
-        )
+        source = f"its release's recipe sets it: {recipe}{match}{at('grad_set_at')}"
+        notes.append(_bf16_gradients(source))
     graphs = read["cuda_graphs"] if moe else None
     if graphs is not None:
         scope = f", scope {read['cuda_graph_scope']}" if graphs == "partial" else ""
@@ -579,10 +577,12 @@ def _gradients(ident: str, release: str) -> tuple[str | None, list[str]]:
     where = f"{read['recipe']}" + (f" ({read['set_at']})" if read["set_at"] else "")
     if read["grad_reduce_in_fp32"]:
         return None, [f"gradients accumulated and reduced in fp32, as its recipe sets: {where}"]
-    return "bf16", [
-        "gradients accumulated and reduced in bf16 (grad_reduce_in_fp32 off), as its recipe"
-        f" sets it: {where}"
-    ]
+    return "bf16", [_bf16_gradients(f"its recipe sets it: {where}")]
+
+
+def _bf16_gradients(source: str) -> str:
+    """The note of a record whose recipe keeps its gradients in bf16, ``source`` saying where."""
+    return f"gradients accumulated and reduced in bf16 (grad_reduce_in_fp32 off), as {source}"
 
 
 # The same releases' activation recomputation (data/recompute_settings.json: Megatron-Core's
