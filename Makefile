@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: serve test lint typecheck pytest bench clean postgresql docs
+.PHONY: serve test test-fast lint typecheck pytest bench clean postgresql docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,8 +33,11 @@ postgresql:
 		$(SUDO) apt-get update -qq && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql )
 
+# The service as the image runs it (llm-planner serve: header and keep-alive timeouts, the
+# connection limit, no forwarded headers unless proxies are named), on loopback by default,
+# where writes need no token.
 serve: $(VENV)/.installed-base
-	$(BIN)/uvicorn app.main:app --host $(HOST) --port $(PORT)
+	$(BIN)/llm-planner serve --host $(HOST) --port $(PORT)
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check estimator app tests benchmarks validation
@@ -56,6 +59,12 @@ docs: $(VENV)/.installed-docs
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -d build/site
 
 test: lint typecheck pytest docs
+
+# The inner loop: the suite without the tests that need a browser, PostgreSQL, torch, a server
+# process, or seconds each (pyproject.toml's markers), on two workers. `make test` before sending.
+FAST := not (browser or postgres or groundtruth or server or slow)
+test-fast: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -q -n 2 -m "$(FAST)"
 
 # llm-analysis 0.2.2 pins transformers<5, which would downgrade the ground-truth extra: install it
 # without its dependencies (the benchmark never lets it import transformers).

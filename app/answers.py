@@ -82,6 +82,7 @@ __all__ = [
     "layer_table_out",
     "model_out",
     "model_summary",
+    "needs_fit_suggestions",
     "params_dict",
     "params_of",
     "precisions_out",
@@ -232,9 +233,15 @@ def inference_answer(req: InferenceRequest) -> dict[str, Any]:
 def with_fit_suggestions(req: TrainingRequest, out: dict[str, Any]) -> dict[str, Any]:
     """A plan whose verdict is not ``fits`` (it does not fit, or is tight) with the nearest
     layouts that surely do."""
-    if out["memory_per_gpu"]["fit"] != "fits":
+    if needs_fit_suggestions(out):
         out["fit_suggestions"] = fitting_alternatives(req)
     return out
+
+
+def needs_fit_suggestions(out: Mapping[str, Any]) -> bool:
+    """Whether a training answer's plan is not surely fitting, so its answer lists the nearest
+    layouts that are."""
+    return bool(out["memory_per_gpu"]["fit"] != "fits")
 
 
 def training_accuracy(plan: TrainingPlan, e: TrainingEstimate) -> dict[str, Any]:

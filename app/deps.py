@@ -4,6 +4,7 @@ service, token, write rate)."""
 
 from __future__ import annotations
 
+import ipaddress
 import secrets
 from threading import Lock
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 from fastapi import HTTPException, Request
 
 from app.service.guards import WriteRate
-from app.settings import Settings
+from app.settings import Settings, is_loopback
 from app.store import catalog as team
 from app.store.plans import PlanStore
 from app.store.team import TeamStore
@@ -19,6 +20,7 @@ from app.store.team import TeamStore
 __all__ = [
     "bind_team",
     "bind_team_of",
+    "listens_on_loopback",
     "open_store",
     "plan_store",
     "settings_of",
@@ -77,6 +79,13 @@ def write_refusal(request: Request, token: str | None) -> HTTPException | None:
     cfg = settings_of(request.app)
     if cfg.read_only:
         return HTTPException(403, "the service is read-only (PLANNER_READ_ONLY)")
+    if cfg.api_token is None and not listens_on_loopback(cfg, request.scope.get("server")):
+        return HTTPException(
+            403,
+            "writes need a token when the service listens beyond loopback: start it with "
+            "PLANNER_API_TOKEN set to a secret (e.g. openssl rand -hex 32) and send "
+            "'Authorization: Bearer <token>' (the pages ask for it)",
+        )
     if cfg.api_token is not None and not secrets.compare_digest(
         (token or "").encode(), cfg.api_token.encode()
     ):
@@ -92,6 +101,24 @@ def write_refusal(request: Request, token: str | None) -> HTTPException | None:
             headers={"Retry-After": WriteRate.retry_after(wait)},
         )
     return None
+
+
+def listens_on_loopback(cfg: Settings, server: Any) -> bool:
+    """Whether writes may go ahead without a token: the service is configured to listen on
+    loopback (``PLANNER_HOST``) and this request arrived on a loopback address (the ASGI
+    scope's ``server``; one that is not an address, as an in-process client's or a Unix
+    socket's, leaves the setting to decide). A server started on ``0.0.0.0`` without
+    ``PLANNER_HOST`` is caught by the second: a request from the network arrives elsewhere."""
+    if not cfg.on_loopback:
+        return False
+    address = server[0] if isinstance(server, tuple | list) and server else None
+    if not isinstance(address, str):
+        return True
+    try:
+        ipaddress.ip_address(address.strip("[]"))
+    except ValueError:
+        return True
+    return is_loopback(address)
 
 
 def writer(request: Request) -> PlanStore:

@@ -3,17 +3,20 @@ docs served from local assets (no CDN: the service works offline)."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import platform
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request, Response
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, PlainTextResponse
 from fastapi.telemetry import TelemetryConfig
 from pydantic import BaseModel
+from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
 
 import estimator
 from app import api
@@ -36,6 +39,19 @@ class Health(BaseModel):
     version: str
     models: int
     accelerators: int
+
+
+class Ready(BaseModel):
+    status: str
+    store: str
+
+
+READY_TIMEOUT_S = 2.0
+
+
+def _ping_store(app: FastAPI) -> None:
+    with open_store(app).engine.connect() as connection:
+        connection.execute(text("SELECT 1"))
 
 
 class Version(BaseModel):
@@ -120,6 +136,25 @@ def create_app() -> FastAPI:
         )
 
     app.get("/health", response_model=Health, include_in_schema=False)(healthz)
+
+    @app.get(
+        "/readyz",
+        response_model=Ready,
+        tags=["service"],
+        responses={503: {"model": Ready, "description": "The plan store does not answer"}},
+    )
+    async def readyz(request: Request) -> Response:
+        """Readiness: the service answers and its plan store does (one ``SELECT 1`` within
+        ``READY_TIMEOUT_S``); 503 naming the store while it does not. Estimates need no store;
+        saved plans and the team catalog do."""
+        try:
+            await asyncio.wait_for(asyncio.to_thread(_ping_store, request.app), READY_TIMEOUT_S)
+        except (TimeoutError, SQLAlchemyError) as exc:
+            reason = "no answer" if isinstance(exc, TimeoutError) else type(exc).__name__
+            body = Ready(status="unavailable", store=f"unavailable: {reason}")
+            return Response(body.model_dump_json(), 503, media_type="application/json")
+        return Response(Ready(status="ok", store="ok").model_dump_json(), 200,
+                        media_type="application/json")  # fmt: skip
 
     @app.get("/metrics", tags=["service"], response_class=PlainTextResponse)
     def metrics() -> PlainTextResponse:

@@ -73,6 +73,7 @@ __all__ = [
     "TrainingViews",
     "engine_of",
     "finetune_of",
+    "footprint_bytes",
     "group_slots",
     "inference_plan",
     "price_for",
@@ -669,24 +670,57 @@ def _axis(value: T | Sequence[T] | None, default: tuple[T, ...]) -> tuple[T, ...
     return (value,)  # type: ignore[return-value]
 
 
+def footprint_bytes(value: Any, depth: int = 0) -> int:
+    """About how many bytes ``value`` holds: numpy arrays by their buffers, containers and
+    dataclasses by what they hold (to a depth of 6), anything else by ``sys.getsizeof``. A
+    sweep's columns are its bulk; the estimate is for bounding a cache, not for accounting."""
+    import sys
+
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes)
+    size = sys.getsizeof(value)
+    if depth >= 6 or isinstance(value, str | bytes | int | float | bool):
+        return size
+    if isinstance(value, dict):
+        items: Any = itertools.chain.from_iterable(value.items())
+    elif isinstance(value, list | tuple):
+        items = value
+    elif hasattr(value, "__dataclass_fields__"):
+        items = (getattr(value, name) for name in value.__dataclass_fields__)
+    else:
+        return size
+    return size + sum(footprint_bytes(item, depth + 1) for item in items)
+
+
 class _SweepCache:
     """The last few sweeps by canonical request, so a request's pages and its CSV reuse one
-    evaluation. Thread-safe; a sweep computed twice concurrently is stored once."""
+    evaluation: at most ``size`` of them and ``max_bytes`` in all (``footprint_bytes``); the
+    least recently used go first, and a sweep bigger than the whole bound is answered without
+    being kept. Thread-safe; a sweep computed twice concurrently is stored once."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, max_bytes: Callable[[], int]) -> None:
         self.size = size
-        self.items: OrderedDict[str, Any] = OrderedDict()
+        self.max_bytes = max_bytes
+        self.items: OrderedDict[str, tuple[Any, int]] = OrderedDict()
         self.lock = Lock()
+
+    @property
+    def held_bytes(self) -> int:
+        return sum(nbytes for _, nbytes in self.items.values())
 
     def get(self, key: str, compute: Callable[[], R]) -> R:
         with self.lock:
             if key in self.items:
                 self.items.move_to_end(key)
-                return self.items[key]  # type: ignore[no-any-return]
+                return self.items[key][0]  # type: ignore[no-any-return]
         value = _one_at_a_time(compute)
+        nbytes, bound = footprint_bytes(value), self.max_bytes()
         with self.lock:
-            self.items[key] = value
-            while len(self.items) > self.size:
+            if nbytes <= bound:
+                self.items[key] = (value, nbytes)
+            while len(self.items) > self.size or self.held_bytes > bound:
                 self.items.popitem(last=False)
         return value
 
@@ -708,7 +742,7 @@ def _one_at_a_time(compute: Callable[[], R]) -> R:
         _EVALUATING.release()
 
 
-_CACHE = _SweepCache(SWEEP_CACHE_SIZE)
+_CACHE = _SweepCache(SWEEP_CACHE_SIZE, lambda: current().sweep_cache_mib * 2**20)
 _PAGING = {"page", "page_size", "sort", "rows"}
 
 

@@ -30,6 +30,47 @@ DATA = Path(__file__).parent / "data"
 os.environ.setdefault("PLANNER_DATA_DIR", tempfile.mkdtemp(prefix="llm-planner-test-"))
 # Tests write hundreds of plans a minute from one address; the write-rate test sets its own.
 os.environ.setdefault("PLANNER_WRITES_PER_MINUTE", "0")
+# The in-process test client names its host "testserver"; the host tests set their own list.
+os.environ.setdefault("PLANNER_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
+
+
+# --- markers: what a test needs beyond Python (make test-fast leaves these out) --------------
+
+# A test that uses one of these fixtures needs what its marker names; modules that reach the
+# component without a fixture carry the marker themselves (``pytestmark``).
+FIXTURE_MARKERS = {
+    "browser": "browser",
+    "postgres": "postgres",
+    "gt": "groundtruth",
+    "server": "server",
+}
+
+
+# Modules that start a server, a process or torch without one of those fixtures.
+MODULE_MARKERS = {
+    "test_activations_compiled.py": ("groundtruth",),
+    "test_optimizer_in_backward.py": ("groundtruth",),
+    "test_hardening.py": ("server",),
+    "test_hardening_store.py": ("server",),
+    "test_image.py": ("server", "slow"),
+    "test_api_fuzz.py": ("slow",),  # schemathesis over every operation: minutes
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test by the components its fixtures start (the ``url`` fixture's postgresql
+    case included) or its module reaches (``MODULE_MARKERS``), so ``-m "not (browser or
+    postgres or ...)"`` leaves out exactly those."""
+    for item in items:
+        for marker in MODULE_MARKERS.get(item.path.name, ()):
+            item.add_marker(marker)
+        names = set(getattr(item, "fixturenames", ()))
+        for fixture, marker in FIXTURE_MARKERS.items():
+            if fixture in names:
+                item.add_marker(marker)
+        callspec = getattr(item, "callspec", None)
+        if "url" in names and callspec is not None and callspec.params.get("url") == "postgresql":
+            item.add_marker("postgres")
 
 
 def load_data(name: str) -> Any:

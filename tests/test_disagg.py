@@ -445,6 +445,7 @@ def test_the_page_puts_an_unreachable_target_next_to_its_field() -> None:
     assert 'id="e-ttft_target_s"' in page.text and "quickest lone prefill" in page.text
 
 
+@pytest.mark.slow
 def test_a_disaggregated_plan_on_every_catalog_model_answers() -> None:
     """Whatever the model (MLA, sliding windows, recurrent layers, MoE), a disaggregated sweep
     answers 200: plans, or why there are none."""

@@ -159,6 +159,7 @@ def test_replicas_share_the_rate_and_add_their_throughput() -> None:
     assert tps.predicted == pytest.approx(4 * point.output_tokens_per_s, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_an_overloaded_prediction_is_counted_not_dropped() -> None:
     """Where the model's capacity is below the rate a run sustained, its unbounded TTFT stays
     out of the errors and the record is listed, in the report too."""

@@ -154,6 +154,7 @@ def test_h100_allreduce_within_a_node_and_across_nodes() -> None:
     )
 
 
+@pytest.mark.slow
 def test_calibration_reproduces_the_shipped_table() -> None:
     from validation import calibrate
 
@@ -412,6 +413,7 @@ def test_lent_h100_kernels_are_within_the_kernel_target() -> None:
         assert statistics.median(errors) <= 0.15, name
 
 
+@pytest.mark.slow
 def test_the_kernel_timing_script_runs(tmp_path: Path) -> None:
     """validation/measure_kernels.py, which timed h100_lent.json on a lent GPU, still runs: its
     CPU dry run with tiny shapes writes every part's rows."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
@@ -13,7 +13,7 @@ from app.answers import (
     serving_sweep_rows,
     timeline_out,
 )
-from app.api.responses import json_response
+from app.api.responses import json_response, model_response
 from app.api.training import CSV_RESPONSE, Format
 from app.deps import bind_team_of
 from app.resolve import run_inference, run_inference_timeline, run_serving_sweep
@@ -21,7 +21,7 @@ from app.schemas.common import ERROR_RESPONSES
 from app.schemas.inference import InferenceRequest
 from app.schemas.sweep import ServingSweepOut, ServingSweepRequest, ServingSweepRow
 from app.schemas.training import TimelineOut
-from app.service.lanes import estimate_lane
+from app.service.lanes import SWEEPS, estimate_lane
 
 __all__ = ["estimate", "router"]
 
@@ -49,14 +49,19 @@ def timeline(req: InferenceRequest) -> Response:
 
 
 @router.post("/sweep", response_model=ServingSweepOut, responses=CSV_RESPONSE)
-def sweep(
+async def sweep(
     req: ServingSweepRequest,
     format: Annotated[Format, Query(description="csv: every listed row as CSV")] = "json",
-) -> Any:
+) -> Response:
     """Every replica layout at its best concurrency under the targets, cheapest first, with
-    refusal reasons and the cost/throughput Pareto front."""
+    refusal reasons and the cost/throughput Pareto front. Sweeps run one at a time; at most 8
+    wait (503 with Retry-After past that)."""
+    return await SWEEPS.run(_sweep, req, format)
+
+
+def _sweep(req: ServingSweepRequest, format: Format) -> Response:
     served = run_serving_sweep(req)
     if format == "csv":
         text = rows_csv(serving_sweep_rows(served, req), list(ServingSweepRow.model_fields))
         return Response(text, media_type="text/csv")
-    return serving_sweep_out(served, req)
+    return model_response(serving_sweep_out(served, req))

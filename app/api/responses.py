@@ -7,9 +7,10 @@ import json
 from typing import Any
 
 from fastapi import Response
+from pydantic import BaseModel
 from pydantic_core import to_json
 
-__all__ = ["json_response"]
+__all__ = ["json_response", "model_response"]
 
 
 def json_response(payload: Any) -> Response:
@@ -27,3 +28,10 @@ def json_response(payload: Any) -> Response:
     if b"NaN" in body or b"Infinity" in body:
         body = json.dumps(payload, separators=(",", ":"), allow_nan=False).encode()
     return Response(body, media_type="application/json")
+
+
+def model_response(model: BaseModel) -> Response:
+    """A response model's JSON as FastAPI would write it (by alias, every field), serialized
+    where it was built: a route that runs its work in a lane returns this rather than the model,
+    so the event loop never validates or serializes a large answer."""
+    return Response(model.model_dump_json(by_alias=True), media_type="application/json")

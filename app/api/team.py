@@ -27,6 +27,7 @@ from app.schemas.team import (
 from app.settings import current
 from app.store.saving import json_size, reduced, too_big
 from app.store.team import TeamConflict, TeamInUse, TeamStore, accelerator_spec_of
+from estimator.errors import SpecError
 
 __all__ = ["create_team_entry", "router"]
 
@@ -68,8 +69,17 @@ def _model(entry: dict[str, Any]) -> dict[str, Any]:
     """The entry, once the core has read its config (errors under ``config.<key>``), within
     the size cap: a config that takes it over is kept as the keys the reader uses, those left
     out named in its notes (413 if still over)."""
-    resolve_model(entry["config"], "config")
-    cap = current().max_plan_bytes
+    spec = resolve_model(entry["config"], "config")
+    limits = current()
+    if spec.num_layers > limits.team_max_layers:
+        raise SpecError(
+            "config.num_hidden_layers",
+            f"a team model has at most {limits.team_max_layers:,} layers "
+            "(PLANNER_TEAM_MAX_LAYERS): every page lists the team's models, so each is read "
+            "whenever the team catalog changes; paste a deeper config into a plan instead",
+            spec.num_layers,
+        )
+    cap = limits.max_plan_bytes
     if json_size(entry) > cap:
         used, dropped = reduced(entry["config"])
         note = f"config.json keys left out (over the size cap): {', '.join(dropped[:50])}"

@@ -9,20 +9,23 @@ from fastapi import APIRouter, Query, Request, Response
 from app.answers import (
     comm_plan_out,
     layer_table_out,
+    needs_fit_suggestions,
     rank_layout_out,
     ranks_csv,
     rows_csv,
     timeline_out,
-    training_answer,
+    training_out,
     training_sweep_out,
     training_sweep_rows,
 )
-from app.api.responses import json_response
+from app.api.responses import json_response, model_response
 from app.deps import bind_team_of
 from app.resolve import (
+    fitting_alternatives,
     run_comms,
     run_layers,
     run_ranks,
+    run_training,
     run_training_sweep,
     run_training_timeline,
 )
@@ -35,7 +38,7 @@ from app.schemas.training import (
     TimelineOut,
     TrainingRequest,
 )
-from app.service.lanes import estimate_lane
+from app.service.lanes import ESTIMATES, SWEEPS, estimate_lane, training_cost
 from estimator.errors import SpecError
 
 __all__ = ["CSV_RESPONSE", "MAX_CSV_ROWS", "Format", "check_csv_rows", "estimate", "router"]
@@ -66,11 +69,15 @@ async def estimate(req: TrainingRequest, request: Request) -> Response:
     """Per-GPU memory with its breakdown, step time with its breakdown, throughput, MFU/HFU and
     cost of one training plan."""
     bind_team_of(request)  # here, not as a dependency: ~85k instructions less a request
-    return await estimate_lane(req.model).run(_estimate, req)
+    cost = training_cost(req.model, req.layout.pp, req.layout.vp)
+    out = await estimate_lane(req.model, cost).run(training_estimate_out, req)
+    if needs_fit_suggestions(out):  # a search of up to FIT_SEARCH_S: never on the loop
+        out["fit_suggestions"] = await ESTIMATES.run(fitting_alternatives, req)
+    return json_response(out)
 
 
-def _estimate(req: TrainingRequest) -> Response:
-    return json_response(training_answer(req))
+def training_estimate_out(req: TrainingRequest) -> dict[str, Any]:
+    return training_out(*run_training(req))
 
 
 @router.post("/comms", response_model=CommPlanOut)
@@ -117,16 +124,23 @@ def ranks(
 
 
 @router.post("/sweep", response_model=TrainingSweepOut, responses=CSV_RESPONSE)
-def sweep(
+async def sweep(
     req: TrainingSweepRequest,
     format: Annotated[Format, Query(description="csv: every listed row, sorted, as CSV")] = "json",
-) -> Any:
+) -> Response:
     """Every layout of the space: counts, a page of rows, the Pareto fronts and explained
-    recommendations. Pages of one request reuse its evaluation."""
+    recommendations. Pages of one request reuse its evaluation. Sweeps run one at a time; at
+    most 8 wait (503 with Retry-After past that)."""
+    return await SWEEPS.run(_sweep, req, format)
+
+
+def _sweep(req: TrainingSweepRequest, format: Format) -> Response:
+    """The sweep and its answer, built in the sweep lane's thread (a page of rows is
+    serialized there too, not on the event loop)."""
     result = run_training_sweep(req)
     if format == "csv":
         listed = result.counts["feasible"] if req.rows == "feasible" else len(result)
         check_csv_rows(listed)
         text = rows_csv(training_sweep_rows(result, req), list(TrainingSweepRow.model_fields))
         return Response(text, media_type="text/csv")
-    return training_sweep_out(result, req)
+    return model_response(training_sweep_out(result, req))

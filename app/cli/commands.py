@@ -12,6 +12,7 @@ import difflib
 import json
 import logging
 import logging.config
+import os
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -371,25 +372,34 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from app.service.operations import log_config
-    from app.settings import Settings
+    from app.service.server import server_options
+    from app.settings import Settings, current
 
+    # The flags override the environment, for the workers' own settings too (the app decides
+    # from PLANNER_HOST whether writes need a token and which Host names it answers).
+    if args.host:
+        os.environ["PLANNER_HOST"] = args.host
+    if args.port:
+        os.environ["PLANNER_PORT"] = str(args.port)
+    current.cache_clear()
     s = Settings.from_env()
     logging.config.dictConfig(log_config(s.log_level))
     _migrate(args)  # once, here: workers that each migrate a fresh database at once collide
+    if not s.on_loopback and s.api_token is None:
+        logging.getLogger("llm_planner").warning(
+            "listening on %s without PLANNER_API_TOKEN: every write is refused; set "
+            "PLANNER_API_TOKEN to a secret (e.g. openssl rand -hex 32) to allow them",
+            s.host,
+        )
     # uvicorn finishes the requests in flight on SIGTERM/SIGINT, then raises the signal again so
     # the process ends by it; a stop that was asked for and completed is a success (exit 0).
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)
     uvicorn.run(
         "app.main:app",
-        host=args.host or s.host,
-        port=args.port or s.port,
-        workers=s.workers,
-        timeout_keep_alive=s.keep_alive_s,
-        timeout_graceful_shutdown=s.graceful_shutdown_s,
+        **server_options(s),
         log_config=log_config(s.log_level),
         access_log=False,
-        server_header=False,
     )
     return 0
 

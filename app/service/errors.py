@@ -15,6 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
+from sqlalchemy.exc import InterfaceError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.service.exceptions import BodyTimeout, ShapeError, TooLarge
@@ -31,6 +32,7 @@ __all__ = [
 ]
 
 _ECHO_CHARS = 200
+STORE_RETRY_AFTER_S = 5
 _TYPE_TAGS = {"str", "int", "float", "bool", "none", "list", "dict"}
 # The tags of the API's one tagged union (a saved plan's kind picks its request's shape):
 # pydantic puts the tag in an error's location, which a field path leaves out.
@@ -45,11 +47,20 @@ def _echo(value: Any) -> Any:
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
     text = value if isinstance(value, str) else repr(value)
+    text = _printable(text)
     return text if len(text) <= _ECHO_CHARS else text[:_ECHO_CHARS] + "..."
 
 
+def _printable(text: str) -> str:
+    """``text`` with any lone surrogate written as its escape: an answer is UTF-8, which cannot
+    hold one (the guard refuses them in JSON bodies; this keeps every other echo safe)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _body(status: int, error: str, message: str, **extra: Any) -> JSONResponse:
-    return JSONResponse({"error": error, "message": message, **extra}, status_code=status)
+    return JSONResponse(
+        {"error": error, "message": _printable(message), **extra}, status_code=status
+    )
 
 
 def field_path(loc: tuple[Any, ...]) -> str:
@@ -117,6 +128,7 @@ def install(app: FastAPI) -> None:
     # The modules that raise these import this one (for ShapeError): imported here, not above.
     from app.resolve import SweepTimeout
     from app.service.isolated import Busy, ClientGone, IsolatedTimeout
+    from app.service.lanes import LaneFull, LaneLate
 
     @app.exception_handler(SpecError)
     def spec_error(_: Request, exc: SpecError) -> JSONResponse:
@@ -184,6 +196,8 @@ def install(app: FastAPI) -> None:
         SweepTimeout: lambda e: (503, "timeout", str(e), {}),
         IsolatedTimeout: lambda e: (503, "timeout", str(e), {}),
         Busy: lambda e: (503, "unavailable", str(e), {"Retry-After": str(e.retry_after_s)}),
+        LaneFull: lambda e: (503, "unavailable", str(e), {"Retry-After": str(e.retry_after_s)}),
+        LaneLate: lambda e: (503, "unavailable", str(e), {"Retry-After": str(e.retry_after_s)}),
         ClientGone: lambda e: (
             499,
             "timeout",
@@ -201,6 +215,18 @@ def install(app: FastAPI) -> None:
 
     for exc_class in refusals:
         app.add_exception_handler(exc_class, refused)
+
+    @app.exception_handler(OperationalError)
+    @app.exception_handler(InterfaceError)
+    def store_down(_: Request, exc: Exception) -> JSONResponse:
+        """The plan store does not answer (the database is down or unreachable): a 503 the
+        client can retry, not a 500 (``/readyz`` says the same)."""
+        log.warning("plan store unavailable: %s", type(exc).__name__)
+        response = _body(
+            503, "unavailable", "the plan store is unavailable; retry shortly (see /readyz)"
+        )
+        response.headers["Retry-After"] = str(STORE_RETRY_AFTER_S)
+        return response
 
     @app.exception_handler(Exception)
     def internal(_: Request, exc: Exception) -> JSONResponse:

@@ -14,12 +14,16 @@ request can tie the service up, crash it, or write from another site.
   keeps no session or cookie, so a browser holds no credential another site could ride on; what
   is left to refuse is the write itself. Origins listed in ``PLANNER_CORS_ORIGINS`` may write;
   clients that are not browsers send neither header and are not concerned.
+- **Host**: a request must name one of the service's own hosts (``PLANNER_ALLOWED_HOSTS``, by
+  default the loopback names and the bound address), so a page on another site whose name was
+  rebound to this machine (DNS rebinding) cannot read or write a local instance: 400.
 - **Rate**: ``WriteRate`` spaces out saved-plan and team-catalog writes per client address.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import re
 import time
@@ -69,16 +73,49 @@ def json_depth(raw: bytes | str) -> int:
 
 def parse_json(raw: bytes | str, field: str, max_depth: int) -> Any:
     """``json.loads`` of user input, its depth checked first; ShapeError naming ``field`` for
-    input too deep or not JSON."""
-    import json
-
+    input too deep, not JSON, or holding a lone surrogate escape."""
     depth = json_depth(raw)
     if depth > max_depth:
         raise ShapeError(field, f"JSON nested {depth} levels deep; at most {max_depth}")
     try:
-        return json.loads(raw)
+        value = json.loads(raw)
     except (UnicodeDecodeError, ValueError) as exc:
         raise ShapeError(field, f"must be valid JSON: {exc}") from None
+    where = surrogate_path(value)
+    if where is not None:
+        raise ShapeError(".".join([field, *where]) if where else field, SURROGATE_RULE)
+    return value
+
+
+SURROGATE_RULE = (
+    "holds a lone UTF-16 surrogate escape (\\ud800-\\udfff without its pair), which is not "
+    "a character: JSON text must be valid Unicode"
+)
+
+
+def surrogate_path(value: Any, path: tuple[str, ...] = ()) -> tuple[str, ...] | None:
+    """The path to the first string (a key or a value) of parsed JSON that holds a lone
+    surrogate (``json.loads`` accepts ``"\\ud800"``, but no UTF-8 answer can echo it), or
+    None where there is none."""
+    if isinstance(value, str):
+        return path if _SURROGATE.search(value) else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if _SURROGATE.search(key):
+                return (*path, key.encode("utf-8", "backslashreplace").decode())
+            found = surrogate_path(item, (*path, key))
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found = surrogate_path(item, (*path, str(i)))
+            if found is not None:
+                return found
+    return None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:
@@ -137,6 +174,28 @@ def _forbidden(scope: Scope, reason: str) -> Any:
     return HTMLResponse(page, status_code=403)
 
 
+def _host_allowed(named: bytes | None, hosts: frozenset[str]) -> bool:
+    """Whether the request's ``Host`` (its port left off) is one the service answers to. A
+    request with no Host (HTTP/1.0) names no site, so no other site can have sent it."""
+    if named is None:
+        return True
+    text = named.decode("latin-1").strip().lower()
+    name = text if text.endswith("]") else text.rsplit(":", 1)[0] if ":" in text else text
+    return name in hosts
+
+
+def _wrong_host(scope: Scope, named: bytes | None, hosts: frozenset[str]) -> Any:
+    shown = (named or b"").decode("latin-1")[:100]
+    message = (
+        f"Refused: this service does not answer to the host {shown!r}; it answers to "
+        f"{', '.join(sorted(hosts))}. Set PLANNER_ALLOWED_HOSTS to the names it is reached by."
+    )
+    return JSONResponse(
+        {"error": "invalid_host", "message": message, "detail": [], "suggestions": []},
+        status_code=400,
+    )
+
+
 def _timed_out(limit_s: float) -> Any:
     return JSONResponse(
         {
@@ -165,10 +224,16 @@ class RequestGuard:
         self.depth = limits.max_json_depth
         self.body_s = float(limits.body_timeout_s)
         self.allowed = limits.cors_origins
+        hosts = limits.hosts
+        self.hosts: frozenset[str] | None = None if "*" in hosts else frozenset(hosts)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        named = _header(scope, b"host")
+        if self.hosts is not None and not _host_allowed(named, self.hosts):
+            await _wrong_host(scope, named, self.hosts)(scope, receive, send)
             return
         method = scope.get("method", "GET")
         if method in UNSAFE_METHODS:
@@ -225,7 +290,23 @@ class RequestGuard:
             rule = f"JSON nested {depth} levels deep; at most {self.depth}"
             await invalid("body", rule)(scope, receive, send)
             return
+        if _ESCAPED_SURROGATE.search(body):  # rare: parsed once more only when one may be there
+            where = _body_surrogate(body)
+            if where is not None:
+                await invalid(where, SURROGATE_RULE)(scope, receive, send)
+                return
         await self.app(scope, _replay(body, receive), send)
+
+
+def _body_surrogate(body: bytes) -> str | None:
+    """The field path (``body`` for the whole) of a JSON body's first lone surrogate, or None
+    (also for a body that does not parse: the route refuses that in its own words)."""
+    try:
+        value = json.loads(body)
+    except (UnicodeDecodeError, ValueError):
+        return None
+    where = surrogate_path(value)
+    return None if where is None else ".".join(where) or "body"
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

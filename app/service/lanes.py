@@ -19,41 +19,132 @@ end in one go. Two kinds:
   loop, measured in alternation). A thread holding the GIL holds up the loop for up to the
   5 ms switch interval anyway; on the loop an estimate holds it for its own run time, then the
   loop reads and answers whatever arrived meanwhile before the next call.
+
+Each estimate has a cost bound known before it runs (``training_cost``: the model's decoder
+layers times the plan's virtual stages, the per-stage tables a split fills): a catalog model's
+estimate under ``ON_LOOP_MAX_COST`` takes the loop, anything above it, or of unknown size, a
+thread. A thread lane admits at most ``threads + queue`` calls at once; the next is refused
+with ``LaneFull`` (503 with Retry-After) rather than left to wait without end.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
+import threading
+import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextvars import Context, copy_context
-from functools import partial
 from typing import Any, TypeVar
 
 import estimator
+from app.settings import current
 
-__all__ = ["ESTIMATES", "SHORT_ESTIMATES", "Lane", "LoopLane", "estimate_lane"]
+__all__ = [
+    "ESTIMATES",
+    "ON_LOOP_MAX_COST",
+    "SHORT_ESTIMATES",
+    "SWEEPS",
+    "Lane",
+    "LaneFull",
+    "LaneLate",
+    "LoopLane",
+    "estimate_lane",
+    "training_cost",
+]
 
 T = TypeVar("T")
 _Call = tuple[asyncio.Future[Any], Context, Callable[..., Any], tuple[Any, ...]]  # a queued call
+
+
+class LaneFull(Exception):
+    """A lane has as many calls admitted as it takes; the API answers 503 with Retry-After."""
+
+    def __init__(self, name: str, admitted: int, retry_after_s: int) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__(
+            f"the service is busy: {admitted} {name} requests are running or waiting already; "
+            f"retry in {retry_after_s} s"
+        )
+
+
+class LaneLate(Exception):
+    """A call waited in its lane past its deadline and was not started (503 with
+    Retry-After)."""
+
+    def __init__(self, name: str, waited_s: float, retry_after_s: int) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__(
+            f"the service is busy: this {name} request waited {waited_s:.0f} s for its turn "
+            f"and was not started; retry in {retry_after_s} s"
+        )
 
 
 class Lane:
     """Runs functions in ``threads`` worker threads, in the order they arrive (a thread pool
     executor's queue), each in a copy of the calling request's context (its bound team
     catalog). Cheaper per call than ``anyio.to_thread.run_sync`` (no cancel scope or limiter
-    bookkeeping): the hop to the thread and back is ~0.3M instructions with anyio."""
+    bookkeeping): the hop to the thread and back is ~0.3M instructions with anyio.
 
-    def __init__(self, name: str, threads: int) -> None:
+    Admission: at most ``threads + queue`` calls are admitted (running or waiting; ``queue``
+    None: no bound); the next raises ``LaneFull``. A call counts until its thread is done with
+    it, even if its caller went away. ``wait_s`` (a function: settings are read when it runs):
+    a call still waiting that long after it was admitted is not started (``LaneLate``), so a
+    queue never serves answers nobody waits for."""
+
+    def __init__(
+        self,
+        name: str,
+        threads: int,
+        queue: int | None = None,
+        wait_s: Callable[[], float] | None = None,
+    ) -> None:
         self.name = name
+        self.threads = threads
+        self.queue = queue
+        self.wait_s = wait_s
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix=f"lane-{name}")
+        self._admitted = 0
+        self._lock = threading.Lock()
+
+    @property
+    def admitted(self) -> int:
+        """Calls running or waiting now."""
+        return self._admitted
+
+    def _retry_after_s(self) -> int:
+        return max(1, math.ceil(self.wait_s() if self.wait_s is not None else 1.0))
+
+    def _admit(self) -> None:
+        with self._lock:
+            if self.queue is not None and self._admitted >= self.threads + self.queue:
+                raise LaneFull(self.name, self._admitted, self._retry_after_s())
+            self._admitted += 1
+
+    def _release(self, _: Future[Any]) -> None:
+        with self._lock:
+            self._admitted -= 1
 
     async def run(self, fn: Callable[..., T], *args: object) -> T:
         """``fn(*args)`` in a lane thread; the caller's task waits without holding a thread."""
+        self._admit()
         context = copy_context()
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, partial(context.run, fn, *args))
+        admitted = time.monotonic()
+        try:
+            future = self._pool.submit(context.run, self._timely, admitted, fn, *args)
+        except BaseException:
+            self._release(Future())
+            raise
+        future.add_done_callback(self._release)
+        return await asyncio.wrap_future(future)
+
+    def _timely(self, admitted: float, fn: Callable[..., T], *args: object) -> T:
+        waited = time.monotonic() - admitted
+        if self.wait_s is not None and waited > self.wait_s():
+            raise LaneLate(self.name, waited, self._retry_after_s())
+        return fn(*args)
 
 
 class LoopLane:
@@ -95,13 +186,38 @@ class LoopLane:
             self._scheduled = False
 
 
-# Single estimates: milliseconds each, so one at a time is fastest.
-ESTIMATES = Lane("estimates", 1)
+# Single estimates: milliseconds each, so one at a time is fastest. The thread lane takes the
+# ones of unknown or large size and the fit-suggestion searches (each bounded at
+# ``resolve.FIT_SEARCH_S``): 64 may wait, about half a minute of the slowest kind.
+ESTIMATES = Lane("estimate", 1, queue=64)
 SHORT_ESTIMATES = LoopLane("short estimates")
+# Sweeps: one at a time (``resolve._one_at_a_time`` says why), at most 8 waiting, none started
+# after waiting a whole sweep time limit (``PLANNER_SWEEP_TIMEOUT_S``: set on first use).
+SWEEPS = Lane("sweep", 1, queue=8, wait_s=lambda: float(current().sweep_timeout_s))
 _CATALOG = frozenset(estimator.model_ids())
 
+# The largest cost bound served on the loop: 4,096 layer-stages, about 1.5 ms (Llama 3 70B's
+# 80 layers over 41 virtual stages, uneven; the slowest catalog estimate at that bound,
+# benchmarks/bench_api.py); the catalog's deepest plans (82 stages of 80 layers: 3 ms) go to
+# the thread lane.
+ON_LOOP_MAX_COST = 4_096
 
-def estimate_lane(model: str | dict[str, Any]) -> Lane | LoopLane:
-    """The lane of a single estimate: the loop for a public catalog model (bounded and short),
-    a thread for a pasted config or a team model (unbounded: any layer count, read per call)."""
-    return SHORT_ESTIMATES if isinstance(model, str) and model in _CATALOG else ESTIMATES
+
+def training_cost(model: str | dict[str, Any], pp: int, vp: int) -> int | None:
+    """A training estimate's cost bound, known before it runs: the model's decoder layers
+    times its virtual stages (the per-stage memory and time tables an uneven split fills; the
+    stage count itself is bounded by the layers, ``pipeline.check_stage_count``). None for a
+    model whose size is not known without reading it (a pasted config, a team model)."""
+    if not isinstance(model, str) or model not in _CATALOG:
+        return None
+    return estimator.get_model(model).num_layers * pp * vp
+
+
+def estimate_lane(model: str | dict[str, Any], cost: int | None = 0) -> Lane | LoopLane:
+    """The lane of a single estimate: the loop for a public catalog model whose cost bound is
+    at most ``ON_LOOP_MAX_COST`` (short), a thread for the rest and for a pasted config or a
+    team model (unbounded: any layer count, read per call)."""
+    on_loop = isinstance(model, str) and model in _CATALOG
+    if on_loop and cost is not None and cost <= ON_LOOP_MAX_COST:
+        return SHORT_ESTIMATES
+    return ESTIMATES

@@ -52,6 +52,7 @@ __all__ = [
     "PipelineSplit",
     "Split",
     "check_layout_mtp",
+    "check_stage_count",
     "model_split",
     "parse_layout",
     "pipeline_split",
@@ -102,6 +103,7 @@ def pipeline_split(
     head's parameters, in order. Refusals name the field and the framework's rule."""
     if pp < 1 or vp < 1:
         raise SpecError("layout.pp", "pp and vp must be >= 1", pp)
+    check_stage_count(layers, pp, vp)
     if split == "layout":
         if not layout:
             raise SpecError("layout.pipeline_layout", "is required with pipeline_split=layout")
@@ -125,6 +127,20 @@ def pipeline_split(
     except SpecError:
         pass
     return _balanced_layout(layers, pp, vp)
+
+
+def check_stage_count(layers: int, pp: int, vp: int) -> None:
+    """At most one virtual stage per pipeline item (the embedding, each decoder layer, the
+    loss), whatever the split: a stage past that holds nothing to run. Checked before any split
+    is searched, so the work a request can ask for is bounded by its model's depth."""
+    stages = pp * vp
+    if stages > layers + 2:
+        raise SpecError(
+            "layout.pp",
+            f"pp*vp={stages} virtual stages exceed the {layers} layers plus the embedding and"
+            " the loss: some stage would hold nothing",
+            pp,
+        )
 
 
 def _balanced_layout(layers: int, pp: int, vp: int) -> PipelineSplit:
@@ -243,23 +259,27 @@ def _first_last(
 
 def _balanced_first_last(layers: int, pp: int, vp: int) -> PipelineSplit:
     """The first/last pair Megatron-Core accepts whose heaviest stage is lightest (ties: the
-    lighter first stage, which also holds the embedding)."""
-    best: PipelineSplit | None = None
-    for first in range(layers + 1):
-        for last in range(layers + 1 - first):
-            try:
-                found = _first_last(layers, pp, vp, first, last)
-            except SpecError:
-                continue
-            key = (max(found.stage_layers), found.stage_layers[0] + found.stage_layers[-1])
-            if best is None or key < (
-                max(best.stage_layers),
-                best.stage_layers[0] + best.stage_layers[-1],
-            ):
-                best = found
+    lighter first stage, which also holds the embedding), with at least one layer on every
+    middle stage (a rank that holds nothing is a layout nobody runs; the balanced layout string
+    is tried next). Searched by arithmetic over the middle ranks' count ``m`` and the first
+    rank's layers: the rest go to the last rank, and every rank's layers divide by ``vp``."""
+    middle = pp - 2
+    best: tuple[tuple[int, int], int, int] | None = None  # (key, first, last)
+    if middle < 0:
+        raise SpecError("layout.pp", f"no first/last split of {layers} layers over pp={pp}", pp)
+    counts = [0] if middle == 0 else range(vp, layers // middle + 1, vp)
+    for m in counts:
+        ends = layers - m * middle
+        if ends < 0 or ends % vp:
+            continue
+        for first in range(0, ends + 1, vp):
+            last = ends - first
+            key = (max(first, m, last) // vp, ends // vp)
+            if best is None or key < best[0]:
+                best = (key, first, last)
     if best is None:
         raise SpecError("layout.pp", f"no first/last split of {layers} layers over pp={pp}", pp)
-    return best
+    return _first_last(layers, pp, vp, best[1], best[2])
 
 
 def check_layout_mtp(split: PipelineSplit | None, mtp_layers: int) -> None:
