@@ -5,6 +5,7 @@ one shows as ``MISSING`` (the pages) or ``-`` (the CLI's plain-text tables)."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,6 +17,7 @@ __all__ = [
     "disagg_layout",
     "dollars",
     "gib",
+    "md",
     "ms",
     "num",
     "pct",
@@ -103,3 +105,14 @@ def disagg_layout(p: Mapping[str, Any], prefill: str = "prefill", decode: str = 
         f"{head} {prefill}{on_p} tp {p['prefill_tp']} pp {p['prefill_pp']},"
         f" {decode}{on_d} tp {p['decode_tp']} pp {p['decode_pp']}{dp}"
     )
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|#])")
+
+
+def md(value: object) -> str:
+    """Text for a Markdown summary: HTML's ``<``, ``>`` and ``&`` as entities and Markdown's
+    own marks escaped, so a name or note taken from a pasted config is shown as written and
+    never becomes a tag, a link or a table cell of its own."""
+    text = str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MD_SPECIAL.sub(r"\\\1", text).replace("\n", " ")

@@ -26,6 +26,8 @@ The server (``llm-planner serve`` and the image's start step):
 - ``PLANNER_FORWARDED_ALLOW_IPS``: comma-separated addresses of the reverse proxies whose
   ``X-Forwarded-For`` / ``X-Forwarded-Proto`` are believed (default none: the client address is
   the connection's, so no client picks its own for the write limit).
+- ``PLANNER_PUBLIC_URL``: the address users reach the service at (``https://planner.example``),
+  for the links a Markdown summary carries; default the request's own (its Host checked).
 - ``PLANNER_ALLOWED_HOSTS``: comma-separated host names (and addresses) requests may be sent
   to, ``*`` for any; default ``localhost``, ``127.0.0.1``, ``[::1]`` and ``PLANNER_HOST`` where
   that is one address (not ``0.0.0.0``). Any other ``Host`` is answered 400, so a page on
@@ -110,6 +112,7 @@ class Settings:
     max_connections: int = 1_024
     forwarded_allow_ips: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()
+    public_url: str | None = None
     graceful_shutdown_s: int = 10
     log_level: str = "info"
     otel: bool = False
@@ -158,6 +161,7 @@ class Settings:
             max_connections=_int("PLANNER_MAX_CONNECTIONS", 1_024, 1, 10**6),
             forwarded_allow_ips=_list("PLANNER_FORWARDED_ALLOW_IPS"),
             allowed_hosts=_list("PLANNER_ALLOWED_HOSTS"),
+            public_url=os.environ.get("PLANNER_PUBLIC_URL", "").strip() or None,
             graceful_shutdown_s=_int("PLANNER_GRACEFUL_SHUTDOWN_S", 10, 0, 3600),
             log_level=_choice("PLANNER_LOG_LEVEL", "info", LOG_LEVELS),
             otel=os.environ.get("PLANNER_OTEL", "") in ("1", "true", "yes"),

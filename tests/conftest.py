@@ -128,20 +128,12 @@ def _free_port() -> int:
 def running_server(
     env: dict[str, str] | None = None,
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """The service on a free loopback port (uvicorn, one worker) with ``env`` over the test
-    session's environment: its URL and process."""
+    """The service on a free loopback port (``llm-planner serve``, one worker) with ``env`` over
+    the test session's environment: its URL and process."""
     port = _free_port()
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "app.main:app",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-        ],
+        # As `make serve` and the image start it: the server's own protocol and options.
+        [sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env={**os.environ, **(env or {})},

@@ -320,12 +320,12 @@ def test_a_refused_deep_body_keeps_the_connection(server: str) -> None:
     with socket.create_connection((host, int(port)), timeout=10) as sock:
         body = DEEP.encode()
         sock.sendall(
-            b"POST /api/v1/training/estimate HTTP/1.1\r\nHost: x\r\n"
+            b"POST /api/v1/training/estimate HTTP/1.1\r\nHost: 127.0.0.1\r\n"
             b"Content-Type: application/json\r\nContent-Length: "
             + str(len(body)).encode()
             + b"\r\n\r\n"
             + body
-            + b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+            + b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
         )
         replies = b""
         while replies.count(b"HTTP/1.1 ") < 2 or not replies.rstrip().endswith(b"}"):
@@ -454,7 +454,7 @@ def test_slow_bodies_are_cut_off() -> None:
         for _ in range(200):
             s = socket.create_connection((host, int(port)), timeout=10)
             s.sendall(
-                b"POST /api/v1/training/estimate HTTP/1.1\r\nHost: x\r\n"
+                b"POST /api/v1/training/estimate HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                 b'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"mo'
             )
             socks.append(s)

@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -62,39 +63,65 @@ def copied() -> list[tuple[list[str], str]]:
 
 def test_the_dockerfile_runs_the_script_steps() -> None:
     build, runtime = stages()
-    assert build[0] == ("FROM", "python:3.11-slim AS build")
+    # one Python patch release, not a moving tag, in both stages
+    assert re.fullmatch(r"python:3\.11\.\d+-slim-bookworm AS build", build[0][1])
     assert ("WORKDIR", BUILD_WORKDIR) in build and ("RUN", "scripts/image.sh wheel") in build
     sources = {s for sources, _ in copied() for s in sources}
     assert {"scripts", "app", "estimator", "static", "templates", "setup.py"} <= sources
     assert all((ROOT / s).exists() for s in sources)
     # the runtime stage: the wheel only, installed by the script, run as a non-root user
-    assert runtime[0] == ("FROM", "python:3.11-slim")
+    assert runtime[0][1] == build[0][1].removesuffix(" AS build")
     args = dict(runtime[::-1])  # the first of each keyword
     copies = [a for k, a in runtime if k == "COPY"]
     assert all(a.startswith("--from=build ") for a in copies)
     assert not any(" ./app" in a or " ./estimator" in a for a in copies)  # no source tree
     runs = [a for k, a in runtime if k == "RUN"]
     assert "useradd" in runs[0] and "planner" in runs[0]
-    assert any(r.startswith("planner-image install /tmp/dist/") for r in runs)
+    assert any(
+        r.startswith("PIP_CONSTRAINT=/tmp/dist/requirements.lock planner-image install /tmp/dist/")
+        for r in runs
+    )
     assert args["WORKDIR"] == RUNTIME_WORKDIR and args["USER"] == "planner"
     keys = [k for k, _ in runtime]
     assert keys[-1] == "CMD" and json.loads(args["CMD"]) == ["planner-image", "start"]
     assert keys.index("USER") > max(i for i, k in enumerate(keys) if k == "RUN")
-    assert "/healthz" in args["HEALTHCHECK"]
+    assert "/readyz" in args["HEALTHCHECK"]
     env = " ".join(a for k, a in runtime if k == "ENV")
     assert "PLANNER_DATA_DIR=/data" in env and "PLANNER_HOST=0.0.0.0" in env
     assert json.loads(args["VOLUME"]) == ["/data"]
     assert args["STOPSIGNAL"] == "SIGTERM"
 
 
+def test_the_lock_pins_every_runtime_dependency() -> None:
+    """requirements.lock names one exact version of each of the service's dependencies (those
+    of pyproject.toml, on this platform), so the image's install is the same each build."""
+    pinned = {}
+    for line in (ROOT / "requirements.lock").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, version = line.split("==")
+            pinned[re.sub(r"[-_.]+", "-", name).lower()] = version
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = {
+        re.sub(r"[-_.]+", "-", re.split(r"[\[<>=;! ]", d, maxsplit=1)[0]).lower()
+        for d in project["dependencies"]
+    }
+    assert wanted <= set(pinned), wanted - set(pinned)
+    assert all(re.fullmatch(r"\d+(\.\d+)*", v) for v in pinned.values())
+
+
 def test_compose_runs_the_planner_on_postgresql() -> None:
     compose = yaml.safe_load((ROOT / "compose.yaml").read_text())
     planner, db = compose["services"]["planner"], compose["services"]["db"]
     assert planner["build"] == "."
+    # The secrets are required (${VAR:?message}): no default token or database password.
+    env = planner["environment"]
     assert re.fullmatch(
-        r"postgresql\+psycopg://planner:\$\{POSTGRES_PASSWORD:-planner\}@db:5432/planner",
-        planner["environment"]["DATABASE_URL"],
+        r"postgresql\+psycopg://planner:\$\{POSTGRES_PASSWORD:\?[^}]+\}@db:5432/planner",
+        env["DATABASE_URL"],
     )
+    assert re.fullmatch(r"\$\{PLANNER_API_TOKEN:\?[^}]+\}", env["PLANNER_API_TOKEN"])
+    assert re.fullmatch(r"\$\{POSTGRES_PASSWORD:\?[^}]+\}", db["environment"]["POSTGRES_PASSWORD"])
+    assert ":-" not in env["DATABASE_URL"] + env["PLANNER_API_TOKEN"]
     assert planner["depends_on"] == {"db": {"condition": "service_healthy"}}
     assert planner["volumes"] == ["planner-data:/data"]
     assert db["image"] == "postgres:16"

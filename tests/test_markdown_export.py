@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from app import format as fmt
 from app.main import app, create_app
 
 client = TestClient(app)
@@ -28,6 +29,15 @@ def _table(md: str) -> dict[str, str]:
     return dict(re.findall(r"^\| ([^|]+?) \| ([^|]+?) \|$", md, re.M))
 
 
+def test_names_and_notes_are_escaped_not_markup() -> None:
+    """A name from a pasted config is written as text: no tag, link or table cell of its own."""
+    hostile = "<img src=x onerror=alert(1)> [click](http://evil) | cell *x* `y` \\"
+    shown = fmt.md(hostile)
+    assert "<" not in shown and ">" not in shown and "&lt;img" in shown
+    assert "\\[click\\]" in shown and "\\|" in shown and "\\*x\\*" in shown and "\\`y\\`" in shown
+    assert fmt.md("line one\nline two") == "line one line two"  # a note stays one list item
+
+
 def test_training_plan() -> None:
     md = _md("/training", **TRAINING)
     api = client.get("/training", params={**TRAINING, "format": "json"}).json()
@@ -39,7 +49,7 @@ def test_training_plan() -> None:
     assert rows["Tokens/s"] == f"{api['throughput']['tokens_per_s']:,.0f}"
     assert "tp 4 · pp 4 · dp 4" in md
     assert api["accuracy"]["metrics"][0]["summary"] in md  # the accuracy line
-    assert all(note in md for note in api["notes"])  # the assumptions
+    assert all(fmt.md(note) in md for note in api["notes"])  # the assumptions, escaped
     link = re.search(r"\[Open this plan in LLM Planner\]\(([^)]+)\)", md)
     assert link is not None and link.group(1).startswith("http://testserver/training?")
     assert "format=md" not in link.group(1) and "num_gpus=64" in link.group(1)

@@ -14,7 +14,15 @@ from app.deps import plan_store, settings_of, writer
 from app.schemas.common import ERROR_RESPONSES, ErrorResponse
 from app.schemas.plans import PlanCreate, PlanOpened, PlanOut, PlanUpdate
 from app.store.plans import PlanStore
-from app.store.saving import duplicate, found, reopened, save_plan, update_plan
+from app.store.saving import (
+    duplicate,
+    etag,
+    found,
+    reopened,
+    revision_of,
+    save_plan,
+    update_plan,
+)
 
 __all__ = ["WRITE_RESPONSES", "router"]
 
@@ -24,7 +32,11 @@ WRITE_RESPONSES: dict[int | str, dict[str, Any]] = {
         "model": ErrorResponse,
         "description": "The service is read-only, or a browser sent the write from another site",
     },
-    409: {"model": ErrorResponse, "description": "A team entry the plan uses was deleted"},
+    409: {
+        "model": ErrorResponse,
+        "description": "A team entry the plan uses was deleted, or (If-Match) the plan was"
+        " edited since that revision",
+    },
     429: {
         "model": ErrorResponse,
         "description": "Too many writes from this client (PLANNER_WRITES_PER_MINUTE)",
@@ -77,8 +89,12 @@ def list_plans(
 @router.get("/{plan_id}", response_model=PlanOpened)
 def open_plan(plan_id: str, store: Annotated[PlanStore, Depends(plan_store)]) -> Response:
     """The saved plan, re-evaluated with the current estimator, and what changed; where it
-    cannot be re-evaluated now, the plan as saved and why (``current_error``)."""
-    return json_response(reopened(found(store.get(plan_id), plan_id)))
+    cannot be re-evaluated now, the plan as saved and why (``current_error``). Its ``ETag``
+    is its revision: send it back as ``If-Match`` with an edit."""
+    plan = found(store.get(plan_id), plan_id)
+    response = json_response(reopened(plan))
+    response.headers["ETag"] = etag(plan["revision"])
+    return response
 
 
 @router.patch("/{plan_id}", response_model=PlanOut)
@@ -88,8 +104,14 @@ def edit_plan(
     request: Request,
     store: Annotated[PlanStore, Depends(writer)],
 ) -> Response:
+    """Change a plan's name, description, tags or request. With ``If-Match`` (the ETag its GET
+    answered) the edit applies only to that revision: 409 if someone edited it meanwhile."""
+    expected = revision_of(request.headers.get("if-match"))
     plan = found(store.get(plan_id), plan_id)
-    return json_response(update_plan(store, plan, body.changes(), _max_bytes(request)))
+    updated = update_plan(store, plan, body.changes(), _max_bytes(request), expected)
+    response = json_response(updated)
+    response.headers["ETag"] = etag(updated["revision"])
+    return response
 
 
 @router.post("/{plan_id}/duplicate", response_model=PlanOut, status_code=201)

@@ -13,6 +13,7 @@ import json
 import logging
 import logging.config
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -246,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     from app.resolve import SweepTimeout
 
+    if args.command != "serve":  # the server's log lines are JSON already
+        sys.stdout, sys.stderr = Printable(sys.stdout), Printable(sys.stderr)
     try:
         return COMMANDS[args.command](args)
     except (OSError, ValueError, LookupError) as exc:  # bad input: said in one line
@@ -254,6 +257,26 @@ def main(argv: list[str] | None = None) -> int:
     except SweepTimeout as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+
+
+# Terminal control characters (C0 but tab and newline, DEL, C1: ESC starts the sequences that
+# move the cursor, retitle the window or write to the clipboard), as a plan's name may hold.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+class Printable:
+    """A text stream that writes control characters as visible escapes (``\x1b``): what a
+    saved plan's or a team entry's name holds is printed, never obeyed by the terminal."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def _message(exc: Exception) -> str:

@@ -43,7 +43,9 @@ __all__ = [
 
 Concurrency = Annotated[int, Field(ge=1, le=2**20)]
 LatencyTarget = Annotated[float, Field(gt=0, le=1e4)]
-OutputLen = Annotated[int, Field(ge=0, le=2**24)]
+# At least one output token: a serving plan decodes (with none, TPOT, tokens/s and the KV
+# cache's growth have nothing to measure; a prefill-only plan is a training forward).
+OutputLen = Annotated[int, Field(ge=1, le=2**24)]
 PROMPT = form("Prompt tokens", "Workload", "1024")
 OUTPUT = form("Output tokens", "Workload", "256")
 

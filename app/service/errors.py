@@ -128,7 +128,7 @@ def install(app: FastAPI) -> None:
     # The modules that raise these import this one (for ShapeError): imported here, not above.
     from app.resolve import SweepTimeout
     from app.service.isolated import Busy, ClientGone, IsolatedTimeout
-    from app.service.lanes import LaneFull, LaneLate
+    from app.service.lanes import LaneDraining, LaneFull, LaneLate
 
     @app.exception_handler(SpecError)
     def spec_error(_: Request, exc: SpecError) -> JSONResponse:
@@ -198,6 +198,12 @@ def install(app: FastAPI) -> None:
         Busy: lambda e: (503, "unavailable", str(e), {"Retry-After": str(e.retry_after_s)}),
         LaneFull: lambda e: (503, "unavailable", str(e), {"Retry-After": str(e.retry_after_s)}),
         LaneLate: lambda e: (503, "unavailable", str(e), {"Retry-After": str(e.retry_after_s)}),
+        LaneDraining: lambda e: (
+            503,
+            "unavailable",
+            str(e),
+            {"Retry-After": str(e.retry_after_s), "Connection": "close"},
+        ),
         ClientGone: lambda e: (
             499,
             "timeout",

@@ -139,10 +139,11 @@ def _cross_site(scope: Scope, allowed: tuple[str, ...]) -> str | None:
     """Why a write from a browser comes from another site, or None. A browser that sends Fetch
     Metadata says so in ``Sec-Fetch-Site``; otherwise its ``Origin`` is compared with the Host
     the request was sent to (a reverse proxy must pass Host on). Origins in ``allowed``
-    (``PLANNER_CORS_ORIGINS``) may write from their own site."""
+    (``PLANNER_CORS_ORIGINS``) may write from their own site; ``*`` there lets any site read,
+    never write."""
     origin = _header(scope, b"origin")
     text = origin.decode("latin-1").strip().rstrip("/") if origin is not None else None
-    if text is not None and (text in allowed or "*" in allowed):
+    if text is not None and text in allowed:  # named origins only: "*" opens reads, not writes
         return None
     site = _header(scope, b"sec-fetch-site")
     if site is not None:

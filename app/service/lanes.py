@@ -48,9 +48,11 @@ __all__ = [
     "SHORT_ESTIMATES",
     "SWEEPS",
     "Lane",
+    "LaneDraining",
     "LaneFull",
     "LaneLate",
     "LoopLane",
+    "begin_drain",
     "estimate_lane",
     "training_cost",
 ]
@@ -80,6 +82,27 @@ class LaneLate(Exception):
             f"the service is busy: this {name} request waited {waited_s:.0f} s for its turn "
             f"and was not started; retry in {retry_after_s} s"
         )
+
+
+class LaneDraining(Exception):
+    """The service is shutting down: a call not yet started is answered 503 at once, so its
+    client can retry elsewhere, rather than run out the grace period and be cut off."""
+
+    retry_after_s = 1
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"the service is shutting down: this {name} request was not started; retry in a moment"
+        )
+
+
+_DRAINING = threading.Event()
+
+
+def begin_drain() -> None:
+    """From now on the lanes start nothing new (the server calls this when a graceful shutdown
+    begins: ``app.service.server``); what is running finishes."""
+    _DRAINING.set()
 
 
 class Lane:
@@ -118,6 +141,8 @@ class Lane:
         return max(1, math.ceil(self.wait_s() if self.wait_s is not None else 1.0))
 
     def _admit(self) -> None:
+        if _DRAINING.is_set():
+            raise LaneDraining(self.name)
         with self._lock:
             if self.queue is not None and self._admitted >= self.threads + self.queue:
                 raise LaneFull(self.name, self._admitted, self._retry_after_s())
@@ -141,6 +166,8 @@ class Lane:
         return await asyncio.wrap_future(future)
 
     def _timely(self, admitted: float, fn: Callable[..., T], *args: object) -> T:
+        if _DRAINING.is_set():
+            raise LaneDraining(self.name)
         waited = time.monotonic() - admitted
         if self.wait_s is not None and waited > self.wait_s():
             raise LaneLate(self.name, waited, self._retry_after_s())

@@ -9,7 +9,9 @@ with the two bounds uvicorn 0.54 does not keep itself.
 - **Drain**: on SIGTERM uvicorn closes every connection that has no request in flight at that
   moment, dropping a request whose bytes had arrived but were not read yet. The protocol here
   lets a connection whose request has begun finish it (and then close), and closes an idle one
-  only after the loop has read what was already on its socket.
+  only after the loop has read what was already on its socket. The lanes stop starting work
+  (``lanes.begin_drain``): a sweep still waiting for its turn is answered 503 with Retry-After
+  at once instead of running out the grace period and being cut off.
 
 The body's time and size limits, the JSON depth and the rest are the app's own
 (``app.service.guards``); the connection limit is uvicorn's ``limit_concurrency`` (503 past it).
@@ -22,6 +24,7 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from app.service.lanes import begin_drain
 from app.settings import Settings, current
 
 __all__ = ["DRAIN_READ_S", "GuardedHttpTools", "server_options"]
@@ -78,7 +81,10 @@ class GuardedHttpTools(HttpToolsProtocol):
             self.transport.close()
 
     def shutdown(self) -> None:
-        """Called by the server at the start of a graceful shutdown."""
+        """Called by the server at the start of a graceful shutdown: the lanes start nothing
+        new (a waiting sweep is answered 503 with Retry-After at once), requests that have
+        begun are answered."""
+        begin_drain()
         self._draining = True
         if self.cycle is not None and not self.cycle.response_complete:
             self.cycle.keep_alive = False

@@ -34,6 +34,7 @@ from sqlalchemy import (
     or_,
     select,
     table,
+    text,
 )
 from sqlalchemy import update as sql_update
 from sqlalchemy.exc import IntegrityError
@@ -45,6 +46,7 @@ __all__ = [
     "MissingTeamEntry",
     "Plan",
     "PlanStore",
+    "StaleRevision",
     "like_pattern",
     "migrate",
 ]
@@ -90,6 +92,17 @@ class MissingTeamEntry(Exception):
     """A plan names a team entry that was deleted while it was being saved."""
 
 
+class StaleRevision(Exception):
+    """An edit was made against a revision of the plan that is no longer its latest."""
+
+    def __init__(self, expected: int, current: int) -> None:
+        self.expected, self.current = expected, current
+        super().__init__(
+            f"the plan changed since revision {expected} was read (it is at revision {current}"
+            " now): reload it and make the change again"
+        )
+
+
 def like_pattern(text: str) -> str:
     """``text`` as a LIKE pattern matching it anywhere, its own ``%``, ``_`` and ``\\`` taken
     literally (escaped with a backslash: pass ``escape="\\"``)."""
@@ -123,9 +136,35 @@ def migrate(engine: Engine, revision: str = "head") -> None:
 
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
-    with engine.begin() as connection:
+    with _migration_lock(engine), engine.begin() as connection:
+        if connection.dialect.name == "postgresql":  # held to the transaction's end
+            lock = text("SELECT pg_advisory_xact_lock(:key)")
+            connection.execute(lock, {"key": MIGRATION_LOCK})
         cfg.attributes["connection"] = connection
         command.upgrade(cfg, revision)
+
+
+# Two processes migrating one database at once (two `serve` starts, a worker beside the CLI)
+# both saw the old revision and both created the tables; the second failed. A PostgreSQL
+# advisory lock (this key) or, for a SQLite file, an exclusive lock on a file beside it
+# serializes them: the second waits, then finds the schema current and does nothing.
+MIGRATION_LOCK = 0x504C414E  # "PLAN"
+
+
+@contextmanager
+def _migration_lock(engine: Engine) -> Iterator[None]:
+    database = engine.url.database if engine.url.get_backend_name() == "sqlite" else None
+    if not database or database == ":memory:":
+        yield
+        return
+    import fcntl
+
+    with open(f"{database}.migrate-lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _now() -> datetime:
@@ -222,20 +261,32 @@ class PlanStore:
             return [_as_dict(p) for p in s.scalars(stmt)]
 
     def update(
-        self, plan_id: str, uses: Mapping[str, Sequence[str]] | None = None, **changes: Any
+        self,
+        plan_id: str,
+        uses: Mapping[str, Sequence[str]] | None = None,
+        expected_revision: int | None = None,
+        **changes: Any,
     ) -> dict[str, Any] | None:
         """Apply ``changes`` and bump the revision in one UPDATE statement, so concurrent
         edits serialize in the database and none is lost (SQLite and PostgreSQL alike); new
-        tags or a new request (``uses``) re-index the plan in the same transaction."""
+        tags or a new request (``uses``) re-index the plan in the same transaction. With
+        ``expected_revision`` (an edit made on what the client read: If-Match, the page's
+        form) the statement changes the plan only at that revision, else raises
+        ``StaleRevision``: two edits of one reading never overwrite each other silently."""
         values = {k: v for k, v in changes.items() if v is not None}
         stmt = (
             sql_update(Plan)
             .where(Plan.id == plan_id)
             .values(**values, revision=Plan.revision + 1, updated_at=_now())
         )
+        if expected_revision is not None:
+            stmt = stmt.where(Plan.revision == expected_revision)
         try:
             with self._session() as s:
                 if s.execute(stmt).rowcount == 0:  # type: ignore[attr-defined]
+                    now = s.get(Plan, plan_id)
+                    if now is not None and expected_revision is not None:
+                        raise StaleRevision(expected_revision, now.revision)
                     return None
                 _index(s, plan_id, values.get("tags"), uses, replace=True)
                 plan = s.get(Plan, plan_id, populate_existing=True)

@@ -20,9 +20,9 @@ from app.resolve import run_inference, run_serving_sweep, run_training, run_trai
 from app.schemas.inference import InferenceRequest
 from app.schemas.sweep import ServingSweepRequest, TrainingSweepRequest
 from app.schemas.training import TrainingRequest
-from app.service.errors import refusal_text
+from app.service.errors import ShapeError, refusal_text
 from app.store import catalog as team
-from app.store.plans import MissingTeamEntry, PlanStore
+from app.store.plans import MissingTeamEntry, PlanStore, StaleRevision
 from estimator.errors import SpecError, UnknownIdError
 
 __all__ = [
@@ -201,10 +201,15 @@ def save_plan(
 
 
 def update_plan(
-    store: PlanStore, plan: dict[str, Any], changes: dict[str, Any], max_bytes: int
+    store: PlanStore,
+    plan: dict[str, Any],
+    changes: dict[str, Any],
+    max_bytes: int,
+    expected_revision: int | None = None,
 ) -> dict[str, Any]:
     """Apply ``changes`` (name, description, tags, request) to a stored ``plan``, a new request
-    evaluated first, the result within the size cap."""
+    evaluated first, the result within the size cap; only at ``expected_revision`` where one
+    is given (409 if the plan moved on)."""
     changes = {k: v for k, v in changes.items() if v is not None}
     if "request" in changes:
         try:
@@ -220,9 +225,30 @@ def update_plan(
     changes = {k: merged[k] for k in changes}
     uses = team_uses(changes["request"]) if "request" in changes else None
     try:
-        return found(store.update(plan["id"], uses=uses, **changes), plan["id"])
+        updated = store.update(
+            plan["id"], uses=uses, expected_revision=expected_revision, **changes
+        )
     except MissingTeamEntry:
         raise HTTPException(409, "a team entry this plan uses was deleted meanwhile") from None
+    except StaleRevision as exc:
+        raise HTTPException(409, str(exc), headers={"ETag": etag(exc.current)}) from None
+    return found(updated, plan["id"])
+
+
+def etag(revision: int) -> str:
+    """A saved plan's entity tag: its revision, which every edit bumps."""
+    return f'"{revision}"'
+
+
+def revision_of(if_match: str | None) -> int | None:
+    """The revision an ``If-Match`` header names (``"3"``, or ``*`` and absent for none);
+    ShapeError naming the header for anything else."""
+    if if_match is None or if_match.strip() == "*":
+        return None
+    text = if_match.strip().removeprefix("W/").strip('"')
+    if not text.isdigit() or len(text) > 12:
+        raise ShapeError("If-Match", 'must be a plan\'s ETag, as its GET answered ("3")')
+    return int(text)
 
 
 def open_saved(plan: dict[str, Any]) -> dict[str, Any]:

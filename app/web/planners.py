@@ -95,6 +95,7 @@ templates.env.filters.update(
     pct=fmt.pct,
     num=fmt.num,
     count=fmt.count,
+    md=fmt.md,
     figure_json=charts.figure_json,
     figure_rows=charts.figure_rows,
 )
@@ -268,10 +269,18 @@ def _page_query_items(request: Request) -> list[tuple[str, str]]:
     return [(k, v) for k, v in request.query_params.multi_items() if k != "format"]
 
 
+def base_address(request: Request) -> str:
+    """The service's own address for links that leave it (a Markdown summary's): the
+    configured ``PLANNER_PUBLIC_URL``, else the request's, whose Host the guard has checked
+    against the allowed hosts."""
+    public = settings_of(request.app).public_url
+    return (public or str(request.base_url)).rstrip("/")
+
+
 def _link_back(request: Request) -> str:
     """This page's absolute address with its query (a Markdown summary's link back)."""
     query = urlencode(_page_query_items(request))
-    return f"{str(request.base_url).rstrip('/')}{request.url.path}?{query}"
+    return f"{base_address(request)}{request.url.path}?{query}"
 
 
 def plan_markdown(
@@ -281,7 +290,7 @@ def plan_markdown(
     the layout, the accuracy lines, the notes and a link back to the plan (this page with its
     query, or ``path``: a saved plan's share link)."""
     serving = kind == "inference"
-    link = str(request.base_url).rstrip("/") + path if path else _link_back(request)
+    link = base_address(request) + path if path else _link_back(request)
     lay = result["layout"]
     if serving:
         title = f"Serving plan: {result['model']} on {result['num_gpus']} × {result['accelerator']}"

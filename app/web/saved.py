@@ -372,7 +372,9 @@ def _edit(store: PlanStore, form: FormData, plan: dict[str, Any], max_bytes: int
         description=str(form.get("description", "")),
         tags=_tags(str(form.get("tags", ""))),
     )
-    update_plan(store, plan, edit.changes(), max_bytes)
+    given = str(form.get("revision", "")).strip()
+    expected = int(given) if given.isdigit() and len(given) <= 12 else None
+    update_plan(store, plan, edit.changes(), max_bytes, expected)
     return f"/plans/{plan['id']}"
 
 
@@ -397,7 +399,7 @@ async def plan_action_page(request: Request, plan_id: str, action: str) -> Respo
     """The plan page's edit, duplicate and delete forms, under the API's rules."""
     if action not in ACTIONS:
         return _message(request, "Not found", f"no action {action!r} on a saved plan", 404)
-    form = await request.form(max_files=0, max_fields=10)
+    form = await request.form(max_files=0, max_fields=12)
     return await run_in_threadpool(_act, request, plan_id, action, form)
 
 
