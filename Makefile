@@ -76,6 +76,7 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python -m benchmarks.bench_api
 	$(BIN)/python -m benchmarks.bench_cli
 	$(BIN)/python -m benchmarks.bench_pages
+	$(BIN)/python -m benchmarks.bench_hostile
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache
