@@ -128,7 +128,7 @@ def install(app: FastAPI) -> None:
     # The modules that raise these import this one (for ShapeError): imported here, not above.
     from app.resolve import SweepTimeout
     from app.service.isolated import Busy, ClientGone, IsolatedTimeout
-    from app.service.lanes import LaneDraining, LaneFull, LaneLate
+    from app.service.lanes import LaneDraining, LaneRefused
 
     @app.exception_handler(SpecError)
     def spec_error(_: Request, exc: SpecError) -> JSONResponse:
@@ -196,8 +196,12 @@ def install(app: FastAPI) -> None:
         SweepTimeout: lambda e: (503, "timeout", str(e), {}),
         IsolatedTimeout: lambda e: (503, "timeout", str(e), {}),
         Busy: lambda e: (503, "unavailable", str(e), {"Retry-After": str(e.retry_after_s)}),
-        LaneFull: lambda e: (503, "unavailable", str(e), {"Retry-After": str(e.retry_after_s)}),
-        LaneLate: lambda e: (503, "unavailable", str(e), {"Retry-After": str(e.retry_after_s)}),
+        LaneRefused: lambda e: (
+            503,
+            "unavailable",
+            str(e),
+            {"Retry-After": str(e.retry_after_s)},
+        ),
         LaneDraining: lambda e: (
             503,
             "unavailable",

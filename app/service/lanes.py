@@ -51,6 +51,7 @@ __all__ = [
     "LaneDraining",
     "LaneFull",
     "LaneLate",
+    "LaneRefused",
     "LoopLane",
     "begin_drain",
     "estimate_lane",
@@ -61,26 +62,30 @@ T = TypeVar("T")
 _Call = tuple[asyncio.Future[Any], Context, Callable[..., Any], tuple[Any, ...]]  # a queued call
 
 
-class LaneFull(Exception):
-    """A lane has as many calls admitted as it takes; the API answers 503 with Retry-After."""
+class LaneRefused(Exception):
+    """A lane did not take or start a call; the API answers 503 with ``Retry-After``."""
+
+    def __init__(self, message: str, retry_after_s: int) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__(f"the service is busy: {message}; retry in {retry_after_s} s")
+
+
+class LaneFull(LaneRefused):
+    """A lane has as many calls admitted as it takes."""
 
     def __init__(self, name: str, admitted: int, retry_after_s: int) -> None:
-        self.retry_after_s = retry_after_s
         super().__init__(
-            f"the service is busy: {admitted} {name} requests are running or waiting already; "
-            f"retry in {retry_after_s} s"
+            f"{admitted} {name} requests are running or waiting already", retry_after_s
         )
 
 
-class LaneLate(Exception):
-    """A call waited in its lane past its deadline and was not started (503 with
-    Retry-After)."""
+class LaneLate(LaneRefused):
+    """A call waited in its lane past its deadline and was not started."""
 
     def __init__(self, name: str, waited_s: float, retry_after_s: int) -> None:
-        self.retry_after_s = retry_after_s
         super().__init__(
-            f"the service is busy: this {name} request waited {waited_s:.0f} s for its turn "
-            f"and was not started; retry in {retry_after_s} s"
+            f"this {name} request waited {waited_s:.0f} s for its turn and was not started",
+            retry_after_s,
         )
 
 
