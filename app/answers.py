@@ -12,18 +12,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
-from app.accuracy import plan_accuracy, rate_headroom_note, time_range
+from app.accuracy import layout_style, plan_accuracy, rate_headroom_note, time_range
 from app.resolve import (
     InferencePlan,
     TrainingPlan,
     engine_of,
     fitting_alternatives,
     group_slots,
+    inference_headroom,
     plan_lengths,
     price_for,
     resolve_accelerator,
     run_inference,
     run_training,
+    sweep_headroom,
 )
 from app.schemas.catalog import (
     AcceleratorOut,
@@ -38,6 +40,7 @@ from estimator.counts.layers import LayerTable, ModuleRow
 from estimator.counts.tree import ModuleNode, top_modules
 from estimator.finetune import FineTune, adapters
 from estimator.layout.ranks import RankLayout, gpu_name
+from estimator.layout.sharding import serving_layer_split
 from estimator.memory.timeline import Timeline
 from estimator.memory.training import TrainingMemory
 from estimator.memory.verdict import training_fit
@@ -247,6 +250,7 @@ def needs_fit_suggestions(out: Mapping[str, Any]) -> bool:
 def training_accuracy(plan: TrainingPlan, e: TrainingEstimate) -> dict[str, Any]:
     """How right the planner was on published training runs like this plan (app/accuracy.py),
     and the ranges of its throughput and step time that implies."""
+    p = plan.parallel
     out = plan_accuracy(
         accelerator=plan.accelerator.id,
         generation=plan.accelerator.generation,
@@ -258,6 +262,8 @@ def training_accuracy(plan: TrainingPlan, e: TrainingEstimate) -> dict[str, Any]
             "tokens_per_s_per_gpu": e.tokens_per_s_per_gpu,
             "peak_memory": e.memory.total_bytes / GIB,
         },
+        vendor=plan.accelerator.vendor,
+        style=layout_style(tp=p.tp, pp=p.pp, cp=p.cp, ep=p.ep),
     )
     step = time_range(e.time.step_s, out["metrics"][0])
     out["step_s_range"] = list(step) if step else None
@@ -282,6 +288,7 @@ def serving_accuracy(
             "ttft": latency["ttft_s"],
             "tpot": latency["tpot_s"],
         },
+        vendor=plan.accelerator.vendor,
     )
 
 
@@ -308,7 +315,8 @@ def _hf_id(model_id: str, placeholder: str = "/path/to/your/model") -> str:
 
 def launch_dict(req: InferenceRequest, plan: InferencePlan, e: InferenceEstimate) -> dict[str, Any]:
     """The replica's launch commands for vLLM, SGLang and trtllm-serve (catalog models by their
-    Hugging Face id; a pasted or team model by a placeholder path)."""
+    Hugging Face id; a pasted or team model by a placeholder path), one a node where the replica
+    spans the cluster's nodes, the checkpoint served in the format it ships."""
     model = plan.model
     hf_id = (model_entry(model.id).get("hf_id") if model.id in model_ids() else None) or (
         "/path/to/your/model"
@@ -330,6 +338,8 @@ def launch_dict(req: InferenceRequest, plan: InferencePlan, e: InferenceEstimate
         engine=req.engine,
         kv_fraction=req.kv_cache_memory_fraction,
         kv_block=req.kv_block_size,
+        gpus_per_node=plan.cluster.gpus_per_node,
+        checkpoint_quantization=model.checkpoint_quantization,
     )
     return {f.name: getattr(commands, f.name) for f in fields(commands)}
 
@@ -372,6 +382,41 @@ def latency_dict(e: InferenceEstimate) -> dict[str, Any]:
         "ttft_breakdown": _latency(e.ttft_breakdown),
         "tpot_breakdown": _latency(e.tpot_breakdown),
     }
+
+
+def _fleet_need(req: InferenceRequest, e: InferenceEstimate) -> dict[str, Any] | None:
+    """With a request rate: the replicas it needs (``serving.estimate.fleet_need``), the
+    headroom they keep and where it comes from."""
+    f = e.fleet
+    if f is None:
+        return None
+    return {
+        "request_rate": f.request_rate,
+        "replicas": f.replicas,
+        "headroom": f.headroom,
+        "headroom_source": inference_headroom(req)[1],
+        "within_targets": f.within_targets,
+        "rate_per_replica": f.rate_per_replica,
+        "planned_rate_per_replica": f.planned_rate_per_replica,
+        "fleet_gpus": None if f.replicas is None else f.replicas * e.num_gpus,
+        "basis": f.basis,
+    }
+
+
+def _serving_layout_out(req: InferenceRequest, plan: InferencePlan) -> dict[str, Any]:
+    """The request's layout with the decoder layers each pipeline stage took (the engine's
+    split, or the request's own)."""
+    p = plan.parallel
+    split = serving_layer_split(plan.model, p.pp, p.stage_layers)
+    return {**req.layout.model_dump(), "stage_layers": list(split)}
+
+
+def _utilization(e: InferenceEstimate) -> float | None:
+    """The share of the replica's capacity the load asked for uses (1 when overloaded: it
+    runs at capacity); None without a load model."""
+    if e.load is None or not e.capacity_output_tokens_per_s:
+        return None
+    return min(e.output_tokens_per_s / e.capacity_output_tokens_per_s, 1.0)
 
 
 def load_name(load: LoadPoint) -> str:
@@ -437,7 +482,7 @@ def inference_out(
         "model": plan.model.id,
         "accelerator": plan.accelerator.id,
         "num_gpus": e.num_gpus,
-        "layout": req.layout.model_dump(),
+        "layout": _serving_layout_out(req, plan),
         "concurrency": e.concurrency,
         "memory_per_gpu": {
             **m.terms(),
@@ -459,6 +504,9 @@ def inference_out(
             "output_tokens_per_s": e.output_tokens_per_s,
             "output_tokens_per_s_per_gpu": e.output_tokens_per_s_per_gpu,
             "input_tokens_per_s": e.input_tokens_per_s,
+            "capacity_output_tokens_per_s": e.capacity_output_tokens_per_s,
+            "utilization": _utilization(e),
+            "basis": latency["basis"],
         },
         "curve": [
             {
@@ -479,10 +527,13 @@ def inference_out(
             "usd_per_1m_output_tokens_decode": e.usd_per_1m_output_tokens_decode,
             "usd_per_1k_input_tokens": e.usd_per_1k_input_tokens,
             "usd_per_1m_input_tokens": e.usd_per_1m_input_tokens,
+            "usd_per_1m_output_tokens_at_capacity": e.usd_per_1m_output_tokens_at_capacity,
+            "basis": latency["basis"],
         },
         "params": params_dict(plan.model),
         "cluster": cluster_dict(plan.cluster),
         "load": load_dict(e.load),
+        "fleet": _fleet_need(req, e),
         "lengths": lengths_dict(plan_lengths(plan)),
         "speculative": _record(e.speculative),
         "prefix_cache": _record(e.prefix_cache),
@@ -745,7 +796,41 @@ def serving_sweep_out(sweep: ServingSweep, req: ServingSweepRequest) -> ServingS
         exact=sweep.exact,
         notes=list(sweep.notes) + _rate_notes(req),
         disaggregated=disaggregated_out(sweep.disaggregated),
+        widen=sweep.widen,
+        **_fleet_fields(sweep, req),
     )
+
+
+FLEET_CURVES = 3  # served layouts a sweep's replicas-against-rate chart draws
+FLEET_POINTS = 40  # rates per curve, 0 to twice the rate asked
+
+
+def _fleet_fields(sweep: ServingSweep, req: ServingSweepRequest) -> dict[str, Any]:
+    """With a request rate: the headroom the fleet was counted with and where it comes from,
+    and the cheapest served layouts' replicas against the fleet's rate (``fleet_replicas``)."""
+    from estimator.serving.estimate import fleet_replicas
+
+    if req.request_rate is None:
+        return {}
+    headroom, source = sweep_headroom(req)
+    curves = []
+    top = 2 * req.request_rate
+    rates = [top * (i + 1) / FLEET_POINTS for i in range(FLEET_POINTS)]
+    for r in [r for r in sweep.rows if r["ok"] and r.get("rate_per_replica")][:FLEET_CURVES]:
+        counts = [fleet_replicas(x, r["rate_per_replica"], headroom) for x in rates]
+        curves.append(
+            {
+                **{k: r[k] for k in ("accelerator", "precision", "tp", "pp", "dp", "ep")},
+                "num_gpus": r["num_gpus"],
+                "rate_per_replica": r["rate_per_replica"],
+                "planned_rate_per_replica": r["planned_rate_per_replica"],
+                "points": [
+                    {"request_rate": x, "replicas": n, "fleet_gpus": n * r["num_gpus"]}
+                    for x, n in zip(rates, counts, strict=True)
+                ],
+            }
+        )
+    return {"rate_headroom": headroom, "rate_headroom_source": source, "fleet_curves": curves}
 
 
 def _rate_notes(req: ServingSweepRequest) -> list[str]:
@@ -754,7 +839,12 @@ def _rate_notes(req: ServingSweepRequest) -> list[str]:
     if req.request_rate is None:
         return []
     note = rate_headroom_note(req.engine)
-    return [] if note is None else [note]
+    headroom, source = sweep_headroom(req)
+    kept = (
+        f"The replica counts keep {headroom:.0%} headroom on each replica's rate ({source};"
+        " rate_headroom sets it, 0 keeps none)."
+    )
+    return [kept if note is None else f"{note} {kept}"]
 
 
 def disaggregated_out(c: DisaggComparison | None) -> DisaggregatedOut | None:

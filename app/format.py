@@ -22,6 +22,7 @@ __all__ = [
     "num",
     "pct",
     "seconds",
+    "sig",
     "usd",
     "yes_no",
 ]
@@ -77,6 +78,12 @@ def pct(value: float | None) -> str:
 
 def num(value: float | None, digits: int = 0, *, missing: str = MISSING) -> str:
     return missing if value is None else f"{value:,.{digits}f}"
+
+
+def sig(value: float | None, digits: int = 4) -> str:
+    """A rate as people write one: ``digits`` significant figures (3.333, not
+    3.3333333333333335; 0.0125, not 0.013)."""
+    return MISSING if value is None else f"{value:,.{digits}g}"
 
 
 def count(value: float | None) -> str:

@@ -37,7 +37,12 @@ from estimator.counts.tree import ModuleNode, module_tree
 from estimator.errors import SpecError, UnknownIdError
 from estimator.finetune import ALL_LINEAR, DEFAULT_RANK, FineTune
 from estimator.layout.parallel import layout_violations, validate_layout
-from estimator.layout.pipeline import PipelineSplit, check_layout_mtp, model_split
+from estimator.layout.pipeline import (
+    PipelineSplit,
+    check_layout_mtp,
+    model_split,
+    serving_stage_layers,
+)
 from estimator.layout.ranks import RankLayout, rank_layout
 from estimator.memory.timeline import Timeline, inference_timeline, training_timeline
 from estimator.memory.training import TrainingMemory
@@ -223,6 +228,20 @@ def _data_parallel(req_dp: int | None, num_gpus: int | None, per_replica: int) -
     return req_dp
 
 
+def _model_rules_first(model: ModelSpec, lay: Any) -> None:
+    """Raise the first rule the model sets on the layout's sizes (TP divides the heads, EP the
+    experts), whatever the GPU count: the reason a size cannot be, before what it leaves of
+    ``num_gpus``."""
+    from estimator.layout.parallel import layout_violations
+
+    for field, broken, rule, value in layout_violations(
+        model, tp=lay.tp, pp=lay.pp, dp=1, cp=lay.cp, ep=lay.ep, etp=lay.etp or lay.tp,
+        vp=lay.vp, training=True, pipeline_rule=False,
+    ):  # fmt: skip
+        if broken and field in ("layout.tp", "layout.ep", "layout.etp"):
+            raise SpecError(field, rule.format(v=value), value)
+
+
 def recompute_modules_of(given: str | list[str] | None) -> tuple[str, ...]:
     """Megatron-Core's recompute module names as given: a list, or one comma-separated string
     (the form's and the CLI's); the estimator checks them."""
@@ -281,8 +300,12 @@ def offload_of(req: OffloadFields) -> Offload:
 
 def training_plan(req: TrainingRequest) -> TrainingPlan:
     lay = req.layout
-    dp = _data_parallel(lay.dp, req.num_gpus, lay.tp * lay.pp * lay.cp)
     model = resolve_model(req.model)
+    try:
+        dp = _data_parallel(lay.dp, req.num_gpus, lay.tp * lay.pp * lay.cp)
+    except SpecError:
+        _model_rules_first(model, lay)  # tp=3 on 64 GPUs: the heads rule is the reason
+        raise
     split = model_split(
         model,
         lay.pp,
@@ -569,11 +592,14 @@ def inference_plan(req: InferenceRequest) -> InferencePlan:
     lengths = lengths_of(req)
     usd, source = price_for(req.accelerator, req.price_usd_per_gpu_hour)
     accelerator = resolve_accelerator(req.accelerator)
+    model = resolve_model(req.model)
     return InferencePlan(
-        model=resolve_model(req.model),
+        model=model,
         accelerator=accelerator,
         cluster=_cluster(accelerator, req),
-        parallel=Parallelism(tp=lay.tp, pp=lay.pp, dp=lay.dp, ep=lay.ep),
+        parallel=Parallelism(
+            tp=lay.tp, pp=lay.pp, dp=lay.dp, ep=lay.ep, stage_layers=serving_layers_of(req, model)
+        ),
         setup=InferenceSetup(
             input_len=req.input_len if lengths is None else lengths.input_len,
             output_len=req.output_len if lengths is None else lengths.output_len,
@@ -589,6 +615,16 @@ def inference_plan(req: InferenceRequest) -> InferencePlan:
         price_usd_per_gpu_hour=usd,
         price_source=source,
     )
+
+
+def serving_layers_of(req: InferenceRequest, model: ModelSpec) -> tuple[int, ...] | None:
+    """The decoder layers of each pipeline stage as the request's engine splits them
+    (``layout.pipeline.serving_split``: its ``get_pp_indices`` default, or the request's
+    ``layout.stage_layers``); None for the even split."""
+    from estimator.serving.load import ENGINES
+
+    rule = ENGINES[req.engine].pp_split
+    return serving_stage_layers(model, req.layout.pp, rule, req.layout.stage_layers)
 
 
 def run_inference_timeline(req: InferenceRequest) -> Timeline:
@@ -630,8 +666,17 @@ def run_inference(req: InferenceRequest) -> tuple[InferencePlan, InferenceEstima
         cluster=plan.cluster,
         engine=engine_of(req),
         request_rate=req.request_rate,
+        rate_headroom=inference_headroom(req)[0],
     )
     return plan, estimate
+
+
+def inference_headroom(req: InferenceRequest) -> tuple[float, str]:
+    """The rate headroom a single plan's replica count is given: the planner's measured
+    optimism on the engine's published runs (``accuracy.rate_headroom``)."""
+    from app.accuracy import rate_headroom
+
+    return rate_headroom(req.engine) if req.request_rate is not None else (0.0, "")
 
 
 def run_load_curve(
@@ -887,23 +932,39 @@ def _request_field(engine_field: str) -> str:
     return engine_field
 
 
+def sweep_headroom(req: ServingSweepRequest) -> tuple[float, str]:
+    """The rate headroom a fleet is counted with, and where it comes from: the request's, or
+    the planner's measured optimism on the engine's published runs (``accuracy.rate_headroom``)."""
+    if req.rate_headroom is not None:
+        return req.rate_headroom, "the request's"
+    from app.accuracy import rate_headroom
+
+    return rate_headroom(req.engine)
+
+
 def run_serving_sweep(req: ServingSweepRequest) -> ServingSweep:
     return _CACHE.get(_cache_key("serving", req), lambda: _serving_sweep(req))
 
 
 def _serving_sweep(req: ServingSweepRequest) -> ServingSweep:
-    from estimator.sweep.serving import ServingSearch, ServingWorkload, sweep_serving
+    from estimator.sweep.serving import ServingWorkload, default_search, sweep_serving
     from estimator.sweep.training import DEFAULT_ACCELERATORS
 
-    d = ServingSearch()
     accelerators = _axis(req.accelerator, DEFAULT_ACCELERATORS)
-    space = ServingSearch(
-        accelerators=_sweep_accelerators(accelerators),
+    model = resolve_model(req.model)
+    listed = _sweep_accelerators(accelerators)
+    d = default_search(model, listed, _axis(req.precision, ()) or None)
+    given = {k: v for k, v in req.layout.model_dump().items() if v is not None}
+    space = replace(
+        d,
         tp=_axis(req.layout.tp, d.tp),
         pp=_axis(req.layout.pp, d.pp),
-        precision=_axis(req.precision, d.precision),
         ep=None if req.layout.ep is None else _axis(req.layout.ep, ()),
         dp=_axis(req.layout.dp, d.dp),
+        # the widened default's bounds hold over its own axes, not over sizes asked for
+        max_gpus=None if given else d.max_gpus,
+        dp_with_pp=d.dp_with_pp if "dp" not in given else True,
+        note="" if given.keys() >= {"tp", "dp"} else d.note,
     )
     lengths = lengths_of(req)
     workload = ServingWorkload(
@@ -919,6 +980,7 @@ def _serving_sweep(req: ServingSweepRequest) -> ServingSweep:
         output_tokens_per_s=req.output_tokens_per_s,
         prices=_prices(accelerators, req.price_usd_per_gpu_hour, req.prices),
         request_rate=req.request_rate,
+        rate_headroom=sweep_headroom(req)[0],
         engine=req.engine,
         disaggregated=req.disaggregated,
         kv_overlap=req.kv_overlap,
@@ -933,7 +995,6 @@ def _serving_sweep(req: ServingSweepRequest) -> ServingSweep:
             "size the fleet by a request rate or by output tokens/s, not both",
             req.request_rate,
         )
-    model = resolve_model(req.model)
     try:
         return sweep_serving(
             model,
@@ -990,7 +1051,7 @@ def peak_factors(
 
     return peak_memory_factors(
         accelerator=acc.id, generation=acc.generation, family=model.model_type,
-        model_class=model.model_class, stack=stack, gpus=gpus,
+        model_class=model.model_class, stack=stack, gpus=gpus, vendor=acc.vendor,
     )  # fmt: skip
 
 
@@ -1080,6 +1141,7 @@ def all_refusals(req: BaseModel, first: SpecError) -> list[SpecError]:
                 etp=getattr(lay, "etp", None) or lay.tp,
                 vp=getattr(lay, "vp", 1),
                 training=training,
+                stage_layers=_serving_split_given(lay),
             ):
                 if broken:
                     out.append(SpecError(field, rule.format(v=value), value))
@@ -1092,3 +1154,9 @@ def all_refusals(req: BaseModel, first: SpecError) -> list[SpecError]:
     if all(e.field != first.field for e in out):
         out.append(first)
     return out
+
+
+def _serving_split_given(layout: BaseModel) -> tuple[int, ...] | None:
+    """A serving request's explicit ``layout.stage_layers`` (a training layout has none)."""
+    given = getattr(layout, "stage_layers", None)
+    return None if given is None else tuple(given)

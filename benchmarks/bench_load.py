@@ -28,7 +28,7 @@ from estimator import InferenceSetup, Parallelism, get_accelerator, get_model, g
 from estimator.serving.estimate import estimate_inference, estimate_load
 from estimator.spec.lengths import LENGTH_PRESETS
 from estimator.sweep import disagg
-from estimator.sweep.serving import ServingSearch, ServingWorkload, sweep_serving
+from estimator.sweep.serving import ServingSearch, ServingWorkload, default_search, sweep_serving
 from estimator.sweep.training import accelerator_spec, price_of
 
 RUNS = 15
@@ -123,11 +123,34 @@ def _disaggregated() -> None:
     )
 
 
+def _wide_default() -> None:
+    """The serving sweep's default space for a model too large for one node (issue 39): the
+    widened space (``default_search``: TP 16, attention DP with wide EP) against the plain one
+    the previous commit swept (``ServingSearch()``, the baseline in the same run), DeepSeek-V3
+    on H100 under TTFT 2 s / TPOT 50 ms; and the plain default of a model one node holds, which
+    the widening leaves as it was (its test only)."""
+    accs = ("h100-sxm-80gb",)
+    work = ServingWorkload(1024, 256, ttft_target_s=2.0, tpot_target_s=0.05)
+    ds = get_model("deepseek-v3")
+    plain, wide = ServingSearch(accelerators=accs), default_search(ds, accs)
+    before = _median_s(lambda: sweep_serving(ds, work, plain))
+    after = _median_s(lambda: sweep_serving(ds, work, wide))
+    served = (sum(r["ok"] for r in sweep_serving(ds, work, s).rows) for s in (plain, wide))
+    small = get_model("llama-3.1-8b")
+    check = _median_s(lambda: default_search(small, accs))
+    print(
+        f"  deepseek-v3 on H100, default space: plain {before * 1e3:.0f} ms, widened"
+        f" {after * 1e3:.0f} ms ({after / before:.2f}x; {'/'.join(map(str, served))} layouts"
+        f" served); the widening's check on a model one node holds {check * 1e3:.2f} ms"
+    )
+
+
 def main() -> None:
     print("Serving load model speed (median of", RUNS, "runs)")
     for plan in PLANS:
         _plan(*plan)
     _disaggregated()
+    _wide_default()
 
 
 if __name__ == "__main__":

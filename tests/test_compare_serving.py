@@ -4,6 +4,7 @@ against the first plan, GPU count, fleet $/hour and max concurrency; the JSON tw
 
 from __future__ import annotations
 
+import json
 import re
 from html import unescape
 from typing import Any
@@ -90,4 +91,61 @@ def test_compare_links(path: str, kind: str) -> None:
     assert link is not None
     opened = client.get(unescape(link.group(1)))
     assert opened.status_code == 200 and f"Compare {kind} plans" in opened.text
-    assert "Plan A" in opened.text
+    headings = _headings(opened.text)
+    assert headings and all("llama-3" in h.lower() and " × " in h for h in headings), headings
+
+
+def _headings(html: str) -> list[str]:
+    """The comparison's column headings, as text."""
+    head = re.search(r'<table class="data" id="comparison">.*?<thead>(.*?)</thead>', html, re.S)
+    assert head is not None
+    return [
+        unescape(re.sub(r"<[^>]+>", "", name))
+        for name in re.findall(r'<span class="plan-name">(.*?)</span>\s*<a', head.group(1), re.S)
+    ]
+
+
+def test_results_first_and_plans_named() -> None:
+    """Issue 39, item 8: the result table and its charts come right under the title, the
+    plans' forms after them, one collapsed <details> each with its one-line name; columns are
+    headed by what each plan is (model, GPUs × accelerator, layout), never a letter; plans
+    alike in that are told apart by the inputs in which they differ, and the charts' axes read
+    only what varies. The JSON twin keeps its keys."""
+    query = {
+        "a.model": "llama-3-8b", "a.num_gpus": "8", "a.tp": "2", "a.micro_batch_size": "1",
+        "b.model": "llama-3-8b", "b.num_gpus": "8", "b.tp": "2", "b.micro_batch_size": "2",
+        "c.model": "llama-3-8b", "c.num_gpus": "16", "c.tp": "8", "c.accelerator": "b200",
+    }  # fmt: skip
+    page = client.get("/compare?" + urlencode(query)).text
+    assert page.index('id="comparison"') < page.index('id="fig-memory"') < page.index("<form")
+    assert re.findall(r'<details class="slot" id="slot-(\w)"( open)?>', page) == [
+        ("a", ""), ("b", ""), ("c", ""), ("d", ""),
+    ]  # fmt: skip
+    assert _headings(page) == [
+        "Meta-Llama-3-8B · 8 × H100 SXM 80GB · tp 2 dp 4 · Micro-batch 1",
+        "Meta-Llama-3-8B · 8 × H100 SXM 80GB · tp 2 dp 4 · Micro-batch 2",
+        "Meta-Llama-3-8B · 16 × B200 · tp 8 dp 2",
+    ]
+    summaries = re.findall(r'<details class="slot"[^>]*>\s*<summary>(.*?)</summary>', page)
+    assert summaries[0] == "Plan 1: " + _headings(page)[0]
+    assert summaries[3].startswith("Plan 4: empty")
+    differ = re.findall(r'<tr class="differ" data-key="([\w.]+)"', page)
+    assert differ == ["accelerator", "num_gpus", "layout.tp", "micro_batch_size"]
+    figure = re.search(r'id="fig-memory" data-figure="([^"]+)"', page)
+    assert figure is not None
+    ticks = json.loads(unescape(figure.group(1)))["layout"]["xaxis"]["ticktext"]
+    assert ticks == [
+        "8 × H100 SXM 80GB<br>tp 2 dp 4<br>Micro-batch 1",
+        "8 × H100 SXM 80GB<br>tp 2 dp 4<br>Micro-batch 2",
+        "16 × B200<br>tp 8 dp 2",
+    ]
+    twin = client.get("/compare?" + urlencode(query) + "&format=json").json()
+    assert list(twin) == ["Plan A", "Plan B", "Plan C"]
+    # an evaluated plan stays collapsed; one that needs a look opens, naming why
+    bad = client.get("/compare?" + urlencode({**query, "b.tp": "3"})).text
+    assert re.search(
+        r'<details class="slot" id="slot-b" open>\s*<summary>Plan 2: not compared', bad
+    )
+    # with fewer than two plans the first empty one opens, to add the second
+    one = client.get("/compare?a.model=llama-3-8b").text
+    assert re.findall(r'<details class="slot" id="slot-(\w)" open>', one) == ["b"]

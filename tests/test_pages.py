@@ -118,7 +118,7 @@ def test_money_keeps_its_significant_digits() -> None:
 def test_serving_page_says_which_load_it_shows_and_the_cost_split() -> None:
     client = TestClient(app)
     page = client.get("/serving", params={"model": "llama-3-8b", "concurrency": 1}).text
-    assert "Figures at concurrency 1, the load asked for" in page
+    assert "Every figure below is at concurrency 1, the load asked for" in page
     assert "show the plan at it" in page and "concurrency=" in page
     assert "All-in cost" in page and "Split by phase" in page
 

@@ -235,14 +235,14 @@ def test_sweep_explorer_charts_table_and_planner_link(tab: Tab, server: str) -> 
 def test_compare_plans_side_by_side(tab: Tab, server: str) -> None:
     page = tab.open("/training?model=llama-3-70b&num_gpus=64&tp=8&pp=2&tokens=2e12")
     page.click("#compare-link")
-    page.wait_for_selector('[id="f-a.tp"]')
+    page.wait_for_selector('[id="f-a.tp"]', state="attached")  # plan 1 compared: collapsed
     assert page.input_value('[id="f-a.tp"]') == "8"
     page.select_option('[id="f-b.model"]', "llama-3-70b")
     page.select_option('[id="f-b.accelerator"]', "h200-sxm-141gb")
     page.fill('[id="f-b.num_gpus"]', "64")
     page.fill('[id="f-b.tp"]', "8")
     page.fill('[id="f-b.tokens"]', "2e12")
-    page.click("form.compare button[type=submit]")
+    page.click("#compare-submit")
     page.wait_for_selector("#comparison")
     page.wait_for_load_state("networkidle")
     twin = httpx.get(page.url + "&format=json").json()
@@ -417,9 +417,7 @@ def test_compare_two_saved_plans(tab: Tab, server: str) -> None:
     page.click("#compare-form button[type=submit]")
     page.wait_for_selector("#comparison")
     page.wait_for_load_state("networkidle")
-    header = page.eval_on_selector_all(
-        "#comparison tbody tr:first-child td a", "a => a.map(x => x.textContent)"
-    )
+    header = page.eval_on_selector_all("#comparison thead th a", "a => a.map(x => x.textContent)")
     assert sorted(header) == ["browser compare 16", "browser compare 8"]
     memory = figure(page, "memory")
     assert "capacity" in memory["names"] and memory["drawn"] > 0

@@ -109,6 +109,54 @@ def test_list_search_tags_and_compare(client: TestClient) -> None:
     assert missing.status_code == 404 and "nope" in _message(missing.text)
 
 
+def _rows(html: str, tbody: str) -> list[list[str]]:
+    """The rows of one of the compare page's input tables: label, then each plan's value."""
+    body = re.search(rf'<tbody id="{tbody}">(.*?)</tbody>', html, re.S)
+    assert body is not None, tbody
+    return [
+        [
+            re.sub(r"<[^>]+>", "", cell).strip()
+            for cell in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", tr, re.S)
+        ]
+        for tr in re.findall(r"<tr[^>]*>(.*?)</tr>", body.group(1), re.S)
+    ]
+
+
+def test_saved_compare_names_plans_and_shows_what_differs(client: TestClient) -> None:
+    """Issue 39, item 8: the plans headed by their saved names (a name saved twice told apart),
+    never "Plan A"; their inputs listed, the ones that differ first and marked, then the ones
+    the same in all; an input of one kind only is "—" in a plan of the other."""
+    c = client
+    a = _save(c, "training", TRAINING_QUERY, "eight GPUs")
+    b = _save(c, "training", "model=llama-3-8b&num_gpus=16&tp=4&tokens=1e11", "sixteen GPUs")
+    page = c.get(f"/plans/compare?ids={a},{b}").text
+    headings = re.findall(r'<span class="plan-name">(.*?)</span>', page)
+    assert headings[:2] == ["eight GPUs", "sixteen GPUs"] and "Plan A" not in page
+    assert "Inputs that differ" in page and "Same in all plans" in page
+    differ = _rows(page, "inputs-differ")
+    assert differ == [["GPUs", "8", "16"], ["TP", "2", "4"]]
+    assert page.count('<tr class="differ"') == 2
+    same = {row[0]: row[1:] for row in _rows(page, "inputs-same")}
+    assert same["Model"] == ["llama-3-8b"] and same["Tokens to train"] == ["1e11"]
+    assert same["PP"] == ["1"]  # left to its default, it reads as the planner's default
+    # one name saved twice: told apart (by revision once one was edited), not by a letter
+    twin = _save(c, "training", TRAINING_QUERY, "eight GPUs")
+    c.post(f"/plans/{twin}/edit", data={"name": "eight GPUs", "description": "again"})
+    named = c.get(f"/plans/compare?ids={a},{twin}").text
+    assert re.findall(r'<span class="plan-name">(.*?)</span>', named)[:2] == [
+        "eight GPUs · rev 1",
+        "eight GPUs · rev 2",
+    ]
+    assert "Inputs that differ" in named and "None: the plans' inputs are the same." in named
+    # a training plan beside a serving plan: each kind's own inputs, "—" in the other
+    s = _save(c, "inference", "model=llama-3-8b&concurrency=8", "serving it")
+    mixed = {
+        row[0]: row[1:] for row in _rows(c.get(f"/plans/compare?ids={a},{s}").text, "inputs-differ")
+    }
+    assert mixed["Concurrency"] == ["—", "8"] and mixed["Tokens to train"] == ["1e11", "—"]
+    assert "Model" not in mixed  # the same model in both
+
+
 def test_edit_duplicate_delete_forms(client: TestClient) -> None:
     c = client
     pid = _save(c, "training", TRAINING_QUERY, "first")

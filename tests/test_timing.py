@@ -17,7 +17,12 @@ from estimator import (
     get_model,
     get_precision,
 )
-from estimator.layout.sharding import StageShape, distinct_stages, stage_kind_counts
+from estimator.layout.sharding import (
+    StageShape,
+    distinct_stages,
+    serving_layer_split,
+    stage_kind_counts,
+)
 from estimator.serving.estimate import estimate_inference
 from estimator.serving.steps import decode_kinds, pipeline, stage_times
 from estimator.spec.cluster import cluster_of
@@ -289,21 +294,25 @@ def test_serving_cost_splits_prefill_and_decode() -> None:
 @pytest.mark.parametrize("model_id", ["llama-3.1-405b", "deepseek-v3", "gemma-2-9b", "gpt2"])
 def test_pipeline_ranks_alike_are_timed_once(model_id: str) -> None:
     """Each distinct rank shape stands for every rank like it (first of equals, stage order),
-    and timing the shapes gives the slowest stage that timing every rank gives."""
+    and timing the shapes gives the slowest stage that timing every rank gives. A pp that
+    does not divide the layers (DeepSeek-V3's 61) takes vLLM's split."""
     model = get_model(model_id)
     layers = model.num_layers
     for pp in sorted({2, 3, layers // 2, layers} - {0}):
         shapes = distinct_stages(model, pp)
+        split = serving_layer_split(model, pp)
+        assert sum(split) == layers
         assert [s.stage for s in shapes] == sorted(s.stage for s in shapes)
+        assert sum(sum(s.counts) * s.ranks for s in shapes) == layers
         every = []
         for stage in range(pp):
-            counts = tuple(int(n) for n in stage_kind_counts(model, pp, 1, stage))
+            counts = tuple(int(n) for n in stage_kind_counts(model, pp, 1, stage, split))
             key = (counts, stage == 0, stage == pp - 1)
             twin = next(s for s in shapes if (s.counts, s.first, s.last) == key)
             assert twin.stage <= stage
             every.append(StageShape(stage, *key))
         if len(model.kinds) == 1:
-            assert len(shapes) <= 3  # first, middle, last
+            assert len(shapes) <= 2 + len(set(split))  # first, last, a middle per layer count
         p = Parallelism(tp=8, pp=pp)
         prec = get_precision("bf16")
         batch = np.array([1, 8, 64])

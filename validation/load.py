@@ -14,7 +14,7 @@ below the offered rate: TTFT without bound) its TTFT is left out of the errors a
 ``overloaded``. MLPerf Server and Interactive runs also give the rate the submitter served within
 the scenario's latency constraints (TTFT p99 and TPOT p99): ``slo_rate`` compares it with the
 highest rate whose predicted steady state meets the same constraints
-(``sweep.serving.rate_within_targets``, TPOT's mean against its p99 limit): the SLO planning
+(``serving.estimate.rate_within_targets``, TPOT's mean against its p99 limit): the SLO planning
 question itself. Nothing is fitted on these records.
 
 ``python -m validation.load`` prints the comparison.
@@ -38,11 +38,10 @@ from estimator import (
     get_model,
     get_precision,
 )
-from estimator.serving.estimate import estimate_load
+from estimator.serving.estimate import estimate_load, rate_within_targets
 from estimator.serving.load import LoadPoint, engine_preset
 from estimator.spec.lengths import LENGTH_PRESETS
 from estimator.spec.model import ModelSpec
-from estimator.sweep.serving import rate_within_targets
 from validation.records import Refused, Skip
 
 __all__ = [

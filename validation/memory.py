@@ -64,6 +64,7 @@ from estimator.counts.flops import Recompute
 from estimator.finetune import FULL, FineTune, adapters, base_weight_bytes
 from estimator.offload import NO_OFFLOAD, Offload
 from estimator.spec.precision import DTYPES
+from validation.records import layout_of
 
 __all__ = [
     "BOUND_SHARE",
@@ -169,6 +170,7 @@ class MemoryRow:
     gpus: int = 0
     precision: str = ""
     source: str = ""
+    layout: tuple[tuple[str, int], ...] = ()  # its parallel layout (``records.layout_of``)
 
     @property
     def error(self) -> float:
@@ -781,6 +783,7 @@ def rows() -> tuple[list[MemoryRow], list[Skip]]:
                 gpus=case.parallel.num_gpus,
                 precision=case.precision.name,
                 source=case.source,
+                layout=layout_of(case.parallel),
             )
         )
     return out, skipped

@@ -66,6 +66,7 @@ __all__ = [
     "TrainingCase",
     "inference_cases",
     "inference_records",
+    "layout_of",
     "training_cases",
     "training_records",
 ]
@@ -104,6 +105,16 @@ class TrainingCase:
     def training_precision(self) -> Precision:
         """The precision preset with the gradient buffers' dtype its recipe sets."""
         return _with_gradients(self.precision, self.gradients)
+
+
+# The layout degrees a report row carries (``layout_of``): what the accuracy lookup
+# (app/accuracy.py) reads a record's layout style from, dp-only, tp/pp or expert-parallel.
+LAYOUT_FIELDS = ("tp", "pp", "cp", "ep", "dp", "zero_stage")
+
+
+def layout_of(parallel: Parallelism) -> tuple[tuple[str, int], ...]:
+    """A run's parallel layout as a report row carries it: its ``LAYOUT_FIELDS``, in order."""
+    return tuple((name, int(getattr(parallel, name))) for name in LAYOUT_FIELDS)
 
 
 def _with_gradients(precision: str, gradients: str | None) -> Precision:

@@ -83,6 +83,9 @@ class Row:
     # and its total against the card, minus 1
     fit: str = ""
     over_capacity: float | None = None
+    # A training run's parallel layout (``records.layout_of``; the JSON writes it as an object):
+    # what the accuracy lookup reads its layout style from
+    layout: tuple[tuple[str, int], ...] = ()
 
     @property
     def error(self) -> float:
@@ -278,7 +281,7 @@ def case_estimate(
 
 
 def training_rows() -> tuple[list[Row], list[tuple[str, str]]]:
-    from validation.records import Skip, all_training_cases
+    from validation.records import Skip, all_training_cases, layout_of
 
     rows: list[Row] = []
     skipped: list[tuple[str, str]] = []
@@ -310,6 +313,7 @@ def training_rows() -> tuple[list[Row], list[tuple[str, str]]]:
                 source=case.source,
                 fit=training_fit(memory)[0],
                 over_capacity=memory.total_bytes / memory.capacity_bytes - 1,
+                layout=layout_of(case.parallel),
             )
         )
     return rows, skipped
@@ -683,7 +687,10 @@ def to_json(report: dict[str, Any]) -> dict[str, Any]:
         "summary": report["summary"],
         "skipped": report["skipped"],
         "ran": report["ran"],
-        "rows": [{**r.__dict__, "error": r.error} for r in report["rows"]],
+        "rows": [
+            {**r.__dict__, "layout": dict(r.layout) or None, "error": r.error}
+            for r in report["rows"]
+        ],
         "memory": {
             "summary": memory["summary"],
             "fits": memory["fits"],
@@ -692,6 +699,7 @@ def to_json(report: dict[str, Any]) -> dict[str, Any]:
             "rows": [
                 {
                     **r.__dict__,
+                    "layout": dict(r.layout) or None,
                     "error": None if r.measured_gib is None else r.error,
                     "fits_right": r.fits_right,
                     "over_capacity": r.over_capacity,

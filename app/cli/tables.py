@@ -50,8 +50,20 @@ def _price(cost: Mapping[str, Any]) -> str:
 
 
 def _headroom(memory: Mapping[str, Any]) -> str:
+    """What a GPU has left, and "tight" under the share the sweep keeps free (``MIN_HEADROOM``:
+    a plan it would not list as feasible)."""
+    from estimator.memory.verdict import MIN_HEADROOM
+
     free = memory["headroom_bytes"]
-    return f"{_gib(free)} GiB free" if free >= 0 else f"{_gib(-free)} GiB over"
+    if free < 0:
+        return f"{_gib(-free)} GiB over"
+    share = free / memory["capacity_bytes"] if memory["capacity_bytes"] else 0.0
+    tight = (
+        f", tight: under the {MIN_HEADROOM:.0%} the sweep keeps free"
+        if share < MIN_HEADROOM
+        else ""
+    )
+    return f"{_gib(free)} GiB free, {share:.1%}{tight}"
 
 
 def _grid(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -90,6 +102,16 @@ def _notes(notes: Sequence[str]) -> list[str]:
 
 
 _FIT_WORDS = {"fits": "yes", "tight": "TIGHT", "does_not_fit": "NO"}
+
+
+def _serving_fit(memory: Mapping[str, Any]) -> str:
+    """A serving plan's fit in a word: yes, TIGHT (under ``MIN_HEADROOM`` free) or NO."""
+    from estimator.memory.verdict import MIN_HEADROOM
+
+    if not memory["fits"]:
+        return "NO"
+    free = memory["headroom_bytes"] / memory["capacity_bytes"] if memory["capacity_bytes"] else 0
+    return "TIGHT" if free < MIN_HEADROOM else "yes"
 
 
 def training_text(out: Mapping[str, Any]) -> str:
@@ -151,8 +173,12 @@ def serving_text(out: Mapping[str, Any]) -> str:
     memory = {k: v for k, v in m.items() if k.endswith("_bytes") and k not in _MEMORY_TOTALS}
     lines = [
         f"{out['model']} on {out['num_gpus']} x {out['accelerator']}: {_layout(out['layout'])}, "
-        f"concurrency {out['concurrency']}",
-        f"fits: {'yes' if m['fits'] else 'NO'}: {_gib(m['total_bytes'])} of "
+        + (
+            f"{out['load']['request_rate']:.4g} requests/s"
+            if out.get("load") and out["load"]["request_rate"] is not None
+            else f"concurrency {out['concurrency']}"
+        ),
+        f"fits: {_serving_fit(m)}: {_gib(m['total_bytes'])} of "
         f"{_gib(m['capacity_bytes'])} GiB per GPU ({_headroom(m)}); "
         f"KV cache {out['kv_cache_bytes_per_token'] / 2**10:,.1f} KiB per token, at most "
         f"{out['max_concurrency']:,} sequences",
@@ -160,10 +186,12 @@ def serving_text(out: Mapping[str, Any]) -> str:
         f" ms at the {lat['basis']}; a lone request: TTFT {_ms(lat['ttft_lone_s'])} ms, TPOT"
         f" {_ms(lat['tpot_lone_s'])} ms",
         f"{tp['output_tokens_per_s']:,.0f} output tokens/s "
-        f"({tp['output_tokens_per_s_per_gpu']:,.0f} per GPU)",
+        f"({tp['output_tokens_per_s_per_gpu']:,.0f} per GPU) at the {tp['basis'] or 'lone request'}"
+        + _capacity(tp),
         f"cost: {_usd(c['usd_per_1m_output_tokens'])} per 1M output tokens all-in at "
         f"{_price(c)} (decode {_usd(c['usd_per_1m_output_tokens_decode'])} per 1M output, "
-        f"prefill {_usd(c['usd_per_1m_input_tokens'])} per 1M input tokens)",
+        f"prefill {_usd(c['usd_per_1m_input_tokens'])} per 1M input tokens)" + _at_capacity(tp, c),
+        *_fleet(out.get("fleet")),
         *_effects(out),
         "",
         *_terms("memory per GPU", "GiB", memory, m["total_bytes"]),
@@ -173,6 +201,35 @@ def serving_text(out: Mapping[str, Any]) -> str:
         *_terms("time per output token", "ms", lat["tpot_breakdown"], lat["tpot_lone_s"]),
     ]
     return "\n".join(lines + _notes(out["notes"]))
+
+
+def _capacity(tp: dict[str, Any]) -> str:
+    """The replica's capacity beside a throughput at a lighter load."""
+    cap, used = tp.get("capacity_output_tokens_per_s"), tp.get("utilization")
+    if not cap or used is None or used >= 0.995:
+        return ""
+    return f"; capacity {cap:,.0f} ({used:.0%} used)"
+
+
+def _at_capacity(tp: dict[str, Any], c: dict[str, Any]) -> str:
+    """The all-in cost with the replica at capacity, beside the cost at a lighter load."""
+    used, at_cap = tp.get("utilization"), c.get("usd_per_1m_output_tokens_at_capacity")
+    if at_cap is None or used is None or used >= 0.995:
+        return ""
+    return f"; {_usd(at_cap)} per 1M output tokens at capacity"
+
+
+def _fleet(f: dict[str, Any] | None) -> list[str]:
+    """The replicas a request rate needs (with request_rate)."""
+    if f is None:
+        return []
+    if f["replicas"] is None:
+        return [f"fleet: no replica count carries {f['request_rate']:.4g} requests/s: {f['basis']}"]
+    return [
+        f"fleet: {f['request_rate']:.4g} requests/s needs {f['replicas']:,} replica"
+        f"{'' if f['replicas'] == 1 else 's'}"
+        f" ({f['fleet_gpus']:,} GPUs), {f['basis']}"
+    ]
 
 
 def _effects(out: Mapping[str, Any]) -> list[str]:

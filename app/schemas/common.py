@@ -324,6 +324,12 @@ class AccuracyRecordOut(BaseModel):
     id: str
     group: str
     accelerator: str
+    vendor: str = Field(default="", description="The accelerator's vendor (the catalog's)")
+    style: str = Field(
+        default="",
+        description="The run's layout style: dp-only (ZeRO/FSDP), tp/pp (Megatron) or moe/ep;"
+        " empty where the report gives no layout (serving, latency under load)",
+    )
     model: str
     stack: str = Field(description="Software stack profile (training) or engine (serving)")
     gpus: int
@@ -349,6 +355,25 @@ class AccuracyFamilyOut(ErrorSummaryOut):
     """The planner's error on every published run of one model family, for one metric."""
 
     name: str = Field(description="The model family (its config's model_type)")
+
+
+class AccuracyCrossVendorOut(BaseModel):
+    """The error seen where the planner predicted one vendor's accelerators with curves read off
+    another's (``app.accuracy.cross_vendor``)."""
+
+    vendor: str = Field(description="The plan's accelerator's vendor")
+    shown: str = Field(description="The vendor of the records shown, whose curves it borrows")
+    scope: Literal["vendor", "other vendors"] = Field(
+        description="Measured on the report's runs on the plan's vendor's accelerators, or on"
+        " every other vendor's where it has none"
+    )
+    vendors: list[str] = Field(description="The vendors of the runs it was measured on")
+    n: int = Field(description="Runs measured on")
+    widening: float = Field(
+        description="The median of |(1 + a run's error) / (1 + the median error of the shown"
+        " vendor's runs of its benchmark and metric) - 1|"
+    )
+    p90: float = Field(description="The 90th percentile of the same")
 
 
 class AccuracyMetricOut(BaseModel):
@@ -380,13 +405,45 @@ class AccuracyMetricOut(BaseModel):
         default=None, description="The error on every published run of the plan's model family"
     )
     matched_on: str = Field(description="What the records share with the plan")
+    match: Literal["accelerator", "generation", "vendor", "other vendor", "any"] | None = Field(
+        default=None,
+        description="The hardware the records were matched on: the plan's accelerator, else its"
+        " generation, else its vendor, where 5 or more of them (or every record) share it;"
+        " 'other vendor' where fewer are on its vendor's accelerators and other vendors' are"
+        " shown; 'any' where the plan's vendor is not known; null: no record",
+    )
+    style: Literal["dp-only", "tp/pp", "moe/ep"] | None = Field(
+        default=None,
+        description="Training throughput: the plan's layout style, which its records are matched"
+        " on first",
+    )
+    style_match: bool | None = Field(
+        default=None,
+        description="Whether the records share the plan's layout style (false: fewer than 5"
+        " published runs have it, the caveat says which styles are shown); null: not matched on it",
+    )
+    caveat: str | None = Field(
+        default=None,
+        description="What the records do not share with the plan, in words: its accelerator,"
+        " generation or vendor, or its layout style, and the range's widening for other vendors'",
+    )
+    range_widening: float | None = Field(
+        default=None,
+        description="Where the records are other vendors' (match 'other vendor'): the fraction the"
+        " range is widened by either way (low / (1 + w), high x (1 + w)), the planner's error"
+        " across vendors measured on the report's runs (cross_vendor)",
+    )
+    cross_vendor: AccuracyCrossVendorOut | None = Field(
+        default=None, description="How the error across vendors was measured (match 'other vendor')"
+    )
     summary: str
     records: list[AccuracyRecordOut]
 
 
 class AccuracyOut(BaseModel):
-    """The validation records nearest to the plan (app/accuracy.py: same accelerator or
-    generation, model family or class, stack or engine, scale) and their observed error."""
+    """The validation records nearest to the plan (app/accuracy.py: its layout style, then its
+    accelerator, generation or vendor, then model family or class, stack or engine, scale) and
+    their observed error."""
 
     metrics: list[AccuracyMetricOut]
     report: str = Field(description="The full validation report's page")

@@ -76,6 +76,14 @@ class InferenceLayout(Request):
         json_schema_extra=form("Attention DP", "Layout", "1"),
     )
     ep: LayoutSize = Field(1, description="Expert parallel", json_schema_extra=LAYOUT_EP)
+    stage_layers: list[Annotated[int, Field(ge=1, le=16384)]] | None = Field(
+        None,
+        max_length=16384,
+        description="Decoder layers on each pipeline stage, first to last, as vLLM's"
+        " VLLM_PP_LAYER_PARTITION or SGLang's SGLANG_PP_LAYER_PARTITION gives them (pp entries,"
+        " the model's layers in all); default: the engine's split (its get_pp_indices), even"
+        " where pp divides the layers",
+    )
 
 
 class EngineMemoryFields(Request):
@@ -272,9 +280,22 @@ class LatencyOut(BaseModel):
 
 
 class InferenceThroughputOut(BaseModel):
-    output_tokens_per_s: float
+    """The replica's throughput at the load the latencies are at (``basis``): the load model's
+    since 2026-12-01, where it was the concurrency curve's cycle at ``concurrency`` before
+    (docs/api.md, "Changes")."""
+
+    output_tokens_per_s: float = Field(description="At the load asked for (basis)")
     output_tokens_per_s_per_gpu: float
-    input_tokens_per_s: float
+    input_tokens_per_s: float = Field(description="Prompt tokens (cached ones included)")
+    capacity_output_tokens_per_s: float | None = Field(
+        None,
+        description="The most the replica completes at these lengths (its capacity in"
+        " requests/s times the mean output); null without a load model",
+    )
+    utilization: float | None = Field(
+        None, description="output_tokens_per_s over the capacity (1 when overloaded)"
+    )
+    basis: str = Field("", description="The load these figures are at, and the regime")
 
 
 class CurvePoint(BaseModel):
@@ -300,6 +321,13 @@ class InferenceCostOut(BaseModel):
         description="Prefill's share of the GPU time over the input tokens"
     )
     usd_per_1m_input_tokens: float | None
+    usd_per_1m_output_tokens_at_capacity: float | None = Field(
+        None,
+        description="All-in per 1M output tokens with the replica at its capacity: what a"
+        " fleet sized to its load pays, where the figures above are at the load asked for (a"
+        " partly idle replica's)",
+    )
+    basis: str = Field("", description="The load the cost figures are at")
 
 
 class LoadOut(BaseModel):
@@ -352,6 +380,27 @@ class LoadOut(BaseModel):
     )
 
 
+class FleetNeedOut(BaseModel):
+    """With request_rate: the replicas of this layout the rate needs, each planned at its rate
+    within the targets (without targets, 85% of its capacity) over 1 + the headroom."""
+
+    request_rate: float
+    replicas: int | None = Field(
+        description="Null where no replica count meets the targets (one replica misses them"
+        " at any load)"
+    )
+    headroom: float = Field(description="The share kept in hand on each replica's rate")
+    headroom_source: str = Field(description="The measured optimism it is (validation report)")
+    within_targets: bool = Field(description="Planned within latency targets (else capacity)")
+    rate_per_replica: float | None = Field(
+        description="The rate a replica takes within the targets (85% of its capacity without"
+        " them); null where one replica meets them at the whole rate with the headroom"
+    )
+    planned_rate_per_replica: float | None
+    fleet_gpus: int | None
+    basis: str
+
+
 class LengthsOut(BaseModel):
     """The request lengths the answer assumed (``estimator.spec.lengths``)."""
 
@@ -366,12 +415,17 @@ class LengthsOut(BaseModel):
 
 
 class LaunchOut(BaseModel):
-    """The replica's launch commands (estimator.serving.launch)."""
+    """The replica's launch commands (estimator.serving.launch): across ``nodes`` nodes,
+    ``vllm`` and ``sglang`` hold every node's command (node i's after a ``# node i`` line), and
+    ``vllm_nodes`` and ``sglang_nodes`` the same one a node; ``trtllm`` is started once."""
 
     vllm: str
     sglang: str
     trtllm: str
     notes: list[str]
+    nodes: int = 1
+    vllm_nodes: list[str] = []
+    sglang_nodes: list[str] = []
 
 
 class SpeculativeOut(BaseModel):
@@ -429,6 +483,7 @@ class InferenceEstimateOut(BaseModel):
     params: Params
     cluster: ClusterOut
     load: LoadOut
+    fleet: FleetNeedOut | None = Field(None, description="With request_rate: the replicas it needs")
     lengths: LengthsOut
     speculative: SpeculativeOut | None = Field(description="Null without speculative decoding")
     prefix_cache: PrefixCacheOut | None = Field(description="Null at a hit rate of 0")

@@ -351,7 +351,10 @@ class TrainingSweepOut(BaseModel):
 
 class ServingSweepLayout(Request):
     tp: Sizes | None = Field(
-        None, description="Default 1, 2, 4, 8", json_schema_extra=form("TP", "Space", "1,2,4,8")
+        None,
+        description="Default 1, 2, 4, 8; 1-16 for a model too large for one node's plain TP"
+        " (replicas up to 32 GPUs)",
+        json_schema_extra=form("TP", "Space", "1,2,4,8"),
     )
     pp: Sizes | None = Field(
         None, description="Default 1, 2, 4", json_schema_extra=form("PP", "Space", "1,2,4")
@@ -360,7 +363,8 @@ class ServingSweepLayout(Request):
         None,
         description="Attention data-parallel degrees (MoE models): dp groups of tp GPUs, each"
         " with its own sequences and KV cache, the experts over ep of the dp x tp GPUs;"
-        " default 1",
+        " default 1; 1-16 at pp 1 for a mixture-of-experts model too large for one node's"
+        " plain TP",
         json_schema_extra=form("Attention DP", "Space", "1"),
     )
     ep: Sizes | None = Field(
@@ -413,6 +417,15 @@ class ServingSweepRequest(EngineMemoryFields, NetworkFields):
         "vllm",
         description="The scheduler the load model follows (with request_rate)",
         json_schema_extra=form("Engine", "Workload"),
+    )
+    rate_headroom: Annotated[float, Field(ge=0, le=10)] | None = Field(
+        None,
+        description="With request_rate: the share by which each replica's rate within the"
+        " targets is lowered before the fleet is counted (0.23 plans each replica at its rate"
+        " / 1.23). Default: the planner's median optimism on the rate within targets on"
+        " published runs (validation/report.md, slo_rate: the engine's where it has 10 runs or"
+        " more, else all); 0 keeps none",
+        json_schema_extra=form("Rate headroom (fraction)", "Workload", "measured optimism"),
     )
     max_num_batched_tokens: Annotated[int, Field(ge=1, le=2**20)] | None = Field(
         None,
@@ -480,6 +493,11 @@ class ServingSweepRow(BaseModel):
     rate_per_replica: float | None = Field(
         None,
         description="With request_rate: the most requests/s a replica takes within the targets",
+    )
+    planned_rate_per_replica: float | None = Field(
+        None,
+        description="With request_rate: rate_per_replica over 1 + the rate headroom, what the"
+        " replica count is planned on",
     )
     headroom: float | None = Field(
         None, description="With request_rate: the fleet's rate capacity over the rate, minus 1"
@@ -606,6 +624,28 @@ class DisaggregatedOut(BaseModel):
     notes: list[str]
 
 
+class FleetPoint(BaseModel):
+    request_rate: float
+    replicas: int
+    fleet_gpus: int
+
+
+class FleetCurve(BaseModel):
+    """One served layout's replica count against the fleet's request rate: each replica at
+    ``planned_rate_per_replica`` (its rate within the targets over 1 + the rate headroom)."""
+
+    accelerator: str
+    precision: str
+    tp: int
+    pp: int
+    dp: int
+    ep: int
+    num_gpus: int
+    rate_per_replica: float
+    planned_rate_per_replica: float
+    points: list[FleetPoint]
+
+
 class ServingSweepOut(BaseModel):
     model: str
     counts: dict[str, int]
@@ -624,4 +664,18 @@ class ServingSweepOut(BaseModel):
     notes: list[str]
     disaggregated: DisaggregatedOut | None = Field(
         None, description="With disaggregated: the comparison with disaggregated fleets"
+    )
+    rate_headroom: float | None = Field(
+        None, description="With request_rate: the headroom the replica counts were taken with"
+    )
+    widen: str | None = Field(
+        None, description="With no layout served: which axis to widen, from what refused most"
+    )
+    rate_headroom_source: str | None = Field(
+        None, description="Where it comes from: the request's, or the measured optimism"
+    )
+    fleet_curves: list[FleetCurve] = Field(
+        default_factory=list,
+        description="With request_rate: replicas against the fleet's request rate (0 to twice"
+        " the rate asked) for the cheapest served layouts, at most 3",
     )

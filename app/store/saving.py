@@ -27,6 +27,7 @@ from estimator.errors import SpecError, UnknownIdError
 
 __all__ = [
     "KINDS",
+    "MEANING_CHANGES",
     "duplicate",
     "fitted",
     "found",
@@ -87,6 +88,17 @@ def _serving_sweep(req: ServingSweepRequest) -> dict[str, Any]:
         else None,
     }
 
+
+# Headline numbers whose meaning changed, and how: a saved plan's page says it beside a number
+# that moved (CHANGELOG; docs/api.md, "Changes").
+MEANING_CHANGES: dict[str, str] = {
+    "output_tokens_per_s": "Since 2026-12-01 a serving plan's throughput is at the load its"
+    " latencies are at (the load model at the concurrency or request rate asked for); it was a"
+    " batched-prefill cycle at the concurrency before.",
+    "usd_per_1m_output_tokens": "Since 2026-12-01 a serving plan's cost per token is at the load"
+    " its latencies are at (a partly idle replica pays for its idle capacity); it was the"
+    " cycle's at the concurrency before.",
+}
 
 # Each kind: its request model and the headline numbers kept when a plan is saved.
 KINDS: dict[str, tuple[type[BaseModel], Callable[[Any], dict[str, Any]]]] = {

@@ -83,12 +83,18 @@ COLORS = {
 
 LABELS = terms.labels()  # every term's label, from the core's registry
 
+# Every axis of every chart (a template's ``xaxis``/``yaxis`` apply to ``xaxis2``, ``yaxis2``
+# ... too) grows the margin its tick labels and title need, the title kept clear of the labels:
+# fixed margins clipped long labels ("$0.00050", rotated phase names) and drew titles over them.
+AXIS_FIT = {"automargin": True, "title": {"standoff": 10}}
+
 _LAYOUT = {
-    "margin": {"l": 60, "r": 60, "t": 40, "b": 20},
+    "margin": {"l": 60, "r": 60, "t": 40, "b": 20},  # the least; automargin adds what is needed
     "font": {"family": "system-ui, sans-serif", "size": 13},
     "legend": {"orientation": "h", "y": -0.3, "yanchor": "top", "traceorder": "normal"},
     "paper_bgcolor": "rgba(0,0,0,0)",
     "plot_bgcolor": "rgba(0,0,0,0)",
+    "template": {"layout": {"xaxis": AXIS_FIT, "yaxis": AXIS_FIT}},
 }
 
 
@@ -305,11 +311,82 @@ def _target_line(name: str, target_s: float, yref: str) -> tuple[dict[str, Any],
     return shape, note
 
 
+# A latency chart draws its points up to the last bounded one: a point whose queue diverges
+# (the core's ``overloaded`` regime, an infinite latency) or whose latency passes
+# ``OVERLOAD_FACTOR`` times the largest at an in-range point (within the slots, or the KV cache)
+# is left out and the rest of the axis is shaded "overloaded", so a diverging queue never
+# stretches a log axis to 1e42 ms.
+OVERLOAD_FACTOR = 100.0
+OVERLOAD_COLOR = "#C00000"
+
+
+def bounded_count(
+    series: Sequence[Sequence[float]], in_range: Sequence[bool], overloaded: Sequence[bool]
+) -> int:
+    """How many leading points of a latency chart are bounded: the points before the first that
+    is ``overloaded``, has a latency (any of ``series``, ms) that is infinite, or one over
+    ``OVERLOAD_FACTOR`` times the largest finite latency at the ``in_range`` points (a missing
+    latency, NaN, is a gap, not a cut)."""
+    finite = [
+        v for ys in series for v, ok in zip(ys, in_range, strict=True) if ok and math.isfinite(v)
+    ]
+    bound = OVERLOAD_FACTOR * max(finite) if finite else math.inf
+    for i, over in enumerate(overloaded):
+        if over or any(ys[i] == math.inf or ys[i] > bound for ys in series):
+            return i
+    return len(overloaded)
+
+
+def _overloaded_band(
+    x: Sequence[float], cut: int, unit: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The shaded band from the last bounded point (of ``cut``) to the axis' end on a log x
+    axis, and its label (shapes, annotations); none where every point is bounded."""
+    if cut >= len(x):
+        return [], []
+    x0 = x[cut - 1] if cut else x[0]
+    band = {
+        "type": "rect",
+        "name": "overloaded",
+        "xref": "x",
+        "yref": "paper",
+        "x0": x0,
+        "x1": x[-1],
+        "y0": 0,
+        "y1": 1,
+        "fillcolor": OVERLOAD_COLOR,
+        "opacity": 0.08,
+        "line": {"width": 0},
+        "layer": "below",
+    }
+    note = {
+        "name": "overloaded",
+        "x": math.log10(max(x0, 1e-300)),
+        "y": 0.5,
+        "xref": "x",
+        "yref": "paper",
+        "text": f"overloaded from {x[cut]:,g} {unit}",
+        "hovertext": "latency grows without bound (or past "
+        f"{OVERLOAD_FACTOR:g}x the in-range points'): not drawn",
+        "textangle": -90,
+        "showarrow": False,
+        "xanchor": "left",
+        "font": {"color": OVERLOAD_COLOR},
+    }
+    return [band], [note]
+
+
 def serving_curve_figure(
     result: Mapping[str, Any], tpot_target_s: float | None, ttft_target_s: float | None
 ) -> Figure:
     """Throughput and TPOT against concurrency, with the KV-cache limit and the SLO lines."""
-    curve: Sequence[Mapping[str, Any]] = result["curve"]
+    everything: Sequence[Mapping[str, Any]] = result["curve"]
+    cut = bounded_count(
+        [[p[k] * 1e3 for p in everything] for k in ("tpot_s", "ttft_s")],
+        [bool(p["fits"]) for p in everything],
+        [False] * len(everything),
+    )
+    curve = everything[:cut]
     x = [p["concurrency"] for p in curve]
     limit = result["max_concurrency"]
     data = [
@@ -346,6 +423,8 @@ def serving_curve_figure(
         ttft_target_s,
         "y2",
     )
+    band, note = _overloaded_band([p["concurrency"] for p in everything], cut, "in flight")
+    shapes, annotations = shapes + band, annotations + note
     latencies_ms = [max(p["tpot_s"], p["ttft_s"]) * 1e3 for p in curve]
     targets_ms = [t * 1e3 for t in (tpot_target_s, ttft_target_s) if t is not None]
     return {
@@ -360,7 +439,7 @@ def serving_curve_figure(
                 "title": {"text": "latency (ms)"},
                 "overlaying": "y",
                 "side": "right",
-                "range": [0, 1.1 * max(latencies_ms + targets_ms)],
+                "range": [0, 1.1 * max(latencies_ms + targets_ms + [1.0])],
             },
             "shapes": shapes,
             "annotations": annotations,
@@ -377,19 +456,22 @@ def serving_load_figure(
     """TTFT (mean and p99) and TPOT in steady state (or over a finite run of ``num_prompts``
     requests) against the requests kept in flight, with the replica's slots (past them requests
     queue) and the SLO lines (``serving.load``)."""
+    series = [
+        ("TTFT mean (ms)", [p.ttft_s * 1e3 for p in points], COLORS["optimizer_states"], "solid"),
+        ("TTFT p99 (ms)", [p.ttft_p99_s * 1e3 for p in points], COLORS["optimizer_states"], "dot"),
+        ("TPOT (ms)", [p.tpot_s * 1e3 for p in points], COLORS["comm"], "solid"),
+    ]
+    cut = bounded_count(
+        [ys for _, ys, _, _ in series],
+        [p.concurrency is not None and p.concurrency <= slots for p in points],
+        [p.regime == "overloaded" for p in points],
+    )
     x = [p.concurrency for p in points]
-
-    def ms(values: Sequence[float]) -> list[float | None]:
-        return [v * 1e3 if math.isfinite(v) else None for v in values]
-
     data = [
-        {"type": "scatter", "mode": "lines+markers", "name": name, "x": x, "y": ms(ys),
+        {"type": "scatter", "mode": "lines+markers", "name": name, "x": x[:cut],
+         "y": [v if math.isfinite(v) else None for v in ys[:cut]],
          "line": {"color": color, "dash": dash}}
-        for name, ys, color, dash in (
-            ("TTFT mean (ms)", [p.ttft_s for p in points], COLORS["optimizer_states"], "solid"),
-            ("TTFT p99 (ms)", [p.ttft_p99_s for p in points], COLORS["optimizer_states"], "dot"),
-            ("TPOT (ms)", [p.tpot_s for p in points], COLORS["comm"], "solid"),
-        )
+        for name, ys, color, dash in series
     ]  # fmt: skip
     shapes, annotations = _limit_and_targets(
         _limit_line(slots, "slots", f"{slots} slots: more requests queue"),
@@ -397,6 +479,8 @@ def serving_load_figure(
         ttft_target_s,
         "y",
     )
+    band, note = _overloaded_band(x, cut, "in flight")
+    shapes, annotations = shapes + band, annotations + note
     return {
         "data": data,
         "layout": {
@@ -905,6 +989,43 @@ def serving_sweep_bars_figure(
     )
 
 
+def fleet_curve_figure(out: Mapping[str, Any]) -> Figure | None:
+    """The cheapest served layouts' replica counts against the fleet's request rate (steps:
+    each replica at its planned rate), the rate asked marked; None without curves."""
+    curves = out.get("fleet_curves") or []
+    if not curves:
+        return None
+    data = [
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "line": {"shape": "hv", "color": ACCELERATOR_COLORS[i % len(ACCELERATOR_COLORS)]},
+            "name": f"{c['accelerator']} {c['precision']} tp {c['tp']} pp {c['pp']}"
+            + (f" dp {c['dp']}" if c["dp"] > 1 else ""),
+            "x": [p["request_rate"] for p in c["points"]],
+            "y": [p["replicas"] for p in c["points"]],
+            "hovertemplate": "%{x:.3g} requests/s: %{y} replicas<extra>%{fullData.name}</extra>",
+        }
+        for i, c in enumerate(curves)
+    ]
+    asked = max(p["request_rate"] for p in curves[0]["points"]) / 2
+    shape = {
+        "type": "line", "xref": "x", "yref": "paper", "x0": asked, "x1": asked, "y0": 0,
+        "y1": 1, "line": {"dash": "dot", "color": "#555"},
+    }  # fmt: skip
+    return _figure(
+        data,
+        f"Replicas against the fleet's request rate ({out['rate_headroom']:.0%} headroom)",
+        360,
+        shapes=[shape],
+        xaxis={
+            "title": {"text": "fleet requests/s (the rate asked dotted)"},
+            "rangemode": "tozero",
+        },
+        yaxis={"title": {"text": "replicas"}, "rangemode": "tozero"},
+    )
+
+
 # --- rank layout ------------------------------------------------------------------------------
 
 MAX_GRID_GPUS = 4096
@@ -1003,6 +1124,26 @@ LABELS["working_layer"] = "Recomputed layer (working)"
 COLORS["working_layer"] = "#56B4E9"
 
 
+# The room the first slanted tick labels need left of the plot: Plotly hides a label that would
+# run past the figure's edge (the first phases' slant left of their tick) and automargin grows
+# only the bottom for an x axis. A label's width is estimated at ``TICK_CHAR_PX`` a character
+# (13 px system-ui), slanted at ``TICK_ANGLE``, with the ticks spaced over a plot of at least
+# ``TIMELINE_MIN_PLOT_PX`` (a 1280 px screen draws it about 530 px wide).
+TICK_ANGLE = 30
+TICK_CHAR_PX = 7.2
+TIMELINE_MIN_PLOT_PX = 400
+
+
+def _slant_margin(labels: Sequence[str], least: int = 60) -> int:
+    """The left margin (px) that keeps the first slanted labels inside the figure."""
+    if len(labels) < 2:
+        return least
+    spacing = TIMELINE_MIN_PLOT_PX / (len(labels) - 1)
+    slant = math.cos(math.radians(TICK_ANGLE)) * TICK_CHAR_PX
+    need = max(slant * len(label) - i * spacing for i, label in enumerate(labels))
+    return max(least, math.ceil(need) + 8)
+
+
 def timeline_figure(timeline: Mapping[str, Any]) -> Figure:
     """Stacked memory by term at each point of the step, the capacity line and the peak."""
     points = timeline["points"]
@@ -1028,6 +1169,7 @@ def timeline_figure(timeline: Mapping[str, Any]) -> Figure:
     ]
     peak = timeline["peak_index"]
     capacity = timeline["capacity_bytes"] / GIB
+    ticks = [label if len(points) <= 16 else "" for label in labels]
     return {
         "data": data,
         "layout": {
@@ -1035,12 +1177,12 @@ def timeline_figure(timeline: Mapping[str, Any]) -> Figure:
             "title": {"text": "Memory through the step"},
             "height": 420,
             "legend": {"orientation": "v", "x": 1.02, "y": 1, "traceorder": "reversed"},
-            "margin": {"l": 60, "r": 20, "t": 40, "b": 110},
+            "margin": {"l": _slant_margin(ticks), "r": 20, "t": 40, "b": 110},
             "xaxis": {
                 "tickmode": "array",
                 "tickvals": x,
-                "ticktext": [label if len(points) <= 16 else "" for label in labels],
-                "tickangle": -30,
+                "ticktext": ticks,
+                "tickangle": -TICK_ANGLE,
                 "title": {"text": "step progress"},
             },
             "yaxis": {"title": {"text": "GiB"}, "rangemode": "tozero"},
@@ -1126,6 +1268,7 @@ def accuracy_figure(title: str, unit: str, records: Sequence[Mapping[str, Any]])
             "legend": {"orientation": "h", "y": -0.25},
             "margin": {"t": 48, "r": 16},
             "height": 460,
+            "template": _LAYOUT["template"],
         },
         "meta": {"links": True},
     }

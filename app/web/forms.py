@@ -6,8 +6,10 @@ come from its declaration. A form's query turns back into the API's request body
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import cache
 from typing import Any
 
 from pydantic import BaseModel
@@ -19,7 +21,7 @@ from app.schemas.training import TrainingRequest
 from app.service.guards import parse_json
 from app.settings import current
 from app.store import catalog as team
-from estimator import PRESETS, accelerator_ids, model_ids
+from estimator import PRESETS, accelerator_ids, get_accelerator, get_model, model_ids
 from estimator.errors import SpecError
 
 __all__ = [
@@ -51,6 +53,18 @@ class Input:
     default: str = ""  # shown selected when the query leaves the input out
     blank: str = "default"  # what an empty choice of a select says
     team: frozenset[str] = frozenset()  # choices from the team catalog, marked as such
+    catalog: str = ""  # "models" or "accelerators": choices from a catalog (a picker)
+    # a picker's choices by family (models) or vendor (accelerators), each sorted (``pickers``)
+    groups: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    @property
+    def option_groups(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """The choices as the page lists them: (group label, choices), the empty choice first
+        in a group of its own (label ""); one unlabelled group where there are no groups."""
+        if not self.groups:
+            return (("", tuple(self.choices)),)
+        blank = (("", ("",)),) if "" in self.choices else ()
+        return (*blank, *self.groups)
 
 
 # The worked example a planner opens on: the model and accelerator its pickers start at.
@@ -73,6 +87,7 @@ def _choices(leaf: Leaf) -> tuple[str, ...]:
 
 def _input(leaf: Leaf) -> Input:
     kind = {"bool": "select", "text": "text"}.get(leaf.kind, leaf.kind)
+    named = leaf.hints.get("choices")
     choices = _choices(leaf)
     if kind in ("select", "intselect") and leaf.name not in PAGE_DEFAULTS:
         choices = ("", *choices)  # empty: the API's default
@@ -87,6 +102,7 @@ def _input(leaf: Leaf) -> Input:
         group=str(leaf.hints.get("group", "Plan")),
         default=PAGE_DEFAULTS.get(leaf.name, ""),
         blank=str(leaf.hints.get("placeholder") or "default"),  # a select's empty choice
+        catalog=str(named) if named in ("models", "accelerators") else "",
     )
 
 
@@ -97,17 +113,69 @@ def inputs_of(model: type[BaseModel], *paths: str) -> tuple[Input, ...]:
     return tuple(CONFIG if p == "config" else _input(by_path[p]) for p in paths)
 
 
+def _natural(ident: str) -> tuple[Any, ...]:
+    """A sort key that orders the numbers in an id by value: ``llama-2-7b`` before
+    ``llama-2-13b``, ``h20`` before ``h100``."""
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", ident.lower()))
+
+
+def model_family(model_type: str) -> str:
+    """A model's family as the picker groups it: its ``model_type``'s leading name, the
+    versions and variants of one family together (``llama4`` -> llama, ``qwen3_moe`` -> qwen,
+    ``deepseek_v32`` -> deepseek, ``nemotron_h`` -> nemotron, ``gpt_oss`` -> gpt)."""
+    lead = re.match(r"[a-z]+", model_type.lower())
+    return lead.group(0) if lead else model_type
+
+
+# How the accelerator picker names a catalog vendor (the catalog's ``vendor`` field).
+VENDOR_LABELS = {
+    "nvidia": "NVIDIA",
+    "amd": "AMD",
+    "google": "Google",
+    "intel": "Intel",
+    "aws": "AWS",
+}
+
+
+def _grouped(keyed: Mapping[str, str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Ids grouped by their key (family, vendor): groups and ids in natural order."""
+    groups: dict[str, list[str]] = {}
+    for ident, key in keyed.items():
+        groups.setdefault(key, []).append(ident)
+    return tuple(
+        (key, tuple(sorted(ids, key=_natural)))
+        for key, ids in sorted(groups.items(), key=lambda kv: kv[0].lower())
+    )
+
+
+@cache
+def _catalog_groups(catalog: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The public catalog's models by family, or its accelerators by vendor (read once)."""
+    if catalog == "models":
+        return _grouped({m: model_family(get_model(m).model_type) for m in model_ids()})
+    vendors = {a: get_accelerator(a).vendor for a in accelerator_ids()}
+    return _grouped({a: VENDOR_LABELS.get(v, v) for a, v in vendors.items()})
+
+
+TEAM_GROUP = "team catalog"  # the group a picker lists the team's own entries under
+
+
 def pickers(inputs: Sequence[Input]) -> tuple[Input, ...]:
-    """The inputs as a page shows them: the model and accelerator pickers (``model``,
+    """The inputs as a page shows them: the model and accelerator pickers group their choices
+    by family and by vendor, sorted within; those named ``model`` and ``accelerator`` (also
     ``a.model``, ...) list the team catalog's entries after the public ones."""
     catalog = team.current()
     added = {"model": tuple(catalog.models), "accelerator": tuple(catalog.accelerators)}
     out = []
     for spec in inputs:
+        if not spec.catalog or spec.kind not in ("select", "multi"):
+            out.append(spec)
+            continue
         extra = added.get(spec.name.rpartition(".")[2], ())
-        if extra and spec.kind in ("select", "multi"):
-            spec = replace(spec, choices=(*spec.choices, *extra), team=frozenset(extra))
-        out.append(spec)
+        groups = _catalog_groups(spec.catalog) + (((TEAM_GROUP, extra),) if extra else ())
+        listed = tuple(c for _, choices in groups for c in choices)
+        blank = ("",) if "" in spec.choices else ()
+        out.append(replace(spec, choices=(*blank, *listed), team=frozenset(extra), groups=groups))
     return tuple(out)
 
 

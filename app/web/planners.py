@@ -8,7 +8,7 @@ exactly what the API would. Refusals (422/404) become messages next to the form 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlencode
@@ -94,6 +94,7 @@ templates.env.filters.update(
     usd=fmt.usd,
     pct=fmt.pct,
     num=fmt.num,
+    sig=fmt.sig,
     count=fmt.count,
     md=fmt.md,
     figure_json=charts.figure_json,
@@ -627,6 +628,7 @@ def serving_page(request: Request) -> Response:
         return {
             **out,
             "_timeline": timeline_out(run_inference_timeline(req)),
+            "_fleet_url": _fleet_url(request.query_params or EXAMPLES["inference"][1]),
             "_at_best": at_best,
             "_targets": {"ttft": req.ttft_target_s, "tpot": req.tpot_target_s},
             "_load_curve": run_load_curve(req, plan, estimate),
@@ -642,6 +644,37 @@ def serving_page(request: Request) -> Response:
         run,
         _serving_figures,
     )
+
+
+# What a serving plan hands the fleet sweep: its workload, targets and engine limits as they are,
+# its accelerator and precision as the sweep's single choices (the sweep tries every layout).
+_FLEET_KEYS = [
+    "model",
+    "input_len",
+    "output_len",
+    "dataset",
+    "engine",
+    "max_num_batched_tokens",
+    "max_num_seqs",
+    "ttft_target_s",
+    "tpot_target_s",
+    "kv_cache_memory_fraction",
+    "kv_block_size",
+    "scale_up_domain",
+    "scale_out_gbit_per_s",
+    "oversubscription",
+    "request_rate",
+    "accelerator",
+    "precision",
+    "price_usd_per_gpu_hour",
+]
+
+
+def _fleet_url(query: Mapping[str, str]) -> str:
+    """The serving sweep sizing a fleet for this plan's workload: the rate and latency
+    question, with the plan's model, lengths, targets, engine, accelerator and precision."""
+    params = {k: query[k] for k in _FLEET_KEYS if query.get(k)}
+    return "/sweep?" + urlencode({"mode": "serving", **params})
 
 
 # A row link's adjustment: the planner's fields for one row as the sweep evaluated it, from the
@@ -821,6 +854,9 @@ def serving_sweep_page(request: Request) -> Response:
             "scatter": charts.serving_sweep_scatter_figure(result["sweep"].rows, accelerators),
             "bars": charts.serving_sweep_bars_figure(result["sweep"].rows, accelerators),
         }
+        fleet = charts.fleet_curve_figure(result["out"])
+        if fleet is not None:
+            figures["fleet"] = fleet
         compared = result["out"]["disaggregated"]
         if compared is not None:
             target = result["req"].tpot_target_s
@@ -1044,39 +1080,193 @@ def compare_table(
                 verdict = "better" if (delta > 0) == (row.better == "higher") else "worse"
             cells.append(
                 {"value": v, "text": "–" if v is None else row.shown(v), "delta": delta,
+                 "delta_text": None if delta is None else f"{100 * delta:+.0f}%",
                  "verdict": verdict}
             )  # fmt: skip
         out.append({"label": row.label, "cells": cells})
     return out
 
 
-def _plan_title(kind: str, r: Mapping[str, Any]) -> str:
+def _model_name(model_id: str) -> str:
+    """A model as a compared plan names it: its Hugging Face name (``meta-llama/Llama-3.1-70B``
+    -> ``Llama-3.1-70B``), else its id (a team model, a pasted config)."""
+    try:
+        hf_id = team.model_entry(model_id).get("hf_id")
+    except (UnknownIdError, KeyError):
+        hf_id = None
+    return str(hf_id).rsplit("/", 1)[-1] if hf_id else model_id
+
+
+def _accelerator_name(accelerator_id: str) -> str:
+    """An accelerator as a compared plan names it: its catalog name without the vendor and the
+    bracketed remark (``NVIDIA H100 NVL 94GB (per GPU)`` -> ``H100 NVL 94GB``), else its id."""
+    try:
+        a = team.get_accelerator(accelerator_id)
+    except UnknownIdError:
+        return accelerator_id
+    name = a.name.split(" (", 1)[0].strip()
+    vendor, _, rest = name.partition(" ")
+    return (rest if rest and vendor.lower() == a.vendor.lower() else name) or accelerator_id
+
+
+# The layout degrees a plan's name shows (tp always, the others where above 1).
+NAMED_DEGREES = {
+    "training": ("tp", "pp", "cp", "ep", "vp", "dp"),
+    "serving": ("tp", "pp", "ep", "dp"),
+}
+
+
+def _plan_parts(kind: str, r: Mapping[str, Any]) -> list[str]:
+    """What a compared plan is: its model, GPUs × accelerator, and layout (joined, its name:
+    ``Llama-3.1-70B · 8 × H100 SXM 80GB · tp 8``)."""
     lay = r["layout"]
-    if kind == "serving":
-        return (
-            f"{r['model']} · {r['num_gpus']} × {r['accelerator']} · tp {lay['tp']} pp {lay['pp']}"
-            f" · concurrency {r['concurrency']}"
+    degrees = [f"{k} {lay[k]}" for k in NAMED_DEGREES[kind] if k == "tp" or (lay.get(k) or 1) > 1]
+    return [
+        _model_name(r["model"]),
+        f"{r['num_gpus']} × {_accelerator_name(r['accelerator'])}",
+        " ".join(degrees),
+    ]
+
+
+def plan_names(
+    kind: str, results: Sequence[Mapping[str, Any]], differ: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """Each compared plan's name, its parts, and its label on the charts. The name says what
+    the plan is (``_plan_parts``); plans alike in that are told apart by the inputs in which
+    they differ (``differ``, rows of ``input_rows``: "Micro-batch 2"), else by their place.
+    A part the same in every plan is marked ``shared`` (the page shows it muted), and the chart
+    label keeps only the parts that are not, so the charts' axes read what varies."""
+    base = [tuple(_plan_parts(kind, r)) for r in results]
+    parts = [list(b) for b in base]
+    for i, b in enumerate(base):
+        twins = [j for j, other in enumerate(base) if other == b]
+        if len(twins) > 1:
+            told = [
+                f"{row['label']} {row['cells'][i]}"
+                for row in differ
+                if len({row["cells"][j] for j in twins}) > 1
+            ]
+            parts[i] += told[:3]
+    names = [" · ".join(p) for p in parts]
+    for i, name in enumerate(names):
+        if names.count(name) > 1:  # the same plan twice (or told apart past three inputs)
+            parts[i].append(f"#{i + 1}")
+    width = max((len(p) for p in parts), default=0)
+    padded = [p + [""] * (width - len(p)) for p in parts]
+    shared = [len(results) > 1 and len({p[k] for p in padded}) == 1 for k in range(width)]
+    out = []
+    for p in padded:
+        name = " · ".join(t for t in p if t)
+        varies = " · ".join(t for t, same in zip(p, shared, strict=True) if t and not same)
+        out.append(
+            {
+                "name": name,
+                "chart": varies or name,
+                "parts": [
+                    {"text": t, "shared": same} for t, same in zip(p, shared, strict=True) if t
+                ],
+            }
         )
-    return (
-        f"{r['model']} · {r['num_gpus']} × {r['accelerator']} · tp {lay['tp']} pp {lay['pp']}"
-        f" dp {lay['dp']} · ZeRO {lay['zero_stage']}"
-    )
+    return out
+
+
+_UNSET = object()
+
+
+def _value_at(body: Mapping[str, Any], path: str) -> Any:
+    node: Any = body
+    for part in path.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return _UNSET
+        node = node[part]
+    return node
+
+
+def _input_text(value: Any) -> str:
+    """An input's value as the inputs table shows it ("default" where the plan left it to the
+    planner)."""
+    if value is _UNSET or value is None:
+        return "default"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, Mapping):
+        return "pasted config.json"
+    if isinstance(value, list | tuple):
+        return ", ".join(map(str, value))
+    if isinstance(value, float):
+        return f"{value:g}".replace("e+", "e")  # 1e+11 -> 1e11, as the forms take it
+    return str(value)
+
+
+def input_rows(
+    plans: Sequence[tuple[Sequence[Input], Mapping[str, Any]]],
+) -> dict[str, list[dict[str, Any]]]:
+    """The inputs of compared plans side by side, from each plan's form inputs and its request
+    body: every input (by its place in the request, labelled as its form labels it) with each
+    plan's value, sorted into those that differ between the plans and those the same in all.
+    A plan whose kind has no such input shows "—"."""
+    labels: dict[str, str] = {}
+    for inputs, _ in plans:
+        for spec in inputs:
+            if spec.kind != "textarea":
+                labels.setdefault(spec.path, spec.label)
+    paths = [{spec.path for spec in inputs} for inputs, _ in plans]
+    out: dict[str, list[dict[str, Any]]] = {"differ": [], "same": []}
+    for path, label in labels.items():
+        cells = [
+            _input_text(_value_at(body, path)) if path in mine else "—"
+            for (_, body), mine in zip(plans, paths, strict=True)
+        ]
+        row = {"key": path, "label": label, "cells": cells}
+        out["differ" if len(set(cells)) > 1 else "same"].append(row)
+    return out
 
 
 def compare_figures(kind: str, plans: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
-    """The aligned charts of a comparison of training or of serving plans."""
+    """The aligned charts of a comparison of training or of serving plans. The bar charts put
+    each plan's label under its bars a part a line (``a · b`` -> ``a<br>b``), so that names
+    stay level rather than slanting into the legend; the points keep the one-line label."""
     if not plans:
         return {}
     if kind == "serving":
-        return {
+        figures = {
             "memory": charts.compare_memory_figure(plans, charts.inference_terms),
             "latency": charts.compare_latency_figure(plans),
             "curve": charts.compare_curve_figure(plans),
         }
-    return {
-        "memory": charts.compare_memory_figure(plans, charts.training_terms),
-        "time": charts.compare_time_figure(plans),
-    }
+    else:
+        figures = {
+            "memory": charts.compare_memory_figure(plans, charts.training_terms),
+            "time": charts.compare_time_figure(plans),
+        }
+    labels = [label for label, _ in plans]
+    ticks = {"tickvals": labels, "ticktext": [label.replace(" · ", "<br>") for label in labels]}
+    for name in ("memory", "time", "latency"):
+        if name in figures:
+            layout = figures[name]["layout"]
+            layout["xaxis"] = {**layout.get("xaxis", {}), **ticks, "tickangle": 0}
+    return figures
+
+
+def _filled(slots: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [s for s in slots if s["outcome"].result is not None]
+
+
+def _name_slots(slots: Sequence[dict[str, Any]], names: Iterator[str], plans: int) -> None:
+    """Each plan's form: the one-line summary it shows collapsed (the plan's name; why it was
+    not compared; or that it is empty), and whether it opens: where its inputs need a look, and
+    the first empty ones while fewer than two plans are compared."""
+    empty_open = max(2 - plans, 0)
+    for n, slot in enumerate(slots, 1):
+        outcome = slot["outcome"]
+        if outcome.result is not None:
+            slot["summary"], slot["open"] = f"Plan {n}: {next(names)}", False
+        elif outcome.errors:
+            slot["summary"], slot["open"] = f"Plan {n}: not compared, {outcome.message}", True
+        else:
+            slot["summary"], slot["open"] = f"Plan {n}: empty (choose a model to add it)", False
+            if empty_open:
+                slot["open"], empty_open = True, empty_open - 1
 
 
 @router.get("/compare", response_class=HTMLResponse)
@@ -1093,23 +1283,31 @@ def compare_page(request: Request) -> Response:
     run = inference_answer if kind == "serving" else training_answer
     slots: list[dict[str, Any]] = []
     plans: list[tuple[str, dict[str, Any]]] = []
+    bodies: list[tuple[Sequence[Input], dict[str, Any]]] = []
     for slot in SLOTS:
         inputs = slot_inputs[slot]
         outcome = Outcome()
         if query.get(f"{slot}.model"):
             outcome = evaluate(inputs, query, model, run)
             if outcome.result is not None:
-                plans.append((f"Plan {slot.upper()}", outcome.result))
+                plans.append((f"Plan {slot.upper()}", outcome.result))  # the JSON twin's keys
+                body = model.model_validate(request_body(inputs, query)).model_dump(mode="json")
+                bodies.append((inputs, body))
         slots.append({"key": slot, "inputs": pickers(inputs), "outcome": outcome})
     if fmt_ == "json":
         return _json(dict(plans))
     rows = SERVING_ROWS if kind == "serving" else TRAINING_ROWS
+    inputs_compared = input_rows(bodies)
+    names = plan_names(kind, [r for _, r in plans], inputs_compared["differ"])
+    _name_slots(slots, iter(n["name"] for n in names), len(plans))
+    charted = [(n["chart"], r) for n, (_, r) in zip(names, plans, strict=True)]
     context = {
         "kind": kind,
         "slots": slots,
-        "plans": [(label, r, _plan_title(kind, r)) for label, r in plans],
+        "plans": [{**n, "slot": s["key"]} for n, s in zip(names, _filled(slots), strict=True)],
         "table": compare_table(rows, plans),
-        "figures": compare_figures(kind, plans),
+        "inputs": inputs_compared,
+        "figures": compare_figures(kind, charted),
         "query": query,
         "json_url": f"/compare?{request.url.query}&format=json" if plans else "",
         "example_url": "/compare?"

@@ -34,7 +34,7 @@ from app.service.errors import refusal_text
 from app.service.guards import parse_json
 from app.settings import current
 from app.store.plans import PlanStore
-from app.store.saving import duplicate, reopened, save_plan, update_plan
+from app.store.saving import MEANING_CHANGES, duplicate, reopened, save_plan, update_plan
 from app.web.forms import (
     SERVING_INPUTS,
     SERVING_SWEEP_INPUTS,
@@ -45,6 +45,7 @@ from app.web.forms import (
 )
 from app.web.planners import (
     compare_figures,
+    input_rows,
     page_query,
     plan_markdown,
     templates,
@@ -190,6 +191,7 @@ def _rows(plan: Mapping[str, Any], opened: Mapping[str, Any] | None) -> list[dic
             "saved": _shown(k, saved.get(k)),
             "now": _shown(k, now.get(k)) if opened else "—",
             "changed": k in changed,
+            "why": MEANING_CHANGES.get(k) if k in changed else None,
         }
         for k in dict.fromkeys([*saved, *now])
     ]
@@ -270,8 +272,9 @@ def _ids(params: QueryParams) -> list[str]:
 
 @router.get("/plans/compare", response_class=HTMLResponse)
 def compare_saved_page(request: Request) -> Response:
-    """Two to four saved plans side by side: their numbers now (and as saved), and for the
-    training plans among them the compare page's aligned memory and step-time charts."""
+    """Two to four saved plans side by side, each by its saved name: their numbers now (or as
+    saved), their inputs (those that differ first), and for the training plans and the serving
+    plans among them the compare page's aligned charts."""
     ids = _ids(request.query_params)
     if not 2 <= len(ids) <= 4:
         return _message(
@@ -279,16 +282,15 @@ def compare_saved_page(request: Request) -> Response:
         )
     store = _store(request)
     columns: list[dict[str, Any]] = []
-    for n, plan_id in enumerate(ids):
+    for plan_id in ids:
         plan = store.get(plan_id)
         if plan is None:
             return _message(request, "Plan not found", f"no saved plan {plan_id!r}", 404)
         opened, problem = _reopened(plan)
-        columns.append(
-            {"label": f"Plan {'ABCD'[n]}", "plan": plan, "opened": opened, "problem": problem}
-        )
+        columns.append({"plan": plan, "opened": opened, "problem": problem})
     if request.query_params.get("format") == "json":
         return _json({c["plan"]["id"]: c["opened"] or c["plan"] for c in columns})
+    _name_columns(columns)
     keys = list(dict.fromkeys(k for c in columns for k in _current(c)))
     rows = [
         {"label": _label(k), "cells": [_shown(k, _current(c).get(k)) for c in columns]}
@@ -315,10 +317,37 @@ def compare_saved_page(request: Request) -> Response:
             for c in columns
         ],
         "rows": rows,
+        "plans": [{"name": c["label"]} for c in columns],
+        "inputs": input_rows([_compared_inputs(c) for c in columns]),
         "figures": figures,
         "json_url": "/plans/compare?" + urlencode({"ids": ",".join(ids), "format": "json"}),
     }
     return templates.TemplateResponse(request, "plans_compare.html", context)
+
+
+def _name_columns(columns: Sequence[dict[str, Any]]) -> None:
+    """Each compared plan's heading: its saved name; plans saved under one name told apart by
+    their revision where that differs, else by the start of their id."""
+    for c in columns:
+        plan = c["plan"]
+        twins = [o["plan"] for o in columns if o["plan"]["name"] == plan["name"]]
+        c["label"] = plan["name"]
+        if len(twins) > 1:
+            revisions = {t.get("revision") for t in twins}
+            apart = f"rev {plan['revision']}" if len(revisions) == len(twins) else plan["id"][:8]
+            c["label"] += f" · {apart}"
+
+
+def _compared_inputs(column: Mapping[str, Any]) -> tuple[Sequence[Input], Mapping[str, Any]]:
+    """A compared plan's form inputs and its request; a training or serving plan the current
+    estimator reads again has the planner's defaults filled in, so that an input left to its
+    default compares equal to one set to the same value."""
+    plan = column["plan"]
+    body = plan["request"]
+    if plan["kind"] in ANSWERS and column["opened"] is not None:
+        model, _ = ANSWERS[plan["kind"]]
+        body = model.model_validate(body).model_dump(mode="json")
+    return PLANNERS[plan["kind"]][2], body
 
 
 def _current(column: Mapping[str, Any]) -> dict[str, Any]:

@@ -5,6 +5,7 @@ Files are read once, lazily, and never written. Nothing here touches the network
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cache
 from typing import Any, NamedTuple
 
@@ -68,7 +69,16 @@ def accelerator_entry(accelerator_id: str) -> dict[str, Any]:
 
 @cache
 def get_model(model_id: str) -> ModelSpec:
-    return model_from_config(model_entry(model_id)["config"], model_id)
+    """A catalog model's spec. ``checkpoint_quantization`` in the entry says how the checkpoint at
+    ``hf_id`` ships its weights where the config copy kept here lacks its
+    ``quantization_config`` (the entry's ``checkpoint_quantization_source`` says how that is
+    known); the config's own wins."""
+    entry = model_entry(model_id)
+    model = model_from_config(entry["config"], model_id)
+    shipped = entry.get("checkpoint_quantization")
+    if shipped and model.checkpoint_quantization is None:
+        model = replace(model, checkpoint_quantization=str(shipped))
+    return model
 
 
 @cache

@@ -123,13 +123,18 @@ def layout_violations(
     Training follows Megatron-LM: TP divides attention heads, KV heads (query groups) and every
     MLP width; PP x VP divides the layers; EP divides the experts. Serving engines (vLLM,
     TensorRT-LLM) also accept TP above the KV-head count by replicating KV heads, so for serving
-    TP need only divide or be a multiple of the KV heads.
+    TP need only divide or be a multiple of the KV heads; they split the layers unevenly over
+    any ``pp`` up to the layer count (``_serving_pipeline_rule``); and a serving rule names
+    only a serving layout's fields (tp, pp, ep, stage_layers): its experts' split, over
+    ``dp tp / ep`` ranks, is ``inference_memory``'s to check.
     """
     out: list[Violation] = []
     sizes = {"tp": tp, "etp": etp, "ep": ep}
     rules = _static_rules(model, training)
     # The experts rule (last) is checked after the pipeline rules.
     for field, operand, value, rule in rules[:-1] if model.moe is not None else rules:
+        if operand == "etp" and not training:
+            continue  # serving splits each expert over dp*tp/ep ranks (inference_memory checks)
         if operand == "kv":
             out.append((field, logical_and(value % tp != 0, tp % value != 0), rule, tp))
         else:
@@ -138,25 +143,30 @@ def layout_violations(
     layers, stages = model.num_layers, pp * vp
     if not pipeline_rule:  # the caller checks the split itself (the sweep: by pipeline_split)
         pass
+    elif not training:  # serving: pp only (no virtual stages), any pp the layers can fill
+        out.append(_serving_pipeline_rule(layers, pp, stage_layers))
     elif stage_layers is None:
         rule = f"pp*vp={{v}} must divide num_hidden_layers={layers}"
-        rule += " (or choose an uneven pipeline split)" if training else ""
+        rule += " (or choose an uneven pipeline split)"
         out.append(("layout.pp", layers % stages != 0, rule, stages))
     else:
         rule = f"the pipeline split must give pp*vp={{v}} stages and {layers} layers in all"
         bad = len(stage_layers) != stages or sum(stage_layers) != layers
         out.append(("layout.pp", bad, rule, stages))
-    rule = "vp={v}: virtual pipeline stages need pp > 1"
-    out.append(("layout.vp", logical_and(vp > 1, pp == 1), rule, vp))
-    if model.has_recurrent_layers:
+    if training:  # a serving layout has no virtual stages (inference_memory refuses vp > 1)
+        rule = "vp={v}: virtual pipeline stages need pp > 1"
+        out.append(("layout.vp", logical_and(vp > 1, pp == 1), rule, vp))
+    if model.has_recurrent_layers and training:  # serving has no cp (inference_memory: 1)
         rule = "cp={v}: context parallelism over recurrent (SSM, linear-attention) layers is not"
         rule += " modelled"
         out.append(("layout.cp", cp > 1, rule, cp))
     if model.moe is None:
         rule = "ep={v}: expert parallelism needs a mixture-of-experts model"
         out.append(("layout.ep", ep > 1, rule, ep))
-        rule = "etp={v}: expert tensor parallelism needs a mixture-of-experts model (leave it out)"
-        out.append(("layout.etp", etp != tp, rule, etp))
+        if training:  # a serving layout has no etp
+            rule = "etp={v}: expert tensor parallelism needs a mixture-of-experts model (leave"
+            rule += " it out)"
+            out.append(("layout.etp", etp != tp, rule, etp))
     else:
         field, _, experts, rule = rules[-1]
         out.append((field, experts % ep != 0, rule, ep))
@@ -164,6 +174,21 @@ def layout_violations(
             rule = "ep*etp={v} must divide tp*cp*dp"
             out.append(("layout.ep", (tp * cp * dp) % (ep * etp) != 0, rule, ep * etp))
     return out
+
+
+def _serving_pipeline_rule(layers: int, pp: Num, stage_layers: tuple[int, ...] | None) -> Violation:
+    """Serving's pipeline rule. vLLM, SGLang and TensorRT-LLM split any layer count over any
+    ``pp`` (``layout.pipeline.serving_split``: ``stage_layers``, or without one vLLM's split,
+    ``distinct_stages``); a stage must hold a layer. Worded with ``pp`` only: a serving layout
+    has no virtual stages."""
+    if stage_layers is None:
+        rule = f"pp={{v}} exceeds num_hidden_layers={layers}: some pipeline stage would hold no"
+        rule += " layer"
+        return ("layout.pp", pp > layers, rule, pp)
+    rule = f"the pipeline split must give pp={{v}} stages of at least one layer, {layers} layers"
+    rule += " in all"
+    bad = len(stage_layers) != pp or sum(stage_layers) != layers or min(stage_layers) < 1
+    return ("layout.stage_layers", bad, rule, pp)
 
 
 # (field, operand, value, rule): ``operand`` (tp, etp or ep) must divide the model's ``value``, or,

@@ -34,12 +34,18 @@ loss both, then either) and ``first_last`` (the lightest first/last pair whose r
 that Megatron-Core accepts for the layout; failing those, a balanced ``layout`` string (the
 embedding, the layers and the loss spread as evenly as they go, the extra ones on the stages
 after the first, as Megatron-Bridge's recipes write one for DeepSeek-V3), and says which it took.
+
+Serving engines split a replica's decoder layers over its ``pp`` ranks by their own rules, with
+no virtual stages and whatever ``pp`` is (``serving_split``): ``vllm_stage_layers``,
+``sglang_stage_layers`` and ``trtllm_stage_layers`` give the defaults, and an explicit split
+(``VLLM_PP_LAYER_PARTITION`` / ``SGLANG_PP_LAYER_PARTITION``) replaces them. The embedding sits
+on the first rank and the final norm and LM head on the last, whatever the split.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -48,14 +54,22 @@ from estimator.layout.sharding import embedding_extras
 from estimator.spec.model import ModelSpec
 
 __all__ = [
+    "SERVING_SPLITS",
     "SPLITS",
     "PipelineSplit",
+    "ServingSplitRule",
     "Split",
     "check_layout_mtp",
+    "check_serving_stage_layers",
     "check_stage_count",
     "model_split",
     "parse_layout",
     "pipeline_split",
+    "serving_split",
+    "serving_stage_layers",
+    "sglang_stage_layers",
+    "trtllm_stage_layers",
+    "vllm_stage_layers",
 ]
 
 Split = Literal["auto", "even", "embedding_loss", "first_last", "layout", "uniform", "parameters"]
@@ -453,3 +467,131 @@ def model_split(
         layer_weights=weights,
     )
     return None if found.rule == "even" else found
+
+
+# --- serving engines ----------------------------------------------------------------------------
+
+ServingSplitRule = Literal["vllm", "sglang", "trtllm"]
+
+
+def vllm_stage_layers(layers: int, pp: int) -> tuple[int, ...]:
+    """vLLM's decoder layers on each of ``pp`` pipeline ranks (``vllm/distributed/utils.py``
+    ``get_pp_indices``, vllm-project/vllm at 5a6541d; the rule of PR #13839): ``layers // pp``
+    each, and the ``layers % pp`` left over one each to the ranks counted from the second-to-last
+    backwards (``partitions[-2]``, ``partitions[-3]``, ...): the last rank, which also holds the
+    final norm and the LM head, never takes one, and the first (the embedding's) only when
+    ``pp - 1`` are left over. 61 layers: pp 2 -> (31, 30), pp 3 -> (20, 21, 20), pp 4 ->
+    (15, 15, 16, 15), pp 8 -> (7, 7, 8, 8, 8, 8, 8, 7). ``VLLM_PP_LAYER_PARTITION`` (a
+    comma-separated split) overrides it: ``serving_split``'s ``partition``."""
+    base, extra = divmod(layers, pp)
+    out = [base] * pp
+    for i in range(2, extra + 2):
+        out[-i] += 1
+    return tuple(out)
+
+
+def sglang_stage_layers(layers: int, pp: int) -> tuple[int, ...]:
+    """SGLang's decoder layers on each of ``pp`` pipeline ranks
+    (``python/sglang/srt/distributed/utils.py`` ``get_pp_indices``, sgl-project/sglang since
+    PR #13977, Nov 2025): ``layers // pp`` each, and the ``layers % pp`` left over one each to
+    the last ranks (``pp_rank >= pp_size - remainder``), which wait longest for their first work
+    in the pipeline. 61 layers: pp 2 -> (30, 31), pp 3 -> (20, 20, 21), pp 4 -> (15, 15, 15, 16),
+    pp 8 -> (7, 7, 7, 8, 8, 8, 8, 8). (Releases before PR #13282 gave the whole remainder to the
+    last rank: 7 x 7 and 12 for 61 layers over 8; this module follows the current rule.)
+    ``SGLANG_PP_LAYER_PARTITION`` overrides it: ``serving_split``'s ``partition``."""
+    base, extra = divmod(layers, pp)
+    return tuple(base + (r >= pp - extra) for r in range(pp))
+
+
+def trtllm_stage_layers(layers: int, pp: int) -> tuple[int, ...]:
+    """TensorRT-LLM's decoder layers on each of ``pp`` pipeline ranks (``tensorrt_llm/mapping.py``
+    ``MappingBase.pp_layers``, NVIDIA/TensorRT-LLM at b35ac1b: ``torch.tensor_split`` of the
+    layer indices into ``pp`` parts): ``layers // pp`` each, the first ``layers % pp`` ranks one
+    more. 61 layers: pp 2 -> (31, 30), pp 4 -> (16, 15, 15, 15), pp 8 -> (8, 8, 8, 8, 8, 7, 7, 7).
+    Assumed: an explicit split (``partition``) is taken as the other engines take theirs."""
+    base, extra = divmod(layers, pp)
+    return tuple(base + (r < extra) for r in range(pp))
+
+
+SERVING_SPLITS: dict[ServingSplitRule, Callable[[int, int], tuple[int, ...]]] = {
+    "vllm": vllm_stage_layers,
+    "sglang": sglang_stage_layers,
+    "trtllm": trtllm_stage_layers,
+}
+_ENGINE_FUNCTIONS = {
+    "vllm": "vLLM get_pp_indices",
+    "sglang": "SGLang get_pp_indices",
+    "trtllm": "TensorRT-LLM Mapping.pp_layers",
+}
+_PARTITION_SETTINGS = {
+    "vllm": "VLLM_PP_LAYER_PARTITION",
+    "sglang": "SGLANG_PP_LAYER_PARTITION",
+    "trtllm": "an explicit split",
+}
+
+
+def serving_split(
+    layers: int,
+    pp: int,
+    rule: ServingSplitRule = "vllm",
+    partition: Sequence[int] | None = None,
+) -> PipelineSplit:
+    """The decoder layers of each pipeline rank of a serving replica: ``partition`` where one is
+    given (as ``VLLM_PP_LAYER_PARTITION`` / ``SGLANG_PP_LAYER_PARTITION`` give it: the engines
+    check that it has ``pp`` entries that sum to the layers; this also refuses a rank without a
+    layer), else the engine's default (``SERVING_SPLITS[rule]``). Refusals name ``layout.pp`` or
+    ``layout.stage_layers``, never a training-only field."""
+    if rule not in SERVING_SPLITS:
+        known = ", ".join(SERVING_SPLITS)
+        raise SpecError("engine", f"has no pipeline split rule (one of {known})", rule)
+    if type(pp) is not int or pp < 1:
+        raise SpecError("layout.pp", "must be an integer >= 1", pp)
+    if pp > layers:
+        raise SpecError(
+            "layout.pp",
+            f"pp={pp} exceeds num_hidden_layers={layers}: some pipeline stage would hold no layer",
+            pp,
+        )
+    if partition is None:
+        counts = SERVING_SPLITS[rule](layers, pp)
+        how = f"{_ENGINE_FUNCTIONS[rule]} default"
+    else:
+        counts = tuple(partition)
+        check_serving_stage_layers(layers, pp, counts)
+        how = f"explicit split ({_PARTITION_SETTINGS[rule]})"
+    text = " + ".join(map(str, counts))
+    return PipelineSplit(counts, rule, f"{how}: {text} decoder layers over pp={pp}")
+
+
+def check_serving_stage_layers(layers: int, pp: int, counts: Sequence[int]) -> None:
+    """An explicit serving split: ``pp`` entries, each at least one layer, ``layers`` in all
+    (``get_pp_indices``' checks in vLLM and SGLang, and a rank that holds no layer refused)."""
+    if len(counts) != pp:
+        raise SpecError(
+            "layout.stage_layers",
+            f"gives {len(counts)} stages; pp={pp} needs one entry per pipeline stage",
+            list(counts),
+        )
+    if any(type(n) is not int or n < 1 for n in counts):
+        raise SpecError(
+            "layout.stage_layers", "every pipeline stage must hold at least one layer",
+            list(counts),
+        )  # fmt: skip
+    if sum(counts) != layers:
+        raise SpecError(
+            "layout.stage_layers",
+            f"places {sum(counts)} decoder layers; the model has num_hidden_layers={layers}",
+            list(counts),
+        )
+
+
+def serving_stage_layers(
+    model: ModelSpec,
+    pp: int,
+    rule: ServingSplitRule = "vllm",
+    partition: Sequence[int] | None = None,
+) -> tuple[int, ...] | None:
+    """``serving_split`` of a model's layers as ``Parallelism.stage_layers`` takes it: None
+    where every rank holds ``num_layers / pp`` (the even split, whatever the rule)."""
+    found = serving_split(model.num_layers, pp, rule, partition)
+    return None if found.even else found.stage_layers

@@ -35,6 +35,7 @@ __all__ = [
     "place_layer",
     "placements",
     "rank_share",
+    "serving_layer_split",
     "stage_kind_counts",
     "stage_params",
     "with_mtp",
@@ -263,18 +264,42 @@ class StageShape(NamedTuple):
 
 
 @per_model
-def distinct_stages(model: ModelSpec, pp: int) -> tuple[StageShape, ...]:
-    """The pipeline ranks of a ``pp``-stage serving replica that differ, in stage order. Ranks
-    alike hold the same parameters and cache and take the same time, so an estimate evaluates
-    each shape once; the most loaded rank is then the first of equals, as in a scan of every
-    rank. A uniform model has at most three shapes (first, middle, last) whatever ``pp``."""
+def distinct_stages(
+    model: ModelSpec, pp: int, stage_layers: tuple[int, ...] | None = None
+) -> tuple[StageShape, ...]:
+    """The pipeline ranks of a ``pp``-stage serving replica that differ, in stage order, with
+    ``stage_layers`` decoder layers each (``Parallelism.stage_layers``: the serving engine's
+    split, ``layout.pipeline.serving_split``). Without a split, ``num_layers / pp`` each where
+    ``pp`` divides the layers, else vLLM's split (``vllm_stage_layers``, the default engine's).
+    Ranks alike hold the same parameters and cache and take the same time, so an estimate
+    evaluates each shape once; the most loaded rank is then the first of equals, as in a scan
+    of every rank. A uniform model has at most three shapes (first, middle, last) per distinct
+    layer count whatever ``pp``."""
+    split = serving_layer_split(model, pp, stage_layers)
     shapes: dict[tuple[tuple[int, ...], bool, bool], list[int]] = {}
     for stage in range(pp):
-        counts = tuple(int(n) for n in stage_kind_counts(model, pp, 1, stage))
+        counts = tuple(int(n) for n in stage_kind_counts(model, pp, 1, stage, split))
         shapes.setdefault((counts, stage == 0, stage == pp - 1), []).append(stage)
     return tuple(
         StageShape(stages[0], *shape, ranks=len(stages)) for shape, stages in shapes.items()
     )
+
+
+def serving_layer_split(
+    model: ModelSpec, pp: int, stage_layers: tuple[int, ...] | None = None
+) -> tuple[int, ...]:
+    """The decoder layers on each rank of a ``pp``-stage serving replica: ``stage_layers``
+    (``Parallelism.stage_layers``) where given, else ``num_layers / pp`` each where ``pp``
+    divides the layers, else vLLM's split (``layout.pipeline.vllm_stage_layers``, the default
+    engine's)."""
+    if stage_layers is not None:
+        return stage_layers
+    if not model.num_layers % pp:
+        return (model.num_layers // pp,) * pp
+    # imported here: ``layout.pipeline`` imports this module
+    from estimator.layout.pipeline import vllm_stage_layers
+
+    return vllm_stage_layers(model.num_layers, pp)
 
 
 class StageParams(NamedTuple):

@@ -47,6 +47,7 @@ from estimator.layout.sharding import (
     distinct_stages,
     layer_params,
     padded_vocab,
+    serving_layer_split,
     stage_kind_counts,
     stage_params,
 )
@@ -302,6 +303,7 @@ def _validate_draft(draft: ModelSpec, tp: int, context: int) -> None:
     and must reach the target's context."""
     try:
         validate_layout(draft, Parallelism(tp=tp), training=False)
+        _check_attention_dp(draft, Parallelism(tp=tp))  # a MoE draft's experts over tp
     except SpecError as exc:
         raise SpecError("draft_model", f"{draft.id} at tp={tp}: {exc.rule}", draft.id) from None
     _check_context(draft, context, "draft_model", draft.id)
@@ -370,7 +372,8 @@ def drafter_bytes(
 def _check_attention_dp(model: ModelSpec, p: Parallelism) -> None:
     """A serving layout's experts: over ``ep`` ranks of the TP group, or with attention data
     parallel (``dp > 1``, mixture-of-experts models only) of the ``dp x tp`` GPUs, each expert
-    split over the rest (``dp tp / ep`` ranks), which must divide its width."""
+    split over the rest (``dp tp / ep`` ranks, ``tp / ep`` without attention data parallel),
+    which must divide its width (the layout rules leave this split to this check)."""
     if model.moe is None:
         if p.dp > 1:
             raise SpecError(
@@ -396,12 +399,13 @@ def _check_attention_dp(model: ModelSpec, p: Parallelism) -> None:
         )  # fmt: skip
     width = model.moe.expert_intermediate_size
     split = ranks // p.ep
-    if p.dp > 1 and width % split:
+    if width % split:  # ``serving_layout``'s expert split (etp), worded with the request's fields
+        over = ("dp*tp" if p.dp > 1 else "tp") + ("/ep" if p.ep > 1 else "")
         raise SpecError(
-            "layout.ep",
-            f"dp*tp/ep={split} ranks split each expert, and must divide its"
+            "layout.ep" if p.ep > 1 else "layout.tp",
+            f"{over}={split} ranks split each expert, and must divide its"
             f" intermediate_size={width}",
-            p.ep,
+            p.ep if p.ep > 1 else p.tp,
         )
 
 
@@ -453,7 +457,7 @@ def inference_memory(
     best_total = -1.0
     live = _layer_live_elems(model, tp) * act_b
     logits = (padded_vocab(model, tp) // tp) * DTYPES["fp32"].bytes
-    for shape in distinct_stages(model, pp):  # ranks alike hold the same bytes
+    for shape in distinct_stages(model, pp, parallel.stage_layers):  # ranks alike: same bytes
         stage = shape.stage
         p = stage_params(model, tp, pp, 1, ep, etp, stage, counts=shape.counts)
         weights = _weights_bytes(
@@ -510,6 +514,13 @@ def inference_memory(
         notes.append(
             "Recurrent layers keep a fixed-size state per sequence (scan and convolution states,"
             " in the model's dtype) instead of a KV cache."
+        )
+    split = serving_layer_split(model, pp, parallel.stage_layers)
+    if len(set(split)) > 1:
+        notes.append(
+            f"Uneven pipeline split: {' + '.join(map(str, split))} decoder layers over pp={pp}"
+            " (the serving engine's, vLLM's get_pp_indices by default); the memory is stage"
+            f" {best['stage']}'s, the most loaded, and the slowest stage sets the step time."
         )
     if dp > 1:
         notes.append(

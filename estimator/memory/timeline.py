@@ -128,20 +128,32 @@ def training_timeline(
         parts["fragmentation_bytes"] = allocated * FRAGMENTATION_FRACTION + held
         return MemoryPoint(label, phase, parts)
 
+    def units(n: int) -> str:
+        return f"{n} {unit}" + ("" if n == 1 else "es" if unit.endswith("h") else "s")
+
+    schedule = " (1F1B)" if parallel.pp > 1 else ""  # one stage: forward, backward in turn
     points = [point("step starts", "resident", 0)]
     for k in range(1, chunks_in_flight + 1):
         points.append(point(f"forward {unit} {k}", "warm-up", k))
     points.append(point(f"backward {unit} 1", "first backward", chunks_in_flight, True))
     steady = total_chunks - chunks_in_flight
     if steady > 0:
-        points.append(point(f"forward ({steady} more {unit}s, 1F1B)", "steady", chunks_in_flight))
-        points.append(point("backward (1F1B)", "steady", chunks_in_flight, True))
+        points.append(
+            point(f"forward ({units(steady)} more{schedule})", "steady", chunks_in_flight)
+        )
+        points.append(point(f"backward{schedule}", "steady", chunks_in_flight, True))
     for k in range(chunks_in_flight - 1, -1, -1):
-        points.append(point(f"backward, {k} {unit}s left", "cool-down", k, k > 0))
+        points.append(point(f"backward, {units(k)} left", "cool-down", k, k > 0))
     points.append(point("gradient sync and optimizer step", "optimizer", 0))
+    where = (
+        f"Pipeline stage {t['stage']} of {parallel.pp}: {units(chunks_in_flight)} in flight"
+        f" of {total_chunks}"
+        if parallel.pp > 1
+        else f"No pipeline: {units(chunks_in_flight)} in flight of {total_chunks} (each"
+        " forward then its backward)"
+    )
     notes = (
-        f"Pipeline stage {t['stage']} of {parallel.pp}: {chunks_in_flight} {unit}s in flight "
-        f"of {total_chunks}; memory peaks once all of them are held (at the first backward, "
+        f"{where}; memory peaks once all of them are held (at the first backward, "
         "which also holds the logits and any recomputed layer).",
         (
             "The optimizer steps each parameter inside the backward, as its gradient is ready,"

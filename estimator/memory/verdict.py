@@ -23,10 +23,15 @@ from typing import TYPE_CHECKING, Literal
 from estimator.spec.accelerator import GIB
 from estimator.xp import Num, logical_and, where
 
+# The share of a GPU's memory a feasible layout leaves free by default (the training sweep's
+# ``min_headroom``): a plan that fills a GPU to its last few percent fails on the first
+# allocator hiccup or a longer batch, and the CLI calls one under it tight.
+MIN_HEADROOM = 0.05
+
 if TYPE_CHECKING:
     from estimator.memory.training import TrainingMemory
 
-__all__ = ["FIT_VERDICTS", "FitVerdict", "fit_index", "fit_verdict", "training_fit"]
+__all__ = ["FIT_VERDICTS", "MIN_HEADROOM", "FitVerdict", "fit_index", "fit_verdict", "training_fit"]
 
 FitVerdict = Literal["fits", "tight", "does_not_fit"]
 FIT_VERDICTS: tuple[FitVerdict, ...] = ("fits", "tight", "does_not_fit")

@@ -128,7 +128,7 @@ def kv_bytes_per_gpu(
             kv_cache_bytes_per_sequence(model, precision, isl, tp=tp, counts=shape.counts)
             + state_bytes_per_sequence(model, precision, tp=tp, counts=shape.counts)
         )
-        for shape in distinct_stages(model, layout.pp)
+        for shape in distinct_stages(model, layout.pp, layout.stage_layers)
     )
 
 

@@ -133,7 +133,7 @@ def engine_step_time(
     group's step, ``busy_groups`` of the ``dp`` groups (default all) carrying load."""
     prof = kernel_profile(accelerator.id)
     p = serving_layout(model, parallel)
-    stages = distinct_stages(model, p.pp)
+    stages = distinct_stages(model, p.pp, p.stage_layers)
     spec = setup.speculative
     q = setup.queries  # tokens a step runs per decoding sequence
     w = workload_of(setup)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -87,13 +87,17 @@ from estimator.xp import Num
 __all__ = [
     "DEFAULT_MAX_BATCH",
     "ConcurrencyPoint",
+    "FleetNeed",
     "InferenceEstimate",
     "PrefixCacheEffect",
     "SpeculationEffect",
     "concurrency_within_targets",
     "estimate_inference",
     "estimate_load",
+    "fleet_need",
+    "fleet_replicas",
     "meets_targets",
+    "rate_within_targets",
 ]
 
 DEFAULT_MAX_BATCH = 2048
@@ -107,6 +111,7 @@ LOAD_NOTE = (
 # Poisson arrivals this close to the replica's capacity are ill-conditioned: TTFT and TPOT move
 # several-fold with a few percent of capacity (docs/validation.md: the MLPerf server runs).
 NEAR_CAPACITY = 0.85
+MAX_REQUEST_RATE = 1e6  # requests/s a steady state is asked at, at most
 NEAR_CAPACITY_NOTE = (
     "At {share:.0%} of the replica's capacity the latencies under load are approximate to a"
     " factor, not a percentage: near capacity TTFT and TPOT change several-fold with a few"
@@ -114,6 +119,12 @@ NEAR_CAPACITY_NOTE = (
     " (validation/report.md: MLPerf server runs, TTFT -72% and TPOT -68% median near their"
     " limits, while their throughput is within 2%). Plan on the rate within the targets"
     " (the serving sweep's request_rate mode) with headroom."
+)
+THROUGHPUT_AT_LOAD_NOTE = (
+    "Throughput and cost are the load model's, at the load the latencies are (under load,"
+    " load.*); the concurrency curve (curve) is a simpler cycle at {which} lengths, a batched"
+    " prefill of the prompts beside decode steps at the mean context, which reads a different"
+    " figure at the same concurrency: it orders batch sizes, the load model answers."
 )
 LENGTHS_NOTE = (
     "Request lengths: {label}, mean {isl:.1f} prompt and {osl:.1f} output tokens (prompt p50"
@@ -163,6 +174,63 @@ class PrefixCacheEffect:
 
 
 @dataclass(frozen=True, slots=True)
+class FleetNeed:
+    """The replicas a request rate needs: each planned at ``planned_rate_per_replica``, its
+    highest rate within the latency targets (``within_targets``; without targets,
+    ``NEAR_CAPACITY`` of its capacity, where the latencies are still well conditioned) over
+    ``1 + headroom``; ``rate_per_replica`` None where one replica meets the targets at the
+    whole rate with the headroom (not searched further)."""
+
+    request_rate: float
+    replicas: int | None  # None: no replica count meets the targets (not even one at no load)
+    headroom: float
+    within_targets: bool
+    rate_per_replica: float | None
+    basis: str
+
+    @property
+    def planned_rate_per_replica(self) -> float | None:
+        if not self.rate_per_replica:
+            return None
+        return self.rate_per_replica / (1 + self.headroom)
+
+
+def fleet_need(
+    at: Callable[[float], LoadPoint],
+    load: LoadPoint,
+    request_rate: float,
+    ttft_target_s: float | None,
+    tpot_target_s: float | None,
+    headroom: float,
+) -> FleetNeed:
+    """The ``FleetNeed`` of ``request_rate`` on the replica whose steady state at a rate is
+    ``at(rate)`` (``load``: at the whole rate). With targets, one replica where it meets them
+    at the rate times ``1 + headroom`` (one more steady state), else the rate within them
+    (``rate_within_targets``, ten); without, ``NEAR_CAPACITY`` of the capacity."""
+    if headroom < 0:
+        raise SpecError("rate_headroom", "must be >= 0", headroom)
+    targets = ttft_target_s is not None or tpot_target_s is not None
+    kept = f"{headroom:.0%} headroom"
+    if not targets:
+        per = NEAR_CAPACITY * load.capacity_requests_per_s
+        basis = f"each at {NEAR_CAPACITY:.0%} of its capacity, no latency targets given; {kept}"
+        return FleetNeed(
+            request_rate, fleet_replicas(request_rate, per, headroom), headroom, False, per, basis
+        )
+    padded = request_rate * (1 + headroom)
+    basis = f"within the TTFT p99/TPOT targets, {kept}"
+    if padded <= MAX_REQUEST_RATE and meets_targets(at(padded), ttft_target_s, tpot_target_s):
+        return FleetNeed(request_rate, 1, headroom, True, None, basis)
+    per = rate_within_targets(at, ttft_target_s, tpot_target_s)
+    if per <= 0:
+        basis = "no load meets the TTFT p99/TPOT targets on one replica of this layout"
+        return FleetNeed(request_rate, None, headroom, True, 0.0, basis)
+    return FleetNeed(
+        request_rate, fleet_replicas(request_rate, per, headroom), headroom, True, per, basis
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class InferenceEstimate:
     """Memory, latency, throughput and cost of one serving plan at its concurrency."""
 
@@ -184,6 +252,11 @@ class InferenceEstimate:
     usd_per_1m_input_tokens: float | None  # prefill's share of the GPU time over input tokens
     usd_per_1m_output_tokens_decode: float | None = None  # decode's share over output tokens
     usd_per_hour: float | None = None  # the replica's GPUs
+    # Under load: the most the replica completes at these lengths, and the all-in cost per
+    # token there (the figures above are at the load asked for: a partly idle replica's)
+    capacity_output_tokens_per_s: float | None = None
+    usd_per_1m_output_tokens_at_capacity: float | None = None
+    fleet: FleetNeed | None = None  # with a request rate: the replicas it needs
     load: LoadPoint | None = None  # steady state under load (``estimate_load``)
     speculative: SpeculationEffect | None = None
     prefix_cache: PrefixCacheEffect | None = None
@@ -198,6 +271,45 @@ class InferenceEstimate:
     @property
     def usd_per_1k_input_tokens(self) -> float | None:
         return None if self.usd_per_1m_input_tokens is None else self.usd_per_1m_input_tokens / 1e3
+
+
+class Cost(NamedTuple):
+    """A replica's cost: per hour, and per 1M tokens all-in (every GPU-second over the output
+    tokens), by phase (decode's share of the time over output tokens, prefill's over input
+    tokens) and all-in at the replica's capacity; None where unpriced or nothing flows."""
+
+    hour: float | None = None
+    output: float | None = None
+    decode: float | None = None
+    input: float | None = None
+    at_capacity: float | None = None
+
+
+def _cost(
+    price_usd_per_gpu_hour: float | None,
+    gpus: int,
+    output_tokens_per_s: float,
+    input_tokens_per_s: float,
+    prefill_share: float,
+    capacity_output_tokens_per_s: float | None,
+) -> Cost:
+    """The replica's ``Cost`` at its throughput, the GPU time split by ``prefill_share`` (the
+    time prefill takes; the rest, idle steps included, is decode's)."""
+    if price_usd_per_gpu_hour is None:
+        return Cost()
+    hour = price_usd_per_gpu_hour * gpus
+    per_s = hour / SECONDS_PER_HOUR
+
+    def per_1m(usd_per_s: float, tokens_per_s: float | None) -> float | None:
+        return usd_per_s / tokens_per_s * 1e6 if tokens_per_s else None
+
+    return Cost(
+        hour=hour,
+        output=per_1m(per_s, output_tokens_per_s),
+        decode=per_1m(per_s * (1 - prefill_share), output_tokens_per_s),
+        input=per_1m(per_s * prefill_share, input_tokens_per_s),
+        at_capacity=per_1m(per_s, capacity_output_tokens_per_s),
+    )
 
 
 def _prefill_stages(
@@ -294,12 +406,15 @@ def estimate_inference(
     cluster: Cluster | None = None,
     engine: str | EnginePreset | None = None,
     request_rate: float | None = None,
+    rate_headroom: float = 0.0,
 ) -> InferenceEstimate:
     """Serving memory, TTFT/TPOT with breakdowns, throughput at ``setup.concurrency`` (``0``
     would be refused by the memory model; use ``max_concurrency`` from the result), the
     throughput-vs-concurrency curve and the best concurrency under the optional targets; with
     an ``engine`` preset (or a ``request_rate``), the steady state under that load as ``load``
-    (``estimate_load``)."""
+    (``estimate_load``), throughput and cost at it; with a ``request_rate``, the replicas that
+    rate needs (``fleet_need``), each planned at its rate within the targets over ``1 +
+    rate_headroom``."""
     memory = inference_memory(model, accelerator, parallel, setup, precision)
     if max_batch_size < 1:
         raise SpecError("max_batch_size", "must be >= 1", max_batch_size)
@@ -327,7 +442,7 @@ def estimate_inference(
     batch = np.array(sizes, dtype=np.int64)
     # Stages alike take the same time: each distinct one is timed once (a 126-stage
     # Llama-3.1-405B has three), from one layer of each kind timed once.
-    stages = distinct_stages(model, pp)
+    stages = distinct_stages(model, pp, p.stage_layers)
     args = (model, accelerator, prof, p, precision)
     replica = Replica(*args, domain)
     prefill_stages = _prefill_stages(replica, setup, batch, stages, cached)
@@ -382,25 +497,18 @@ def estimate_inference(
     tpot_parts = parts(decode, conc)
     out_tps, pre_s, dec_s = throughput(conc)
     in_tps = out_tps * setup.input_len / max(setup.output_len, 1)
+    prefill_share = pre_s / (pre_s + dec_s) if pre_s + dec_s else 0.0
     gpus = p.num_gpus
-    usd_out = usd_decode = usd_in = usd_hour = None
-    if price_usd_per_gpu_hour is not None:
-        if price_usd_per_gpu_hour < 0:
-            raise SpecError("price_usd_per_gpu_hour", "must be >= 0", price_usd_per_gpu_hour)
-        usd_hour = price_usd_per_gpu_hour * gpus
-        per_s = usd_hour / SECONDS_PER_HOUR
-        # All-in: every GPU-second, prefill's included, over the output tokens; beside it the
-        # split by phase (decode's seconds over output tokens, prefill's over input tokens).
-        share = dec_s / (pre_s + dec_s) if pre_s + dec_s else 1.0
-        usd_out = per_s / out_tps * 1e6 if out_tps else None
-        usd_decode = per_s * share / out_tps * 1e6 if out_tps else None
-        usd_in = per_s * (1 - share) / in_tps * 1e6 if in_tps else None
+    if price_usd_per_gpu_hour is not None and price_usd_per_gpu_hour < 0:
+        raise SpecError("price_usd_per_gpu_hour", "must be >= 0", price_usd_per_gpu_hour)
     notes = list(memory.notes) + list(prof.notes)
     which = "fixed" if setup.lengths is None else "the mean"
-    notes.append(
-        f"Throughput is steady-state continuous batching at {which} lengths: a batched prefill"
-        f" of the {conc} prompts plus {setup.output_len} decode steps at the mean context."
-    )
+    if engine is None and request_rate is None:
+        notes.append(
+            f"Throughput is steady-state continuous batching at {which} lengths: a batched"
+            f" prefill of the {conc} prompts plus {setup.output_len} decode steps at the mean"
+            " context."
+        )
     if conc > memory.max_concurrency:
         notes.append(
             f"Concurrency {conc} exceeds what the KV cache holds ({memory.max_concurrency})."
@@ -453,7 +561,7 @@ def estimate_inference(
                 p90=d.input_quantile(0.9), i=setup.input_len, o=setup.output_len,
             )
         )  # fmt: skip
-    load = None
+    load = fleet = None
     best_concurrency = best.concurrency if best else None
     if engine is not None or request_rate is not None:
         preset = engine_preset(engine or "vllm")
@@ -464,14 +572,34 @@ def estimate_inference(
         )  # fmt: skip
         lengths = "fixed lengths" if setup.lengths is None else f"{setup.lengths.name} lengths"
         notes.append(LOAD_NOTE.format(label=preset.label, lengths=lengths))
+        if request_rate is not None:
+            fleet = fleet_need(
+                lambda rate: estimate_load(
+                    model, accelerator, parallel, replace(setup, num_prompts=None), precision,
+                    engine=preset, request_rate=rate, cluster=cluster, memory=memory,
+                ),
+                load, request_rate, ttft_target_s, tpot_target_s, rate_headroom,
+            )  # fmt: skip
         if load.regime == "overloaded":
+            assert fleet is not None  # an overloaded steady state is an open loop's
             notes.append(
                 f"Arrivals at {request_rate:g} requests/s exceed what the replica completes"
                 f" ({load.capacity_requests_per_s:.3g} requests/s at these lengths): the queue"
-                " grows without bound and TTFT has no steady state. Add replicas or lower"
-                " the rate."
+                " grows without bound and TTFT has no steady state. "
+                + (
+                    f"{fleet.replicas} replicas carry it ({fleet.basis}); or lower the rate."
+                    if fleet.replicas
+                    else f"No replica count carries it: {fleet.basis}."
+                )
             )
-        elif request_rate is not None and load.capacity_requests_per_s > 0:
+        elif fleet is not None and fleet.replicas is None:
+            notes.append(f"No replica count carries {request_rate:g} requests/s: {fleet.basis}.")
+        elif fleet is not None and fleet.replicas is not None and fleet.replicas > 1:
+            notes.append(
+                f"{request_rate:g} requests/s needs {fleet.replicas} replicas ({fleet.basis});"
+                " the figures here are one replica's at the whole rate."
+            )
+        if load.regime != "overloaded" and request_rate and load.capacity_requests_per_s > 0:
             # open loop only: a closed loop's clients wait for their own requests, and its
             # queue for slots grows with them, not without bound
             share = request_rate / load.capacity_requests_per_s
@@ -491,6 +619,20 @@ def estimate_inference(
             best_concurrency = (
                 concurrency_within_targets(in_flight, cap, ttft_target_s, tpot_target_s)[0] or None
             )
+    capacity_tps = None
+    if load is not None:  # one load per answer: throughput and cost at the load the latencies are
+        spread = setup.lengths
+        mean_input, mean_output = (
+            (setup.input_len, setup.output_len)
+            if spread is None
+            else (spread.mean_input, spread.mean_output)
+        )
+        out_tps = load.output_tokens_per_s
+        in_tps = load.requests_per_s * mean_input
+        prefill_share = load.prefill_time_share
+        capacity_tps = load.capacity_requests_per_s * mean_output
+        notes.append(THROUGHPUT_AT_LOAD_NOTE.format(which=which, conc=conc))
+    cost = _cost(price_usd_per_gpu_hour, gpus, out_tps, in_tps, prefill_share, capacity_tps)
     return InferenceEstimate(
         memory=memory,
         concurrency=conc,
@@ -506,10 +648,13 @@ def estimate_inference(
         curve=tuple(curve),
         best_concurrency=best_concurrency,
         price_usd_per_gpu_hour=price_usd_per_gpu_hour,
-        usd_per_1m_output_tokens=usd_out,
-        usd_per_1m_input_tokens=usd_in,
-        usd_per_1m_output_tokens_decode=usd_decode,
-        usd_per_hour=usd_hour,
+        usd_per_1m_output_tokens=cost.output,
+        usd_per_1m_input_tokens=cost.input,
+        usd_per_1m_output_tokens_decode=cost.decode,
+        usd_per_hour=cost.hour,
+        capacity_output_tokens_per_s=capacity_tps,
+        usd_per_1m_output_tokens_at_capacity=cost.at_capacity,
+        fleet=fleet,
         load=load,
         speculative=speculation,
         prefix_cache=prefix,
@@ -562,7 +707,7 @@ def estimate_load(
     ``ENGINES``, or a preset with a deployment's limits: ``load.engine_preset``). With latency
     targets, the share of requests within both and the goodput (the requests/s that are)."""
     replica_preset = engine_preset(engine)
-    if request_rate is not None and not 0 < request_rate <= 1e6:
+    if request_rate is not None and not 0 < request_rate <= MAX_REQUEST_RATE:
         raise SpecError("request_rate", "must be > 0 and <= 1,000,000 requests/s", request_rate)
     layout = serving_layout(model, parallel)
     if setup.num_prompts is not None:  # a finite run (serving.run): refused before any work
@@ -607,7 +752,14 @@ def estimate_load(
     budget = preset.token_budget
     if slots < 1:
         field_name = "concurrency" if request_rate is None else "request_rate"
-        raise SpecError(field_name, "the KV cache holds no sequence of this length", 0)
+        value = setup.concurrency if request_rate is None else request_rate
+        raise SpecError(
+            field_name,
+            f"no request fits: the KV cache left beside the weights holds no sequence of"
+            f" {setup.input_len} + {setup.output_len} tokens on this layout (more GPUs a"
+            " replica, a lower precision or shorter requests)",
+            value,
+        )
     top = min(budget_cap(new, osl, budget, *flow), float(slots))
     top_tau = float(step_s(top, top * new / dec))
     capacity = top / (dec * top_tau)
@@ -732,6 +884,9 @@ def estimate_load(
             (ttft_target_s, tpot_target_s), overloaded,
         )  # fmt: skip
 
+    # an open loop below capacity completes what arrives: its rate exactly (the level the
+    # latencies are read at balances it to the fixed point's tolerance)
+    completed = busy * req_per_s if rate is None or overloaded else busy * rate
     steady = LoadPoint(  # the replica's: the busy groups' counts and rates together
         engine=preset.name,
         concurrency=None if request_rate is not None else float(setup.concurrency),
@@ -748,8 +903,8 @@ def estimate_load(
         ttft_p99_s=ttft_at(0.99),
         step_s=tau,
         prefill_steps=counts["service_steps"],
-        requests_per_s=busy * req_per_s,
-        output_tokens_per_s=busy * req_per_s * osl,
+        requests_per_s=completed,
+        output_tokens_per_s=completed * osl,
         capacity_requests_per_s=groups * capacity,
         lengths=w.name,
         tpot_p50_s=tau_decode / accepted,
@@ -758,7 +913,8 @@ def estimate_load(
         e2e_p90_s=e2e_q[1],
         e2e_p99_s=e2e_q[2],
         slo_attainment=attainment,
-        goodput_requests_per_s=None if attainment is None else attainment * busy * req_per_s,
+        goodput_requests_per_s=None if attainment is None else attainment * completed,
+        prefill_time_share=max(tau - bare, 0.0) / tau if tau > 0 else 0.0,
     )
     if setup.num_prompts is None:
         return steady
@@ -869,3 +1025,34 @@ def concurrency_within_targets(
             hi, slack_hi = mid, _slack(probe, ttft_target_s, tpot_target_s)
         interpolate = 2 * (hi - lo) <= width
     return lo, point
+
+
+RATE_STEPS = 10  # bisection steps on the rate per replica: within 0.1% of the capacity
+
+
+def rate_within_targets(
+    at: Callable[[float], LoadPoint],
+    ttft_target_s: float | None,
+    tpot_target_s: float | None,
+    steps: int = RATE_STEPS,
+) -> float:
+    """The highest Poisson rate per replica whose steady state (``at(rate)``) meets TTFT p99 <=
+    ``ttft_target_s`` and TPOT <= ``tpot_target_s``: bisection below the replica's capacity, to
+    ``2^-steps`` of it (0: not even the lightest load meets them)."""
+    lo, hi = 0.0, at(1e-6).capacity_requests_per_s
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if meets_targets(at(mid), ttft_target_s, tpot_target_s) else (lo, mid)
+    return lo
+
+
+def fleet_replicas(request_rate: float, rate_per_replica: float, headroom: float = 0.0) -> int:
+    """The replicas that carry ``request_rate`` requests/s when each is planned at
+    ``rate_per_replica / (1 + headroom)`` (the rate within the targets less the optimism kept
+    in hand); at least one."""
+    if rate_per_replica <= 0:
+        raise SpecError("request_rate", "no load meets the latency targets on one replica", 0)
+    if headroom < 0:
+        raise SpecError("rate_headroom", "must be >= 0", headroom)
+    need = request_rate * (1 + headroom) / rate_per_replica
+    return max(math.ceil(need * (1 - 1e-12)), 1)

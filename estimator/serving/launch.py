@@ -1,13 +1,14 @@
 """Launch commands for a serving plan: the replica as vLLM, SGLang and TensorRT-LLM's
 ``trtllm-serve`` take it (parallelism, context length, sequence cap, token budget, quantization
-and KV-cache format), so a plan turns into a deployment.
+and KV-cache format), so a plan turns into a deployment, on one node or several.
 
 Flags as the engines document them: vLLM's ``vllm serve`` engine arguments
 (``--tensor-parallel-size``, ``--pipeline-parallel-size``, ``--enable-expert-parallel``,
 ``--max-model-len``, ``--max-num-seqs``, ``--max-num-batched-tokens``, ``--quantization``,
 ``--kv-cache-dtype``, ``--gpu-memory-utilization``); SGLang's ``sglang.launch_server`` server
-arguments (``--tp-size``, ``--ep-size``, ``--context-length``, ``--max-running-requests``,
-``--chunked-prefill-size``, ``--quantization``, ``--kv-cache-dtype``); ``trtllm-serve serve``
+arguments (``--tp-size``, ``--pp-size``, ``--ep-size``, ``--context-length``,
+``--max-running-requests``, ``--chunked-prefill-size``, ``--quantization``,
+``--kv-cache-dtype``); ``trtllm-serve serve``
 (``--backend pytorch``, ``--tp_size``, ``--pp_size``, ``--ep_size``, ``--max_batch_size``,
 ``--max_num_tokens``, ``--max_seq_len``, ``--kv_cache_free_gpu_memory_fraction``; the KV-cache
 format in the ``--extra_llm_api_options`` YAML). What a flag cannot say is in ``notes``.
@@ -19,6 +20,40 @@ deployment docs), each DP rank its own scheduler with the per-rank limits; SGLan
 ``tp-size / dp-size``) and its ``--max-running-requests`` and ``--chunked-prefill-size`` the
 replica's, which SGLang divides over the DP ranks; TensorRT-LLM's ``enable_attention_dp: true``
 in the YAML with ``--tp_size`` the replica's GPUs (attention then runs without TP on each rank).
+SGLang 0.5.23 (``python/sglang/srt/server_args.py``: a deprecated flag until after 2026-12-31)
+spells that ``--attn-dp-size N``; ``--dp-size N --enable-dp-attention`` still starts there and
+on every earlier release, so the command keeps it and a note names the new spelling.
+
+A replica over more than one node (``gpus_per_node`` below its GPUs), one command per node,
+node 0 the head whose address every command reads from ``$HEAD_NODE_IP``:
+
+- vLLM with attention data parallel whose DP ranks each fit a node: vLLM's multi-node data
+  parallel (docs/serving/data_parallel_deployment.md, "Internal Load Balancing"): every node
+  ``--data-parallel-size`` (the replica's), ``--data-parallel-size-local`` (its ranks),
+  ``--data-parallel-address`` and ``--data-parallel-rpc-port`` (node 0's), the others
+  ``--data-parallel-start-rank`` (their first rank) and ``--headless`` (engines only, the API on
+  node 0).
+- vLLM otherwise (TP or PP over nodes, a DP rank bigger than a node): its multiprocessing
+  executor across nodes, ``--nnodes``, ``--node-rank`` and ``--master-addr`` (vllm 0.33.0's
+  ``vllm/engine/arg_utils.py`` and ``vllm/config/parallel.py``: ``nnodes > 1`` picks the ``mp``
+  backend on CUDA, and with ``--data-parallel-size`` the DP ranks and their local count follow
+  from the node rank), ``--headless`` on the nodes past 0 (``vllm/entrypoints/cli/serve.py``:
+  headless workers "for multi-node PP/TP"). A vLLM without ``--nnodes`` runs the same replica on
+  a Ray cluster (``ray start --head`` / ``ray start --address``, then one ``vllm serve`` with
+  ``--distributed-executor-backend ray``: vLLM's parallelism and scaling docs): a note says so.
+- SGLang: the same command on every node with ``--nnodes``, ``--node-rank`` and
+  ``--dist-init-addr HOST:PORT`` (server_args' ``nnodes``, ``node_rank`` and ``dist_init_addr``:
+  "the host address for initializing distributed backend").
+- TensorRT-LLM: one MPI world over the nodes, ``srun ... trtllm-llmapi-launch trtllm-serve``
+  started once (TensorRT-LLM's trtllm-serve docs, "Multi-node Serving with Slurm";
+  ``tensorrt_llm/llmapi/trtllm-llmapi-launch`` makes MPI rank 0 the server under Slurm or
+  Open MPI, so ``mpirun`` does too).
+
+Quantization: ``--quantization fp8`` (vLLM, SGLang) quantizes a 16-bit checkpoint at load time.
+A checkpoint quantized ahead of time (``checkpoint_quantization``: its config's
+``quantization_config.quant_method``, ``ModelSpec.checkpoint_quantization``) is served as it is,
+with no ``--quantization``: the engines read the format from the config, and a
+``--quantization`` that names another method is refused by vLLM's config check.
 
 Speculative decoding (a chain of ``k`` drafts, as the estimate models it): vLLM's
 ``--speculative-config`` JSON (``method`` ``mtp``, ``eagle``, ``eagle3`` or ``draft_model``,
@@ -44,21 +79,36 @@ from estimator.layout.parallel import Parallelism
 from estimator.spec.precision import Precision
 from estimator.spec.speculative import Speculative
 
-__all__ = ["LaunchCommands", "launch_commands"]
+__all__ = ["HEAD_NODE", "LaunchCommands", "launch_commands"]
 
 ON_THE_FLY = {"fp8"}  # weight formats the engines quantize a 16-bit checkpoint to at load time
 HEAD_PATH = "/path/to/{}-head"  # an EAGLE head is a checkpoint of its own, trained for the model
 VLLM_METHODS = {"mtp": "mtp", "eagle": "eagle", "eagle3": "eagle3", "draft": "draft_model"}
 SGLANG_ALGORITHMS = {"mtp": "EAGLE", "eagle": "EAGLE", "eagle3": "EAGLE3", "draft": "STANDALONE"}
 TRTLLM_TYPES = {"mtp": "MTP", "eagle3": "Eagle3", "draft": "DraftTarget"}
+# The planner's weight format of a checkpoint's quant_method, where one names it (transformers'
+# quantizers: DeepSeek-V3's block FP8 says fp8, Meta's Llama-3.1-405B-Instruct-FP8 fbgemm_fp8,
+# gpt-oss mxfp4); others (modelopt, compressed-tensors, awq ...) are served as they are too.
+CHECKPOINT_FORMATS = {"fp8": "fp8", "fbgemm_fp8": "fp8", "mxfp4": "mxfp4"}
+HEAD_NODE = "$HEAD_NODE_IP"  # node 0's address, a shell variable each node's command reads
+VLLM_DP_RPC_PORT = 13345  # the port of vLLM's multi-node data-parallel example (its docs)
+SGLANG_DIST_PORT = 5000  # the port of SGLang's multi-node examples (--dist-init-addr HOST:5000)
 
 
 @dataclass(frozen=True, slots=True)
 class LaunchCommands:
+    """Each engine's commands for one replica. ``vllm`` and ``sglang`` are the whole deployment:
+    one command on one node; across ``nodes`` nodes, node ``i``'s command after a ``# node i``
+    line, the same commands ``vllm_nodes`` and ``sglang_nodes`` hold one per node. ``trtllm`` is
+    one command on any number of nodes (across nodes, started once through Slurm)."""
+
     vllm: str
     sglang: str
     trtllm: str
     notes: tuple[str, ...]
+    nodes: int = 1
+    vllm_nodes: tuple[str, ...] = ()
+    sglang_nodes: tuple[str, ...] = ()
 
 
 def launch_commands(
@@ -75,13 +125,19 @@ def launch_commands(
     engine: str = "vllm",
     kv_fraction: float | None = None,
     kv_block: int | None = None,
+    gpus_per_node: int | None = None,
+    checkpoint_quantization: str | None = None,
 ) -> LaunchCommands:
     """The three engines' commands for one replica of ``model`` (a Hugging Face id or a path);
     ``speculative`` with the draft model's id or path (``draft_id``), and ``prefix_caching``
     on where the plan counts on prefix-cache hits. ``max_seqs`` and ``token_budget`` are one
     scheduler's: with attention data parallel, one DP group's. ``kv_fraction`` and
     ``kv_block``, a deployment's KV memory fraction and tokens a block, are ``engine``'s (each
-    engine means its own fraction): its command takes them, the others keep their defaults."""
+    engine means its own fraction): its command takes them, the others keep their defaults.
+    ``gpus_per_node``: a node's GPUs (the cluster's); a replica over more GPUs than that gets
+    one command per node (None: one node holds it). ``checkpoint_quantization``: how the
+    checkpoint at ``model`` ships its weights (``ModelSpec.checkpoint_quantization``), served as
+    it is."""
     from estimator.serving.load import ENGINES  # numpy: off the training estimate's imports
 
     tp, pp, ep, dp = parallel.tp, parallel.pp, parallel.ep, parallel.dp
@@ -89,7 +145,9 @@ def launch_commands(
     notes: list[str] = []
     spec_vllm, spec_sglang, spec_trtllm = _speculative_flags(speculative, draft_id, notes)
     quant_vllm = quant_sglang = ""
-    if weights in ON_THE_FLY:
+    if checkpoint_quantization:
+        notes.extend(_checkpoint_notes(checkpoint_quantization, precision))
+    elif weights in ON_THE_FLY:
         quant_vllm, quant_sglang = " --quantization fp8", " --quantization fp8"
         notes.append(
             "--quantization fp8 quantizes a 16-bit checkpoint at load time; leave it out for a"
@@ -112,20 +170,37 @@ def launch_commands(
             f"The KV memory fraction and block size as set are {family}'s (each engine means its"
             " own fraction); the other commands keep their engines' defaults."
         )
-    vllm = (
-        f"vllm serve {model} --tensor-parallel-size {tp}"
+    vllm_parallel = (
+        f"--tensor-parallel-size {tp}"
         + (f" --pipeline-parallel-size {pp}" if pp > 1 else "")
         + (f" --data-parallel-size {dp}" if dp > 1 else "")
         + (" --enable-expert-parallel" if ep > 1 else "")
-        + f" --max-model-len {max_model_len} --max-num-seqs {max_seqs}"
+    )
+    vllm_rest = (
+        f" --max-model-len {max_model_len} --max-num-seqs {max_seqs}"
         + f" --max-num-batched-tokens {token_budget}{quant_vllm}{kv_vllm}"
         + f" --gpu-memory-utilization {vllm_fraction or ENGINES['vllm'].fraction(tp * dp):g}"
         + (f" --block-size {vllm_block}" if vllm_block else "")
         + (" --enable-prefix-caching" if prefix_caching else "")
         + spec_vllm
     )
+    split = parallel.stage_layers
+    vllm_env = sglang_env = ""
+    if pp > 1 and split is not None:  # the planned split, as each engine's variable takes it
+        layers = ",".join(map(str, split))
+        vllm_env, sglang_env = (
+            f"VLLM_PP_LAYER_PARTITION={layers} ",
+            f"SGLANG_PP_LAYER_PARTITION={layers} ",
+        )
+        notes.append(
+            f"The planned pipeline split ({layers} layers a stage) is set by"
+            " VLLM_PP_LAYER_PARTITION (vllm/distributed/utils.py, get_pp_indices) and"
+            " SGLANG_PP_LAYER_PARTITION; TensorRT-LLM splits as torch.tensor_split does"
+            " (tensorrt_llm/mapping.py, pp_layers), its first stages taking the extra layers."
+        )
     sglang = (
-        f"python -m sglang.launch_server --model-path {model} --tp-size {tp * dp}"
+        f"{sglang_env}python -m sglang.launch_server --model-path {model} --tp-size {tp * dp}"
+        + (f" --pp-size {pp}" if pp > 1 else "")
         + (f" --dp-size {dp} --enable-dp-attention" if dp > 1 else "")
         + (f" --ep-size {ep}" if ep > 1 else "")
         + f" --context-length {max_model_len} --max-running-requests {max_seqs * dp}"
@@ -134,6 +209,12 @@ def launch_commands(
         + (f" --page-size {sglang_block}" if sglang_block else "")
         + spec_sglang
     )
+    if dp > 1:
+        notes.append(
+            f"SGLang: newer releases spell --dp-size {dp} --enable-dp-attention as"
+            f" --attn-dp-size {dp} (0.5.23 still takes both); the command keeps the spelling every"
+            " release takes."
+        )
     if dp > 1 and ep != dp * tp:
         notes.append(
             f"vLLM: --enable-expert-parallel spreads the experts over all {dp * tp} GPUs of the"
@@ -146,8 +227,8 @@ def launch_commands(
         )
     if pp > 1:
         notes.append(
-            f"SGLang: pipeline parallelism ({pp} stages) is a newer server argument; check that"
-            " your version has --pp-size, or serve the replica with tensor parallelism."
+            f"SGLang: --pp-size ({pp} pipeline stages) is a newer server argument (0.5.23 has"
+            " it); on a release without it, serve the replica with tensor parallelism."
         )
     cache = (
         ("  dtype: fp8\\n" if kv == "fp8" else "")
@@ -166,9 +247,141 @@ def launch_commands(
         + f" {trtllm_fraction or ENGINES['trtllm'].fraction(tp * dp):g}"
         + (" --extra_llm_api_options extra.yaml" if extra else "")
     )
+    gpus = parallel.num_gpus
+    per_node = gpus_per_node or gpus
+    nodes = -(-gpus // per_node)
+    vllm_nodes: tuple[str, ...]
+    sglang_nodes: tuple[str, ...]
+    if nodes == 1:
+        vllm = f"{vllm_env}vllm serve {model} {vllm_parallel}{vllm_rest}"
+        vllm_nodes, sglang_nodes = (vllm,), (sglang,)
+    else:
+        head = f"{vllm_env}vllm serve {model} {vllm_parallel}"
+        vllm_nodes = _vllm_nodes(head, vllm_rest, parallel, per_node, notes)
+        sglang_nodes = tuple(
+            sglang + f" --nnodes {nodes} --node-rank {r}"
+            f" --dist-init-addr {HEAD_NODE}:{SGLANG_DIST_PORT}"
+            for r in range(nodes)
+        )
+        trtllm = (
+            f"srun --nodes {nodes} --ntasks {gpus} --ntasks-per-node {min(per_node, gpus)}"
+            f" --mpi=pmix trtllm-llmapi-launch {trtllm}"
+        )
+        vllm, sglang = _by_node(vllm_nodes), _by_node(sglang_nodes)
+        notes.extend(_multi_node_notes(nodes, per_node, gpus, parallel, vllm_nodes))
     if extra:
         trtllm = f"printf '{extra}' > extra.yaml && " + trtllm
-    return LaunchCommands(vllm, sglang, trtllm, tuple(notes))
+    return LaunchCommands(vllm, sglang, trtllm, tuple(notes), nodes, vllm_nodes, sglang_nodes)
+
+
+def _checkpoint_notes(shipped: str, precision: Precision) -> list[str]:
+    """What the commands do with a checkpoint quantized ahead of time, and where the plan's
+    weight format is not the checkpoint's (a known one: ``CHECKPOINT_FORMATS``)."""
+    out = [
+        f"The checkpoint ships {shipped} weights (its config's quantization_config): the commands"
+        " serve it as it is, with no --quantization flag (the engines read the format from the"
+        " config)."
+    ]
+    planned = {precision.weights, precision.expert_format}
+    fmt = CHECKPOINT_FORMATS.get(shipped)
+    if fmt is not None and fmt not in planned:
+        out.append(
+            f"The plan's {precision.weights} weights are not the checkpoint's {fmt}: served as it"
+            f" is the checkpoint runs {fmt}; to serve {precision.weights}, point the commands at a"
+            " checkpoint in that format (a 16-bit one for bf16)."
+        )
+    return out
+
+
+def _vllm_nodes(
+    head: str, rest: str, parallel: Parallelism, per_node: int, notes: list[str]
+) -> tuple[str, ...]:
+    """vLLM's command on each node of a replica over several (the module docstring's forms):
+    multi-node data parallel where each DP rank fits a node, else ``--nnodes`` across them."""
+    dp, rank_gpus = parallel.dp, parallel.num_gpus // parallel.dp
+    if dp > 1 and rank_gpus <= per_node:
+        local = per_node // rank_gpus
+        where = f" --data-parallel-address {HEAD_NODE} --data-parallel-rpc-port {VLLM_DP_RPC_PORT}"
+        out = []
+        for start in range(0, dp, local):
+            here = min(local, dp - start)
+            out.append(
+                head
+                + (" --headless" if start else "")
+                + f" --data-parallel-size-local {here}"
+                + (f" --data-parallel-start-rank {start}" if start else "")
+                + where
+                + rest
+            )
+        return tuple(out)
+    nodes = -(-parallel.num_gpus // per_node)
+    if parallel.num_gpus % nodes or (dp > 1 and nodes % dp):
+        notes.append(
+            f"vLLM: --nnodes {nodes} needs the replica's {parallel.num_gpus} GPUs split evenly"
+            + (f" and its {dp} DP ranks on whole nodes" if dp > 1 else "")
+            + f" over the nodes; choose a layout that does, on {per_node}-GPU nodes."
+        )
+    return tuple(
+        head
+        + f" --nnodes {nodes} --node-rank {r} --master-addr {HEAD_NODE}"
+        + (" --headless" if r else "")
+        + rest
+        for r in range(nodes)
+    )
+
+
+def _by_node(commands: tuple[str, ...]) -> str:
+    """Per-node commands as one block: node ``i``'s after a ``# node i`` line."""
+    lines: list[str] = []
+    for i, c in enumerate(commands):
+        lines += [f"# node {i}" + (f" (the head: {HEAD_NODE})" if i == 0 else ""), c]
+    return "\n".join(lines)
+
+
+def _multi_node_notes(
+    nodes: int, per_node: int, gpus: int, parallel: Parallelism, vllm_nodes: tuple[str, ...]
+) -> list[str]:
+    """How to run a replica over ``nodes`` nodes: the head's address, each engine's form."""
+    out = [
+        f"The replica's {gpus} GPUs span {nodes} nodes of {per_node}: run node i's command on"
+        f" node i, with HEAD_NODE_IP set on every node to node 0's address on the network the"
+        " nodes reach each other over (export HEAD_NODE_IP=10.0.0.1, your head's address); the"
+        " API is served from node 0. The checkpoint must be at the same path on every node."
+    ]
+    if "--nnodes" in vllm_nodes[0]:
+        out.append(
+            "vLLM: --nnodes, --node-rank and --master-addr run its multiprocessing executor"
+            " across the nodes (the nodes past 0 --headless). On a vLLM whose vllm serve has no"
+            f" --nnodes, start a Ray cluster (ray start --head --port 6379 on node 0, ray start"
+            f" --address {HEAD_NODE}:6379 on the others) and run node 0's command alone, without"
+            " those three flags, with --distributed-executor-backend ray."
+        )
+    else:
+        out.append(
+            "vLLM: multi-node data parallel, each node running its --data-parallel-size-local"
+            " ranks; the nodes past 0 run --headless (engines only) and reach node 0 at"
+            f" --data-parallel-address, port {VLLM_DP_RPC_PORT} (--data-parallel-rpc-port)."
+        )
+    out.append(
+        f"SGLang: the same command on every node with its --node-rank; port {SGLANG_DIST_PORT}"
+        " on node 0 (--dist-init-addr) must be free and reachable from the others."
+    )
+    out.append(
+        f"TensorRT-LLM: one MPI world over the {nodes} nodes, started once from a Slurm"
+        f" allocation of them (srun: {min(per_node, gpus)} ranks a node; trtllm-llmapi-launch"
+        " makes rank 0 the server). Without Slurm, mpirun does the same from node 0:"
+        f" mpirun -H {HEAD_NODE}:{per_node},$NODE_1_IP:{per_node},... -n {gpus}"
+        " trtllm-llmapi-launch trtllm-serve serve .... extra.yaml must be on a path every node"
+        " sees."
+    )
+    if parallel.ep > 1:
+        out.append(
+            "Expert parallelism across nodes: both engines have all-to-all backends over RDMA"
+            " (vLLM --all2all-backend deepep_high_throughput or deepep_low_latency, SGLang"
+            " --moe-a2a-backend deepep; DeepEP installed on every node); the commands keep their"
+            " defaults."
+        )
+    return out
 
 
 def _speculative_flags(

@@ -73,6 +73,7 @@ from typing import Literal
 import numpy as np
 
 from estimator.errors import SpecError
+from estimator.layout.pipeline import ServingSplitRule
 from estimator.memory.inference import InferenceMemory
 from estimator.xp import Num, is_array
 
@@ -123,6 +124,8 @@ class EnginePreset:
     # tokens per KV-cache block (vLLM --block-size, SGLang --page-size, TensorRT-LLM
     # tokens_per_block): a sequence holds whole blocks
     kv_block_tokens: int = 16
+    # how the engine splits the layers over pipeline stages (``layout.pipeline.SERVING_SPLITS``)
+    pp_split: ServingSplitRule = "vllm"
 
     def slots(self, kv_slots: int) -> int:
         """Requests a replica runs at once: the engine's sequence cap or what the KV cache
@@ -241,6 +244,7 @@ ENGINES: dict[str, EnginePreset] = {
             kv_budget="static",
             kv_fraction=((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88)),
             kv_block_tokens=1,
+            pp_split="sglang",
         ),
         EnginePreset(
             name="trtllm",
@@ -259,6 +263,7 @@ ENGINES: dict[str, EnginePreset] = {
             ),
             kv_budget="free",
             kv_block_tokens=32,
+            pp_split="trtllm",
         ),
     )
 }
@@ -349,6 +354,9 @@ class LoadPoint:
     # (goodput, DistServe's SLO attainment times the rate); None without targets
     slo_attainment: float | None = None
     goodput_requests_per_s: float | None = None
+    # the share of the replica's step time spent on prompt tokens: a step's time beyond a
+    # decode-only step of the same batch, over it (what splits the GPU-hours by phase)
+    prefill_time_share: float = 0.0
 
 
 def decode_steps(osl: float, acceptance_length: float = 1.0) -> float:

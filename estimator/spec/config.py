@@ -17,7 +17,13 @@ from estimator.spec.families import EXACT, reader_of
 from estimator.spec.model import ModelSpec
 from estimator.spec.reader import MAX_TOTAL_PARAMS, ConfigReader, Recorder
 
-__all__ = ["WRAPPED_NOTE", "model_from_config", "supported_model_types", "used_config"]
+__all__ = [
+    "WRAPPED_NOTE",
+    "checkpoint_quantization",
+    "model_from_config",
+    "supported_model_types",
+    "used_config",
+]
 
 WRAPPED_NOTE = (
     "Read from text_config, the language model of a multimodal checkpoint: the parameters"
@@ -42,7 +48,24 @@ def model_from_config(config: Mapping[str, Any], model_id: str = "custom") -> Mo
         )
     text_config = config.get("text_config")
     inner = text_config if isinstance(text_config, Mapping) else None
-    return _read(config, inner, model_id)
+    model = _read(config, inner, model_id)
+    quantized = checkpoint_quantization(config)
+    return replace(model, checkpoint_quantization=quantized) if quantized else model
+
+
+def checkpoint_quantization(config: Mapping[str, Any]) -> str | None:
+    """The format a checkpoint ships its weights in, where it is quantized ahead of time: its
+    ``quantization_config.quant_method`` (transformers' ``QuantizationConfigMixin`` field, which
+    vLLM's and SGLang's loaders read to pick the quantized kernels: DeepSeek-V3's config says
+    ``fp8``, gpt-oss's ``mxfp4``), lower-cased; None where the config has none (a 16-bit
+    checkpoint) or a malformed one. A multimodal config may keep it in ``text_config``."""
+    for scope in (config, config.get("text_config")):
+        if isinstance(scope, Mapping):
+            q = scope.get("quantization_config")
+            method = q.get("quant_method") if isinstance(q, Mapping) else None
+            if isinstance(method, str) and method.strip():
+                return method.strip().lower()
+    return None
 
 
 def used_config(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -53,6 +53,13 @@ class ModelSpec:
     (``mtp_module``): a hybrid's module pattern (Nemotron 3's ``*E``), DeepSeek-V4's
     sliding-window layer. A training plan trains such modules with
     ``TrainingSetup.mtp_layers``.
+
+    ``checkpoint_quantization``: the format the checkpoint's weights ship in where it is
+    quantized ahead of time, as its config's ``quantization_config.quant_method`` names it
+    (``fp8`` for DeepSeek-V3's block-scaled FP8, ``mxfp4``, ``modelopt``, ``compressed-tensors``
+    ...: the Hugging Face quantizers' names, which vLLM and SGLang read from the config); None for a
+    16-bit checkpoint. It changes no count, only how the checkpoint is served
+    (``serving.launch``): an engine serves such weights as they are, with no ``--quantization``.
     """
 
     id: str
@@ -82,6 +89,7 @@ class ModelSpec:
     rope_mscale: float = 1.0
     mtp_depth: int = 0
     mtp_kinds: tuple[int, ...] = ()
+    checkpoint_quantization: str | None = field(default=None, compare=False)
 
     # --- derived, exact integers -------------------------------------------------------------
 

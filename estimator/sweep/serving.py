@@ -11,18 +11,20 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from estimator.errors import SpecError
 from estimator.layout.parallel import Parallelism
+from estimator.layout.pipeline import serving_stage_layers
 from estimator.memory.inference import InferenceMemory, InferenceSetup, inference_memory
 from estimator.serving.disagg import Overlap
 from estimator.serving.estimate import (
     DEFAULT_MAX_BATCH,
     concurrency_within_targets,
     estimate_load,
-    meets_targets,
+    fleet_replicas,
+    rate_within_targets,
 )
 from estimator.serving.load import EnginePreset, LoadPoint, engine_preset
 from estimator.spec.accelerator import GIB, Accelerator
@@ -44,6 +46,7 @@ __all__ = [
     "ServingSearch",
     "ServingSweep",
     "ServingWorkload",
+    "default_search",
     "rate_within_targets",
     "sweep_serving",
 ]
@@ -84,6 +87,9 @@ class ServingWorkload:
     scale_up_domain: int | None = None
     scale_out_gbit_per_s: float | None = None
     oversubscription: float = 1.0
+    # the planner's optimism on the rate within targets kept in hand: each replica is planned
+    # at its rate within the targets over (1 + rate_headroom) (``fleet_replicas``)
+    rate_headroom: float = 0.0
 
     def setup(self, concurrency: int = 1) -> InferenceSetup:
         return InferenceSetup(
@@ -130,12 +136,85 @@ class ServingSearch:
     precision: tuple[str, ...] = ("bf16", "fp8-serving")
     ep: tuple[int, ...] | None = None
     dp: tuple[int, ...] = (1,)
+    # bounds on the product of the axes (the widened default's: ``default_search``): replicas
+    # of more GPUs are not tried, nor attention data parallel beside pipeline stages
+    max_gpus: int | None = None
+    dp_with_pp: bool = True
+    note: str = ""  # why the space is what it is (the widened default's), for the answer
+
+    def tried(self, tp: int, pp: int, dp: int) -> bool:
+        """Whether the layout ``tp x pp x dp`` is within the bounds (else not evaluated)."""
+        if self.max_gpus is not None and tp * pp * dp > self.max_gpus:
+            return False
+        return self.dp_with_pp or dp == 1 or pp == 1
 
     def eps(self, model: ModelSpec, tp: int, dp: int = 1) -> tuple[int, ...]:
         """The expert-parallel degrees a ``dp x tp`` layout is tried at."""
         if self.ep is None:
             return (dp * tp if model.moe is not None else 1,)
         return self.ep
+
+
+WIDE_TP = (1, 2, 4, 8, 16)  # TP 16: a replica over two 8-GPU nodes (a scale-up domain of 16+)
+WIDE_DP = (1, 2, 4, 8, 16)  # attention data parallel with wide EP (DeepSeek's, SGLang's, vLLM's)
+WIDE_MAX_GPUS = 32  # the plain default's largest replica (tp 8 x pp 4): the widened one's bound
+
+
+def too_large_for_a_node(
+    model: ModelSpec, accelerators: tuple[Accelerator, ...], precisions: tuple[str, ...]
+) -> bool:
+    """Whether the model's weights leave no room for one sequence's KV cache on one node of
+    every accelerator at its plain TP (``tp`` = the node's GPUs, ``pp`` 1), in every precision
+    tried: a plan for it is a multi-node replica, or attention data parallel with wide EP."""
+    setup = InferenceSetup(1, 1)
+    for acc in accelerators:
+        node = cluster_of(acc).gpus_per_node
+        for name in precisions:
+            try:
+                memory = inference_memory(
+                    model, acc, Parallelism(tp=node, ep=node if model.moe else 1), setup,
+                    get_precision(name),
+                )  # fmt: skip
+            except SpecError:  # a layout the model refuses at a node's TP: not decided here
+                continue
+            if memory.max_concurrency >= 1:
+                return False
+    return True
+
+
+def default_search(
+    model: ModelSpec,
+    accelerators: tuple[str | Accelerator, ...] = DEFAULT_ACCELERATORS,
+    precisions: tuple[str, ...] | None = None,
+) -> ServingSearch:
+    """The sweep's default space for ``model``: ``ServingSearch``'s axes, widened where the
+    model is too large for one node's plain TP (``too_large_for_a_node``) to the layouts such
+    models are deployed with: TP 16 over two nodes and, for a mixture-of-experts model,
+    attention data parallel (``WIDE_DP``) with the experts over every GPU (wide EP: DeepSeek-V3's
+    DP-attention serving, SGLang's ``--enable-dp-attention``, vLLM's ``--data-parallel-size``
+    with ``--enable-expert-parallel``); replicas of at most ``WIDE_MAX_GPUS`` GPUs, attention
+    data parallel at ``pp`` 1 (the engines run it so; the estimator refuses it beside stages)."""
+    plain = ServingSearch(accelerators=accelerators)
+    precisions = precisions or plain.precision
+    specs = tuple(map(accelerator_spec, accelerators))
+    if not too_large_for_a_node(model, specs, precisions):
+        return replace(plain, precision=precisions)
+    return replace(
+        plain,
+        precision=precisions,
+        tp=WIDE_TP,
+        dp=WIDE_DP if model.moe is not None else plain.dp,
+        max_gpus=WIDE_MAX_GPUS,
+        dp_with_pp=False,
+        note=(
+            f"{model.id or 'The model'} leaves no room for a KV cache on one node at its plain"
+            " TP on any accelerator tried, so the default space adds the layouts such models"
+            " are served with: TP 16 over two nodes"
+            + (", attention data parallel 2-16 with the experts over every GPU (wide EP)"
+               if model.moe is not None else "")
+            + f"; replicas up to {WIDE_MAX_GPUS} GPUs."
+        ),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -151,6 +230,7 @@ class ServingSweep:
     notes: tuple[str, ...] = ()
     exact: bool = True
     disaggregated: disagg.DisaggComparison | None = None
+    widen: str | None = None  # with no layout served: which axis to widen
 
 
 def sweep_serving(
@@ -221,6 +301,10 @@ def sweep_serving(
     if workload.disaggregated:  # first: a target no fleet meets is refused before the sweep
         pools = disagg.pools(model, workload, groups, itertools.product(space.tp, space.pp), tick)
     for (acc, prec), tp, pp, dp in itertools.product(groups, space.tp, space.pp, space.dp):
+        if not space.tried(tp, pp, dp):
+            for _ in space.eps(model, tp, dp):
+                tick()
+            continue
         for ep in space.eps(model, tp, dp):
             rows.append(
                 _serving_row(model, acc, prec, Parallelism(tp=tp, pp=pp, dp=dp, ep=ep), workload)
@@ -242,7 +326,7 @@ def sweep_serving(
             counts[f"refused_{r['field']}"] = counts.get(f"refused_{r['field']}", 0) + 1
     served = [r for r in rows if r["ok"]]
     pareto = cheapest_front(served, "usd_per_1m_output_tokens", "output_tokens_per_s_per_gpu")
-    notes = list(model.notes)
+    notes = list(model.notes) + ([space.note] if space.note else [])
     if any(r.get("usd_per_1m_output_tokens") is None for r in served):
         notes.append("Accelerators without a catalog price have no cost until one is given.")
     comparison = None
@@ -250,7 +334,35 @@ def sweep_serving(
         comparison = disagg.compare(
             workload, pools, rows, model, lambda acc: price_of(acc, workload.prices), tick
         )
-    return ServingSweep(tuple(rows), counts, tuple(pareto), tuple(notes), model.exact, comparison)
+    widen = None if served else widen_hint(counts, space, model)
+    return ServingSweep(
+        tuple(rows), counts, tuple(pareto), tuple(notes), model.exact, comparison, widen
+    )
+
+
+def widen_hint(counts: Mapping[str, int], space: ServingSearch, model: ModelSpec) -> str:
+    """Which axis to widen when no layout serves: by what refused the most of them."""
+    refused = {k[8:]: n for k, n in counts.items() if k.startswith("refused_")}
+    if not refused:
+        return "no layout was tried within the space's bounds: widen tp, pp or dp"
+    top = max(refused, key=lambda k: refused[k])
+    biggest = max(space.tp) * max(space.pp) * max(space.dp)
+    if "targets" in refused:  # some layouts fit: the targets are what no fitting one meets
+        top = "targets"
+    if top == "memory":
+        more = f"tp beyond {max(space.tp)} or pp beyond {max(space.pp)}"
+        if model.moe is not None and max(space.dp) == 1:
+            more += ", or attention dp with wide ep (layout.dp)"
+        return (
+            f"the layouts up to {biggest} GPUs are out of memory: widen {more}, or add a"
+            " lower precision (fp8-serving, nvfp4)"
+        )
+    if top == "targets":
+        return (
+            "no layout meets the latency targets: loosen ttft_target_s / tpot_target_s, or"
+            f" widen tp beyond {max(space.tp)} (a faster replica)"
+        )
+    return f"most layouts were refused by {top}: see their reasons below"
 
 
 def _serving_row(
@@ -290,6 +402,9 @@ def _load_row(
     (``_at_rate``); or why it has none."""
     engine = workload.scheduler()
     try:
+        if layout.stage_layers is None:  # the engine's split of the layers over pp (any pp)
+            split = serving_stage_layers(model, layout.pp, engine.pp_split)
+            layout = replace(layout, stage_layers=split)
         memory = inference_memory(model, acc, layout, workload.setup(), precision)
         if memory.max_concurrency < 1:
             return _no_kv_cache(memory)
@@ -366,25 +481,6 @@ def _no_kv_cache(memory: InferenceMemory) -> dict[str, Any]:
     return {"ok": False, "field": "memory", "reason": reason}
 
 
-RATE_STEPS = 10  # bisection steps on the rate per replica: within 0.1% of the capacity
-
-
-def rate_within_targets(
-    at: Callable[[float], LoadPoint],
-    ttft_target_s: float | None,
-    tpot_target_s: float | None,
-    steps: int = RATE_STEPS,
-) -> float:
-    """The highest Poisson rate per replica whose steady state (``at(rate)``) meets TTFT p99 <=
-    ``ttft_target_s`` and TPOT <= ``tpot_target_s``: bisection below the replica's capacity, to
-    ``2^-steps`` of it (0: not even the lightest load meets them)."""
-    lo, hi = 0.0, at(1e-6).capacity_requests_per_s
-    for _ in range(steps):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if meets_targets(at(mid), ttft_target_s, tpot_target_s) else (lo, mid)
-    return lo
-
-
 def _at_rate(
     at: Callable[..., LoadPoint], usd: float | None, workload: ServingWorkload, gpus: int
 ) -> dict[str, Any]:
@@ -402,12 +498,13 @@ def _at_rate(
             "field": "targets",
             "reason": "no load meets the TTFT p99/TPOT targets",
         }
-    replicas = max(math.ceil(total / lo), 1)
+    replicas = fleet_replicas(total, lo, workload.rate_headroom)
     point = at(rate=total / replicas)  # each replica's share of the fleet's rate
     per_1m = None
     if usd is not None:  # all-in: the fleet's GPU-hours over the output tokens it serves
         per_1m = usd * gpus * replicas / SECONDS_PER_HOUR / (total * workload.mean_output) * 1e6
     return _served(point, usd, per_1m, replicas, gpus) | {
         "rate_per_replica": lo,
+        "planned_rate_per_replica": lo / (1 + workload.rate_headroom),
         "headroom": lo * replicas / total - 1,
     }

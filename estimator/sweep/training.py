@@ -44,7 +44,7 @@ from estimator.memory.training import (
     check_seq_len,
     most_loaded_terms,
 )
-from estimator.memory.verdict import FIT_VERDICTS, fit_index
+from estimator.memory.verdict import FIT_VERDICTS, MIN_HEADROOM, fit_index
 from estimator.offload import NO_OFFLOAD, Offload, host_of
 from estimator.spec.accelerator import GIB, Accelerator
 from estimator.spec.cluster import cluster_of
@@ -129,7 +129,7 @@ class TrainingWorkload:
     tokens: float | None = None
     deadline_s: float | None = None
     budget_usd: float | None = None
-    min_headroom: float = 0.05
+    min_headroom: float = MIN_HEADROOM
     prices: Mapping[str, float] = field(default_factory=dict)
     flash_attention: bool = True
     optimizer: str = "adamw"
