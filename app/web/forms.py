@@ -374,6 +374,7 @@ SERVING_SWEEP_INPUTS = inputs_of(
     "tpot_target_s",
     "output_tokens_per_s",
     "request_rate",
+    "rate_headroom",
     "engine",
     "max_num_batched_tokens",
     "max_num_seqs",
