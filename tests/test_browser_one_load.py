@@ -69,3 +69,19 @@ def test_an_empty_sweep_draws_no_chart(browser: Any, server: str) -> None:
     assert "out of memory" in page.inner_text("#none-served")
     assert page.locator("[data-figure]").count() == 0
     page.close()
+
+
+def test_the_accuracy_page_leads_with_where_it_is_weak(browser: Any, server: str) -> None:
+    """The accuracy page was 126,000 px, every record open and nothing said in words: it now
+    leads with its weak spots and keeps the records behind one disclosure."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{server}/accuracy", wait_until="networkidle")
+    height = page.evaluate("document.documentElement.scrollHeight")
+    weak = page.locator("#weak-spots").bounding_box()
+    assert weak is not None and weak["y"] < 900
+    assert "TTFT under load near a server run's latency limits" in page.inner_text("#weak-spots")
+    assert height < 40_000, height
+    page.screenshot(path="/tmp/accuracy_top.png")
+    page.click("#records-details > summary")
+    assert page.locator("#accuracy-records").is_visible()
+    page.close()
