@@ -304,3 +304,25 @@ def test_the_open_loop_share_of_time_splits_cost_by_phase() -> None:
         return point.prefill_time_share
 
     assert 0 < share(256) < share(4096) < 1
+
+
+def test_the_picks_compare_link_never_compares_a_plan_with_itself(client: TestClient) -> None:
+    """One layout can be the cheapest and the most tokens/s per GPU: its compare link lists it
+    once (it compared a plan with itself)."""
+    for query in (
+        {"mode": "serving", "model": "llama-3-8b", "accelerator": "h100-sxm-80gb", "tp": "1",
+         "pp": "1", "precision": "bf16"},
+        {"mode": "serving", "model": "llama-3-8b", "accelerator": "h100-sxm-80gb"},
+    ):  # fmt: skip
+        page = client.get("/sweep", params=query).text
+        link = re.search(r'id="compare-picks" href="([^"]+)"', page)
+        if link is None:
+            continue  # one distinct pick: no compare link
+        params = dict(parse_qsl(urlsplit(html.unescape(link.group(1))).query))
+        plans = {
+            tuple(sorted((k[2:], v) for k, v in params.items() if k.startswith(f"{p}.")))
+            for p in "abcd"
+            if f"{p}.model" in params
+        }
+        count = sum(f"{p}.model" in params for p in "abcd")
+        assert len(plans) == count >= 2

@@ -835,6 +835,15 @@ def _serving_picks(rows: list[dict[str, Any]], query: Mapping[str, str]) -> list
     ]
 
 
+def _distinct_rows(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The picks' rows once each (one layout can be the cheapest and the fastest both): a
+    compare of one plan against itself says nothing."""
+    seen: dict[int, Mapping[str, Any]] = {}
+    for r in rows:
+        seen.setdefault(id(r), r)
+    return list(seen.values())
+
+
 def serving_sweep_page(request: Request) -> Response:
     """The serving side of the explorer: replica layouts at their best concurrency."""
     sub = _submit(request, SERVING_SWEEP_INPUTS, ServingSweepRequest, _run_serving_sweep)
@@ -872,8 +881,8 @@ def serving_sweep_page(request: Request) -> Response:
     context = {
         "inputs": pickers(SERVING_SWEEP_INPUTS),
         "picks": picks,
-        "compare_picks_url": _serving_planner_url.compare([p["row"] for p in picks], query)
-        if len(picks) > 1
+        "compare_picks_url": _serving_planner_url.compare(distinct, query)
+        if len(distinct := _distinct_rows([p["row"] for p in picks])) > 1
         else "",
         "query": query,
         "outcome": outcome,
@@ -935,10 +944,10 @@ def sweep_page(request: Request) -> Response:
         "figures": figures,
         "rows": rows,
         "recommendations": recommendations,
-        "compare_picks_url": _planner_url.compare(
-            [r["row"] for r in (result["out"]["recommendations"] if result else [])], query
-        )
-        if result and len(result["out"]["recommendations"]) > 1
+        "compare_picks_url": _planner_url.compare(distinct, query)
+        if result
+        and len(distinct := _distinct_rows([r["row"] for r in result["out"]["recommendations"]]))
+        > 1
         else "",
         "out": result["out"] if result else None,
         "sort_url": lambda key: "/sweep?" + urlencode({**base, "sort": key}),
