@@ -72,8 +72,12 @@ class StackProfile:
     sources: tuple[str, ...]
     # MoE token dispatch: "flex" sends a token once to each other scale-up domain holding
     # one of its experts and fans it out there over NVLink (DeepEP / HybridEP); "alltoall"
-    # sends every routed copy (NCCL all-to-all)
-    moe_dispatcher: Literal["flex", "alltoall"] = "alltoall"
+    # sends every routed copy (NCCL all-to-all). Each profile states it: no default here
+    # (``TimingOptions``' default is the default stack's)
+    moe_dispatcher: Literal["flex", "alltoall"]
+    # What CUDA graphs capture: Megatron-Core's performance recipes capture parts of the layer
+    # (attention, the MoE router); the PyTorch stacks run eagerly. Each profile states it
+    cuda_graphs: CudaGraphs
     # Gradients freed between steps (torch.optim.Optimizer.zero_grad's set_to_none=True, the
     # default since PyTorch 2.0) and allocated again by each backward, or kept in persistent
     # buffers (Megatron's contiguous main_grad buffer, DeepSpeed's partitioned gradients)
@@ -83,9 +87,6 @@ class StackProfile:
     # ``compute_scale`` fitted on one accelerator generation's runs alone, where the group has
     # enough of them; other generations take the whole group's
     compute_scale_by_generation: tuple[tuple[str, float], ...] = ()
-    # What CUDA graphs capture: Megatron-Core's performance recipes capture parts of the layer
-    # (attention, the MoE router); the PyTorch stacks run eagerly
-    cuda_graphs: CudaGraphs = "none"
 
     def note(self) -> str:
         overlaps = [
@@ -143,6 +144,8 @@ STACKS: dict[str, StackProfile] = {
         ),
         StackProfile(
             name="fsdp2",
+            moe_dispatcher="alltoall",  # NCCL all-to-all: no DeepEP / HybridEP
+            cuda_graphs="none",  # eager PyTorch
             label="PyTorch FSDP2 / TorchTitan",
             attention_kernel="flash2",
             tp_comm_overlap=False,
@@ -164,6 +167,8 @@ STACKS: dict[str, StackProfile] = {
         ),
         StackProfile(
             name="deepspeed",
+            moe_dispatcher="alltoall",  # NCCL all-to-all: no DeepEP / HybridEP
+            cuda_graphs="none",  # eager PyTorch
             label="DeepSpeed / Megatron-DeepSpeed",
             attention_kernel="flash2",
             tp_comm_overlap=False,
@@ -179,6 +184,8 @@ STACKS: dict[str, StackProfile] = {
         ),
         StackProfile(
             name="llm-foundry",
+            moe_dispatcher="alltoall",  # NCCL all-to-all: no DeepEP / HybridEP
+            cuda_graphs="none",  # eager PyTorch
             label="llm-foundry / Composer (PyTorch FSDP1)",
             attention_kernel="flash2",
             tp_comm_overlap=False,

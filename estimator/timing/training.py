@@ -151,28 +151,35 @@ FLASH_BACKWARD_FACTOR = 2.5
 ELEMENTWISE_KERNELS_FORWARD = 3
 
 
+# The default stack's profile: every framework behaviour's one default (``TimingOptions``').
+_DEFAULT = stack_profile(DEFAULT_STACK)
+
+
 @dataclass(frozen=True, slots=True)
 class TimingOptions:
-    """Framework behaviour the step time depends on. Defaults follow Megatron-LM's recommended
-    flags: gradient reduction and parameter gather overlapped with compute, TP communication not
-    overlapped (``--tp-comm-overlap`` needs Transformer Engine userbuffers). ``stack`` names the
-    software stack profile these came from (``timing.stacks.stack_options`` fills them);
-    ``compute_scale`` multiplies the compute time (the profile's fitted factor)."""
+    """Framework behaviour the step time depends on. Defaults are the default stack's profile
+    (``timing.stacks``: Megatron-Core's recommended flags, gradient reduction and parameter
+    gather overlapped with compute, TP communication not overlapped: ``--tp-comm-overlap`` needs
+    Transformer Engine userbuffers), declared there once. ``stack`` names the software stack
+    profile these came from (``of_stack`` fills them); ``compute_scale`` multiplies the compute
+    time (the profile's fitted factor)."""
 
     cluster: Cluster | None = None  # nodes, scale-up domain, scale-out; default: the accelerator's
-    attention_kernel: AttentionKernel = "fused"
-    tp_comm_overlap: bool = False
-    ep_comm_overlap: bool = False
-    overlap_grad_reduce: bool = True
-    overlap_param_gather: bool = True
+    attention_kernel: AttentionKernel = _DEFAULT.attention_kernel
+    tp_comm_overlap: bool = _DEFAULT.tp_comm_overlap
+    ep_comm_overlap: bool = _DEFAULT.ep_comm_overlap
+    overlap_grad_reduce: bool = _DEFAULT.overlap_grad_reduce
+    overlap_param_gather: bool = _DEFAULT.overlap_param_gather
     stack: str = DEFAULT_STACK
-    compute_scale: float = 1.0
-    moe_dispatcher: Literal["flex", "alltoall"] = "flex"
+    compute_scale: float = _DEFAULT.compute_scale
+    moe_dispatcher: Literal["flex", "alltoall"] = _DEFAULT.moe_dispatcher
     # the profile's factor fitted on one generation's runs, where it has one (else compute_scale)
-    compute_scale_by_generation: tuple[tuple[str, float], ...] = ()
+    compute_scale_by_generation: tuple[tuple[str, float], ...] = (
+        _DEFAULT.compute_scale_by_generation
+    )
     # what CUDA graphs capture: "none" exposes each MoE layer's host time, ``moe_host_s`` per
     # micro-batch (the fitted MOE_EAGER_HOST_S)
-    cuda_graphs: CudaGraphs = "partial"
+    cuda_graphs: CudaGraphs = _DEFAULT.cuda_graphs
     moe_host_s: float = MOE_EAGER_HOST_S
 
     def scale_for(self, generation: str | None) -> float:
