@@ -31,6 +31,10 @@ SHOTS = Path(
     or Path(__file__).resolve().parents[1] / "artifacts" / "screenshots"
 )
 VIEWPORT = {"width": 1280, "height": 800}
+# Every chart of the page drawn (charts.js draws them once the page has loaded; a busy machine
+# can answer "networkidle" first)
+DRAWN = """() => [...document.querySelectorAll('[data-figure]')].every(
+    e => e.data && e.querySelector('.main-svg'))"""
 
 
 class Tab:
@@ -112,7 +116,7 @@ def test_the_worked_examples_inputs_are_in_the_form_and_the_next_edit_works(tab:
         "fp8",
     )
     assert page.is_visible("#verdict")
-    assert "llama-3-8b on 256 × h100-sxm-80gb · tp 4 · pp 4" in page.inner_text("#results")
+    assert "llama-3-8b on 256 × h100-sxm-80gb · tp 4 · pp 4" in page.inner_text("section.results")
     assert page.input_value("#f-precision") == "fp8" and page.is_visible("#f-precision")
     tab.shot("example-edited-model")
 
@@ -146,7 +150,15 @@ def test_the_first_tab_reaches_the_skip_link(tab: Tab, path: str) -> None:
     assert tab.errors == []
 
 
-@pytest.mark.parametrize("path", ["/training", "/serving", "/sweep?model=llama-3-8b&tp=1,2"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/training",
+        "/serving",
+        "/sweep?model=llama-3-8b&tp=1,2",
+        "/sweep?mode=serving&model=llama-3-8b&accelerator=h100-sxm-80gb&tp=1&pp=1",
+    ],
+)
 def test_a_submitted_plan_moves_the_focus_to_its_results(tab: Tab, path: str) -> None:
     page = tab.open(path)
     assert not active(page)["inResults"]  # an opened page leaves the focus where it is
@@ -263,6 +275,25 @@ def test_a_diverging_queue_is_drawn_to_its_last_bounded_point(tab: Tab) -> None:
     assert tab.errors == []
 
 
+def test_the_load_charts_axis_ends_near_its_latencies_with_targets(tab: Tab) -> None:
+    """A serving plan with a 42 ms TPOT target: the load chart's log axis ended at ~1e46 ms
+    (the target's label placed at 1e42); now at its largest latency."""
+    query = {
+        "model": "llama-3.1-8b", "accelerator": "h100-sxm-80gb", "input_len": "2048",
+        "output_len": "256", "concurrency": "32", "tpot_target_s": "0.042", "ttft_target_s": "2",
+    }  # fmt: skip
+    page = tab.open("/serving?" + urlencode(query))
+    page.wait_for_function(DRAWN, timeout=30_000)
+    top, largest = page.evaluate(
+        """() => { const el = document.getElementById('fig-load');
+            const ys = el.data.flatMap(t => t.y).filter(y => y !== null);
+            return [el._fullLayout.yaxis.range[1], Math.max(...ys, 2000)]; }"""
+    )
+    assert top < math.log10(largest) + 0.5
+    tab.shot("load-chart-targets", "#fig-load")
+    assert tab.errors == []
+
+
 OVERLAPS = """() => {
   const over = (a, b) => a.left < b.right - 0.5 && b.left < a.right - 0.5
                       && a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5;
@@ -304,7 +335,8 @@ CHART_PAGES = {
 @pytest.mark.parametrize("name", CHART_PAGES)
 def test_no_chart_clips_a_tick_label_or_titles_over_one(tab: Tab, name: str) -> None:
     page = tab.open(CHART_PAGES[name])
-    assert page.evaluate(OVERLAPS) == []
+    page.wait_for_function(DRAWN, timeout=30_000)
+    assert page.evaluate(OVERLAPS) == [], tab.errors
     for figure in page.eval_on_selector_all("[data-figure]", "els => els.map(e => e.id)"):
         tab.shot(f"axes-{name}-{figure}", f"#{figure}")
     assert tab.errors == []

@@ -82,6 +82,23 @@ def test_the_concurrency_curve_cuts_a_diverging_point() -> None:
     assert [a["text"] for a in overloaded_notes(figure)] == ["overloaded from 16 in flight"]
 
 
+def test_a_target_label_sits_at_its_line_on_the_log_latency_axis() -> None:
+    """plotly.js places an annotation on a log axis in log10 units: a 42 ms TPOT target's label
+    at y=42 put it at 1e42 ms, and the load chart's axis ran there (the issue's 10^42 ms)."""
+    figure = charts.serving_load_figure(BOUNDED, 8, 0.042, 2.0)
+    lines = {s["name"]: s["y0"] for s in figure["layout"]["shapes"] if "target" in s["name"]}
+    notes = {a["text"]: a["y"] for a in figure["layout"]["annotations"] if a.get("yref") == "y"}
+    assert lines == {"TPOT target": 42.0, "TTFT target": 2000.0}
+    for name, ms in lines.items():
+        assert 10 ** notes[name] == pytest.approx(ms)
+    # the concurrency curve's latency axis is linear: its labels stay in ms
+    curve = [{"concurrency": 1, "ttft_s": 0.1, "tpot_s": 0.02, "output_tokens_per_s": 50.0,
+              "fits": True}]  # fmt: skip
+    figure = charts.serving_curve_figure({"curve": curve, "max_concurrency": 8}, 0.042, None)
+    (note,) = [a for a in figure["layout"]["annotations"] if a.get("yref") == "y2"]
+    assert note["y"] == pytest.approx(42.0)
+
+
 def test_bounded_count_leaves_gaps_alone() -> None:
     """A missing latency (NaN) is a gap in the line, not a diverging queue."""
     assert charts.bounded_count([[1.0, math.nan, 2.0]], [True] * 3, [False] * 3) == 3

@@ -272,19 +272,25 @@ def _limit_and_targets(
     tpot_target_s: float | None,
     ttft_target_s: float | None,
     yref: str,
+    *,
+    log: bool = False,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The shapes and annotations of a serving chart: its vertical ``limit`` line, then the
-    TPOT and TTFT target lines that are given (on the ``yref`` axis)."""
+    TPOT and TTFT target lines that are given (on the ``yref`` axis, ``log`` if it is one)."""
     lines = [limit] + [
-        _target_line(name, target, yref)
+        _target_line(name, target, yref, log=log)
         for name, target in (("TPOT", tpot_target_s), ("TTFT", ttft_target_s))
         if target is not None
     ]
     return [shape for shape, _ in lines], [note for _, note in lines]
 
 
-def _target_line(name: str, target_s: float, yref: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A latency target (seconds) as a dotted horizontal line in ms on ``yref``, labelled."""
+def _target_line(
+    name: str, target_s: float, yref: str, *, log: bool = False
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A latency target (seconds) as a dotted horizontal line in ms on ``yref``, labelled; on a
+    ``log`` axis the label sits at the line's log10 (plotly.js places shapes in data units and
+    annotations in log10 units there: a 42 ms target's label at 1e42 ms stretched the axis)."""
     y = target_s * 1e3
     shape = {
         "type": "line",
@@ -299,7 +305,7 @@ def _target_line(name: str, target_s: float, yref: str) -> tuple[dict[str, Any],
     }
     note = {
         "x": 0,
-        "y": y,
+        "y": math.log10(y) if log else y,
         "xref": "paper",
         "yref": yref,
         "text": f"{name} target",
@@ -478,6 +484,7 @@ def serving_load_figure(
         tpot_target_s,
         ttft_target_s,
         "y",
+        log=True,
     )
     band, note = _overloaded_band(x, cut, "in flight")
     shapes, annotations = shapes + band, annotations + note
