@@ -16,13 +16,8 @@ from estimator.spec.cluster import cluster_of
 from estimator.spec.precision import DTYPES
 from estimator.timing import collectives as rules
 from estimator.timing.kernels import copy_time, kernel_profile
-from estimator.timing.training import (
-    DISPATCHER_NOTES,
-    TimingOptions,
-    estimate_training,
-    layer_time,
-    training_attention_format,
-)
+from estimator.timing.layer import layer_time, training_attention_format
+from estimator.timing.training import DISPATCHER_NOTES, TimingOptions, estimate_training
 
 H100 = get_accelerator("h100-sxm-80gb")
 BF16 = get_precision("bf16")

@@ -10,8 +10,9 @@ from app.main import app
 from estimator import Parallelism, TrainingSetup, get_accelerator, get_model, get_precision
 from estimator.errors import SpecError
 from estimator.memory.training import training_memory
+from estimator.timing.gemms import linear_gemm_time
 from estimator.timing.kernels import kernel_profile
-from estimator.timing.training import estimate_training, linear_gemm_time
+from estimator.timing.training import estimate_training
 
 H100 = get_accelerator("h100-sxm-80gb")
 BF16 = get_precision("bf16")

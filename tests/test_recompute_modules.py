@@ -26,12 +26,8 @@ from estimator.spec.cluster import cluster_of
 from estimator.spec.precision import DTYPES
 from estimator.sweep.training import TrainingSearch, TrainingWorkload, sweep_training
 from estimator.timing.kernels import kernel_profile, memory_time
-from estimator.timing.training import (
-    TimingOptions,
-    estimate_training,
-    layer_time,
-    training_attention_format,
-)
+from estimator.timing.layer import layer_time, training_attention_format
+from estimator.timing.training import TimingOptions, estimate_training
 
 H100 = get_accelerator("h100-sxm-80gb")
 BF16 = get_precision("bf16")

@@ -26,8 +26,9 @@ from estimator.layout.sharding import (
 from estimator.serving.estimate import estimate_inference
 from estimator.serving.steps import decode_kinds, pipeline, stage_times
 from estimator.spec.cluster import cluster_of
-from estimator.timing import training as timing
+from estimator.timing.eager_ops import EagerExpertOps, expert_eager_ops
 from estimator.timing.kernels import collective_time, gemm_time, kernel_profile
+from estimator.timing.layer import layer_time, training_attention_format
 from estimator.timing.training import TimingOptions, estimate_training
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -230,7 +231,7 @@ def test_fp8_training_runs_attention_at_the_bf16_rate() -> None:
     times = {}
     for name in ("bf16", "fp8"):
         prec = get_precision(name)
-        lt = timing.layer_time(
+        lt = layer_time(
             model,
             kind,
             0,
@@ -241,7 +242,7 @@ def test_fp8_training_runs_attention_at_the_bf16_rate() -> None:
             setup.seq_len,
             1,
             cluster_of(H100),
-            attention_format=timing.training_attention_format(prec),
+            attention_format=training_attention_format(prec),
         )
         times[name] = lt
     assert times["fp8"].attention == pytest.approx(times["bf16"].attention)
@@ -360,8 +361,6 @@ def test_moe_dispatcher_copies_are_timed() -> None:
     ep1 = estimate_training(model, H100, Parallelism(tp=1, pp=1, dp=8), setup, BF16)
     ep8 = estimate_training(model, H100, Parallelism(tp=1, pp=1, dp=8, ep=8), setup, BF16)
     assert ep1.time.forward_s > 0 and ep8.time.breakdown["ep_comm"] > 0
-    from estimator.timing.training import layer_time
-
     kind = model.kinds[0]
     prof = kernel_profile(H100.id)
     args = (model, kind, 0, H100, prof)
@@ -455,14 +454,14 @@ def test_gpt_oss_eager_expert_ops_are_timed() -> None:
     model = get_model("gpt-oss-120b")
     p = Parallelism(dp=8, ep=8)  # 16 local experts, as the H100 recipe
     rows = 4096 * 4  # a micro-batch of 4,096 tokens, top-4
-    ops = timing.expert_eager_ops(model, model.kinds[0], p, 4096, 2.0)
+    ops = expert_eager_ops(model, model.kinds[0], p, 4096, 2.0)
     assert (ops.clamp_bytes, ops.clamp_kernels) == (rows * 5760 * 4 * 2, 3)
     assert (ops.bias_bytes, ops.bias_kernels) == (rows * 2880 * 6 * 2, 2 * 16 + 1)
     qwen = get_model("qwen3-30b-a3b")
-    assert timing.expert_eager_ops(qwen, qwen.kinds[0], p, 4096, 2.0) == timing.EagerExpertOps()
+    assert expert_eager_ops(qwen, qwen.kinds[0], p, 4096, 2.0) == EagerExpertOps()
 
     prof = kernel_profile(H100.id)
-    clamp_f, clamp_b, clamp_again = timing.EagerExpertOps(ops.clamp_bytes, 3).times(H100, prof)
+    clamp_f, clamp_b, clamp_again = EagerExpertOps(ops.clamp_bytes, 3).times(H100, prof)
     assert clamp_again == clamp_f
     gb = 1e9 / (H100.hbm_bytes_per_s * prof.memory_efficiency)  # seconds per GB streamed
     assert clamp_b - 3 * prof.floor_s == pytest.approx(1.25 * ops.clamp_bytes / 1e9 * gb)
@@ -479,8 +478,8 @@ def test_gpt_oss_eager_expert_ops_are_timed() -> None:
     assert rec - rec_without == pytest.approx(36 * clamp_f)
 
     args = (model, model.kinds[0], 0, H100, prof, p, BF16, 4096, 1, cluster_of(H100))
-    assert timing.layer_time(*args).eager_forward > 0
-    assert timing.layer_time(*args, grouped_experts=True).eager_forward == 0
+    assert layer_time(*args).eager_forward > 0
+    assert layer_time(*args, grouped_experts=True).eager_forward == 0
     notes = estimate_training(get_model("gpt-oss-120b"), H100, p, setup, BF16).notes
     said = [n for n in notes if n.startswith("Routed experts: the eager PyTorch kernels")]
     assert any(n.startswith("YaRN rotary embedding scaled by 1.347") for n in notes)
@@ -512,4 +511,4 @@ def test_yarn_attention_factor_runs_the_unfused_rope() -> None:
     assert yarn.backward_s - fused.backward_s == pytest.approx(36 * bwd)
     # serving engines take the factor into their rotary kernels' cos and sin
     args = (model, model.kinds[0], 0, H100, prof, p, BF16, 4096, 1, cluster_of(H100))
-    assert timing.layer_time(*args, grouped_experts=True).eager_forward == 0
+    assert layer_time(*args, grouped_experts=True).eager_forward == 0

@@ -34,6 +34,7 @@ from estimator.memory.verdict import FIT_VERDICTS, training_fit
 from estimator.serving.estimate import DEFAULT_MAX_BATCH, estimate_inference
 from estimator.spec.cluster import cluster_of
 from estimator.spec.model import ModelSpec
+from estimator.timing.gemms import gemm_coefficients
 from estimator.timing.kernels import (
     attention_decode_time,
     attention_prefill_time,
@@ -41,13 +42,8 @@ from estimator.timing.kernels import (
     gemm_time,
     kernel_profile,
 )
-from estimator.timing.training import (
-    TimingOptions,
-    TrainingEstimate,
-    estimate_training,
-    flash_backward_time,
-    gemm_coefficients,
-)
+from estimator.timing.layer import flash_backward_time
+from estimator.timing.training import TimingOptions, TrainingEstimate, estimate_training
 from validation.calibrate import HEAD_DIM_BACKENDS, LENT
 
 if TYPE_CHECKING:

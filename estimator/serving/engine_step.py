@@ -50,8 +50,8 @@ from estimator.spec.cluster import Cluster
 from estimator.spec.lengths import LengthDistribution
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import Precision
+from estimator.timing.gemms import linear_gemm_time
 from estimator.timing.kernels import kernel_profile
-from estimator.timing.training import linear_gemm_time
 from estimator.xp import Num
 
 __all__ = ["StepTime", "engine_step_time"]

@@ -42,8 +42,8 @@ from estimator.spec.cluster import Cluster
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
 from estimator.spec.speculative import Speculative, draft_pass
+from estimator.timing.gemms import gemm_coefficients
 from estimator.timing.kernels import KernelProfile, gemm_time
-from estimator.timing.training import gemm_coefficients
 from estimator.xp import Num
 
 __all__ = ["Replica", "SpeculativeStep", "draft_prefill", "draft_step", "speculative_step"]

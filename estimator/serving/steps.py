@@ -2,7 +2,7 @@
 speculative verification step, from the same kernel-level costs (``timing.kernels``).
 
 - A prefill of ``batch`` prompts of ``prompt`` tokens is a training forward of each layer
-  (``timing.training.layer_time``: TP-sharded GEMMs, causal flash attention, elementwise work,
+  (``timing.layer.layer_time``: TP-sharded GEMMs, causal flash attention, elementwise work,
   TP all-reduces), its routed experts one fused kernel per linear. With ``cached`` of the
   prompt's tokens found in the prefix cache the forward runs over the other ``prompt - cached``
   tokens only (GEMMs, elementwise, communication and recurrent scans as for a prompt that
@@ -53,6 +53,7 @@ from estimator.spec.accelerator import Accelerator
 from estimator.spec.cluster import Cluster
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
+from estimator.timing.gemms import gemm_coefficients, linear_gemm_time, weight_read_bytes
 from estimator.timing.kernels import (
     KernelProfile,
     attention_decode_time,
@@ -61,12 +62,7 @@ from estimator.timing.kernels import (
     gemm_time,
     memory_time,
 )
-from estimator.timing.training import (
-    gemm_coefficients,
-    layer_time,
-    linear_gemm_time,
-    weight_read_bytes,
-)
+from estimator.timing.layer import layer_time
 from estimator.xp import Num, minimum, where
 
 __all__ = [

@@ -38,7 +38,7 @@ class ModelSpec:
 
     ``rope_mscale``: the factor a YaRN rotary embedding scales its cos and sin by (its attention
     factor; 1.0 without one). Megatron-Core's fused RoPE takes no other, so a model with another
-    runs the unfused one in training (``timing.training.unfused_rope_ops``).
+    runs the unfused one in training (``timing.eager_ops.unfused_rope_time``).
 
     ``hyper_streams``: the residual is that many copies of the hidden state, joined to each block
     by hyper-connections (DeepSeek-V4's ``hc_mult``; 0: a plain residual). Each layer's

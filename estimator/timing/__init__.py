@@ -1,2 +1,3 @@
 """Time: kernel times on an accelerator (``kernels``), collectives and the communication plan
-(``comms``), and the training step (``training``)."""
+(``comms``), one layer's forward on one rank (``layer``: its linears' GEMMs in ``gemms``,
+Megatron-Core's eager ops in ``eager_ops``), and the training step (``training``)."""

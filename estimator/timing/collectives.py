@@ -1,6 +1,6 @@
 """The collectives of a training step, by parallel dimension: which ones run, how many times, on
-what message. One set of rules: the step time (``timing.training``) charges them and the
-communication plan (``timing.comms``) lists them, so the two cannot disagree.
+what message. One set of rules: the step time (``timing.layer``, ``timing.training``) charges
+them and the communication plan (``timing.comms``) lists them, so the two cannot disagree.
 
 Per layer and micro-batch, on the most-loaded stage (Megatron-LM semantics):
 

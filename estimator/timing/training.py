@@ -1,31 +1,14 @@
 """Training step time, throughput, MFU and cost, operator by operator.
 
-One micro-batch on one GPU of a pipeline stage is a list of operators per layer, each timed by
-``kernels.py`` (roofline with fitted efficiency curves):
+One micro-batch on one GPU of a pipeline stage is built from its layers' forward times
+(``timing.layer``: each layer's GEMMs, attention, memory-bound elementwise work, Megatron-Core's
+eager ops and its TP, EP and CP exchanges, each operator timed by ``kernels.py``):
 
-- GEMMs of every linear with the TP-sharded shape (column-parallel splits N, row-parallel K);
-  routed experts as ``E / ep`` grouped GEMMs over the tokens the router sends them (balanced
-  routing); backward = two GEMMs of the same size (input and weight gradients).
-- Flash attention over the causal pairs (``s (s + 1) / 2``, windows, sparse selections and
-  compressed keys applied: ``flops.core_pairs_flops``), heads split by TP,
-  queries by CP; backward does 2.5x the forward FLOPs (FlashAttention-2, Dao 2023, Sec. 3.1:
-  five matmuls against two) at 63/73 of the forward's FLOP/s (same paper). The kernel family is
-  an option: the vendor's fused kernel the curves were fitted on (cuDNN / FlashAttention-3 class,
-  Megatron-Core's default) or FlashAttention-2 (PyTorch stacks before FA3; 35% of peak on
-  Hopper). Without flash attention, the full ``s x s`` scores are computed by two batched GEMMs
-  and masked and softmaxed in memory; backward is twice that.
-- Memory-bound elementwise work (norms, residual adds, the MLP activation, rotary; with
-  hyper-connections their streams, ``ModelSpec.stream_traffic_per_block``) as bytes read
-  and written at the measured elementwise streaming rate, 3 kernels per layer forward; with
-  low-precision recipes the cast of every GEMM input and in MoE layers the token dispatcher's
-  copies of every routed token (one kernel per pass) as contiguous copies at the streaming rate
-  of a weight-bound GEMM (``kernels.copy_time``): the all-to-all dispatcher's permute, chunk sort,
-  unsort and unpermute, the flex dispatcher's (DeepEP / HybridEP) permute and unpermute; twice
-  all of that backward; the output head GEMM and the cross-entropy over fp32 logits on the last
-  stage, the embedding gather on the first. Routed experts with a clamped activation or a
-  down-projection bias (gpt-oss) add the eager PyTorch ops Megatron-Core runs around its fused
-  activation: the clamps and their cat, the per-expert bias times probability and the rows' cat
-  (``expert_eager_ops``), with their own backward.
+- Backward: two GEMMs of the same size per forward GEMM (input and weight gradients), the
+  attention's backward (``timing.layer.flash_backward_time``; twice the forward unfused), twice
+  the elementwise work and a recurrent mixer's core, the eager ops' own backward; recomputation
+  repeats what the recompute setting drops. The output head GEMM and the cross-entropy over fp32
+  logits on the last stage, the embedding gather on the first.
 - Communication per micro-batch: TP all-reduce (or all-gather + reduce-scatter with sequence
   parallelism) twice per layer forward and twice backward, exposed, or with ``tp_comm_overlap``
   behind the layer's GEMMs as Transformer Engine's userbuffers overlap it (``tp_overlap``: a
@@ -46,12 +29,10 @@ states). Group placement is Megatron's rank order (TP innermost, then CP, DP, PP
 ETP, then EP): a group whose ranks fit in one scale-up domain runs over NVLink/xGMI, otherwise
 hierarchically over the scale-out network.
 
-LoRA and QLoRA (``estimator.finetune``): each layer adds its adapters' two skinny GEMMs (``A`` of
-``in x r``, ``B`` of ``r x out``, split over TP as ``Adapter.placement``) forward and twice
-backward; the frozen base GEMMs run once backward (input gradients only), the output head too.
-QLoRA dequantizes every NF4 weight to the compute dtype before its GEMM, forward and backward
-(bitsandbytes ``MatMul4Bit``): one memory-bound pass reading the NF4 bytes and writing the
-dequantized weight, per quantized module. Gradient reduction, the parameter all-gather and the
+LoRA and QLoRA (``estimator.finetune``): each layer adds its adapters' GEMMs and, under QLoRA,
+the dequantization of its NF4 weights (``timing.gemms.finetune_layer_time``), forward; backward
+the adapters' GEMMs twice and the dequantization again, the frozen base GEMMs once (input
+gradients only), the output head too. Gradient reduction, the parameter all-gather and the
 optimizer step move the adapters only; ZeRO-3 still gathers the frozen weights (NF4 under
 QLoRA, as FSDP-QLoRA shards the quantized storage).
 
@@ -67,32 +48,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from estimator.counts.flops import (
-    TrainingFlops,
-    attended_keys,
-    attention_terms,
-    core_pairs_flops,
-    op_recomputed_share,
-    training_flops,
-)
+from estimator.counts.flops import TrainingFlops, op_recomputed_share, training_flops
 from estimator.errors import SpecError
-from estimator.finetune import (
-    Adapter,
-    FineTune,
-    adapters,
-    linear_weight_bytes,
-    quantized_modules,
-)
+from estimator.finetune import linear_weight_bytes
 from estimator.layout.parallel import Parallelism
 from estimator.layout.ranks import group_shapes
-from estimator.layout.sharding import (
-    padded_vocab,
-    place_layer,
-    placements,
-    stage_kind_counts,
-    with_mtp,
-)
-from estimator.memo import per_model
+from estimator.layout.sharding import padded_vocab, stage_kind_counts, with_mtp
 from estimator.memory.activations import DEFAULT_RECOMPUTE_MODULES
 from estimator.memory.training import (
     TrainingMemory,
@@ -103,23 +64,22 @@ from estimator.memory.training import (
 )
 from estimator.offload import CPU_ADAM_BYTES_PER_PARAM, host_of
 from estimator.spec.accelerator import Accelerator
-from estimator.spec.architecture import AttentionCore, LayerKind
 from estimator.spec.cluster import Cluster, cluster_of
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
 from estimator.terms import STEP
 from estimator.timing import collectives as rules
+from estimator.timing.eager_ops import eager_expert_kinds, expert_eager_ops
+from estimator.timing.gemms import finetune_layer_time
 from estimator.timing.kernels import (
     AttentionKernel,
     KernelProfile,
-    attention_prefill_time,
     collective_time,
-    copy_time,
     gemm_time,
     kernel_profile,
     memory_time,
-    mixer_time,
 )
+from estimator.timing.layer import LayerTime, layer_time, training_attention_format
 from estimator.timing.rates import derive_rates
 from estimator.timing.stacks import (
     DEFAULT_STACK,
@@ -129,26 +89,18 @@ from estimator.timing.stacks import (
     stack_profile,
 )
 from estimator.timing.tp_overlap import overlapped_tp
-from estimator.xp import Num, is_array, logical_and, maximum, numpy, take, where
+from estimator.xp import Num, logical_and, maximum, take, where
 
 __all__ = [
-    "FLASH_BACKWARD_FACTOR",
+    "BREAKDOWN",
     "TimingOptions",
     "TrainingEstimate",
     "TrainingTime",
     "ep_overlap_runs",
     "estimate_training",
-    "flash_backward_time",
-    "gemm_coefficients",
-    "layer_time",
-    "linear_gemm_time",
-    "training_attention_format",
     "training_time",
-    "weight_read_bytes",
+    "training_time_terms",
 ]
-
-FLASH_BACKWARD_FACTOR = 2.5
-ELEMENTWISE_KERNELS_FORWARD = 3
 
 
 # The default stack's profile: every framework behaviour's one default (``TimingOptions``').
@@ -292,204 +244,6 @@ class TrainingEstimate:
     notes: tuple[str, ...] = field(default=())
 
 
-def _linear_gemms(
-    kind: LayerKind,
-    tp: Num,
-    ep: Num,
-    etp: Num,
-    tokens: Num,
-    expert_load: Num = 1.0,
-    expert_tokens: Num | None = None,
-) -> list[tuple[Num, Num, Num, Num, str]]:
-    """(M, K, N, count, component) of each GEMM one rank runs for one layer's forward; routed
-    experts at ``expert_load`` times the balanced share (the busiest rank's, which the others
-    wait for: ``TrainingSetup.expert_load``). ``expert_tokens``: the tokens the whole
-    expert-parallel group routes in the step; by default every TP group of it holds
-    ``tokens`` (``tokens ep etp / tp``), as in training and in a symmetric serving step."""
-    out: list[tuple[Num, Num, Num, Num, str]] = []
-    group = tokens * ep * etp / tp if expert_tokens is None else expert_tokens
-    for m in kind.linears:
-        if m.copies > 1:
-            # Experts that receive at least one of the group's top-k choices (all of them for a
-            # training micro-batch, a few for a small decode batch), then balanced routing.
-            touched = 1 - (1 - m.active / m.copies) ** group
-            local = m.copies // ep * touched
-            routed = group * m.active / (m.copies * touched) * expert_load
-            if m.tp == "column":
-                out.append((routed, m.in_features, m.out_features / etp, local, m.component))
-            else:
-                out.append((routed, m.in_features / etp, m.out_features, local, m.component))
-        elif m.tp == "replicated":
-            out.append((tokens, m.in_features, m.out_features, 1, m.component))
-        else:
-            frac = maximum(m.units // tp, 1) / m.units
-            if m.tp == "column":
-                out.append((tokens, m.in_features, m.out_features * frac, 1, m.component))
-            else:
-                out.append((tokens, m.in_features * frac, m.out_features, 1, m.component))
-    return out
-
-
-def training_attention_format(precision: Precision) -> str:
-    """The tensor-core rate of the attention core (QK^T, softmax, PV) in training: the
-    activations' format, whatever format the linears' GEMMs run in. Low-precision training
-    recipes quantize the inputs of the linear layers only; Megatron-Core's
-    ``fp8_dot_product_attention`` (Transformer Engine's FP8 attention) defaults to False
-    (megatron/core/model_parallel_config.py), and the NVFP4 recipe has no FP4 attention, so
-    an fp8 or NVFP4 run does its attention in bf16 at the bf16 rate."""
-    return DTYPES[precision.activations].compute or "bf16"
-
-
-def weight_read_bytes(precision: Precision) -> float:
-    """Bytes per weight element a GEMM reads: the low-precision cache of fp8 recipes, else the
-    stored format (quantized weights for serving)."""
-    return DTYPES[precision.weight_cache or precision.weights].bytes
-
-
-def gemm_coefficients(k: Num, n: Num, gemm_b: float, act_b: float, w_b: float) -> tuple[Num, ...]:
-    """A (rows x k) @ (k x n) GEMM's FLOPs per row, bytes moved per row (its input and output
-    rows) and bytes moved whatever the rows (the weight): FLOPs and bytes are these times the
-    rows, combined first so that an array of rows costs one operation each."""
-    return 2 * k * n, k * gemm_b + n * act_b, k * n * w_b
-
-
-def linear_gemm_time(
-    model: ModelSpec,
-    kind: LayerKind,
-    acc: Accelerator,
-    prof: KernelProfile,
-    p: Parallelism,
-    precision: Precision,
-    tokens: Num,
-    expert_load: Num = 1.0,
-    grouped_experts: bool = False,
-    expert_tokens: Num | None = None,
-) -> Num:
-    """Forward time of one layer's linears on one rank for ``tokens`` tokens (``expert_tokens``:
-    the tokens its expert-parallel group routes, ``_linear_gemms``).
-
-    For one layout and an array of token counts (the serving curve's batch sizes), the linears
-    whose shapes do not depend on the tokens (all but routed experts) run through ``gemm_time``
-    as one (linears x token counts) array: each roofline operation is then one numpy call for
-    the whole layer instead of one per linear, with the same products summed in the same order.
-    Routed experts are one GEMM per touched local expert, each with its launch floor
-    (Transformer Engine's ``GroupedLinear`` under Megatron-Core runs one cuBLAS GEMM per local
-    expert), or with ``grouped_experts`` one fused kernel per linear over all of them (vLLM's and
-    SGLang's fused MoE kernels, TensorRT-LLM's CUTLASS MoE GEMMs: the serving engines): their
-    FLOPs and bytes with one launch floor and one efficiency ramp.
-    """
-    gemm_b = DTYPES[precision.gemm_inputs].bytes
-    act_b = DTYPES[precision.activations].bytes
-    w_b = weight_read_bytes(precision)
-    w_expert = DTYPES[precision.expert_weights].bytes if precision.expert_weights else w_b
-    stacked = type(p.tp) is int and is_array(tokens)
-    total: Num = 0.0
-    if stacked:
-        per_row, row_bytes, fixed = _stacked_coefficients(
-            model, model.kinds.index(kind), p.tp, p.ep, p.expert_tp, gemm_b, act_b, w_b
-        )
-        t = gemm_time(acc, prof, per_row * tokens, row_bytes * tokens + fixed, precision.compute)
-        total = t.sum(axis=0)  # zeros for a layer of experts only
-    for linear, (m_rows, k, n, count, _) in zip(
-        kind.linears,
-        _linear_gemms(kind, p.tp, p.ep, p.expert_tp, tokens, expert_load, expert_tokens),
-        strict=True,
-    ):
-        if stacked and linear.copies == 1:
-            continue
-        w = w_expert if linear.copies > 1 else w_b
-        per_row, row_bytes, fixed = gemm_coefficients(k, n, gemm_b, act_b, w)
-        if grouped_experts and linear.copies > 1:  # one fused kernel: one launch, one ramp
-            flops, moved = count * per_row * m_rows, count * (row_bytes * m_rows + fixed)
-            total = total + gemm_time(acc, prof, flops, moved, precision.compute)
-            continue
-        t = gemm_time(acc, prof, per_row * m_rows, row_bytes * m_rows + fixed, precision.compute)
-        total = total + (t if type(count) is int and count == 1 else count * t)
-    return total
-
-
-@per_model
-def _stacked_coefficients(
-    model: ModelSpec,
-    kind_index: int,
-    tp: int,
-    ep: int,
-    etp: int,
-    gemm_b: float,
-    act_b: float,
-    w_b: float,
-) -> tuple[Num, ...]:
-    """``gemm_coefficients`` of a layer kind's non-expert linears on one layout, as column
-    arrays (one row per linear)."""
-    kind = model.kinds[kind_index]
-    shapes = [
-        (k, n)
-        for linear, (_, k, n, _, _) in zip(
-            kind.linears, _linear_gemms(kind, tp, ep, etp, 1), strict=True
-        )
-        if linear.copies == 1
-    ]
-    k, n = numpy().array(shapes, dtype=float).reshape(-1, 2).T[:, :, None]
-    return gemm_coefficients(k, n, gemm_b, act_b, w_b)
-
-
-@dataclass(frozen=True, slots=True)
-class _LayerTime:
-    gemm: Num
-    attention: Num
-    attention_backward: Num
-    elementwise: Num
-    tp_comm: Num
-    ep_comm: Num
-    cp_comm: Num
-    mixer: Num = 0.0  # a recurrent mixer's core (its backward is charged at twice this)
-    dispatch: Num = 0.0  # the token dispatcher's copies, part of ``elementwise``
-    norm_bytes: Num = 0.0  # one hidden-size norm's reads and writes, part of ``elementwise``
-    expert_act_bytes: Num = 0.0  # the routed experts' activation's, part of ``elementwise``
-    # eager PyTorch ops Megatron-Core runs around its fused kernels, outside ``elementwise``
-    # (the routed experts' clamp and bias, ``expert_eager_ops``; an unfused rotary embedding,
-    # ``unfused_rope_time``): forward and backward; the experts' forward again under ``moe``,
-    # their clamp's under ``moe_act``
-    eager_forward: Num = 0.0
-    eager_backward: Num = 0.0
-    eager_experts: Num = 0.0
-    eager_clamp: Num = 0.0
-
-
-# Reads and writes of each element (forward, backward) of the routed experts' eager ops
-# (``expert_eager_ops``): the clamp of the up-projection's output, the down-projection's bias.
-EXPERT_CLAMP_ACCESSES = (4, 5)
-EXPERT_BIAS_ACCESSES = (6, 8)
-
-
-@dataclass(frozen=True, slots=True)
-class EagerExpertOps:
-    """Bytes and kernels of the routed experts' ops that Megatron-Core runs eagerly around its
-    fused ones, per micro-batch on one rank (``expert_eager_ops``)."""
-
-    clamp_bytes: Num = 0.0  # forward (``EXPERT_CLAMP_ACCESSES``: the backward's in proportion)
-    clamp_kernels: int = 0
-    bias_bytes: Num = 0.0  # forward (``EXPERT_BIAS_ACCESSES``)
-    bias_kernels: Num = 0  # forward (per layout in a sweep); the backward twice as many, less one
-    bias: bool = False
-
-    def times(self, acc: Accelerator, prof: KernelProfile) -> tuple[Num, Num, Num]:
-        """Forward, backward and the clamp's forward seconds: plain contiguous streams (clamps,
-        a cat, broadcast products and adds over large tensors) timed as the token permutes are
-        (``copy_time``; the lent H100 gathered gpt-oss's routed rows at 75% of its HBM peak)."""
-        fwd, bwd = EXPERT_CLAMP_ACCESSES
-        clamp = copy_time(acc, prof, self.clamp_bytes, self.clamp_kernels)
-        clamp_b = copy_time(acc, prof, self.clamp_bytes * bwd / fwd, self.clamp_kernels)
-        bias: Num = 0.0
-        bias_b: Num = 0.0
-        if self.bias:
-            fwd, bwd = EXPERT_BIAS_ACCESSES
-            bias = copy_time(acc, prof, self.bias_bytes, self.bias_kernels)
-            moved = self.bias_bytes * bwd / fwd
-            bias_b = copy_time(acc, prof, moved, 2 * self.bias_kernels - 1)
-        return clamp + bias, clamp_b + bias_b, clamp
-
-
 def eager_ops_notes(
     model: ModelSpec, acc: Accelerator, p: Parallelism, setup: TrainingSetup, precision: Precision
 ) -> list[str]:
@@ -553,379 +307,6 @@ def mtp_notes(
     return []
 
 
-# Megatron-Core's unfused rotary embedding (``_apply_rotary_pos_emb_bshd``, rope_utils.py @
-# core_v0.16.0) on each of q and k: ``t * cos``, the rotated half's negation and cat, ``* sin``,
-# the add and the final cat: 12 reads and writes of each element in 6 kernels forward; backward
-# the two products' gradients, the negation's, the chunk's cat, their sum and the slice's
-# zero-filled copy, 13 in 7. The fused kernel the elementwise term charges moves 2 forward (4
-# backward, at twice the forward).
-UNFUSED_ROPE_ACCESSES = (12 - 2, 13 - 4)
-UNFUSED_ROPE_KERNELS = (6, 7)
-
-
-def unfused_rope_time(
-    acc: Accelerator, prof: KernelProfile, model: ModelSpec, elems: Num, act_b: float
-) -> tuple[Num, Num]:
-    """Forward and backward seconds an unfused rotary embedding adds over the fused one, on
-    ``elems`` query and key elements, for a model whose YaRN embedding scales cos and sin
-    (``ModelSpec.rope_mscale`` != 1: gpt-oss): Megatron-Bridge turns RoPE fusion off for a
-    ``position_embedding_type`` other than ``rope`` (``validate_rope_fusion_compatibility``,
-    utils/fusions.py, v0.2.1 to v0.6.0; gpt-oss's is ``yarn``), and Megatron-Core's fused RoPE
-    takes no such factor anyway (``apply_rotary_pos_emb``: "mscale ... is not supported by TE's
-    fused RoPE. Using unfused implementation."). Nothing for the others."""
-    if model.rope_mscale == 1.0:
-        return 0.0, 0.0
-    fwd, bwd = (elems * n * act_b for n in UNFUSED_ROPE_ACCESSES)
-    kernels_f, kernels_b = (2 * n for n in UNFUSED_ROPE_KERNELS)  # q and k
-    return copy_time(acc, prof, fwd, kernels_f), copy_time(acc, prof, bwd, kernels_b)
-
-
-@per_model
-def eager_expert_kinds(model: ModelSpec) -> frozenset[int]:
-    """The layer kinds whose routed experts run eager ops around the fused ones: a clamped
-    activation (``MoESpec.activation_clamp``) or a bias on the down-projection
-    (``expert_eager_ops``); empty for every model but gpt-oss's family today, which then
-    skips them."""
-    if model.moe is None:
-        return frozenset()
-    clamp = bool(model.moe.activation_clamp)
-    return frozenset(
-        k
-        for k, kind in enumerate(model.kinds)
-        if kind.routed
-        and any(
-            m.component == "experts" and m.copies > 1 and (clamp or (m.tp == "row" and m.bias))
-            for m in kind.linears
-        )
-    )
-
-
-def expert_eager_ops(
-    model: ModelSpec, kind: LayerKind, p: Parallelism, tokens: Num, act_b: float, load: Num = 1.0
-) -> EagerExpertOps:
-    """What Megatron-Core's grouped experts (``TEGroupedMLP``, megatron/core/transformer/moe/
-    experts.py and fusions/fused_bias_geglu.py @ core_v0.16.0) run as separate eager PyTorch
-    kernels around the fused activation, on the ``tokens x top_k x load`` rows a rank's experts
-    receive:
-
-    - a clamped activation (``MoESpec.activation_clamp``, gpt-oss's ``activation_func_clamp_
-      value``): ``weighted_bias_quick_geglu_impl`` clamps the gate half and the up half of the
-      up-projection's output and concatenates them before the fused kernel: 4 reads and writes
-      of each output element forward in 3 kernels (two clamps, the cat); backward the two
-      clamps' masked gradients and the split's cat, 5.
-    - a bias on the down-projection (``_apply_bias``): per local expert ``bias x prob`` and its
-      add to that expert's rows, then a cat of all rows: 6 reads and writes of each output
-      element in ``2 x local + 1`` kernels; backward the bias's and the probabilities'
-      gradients (a product and a sum each per expert) and the split's cat, 8 in
-      ``4 x local + 1``.
-
-    Nothing where a layer has neither (every model but gpt-oss's family today)."""
-    rows = tokens / p.tp * p.expert_tp * load
-    clamp_bytes: Num = 0.0
-    clamp_kernels = 0
-    bias_bytes: Num = 0.0
-    bias_kernels: Num = 0
-    bias = False
-    for m in kind.linears:
-        if m.component != "experts" or m.copies <= 1:
-            continue
-        if m.tp == "column" and model.moe is not None and model.moe.activation_clamp:
-            width = m.active * m.out_features / p.expert_tp
-            clamp_bytes = rows * width * EXPERT_CLAMP_ACCESSES[0] * act_b
-            clamp_kernels = 3
-        if m.tp == "row" and m.bias:
-            bias_bytes = rows * m.active * m.out_features * EXPERT_BIAS_ACCESSES[0] * act_b
-            bias_kernels = 2 * maximum(m.copies // p.ep, 1) + 1
-            bias = True
-    return EagerExpertOps(clamp_bytes, clamp_kernels, bias_bytes, bias_kernels, bias)
-
-
-@per_model
-def _routed_inter(model: ModelSpec, k: int) -> int:
-    """The routed experts' intermediate width a token passes through in layer kind ``k`` (each
-    active expert's down-projection input), before expert tensor parallelism."""
-    return sum(
-        m.in_features * m.active
-        for m in model.kinds[k].linears
-        if m.tp == "row" and m.component == "experts"
-    )
-
-
-def layer_time(
-    model: ModelSpec,
-    kind: LayerKind,
-    kind_index: int,
-    acc: Accelerator,
-    prof: KernelProfile,
-    p: Parallelism,
-    precision: Precision,
-    seq_len: int,
-    micro_batch: int,
-    domain: Cluster,
-    flash: bool = True,
-    kernel: AttentionKernel = "fused",
-    attention_format: str | None = None,
-    expert_load: Num = 1.0,
-    grouped_experts: bool = False,
-    expert_tokens: Num | None = None,
-    dedup_domains: bool = False,
-) -> _LayerTime:
-    """Forward time of one layer of ``kind`` for one micro-batch on one rank (and the backward
-    time of its attention, whose ratio to the forward depends on the kernel).
-    ``attention_format`` is the tensor-core rate the attention core runs at (default: the GEMMs'
-    rate); training passes ``training_attention_format``. ``grouped_experts``: the routed
-    experts as one fused kernel (``linear_gemm_time``), as the serving engines run them;
-    ``expert_tokens``: the tokens the expert-parallel group routes (``_linear_gemms``);
-    ``dedup_domains``: the flex token dispatcher (DeepEP / HybridEP), which sends a token once
-    to each other scale-up domain holding one of its experts (``collectives.domain_dedup``) and
-    permutes the tokens it received without the all-to-all dispatcher's chunk sort."""
-    compute = precision.compute
-    att_compute = attention_format or compute
-    gemm_b = DTYPES[precision.gemm_inputs].bytes
-    act_b = DTYPES[precision.activations].bytes
-    tokens = seq_len * micro_batch / p.cp
-    gemm = linear_gemm_time(
-        model, kind, acc, prof, p, precision, tokens, expert_load,
-        grouped_experts=grouped_experts, expert_tokens=expert_tokens,
-    )  # fmt: skip
-
-    term = attention_terms(model)[kind_index]
-    a = kind.attention
-    attention: Num = 0.0
-    attention_bwd: Num = 0.0
-    heads_local: Num = 0
-    kv_local: Num = 0
-    head_dim = 0
-    if term is not None and a is not None:
-        heads_local = a.num_heads / p.tp
-        kv_local = maximum(a.num_kv_heads // p.tp, 1)
-        head_dim = a.qk_head_dim
-        att_flops = micro_batch * core_pairs_flops(term, seq_len) / p.cp / p.tp
-        att_bytes = (
-            tokens * (heads_local * (a.qk_head_dim + a.v_head_dim) * 2) * act_b
-            + tokens * kv_local * (a.qk_head_dim + a.v_head_dim) * act_b
-        )
-        if flash:
-            keys = attended_keys(term, seq_len) / p.cp
-            attention = attention_prefill_time(
-                acc, prof, att_flops, att_bytes, keys, att_compute, kernel, head_dim
-            )
-            attention_bwd = flash_backward_time(prof, attention, kernel, head_dim)
-        else:
-            attention = _eager_attention_time(
-                acc, prof, a, heads_local, micro_batch, seq_len, precision, att_compute
-            )
-            attention_bwd = 2 * attention
-    mixer: Num = 0.0
-    if kind.mixer is not None:
-        mixer = mixer_time(kind.mixer, acc, prof, p.tp, precision, seq_len, micro_batch, compute)
-
-    sp_tokens = tokens / where(p.sequence_parallel, p.tp, 1)
-    h = model.hidden_size
-    hidden_norms = sum(1 for nm in kind.norms if nm.size == h)
-    inter = sum(
-        m.in_features * m.active / (p.expert_tp if m.copies > 1 else p.tp)
-        for m in kind.linears
-        if m.tp == "row" and m.component in ("mlp", "experts", "shared_experts")
-    )
-    act_elems = (3 if model.gated_mlp else 2) * inter  # read gate/up, write product
-    rope = 2 * (heads_local + kv_local) * head_dim
-    residual = 2 * 3 * h + kind.blocks * model.stream_traffic_per_block
-    elem_bytes = (
-        sp_tokens * (hidden_norms * 2 * h + residual) + tokens * (act_elems + rope)
-    ) * act_b
-    norm_bytes = sp_tokens * 2 * h * act_b
-    expert_act_bytes: Num = 0.0
-    if model.moe is not None:
-        act = (3 if model.gated_mlp else 2) * _routed_inter(model, kind_index) / p.expert_tp
-        expert_act_bytes = tokens * act * act_b
-    copy_bytes: Num = 0.0
-    copies: Num = 0
-    dispatch: Num = 0.0
-    if precision.gemm_inputs != precision.activations:
-        # Transformer Engine casts every GEMM input to the low-precision format (read the
-        # activation, write the cast copy); the backward pass casts the output gradients too.
-        cast_elems = sum(
-            count * m_rows * k
-            for m_rows, k, _, count, _ in _linear_gemms(
-                kind, p.tp, p.ep, p.expert_tp, tokens, expert_tokens=expert_tokens
-            )
-        )
-        copy_bytes = cast_elems * (act_b + gemm_b)
-    if model.moe is not None and kind.routed:
-        # Megatron's token dispatchers copy every routed token (top-k copies of h values) in
-        # permute and unpermute; the all-to-all dispatcher also sorts the received chunks by
-        # local expert around the all-to-all when a rank holds several of the experts it splits
-        # (token_dispatcher.py: sort_chunks_by_idxs where num_local_experts > 1), while the
-        # flex dispatcher's kernels deliver them by rank and its one permute orders them by
-        # expert (_DeepepManager, _HybridEPManager): each pass reads and writes them.
-        passes: Num = 2
-        if not dedup_domains:
-            local = model.moe.num_experts / p.ep
-            passes = where(logical_and(p.ep > 1, local > 1), 4, 2)
-        routed = passes * 2 * tokens / p.tp * model.moe.top_k * h * act_b
-        copy_bytes = copy_bytes + routed
-        copies = passes
-        dispatch = copy_time(acc, prof, routed, passes)
-    elementwise = memory_time(acc, prof, elem_bytes, ELEMENTWISE_KERNELS_FORWARD) + copy_time(
-        acc, prof, copy_bytes, copies
-    )
-    # Training only: the serving engines fuse the experts' clamp and bias into their MoE
-    # kernels and the attention factor into their rotary kernels' cos and sin.
-    eager_f: Num = 0.0
-    eager_b: Num = 0.0
-    experts_f: Num = 0.0
-    clamp_f: Num = 0.0
-    if kind_index in eager_expert_kinds(model) and not grouped_experts:
-        ops = expert_eager_ops(model, kind, p, tokens, act_b, expert_load)
-        experts_f, experts_b, clamp_f = ops.times(acc, prof)
-        eager_f, eager_b = experts_f, experts_b
-    if a is not None and not grouped_experts:
-        rope_f, rope_b = unfused_rope_time(acc, prof, model, tokens * rope / 2, act_b)
-        eager_f, eager_b = eager_f + rope_f, eager_b + rope_b
-
-    ranks = group_shapes(p)
-    activation_bytes = rules.tp_message_bytes(model, p, tokens, precision)
-    tp_size, tp_stride = ranks["tp"]
-    sp_on = logical_and(p.sequence_parallel, p.tp > 1)
-    one: Num = 0.0
-
-    def exchange(sequence_parallel: bool) -> Num:  # one TP exchange (``rules.tp_collectives``)
-        return sum(
-            collective_time(acc, prof, name, activation_bytes, tp_size, tp_stride, domain)
-            for name in rules.tp_collectives(sequence_parallel)
-        )
-
-    if sp_on is not False:
-        one = exchange(True)
-    if sp_on is not True:
-        one = where(sp_on, one, exchange(False))
-    tp_comm = kind.tp_exchanges * one
-
-    ep_comm: Num = 0.0
-    if model.moe is not None and kind.routed:
-        ep_size, ep_stride = ranks["ep"]
-        routed_bytes = rules.ep_message_bytes(model, p, tokens, precision)
-        share: Num = 1.0
-        if dedup_domains:
-            share = rules.domain_dedup(model.moe.top_k, ep_size, ep_stride, domain.scale_up_domain)
-        ep_comm = rules.EP_CALLS_PER_MOE_LAYER * collective_time(
-            acc, prof, "all_to_all", routed_bytes, ep_size, ep_stride, domain, share
-        )
-
-    cp_comm: Num = 0.0
-    if a is not None and (type(p.cp) is not int or p.cp > 1):
-        cp_stride = ranks["cp"][1]
-        kv_bytes = rules.cp_message_bytes(kind, p, tokens, precision)
-        ring = (p.cp - 1) * collective_time(acc, prof, "send_recv", kv_bytes, 2, cp_stride, domain)
-        cp_comm = maximum(ring - attention, 0.0)  # hidden behind the blockwise attention
-    return _LayerTime(
-        gemm,
-        attention,
-        attention_bwd,
-        elementwise,
-        tp_comm,
-        ep_comm,
-        cp_comm,
-        mixer,
-        dispatch,
-        norm_bytes,
-        expert_act_bytes,
-        eager_f,
-        eager_b,
-        experts_f,
-        clamp_f,
-    )
-
-
-def flash_backward_time(
-    prof: KernelProfile, forward: Num, kernel: AttentionKernel, head_dim: int
-) -> Num:
-    """The backward of flash attention whose forward takes ``forward``: 2.5x its FLOPs
-    (``FLASH_BACKWARD_FACTOR``) at the backward kernels' share of the forward's rate, and at
-    ``head_dim``'s backward rate rather than its forward's (``KernelProfile.head_dim_time``)."""
-    fwd_dim, bwd_dim = prof.head_dim_time(kernel, head_dim)
-    return forward * FLASH_BACKWARD_FACTOR / prof.attention_backward_ratio * bwd_dim / fwd_dim
-
-
-def _eager_attention_time(
-    acc: Accelerator,
-    prof: KernelProfile,
-    a: AttentionCore,
-    heads: Num,
-    micro_batch: int,
-    seq_len: int,
-    precision: Precision,
-    compute: str,
-) -> Num:
-    """Unfused attention: the full ``s x s`` score matrix per head (the causal mask and any
-    window are applied to it, not skipped) from a batched QK^T GEMM, masked and softmaxed in
-    memory-bound passes, then multiplied by V. The scores are written by the first GEMM, read and
-    written by the mask and by the softmax, and read by the second GEMM."""
-    act_b = DTYPES[precision.activations].bytes
-    batch = micro_batch * heads
-    scores = batch * seq_len * seq_len
-    qk = 2 * scores * a.qk_head_dim
-    pv = 2 * scores * a.v_head_dim
-    qk_bytes = batch * seq_len * 2 * a.qk_head_dim * act_b + scores * act_b
-    pv_bytes = scores * act_b + batch * seq_len * 2 * a.v_head_dim * act_b
-    return (
-        gemm_time(acc, prof, qk, qk_bytes, compute)
-        + gemm_time(acc, prof, pv, pv_bytes, compute)
-        + memory_time(acc, prof, 4 * scores * act_b, 2)
-    )
-
-
-def _adapter_shapes(kind: tuple[Adapter, ...], tp: Num) -> list[tuple[Num, Num]]:
-    """(K, N) of the GEMMs one rank runs for a layer's adapters: ``A x`` and ``B (A x)``,
-    each split as ``Adapter.placement`` places it."""
-    out: list[tuple[Num, Num]] = []
-    for a in kind:
-        r, split = a.rank, a.parts[0].tp
-        if split == "column":
-            n = sum(p.out_features * maximum(p.units // tp, 1) / p.units for p in a.parts)
-            out += [(a.in_features, r), (r, n)]
-        elif split == "row":
-            row = a.parts[0]
-            out += [
-                (a.in_features * maximum(row.units // tp, 1) / row.units, r),
-                (r, a.out_features),
-            ]
-        else:
-            out += [(a.in_features, r), (r, a.out_features)]
-    return out
-
-
-def finetune_layer_time(
-    model: ModelSpec,
-    kind_index: int,
-    finetune: FineTune,
-    acc: Accelerator,
-    prof: KernelProfile,
-    p: Parallelism,
-    precision: Precision,
-    tokens: Num,
-) -> tuple[Num, Num]:
-    """Forward seconds one layer of a LoRA or QLoRA run adds on one rank: its adapters' GEMMs
-    (weights in the precision's weight format), and under QLoRA the dequantization of its NF4
-    weights (read NF4, write the compute dtype: one kernel per quantized module)."""
-    gemm_b = DTYPES[precision.gemm_inputs].bytes
-    act_b = DTYPES[precision.activations].bytes
-    w_b = DTYPES[precision.weights].bytes
-    adapter: Num = 0.0
-    for k, n in _adapter_shapes(adapters(model, finetune).per_kind[kind_index], p.tp):
-        per_row, row_bytes, fixed = gemm_coefficients(k, n, gemm_b, act_b, w_b)
-        adapter = adapter + gemm_time(
-            acc, prof, per_row * tokens, row_bytes * tokens + fixed, precision.compute
-        )
-    dequant: Num = 0.0
-    if finetune.method == "qlora":
-        weights = place_layer(placements(model)[kind_index], p.tp, p.ep, p.expert_tp)[0]
-        moved = weights * (linear_weight_bytes(finetune, precision) + act_b)
-        dequant = memory_time(acc, prof, moved, quantized_modules(model.kinds[kind_index]))
-    return adapter, dequant
-
-
 def _stage_times(
     model: ModelSpec,
     acc: Accelerator,
@@ -936,7 +317,7 @@ def _stage_times(
     stage: Num,
     options: TimingOptions,
     domain: Cluster,
-    layer_times: Sequence[_LayerTime],
+    layer_times: Sequence[LayerTime],
     tuned: Sequence[tuple[Num, Num]] | None = None,
 ) -> dict[str, Num]:
     """Forward / backward / recompute seconds of one micro-batch on ``stage``, from each layer
