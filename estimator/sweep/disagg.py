@@ -23,7 +23,7 @@ tokens/s per user of each).
   target allows at that TPOT, both in fluid replica counts (GPU-seconds per request: ``gpus /
   rate per replica``; the x:y ratio a fleet approaches at scale). Points within the TTFT target
   only; output tokens/s per user = 1 / TPOT. The non-dominated points of each family are kept
-  (``pareto.front``).
+  (``pareto.front``; the fronts are drawn in ``sweep.disagg_fronts``).
 
 Both families are costed alike: the fleet's GPUs x their price per GPU-hour over the output
 tokens the rate carries.
@@ -34,13 +34,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from estimator.errors import SpecError
 from estimator.layout.parallel import Parallelism
-from estimator.memory.inference import InferenceSetup, inference_memory
 from estimator.serving.disagg import (
     FIRST_TOKEN_STEPS,
     DecodeCurve,
@@ -54,12 +53,16 @@ from estimator.serving.disagg import (
     link_wait,
     prefill_curve,
 )
-from estimator.serving.estimate import estimate_load
-from estimator.serving.load import EnginePreset, LoadPoint
 from estimator.spec.accelerator import Accelerator
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import get_precision
-from estimator.sweep.pareto import front
+from estimator.sweep.disagg_fronts import (
+    PairPoints,
+    aggregated_front,
+    aggregated_pareto,
+    disaggregated_front,
+    pair_front,
+)
 from estimator.timing.rates import SECONDS_PER_HOUR
 
 if TYPE_CHECKING:
@@ -68,8 +71,6 @@ if TYPE_CHECKING:
 __all__ = ["TOP_PLANS", "DisaggComparison", "Pools", "compare", "pools"]
 
 TOP_PLANS = 20  # the cheapest disaggregated plans an answer lists
-# Shares of a replica's capacity the aggregated front is evaluated at.
-AGGREGATED_LOADS = (0.03, 0.1, 0.2, 0.35, 0.5, 0.65, 0.8, 0.9, 0.95, 0.99)
 
 
 @dataclass(frozen=True)
@@ -185,7 +186,7 @@ def compare(
     if rate is None:
         raise SpecError("request_rate", "disaggregated planning needs a fleet request rate", None)
     plans: list[dict[str, Any]] = []
-    points: list[_PairPoints] = []
+    points: list[PairPoints] = []
     counts = {"pairs": 0, "ok": 0}
     quickest = math.inf  # the least TTFT any pair reaches (for the no-plan answer)
     for gp in groups:
@@ -200,7 +201,7 @@ def compare(
                     else:
                         counts["ok"] += 1
                         plans.append(plan)
-                    points.append(_pair_front(workload, (gp, gd), pc, dc, kv))
+                    points.append(pair_front(workload, (gp, gd), pc, dc, kv))
             if progress is not None:
                 progress()
     plans.sort(key=_cost_key)
@@ -209,7 +210,7 @@ def compare(
     best_agg = _aggregated(agg[0], workload) if agg else None
     best = plans[0] if plans else None
     winner, ratio = _winner(best_agg, best)
-    agg_points = _aggregated_front(model, workload, groups, rows, progress)
+    agg_points = aggregated_front(model, workload, groups, rows, progress)
     return DisaggComparison(
         request_rate=rate,
         kv_overlap=workload.kv_overlap,
@@ -219,8 +220,8 @@ def compare(
         cost_ratio=ratio,
         plans=tuple(plans[:TOP_PLANS]),
         counts=counts,
-        pareto_aggregated=_aggregated_pareto(agg_points),
-        pareto_disaggregated=_disaggregated_front(points),
+        pareto_aggregated=aggregated_pareto(agg_points),
+        pareto_disaggregated=disaggregated_front(points),
         no_plan_aggregated=None if agg else _no_aggregated(rows),
         no_plan_disaggregated=None if plans else _no_disaggregated(groups, counts, quickest),
         notes=_notes(workload, groups),
@@ -361,156 +362,6 @@ def _fleet(
             None if usd_hour is None else usd_hour / SECONDS_PER_HOUR / tokens_per_s * 1e6
         ),
     }, reach
-
-
-class _PairPoints(NamedTuple):
-    """A pair's front candidates: the entries ``levels`` of its decode curve, the prefill
-    replica's requests/s at each, and both measures (arrays)."""
-
-    group: Pools  # the prefill pool's
-    decode_group: Pools
-    prefill: PrefillCurve
-    decode: DecodeCurve
-    levels: np.ndarray
-    prefill_rate: np.ndarray
-    per_gpu: np.ndarray
-    per_user: np.ndarray
-
-
-def _pair_front(
-    workload: ServingWorkload,
-    pools: tuple[Pools, Pools],
-    pc: PrefillCurve,
-    dc: DecodeCurve,
-    kv: KvTransfer,
-) -> _PairPoints:
-    """The pair's points at each decoding level: the prefill pool the TTFT target allows at
-    that TPOT, in fluid replicas (GPU-seconds per request)."""
-    ttft = workload.ttft_target_s
-    sending = pc.ttft_p99_s + link_wait(pc.rate, kv.send_s)
-    fixed = kv.exposed_s + link_wait(dc.rate, kv.receive_s) + FIRST_TOKEN_STEPS * dc.tpot_s
-    live = np.isfinite(fixed)  # the receiving link below its capacity
-    budget = np.where(live, (math.inf if ttft is None else ttft) - np.where(live, fixed, 0), -1)
-    most = highest_rate(pc.rate, sending, budget)
-    levels = np.flatnonzero((most > 0) & live)
-    per_request = _gpus(pc.layout) / most[levels] + _gpus(dc.layout) / dc.rate[levels]
-    return _PairPoints(
-        *pools,
-        pc,
-        dc,
-        levels,
-        most[levels],
-        max(workload.output_len, 1) / per_request,  # per_request: GPU-seconds a request
-        1 / dc.tpot_s[levels],
-    )
-
-
-def _disaggregated_front(pairs: list[_PairPoints]) -> tuple[dict[str, Any], ...]:
-    """The non-dominated points of every pair (``pareto.front``), most per GPU first; rows are
-    built for those only."""
-    if not pairs:
-        return ()
-    speed = np.concatenate([p.per_gpu for p in pairs])
-    user = np.concatenate([p.per_user for p in pairs])
-    owner = np.concatenate([np.full(p.levels.size, k) for k, p in enumerate(pairs)])
-    start = np.concatenate([[0], np.cumsum([p.levels.size for p in pairs])[:-1]])
-    out = []
-    for j in front(speed, user, np.arange(speed.size)):
-        p = pairs[int(owner[j])]
-        k = int(j - start[owner[j]])
-        i = p.levels[k]
-        out.append(
-            {
-                "accelerator": p.group.accelerator.id,
-                "decode_accelerator": p.decode_group.accelerator.id,
-                "precision": p.group.precision,
-                "prefill_tp": p.prefill.layout.tp,
-                "prefill_pp": p.prefill.layout.pp,
-                "decode_tp": p.decode.layout.tp,
-                "decode_pp": p.decode.layout.pp,
-                "decode_dp": p.decode.layout.dp,
-                "decoding_per_replica": float(p.decode.decoding[i]),
-                "prefill_per_decode_replica": float(p.decode.rate[i] / p.prefill_rate[k]),
-                "tpot_s": float(p.decode.tpot_s[i]),
-                "output_tokens_per_s_per_gpu": float(p.per_gpu[k]),
-                "output_tokens_per_s_per_user": float(p.per_user[k]),
-            }
-        )
-    return tuple(out)
-
-
-def _aggregated_front(
-    model: ModelSpec,
-    workload: ServingWorkload,
-    groups: list[Pools],
-    rows: Iterable[Mapping[str, Any]],
-    progress: Callable[[], None] | None = None,
-) -> list[dict[str, Any]]:
-    """Each aggregated layout that holds the model (served, or refused by the targets only) at
-    ``AGGREGATED_LOADS`` of its capacity, the points within the TTFT target."""
-    specs = {g.accelerator.id: g.accelerator for g in groups}
-    setup = InferenceSetup(workload.input_len, workload.output_len)
-    engine = workload.scheduler()
-    osl = max(workload.output_len, 1)
-    ttft = workload.ttft_target_s
-    out = []
-    for r in rows:
-        if progress is not None:
-            progress()
-        acc = specs.get(r["accelerator"])
-        if acc is None or not (r["ok"] or r.get("field") == "targets"):
-            continue
-        tp, pp = r["tp"], r["pp"]
-        layout = Parallelism(tp=tp, pp=pp, dp=r.get("dp", 1), ep=r["ep"])  # the row's own
-        loads = _loads(model, acc, layout, r["precision"], setup, engine)
-        for point in loads:
-            if point.regime == "overloaded" or (ttft is not None and point.ttft_p99_s > ttft):
-                continue
-            out.append(
-                {
-                    "accelerator": acc.id,
-                    "precision": r["precision"],
-                    "tp": tp,
-                    "pp": pp,
-                    "rate_per_replica": point.request_rate,
-                    "ttft_p99_s": point.ttft_p99_s,
-                    "tpot_s": point.tpot_s,
-                    "output_tokens_per_s_per_gpu": point.requests_per_s * osl / _gpus(layout),
-                    "output_tokens_per_s_per_user": 1 / point.tpot_s,
-                }
-            )
-    return out
-
-
-def _loads(
-    model: ModelSpec,
-    acc: Accelerator,
-    layout: Parallelism,
-    prec: str,
-    setup: InferenceSetup,
-    engine: EnginePreset,
-) -> list[LoadPoint]:
-    """A replica's steady state at ``AGGREGATED_LOADS`` of its capacity."""
-    precision = get_precision(prec)
-    memory = inference_memory(model, acc, layout, setup, precision)
-    args = (model, acc, layout, setup, precision)
-    capacity = estimate_load(
-        *args, engine=engine, request_rate=1e-6, memory=memory
-    ).capacity_requests_per_s
-    return [
-        estimate_load(*args, engine=engine, request_rate=share * capacity, memory=memory)
-        for share in AGGREGATED_LOADS
-    ]
-
-
-def _aggregated_pareto(points: list[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
-    """The points no other beats on both output tokens/s per GPU and per user, most per GPU
-    first."""
-    if not points:
-        return ()
-    speed = np.array([p["output_tokens_per_s_per_gpu"] for p in points])
-    user = np.array([p["output_tokens_per_s_per_user"] for p in points])
-    return tuple(points[i] for i in front(speed, user, np.arange(len(points))))
 
 
 def _aggregated(row: dict[str, Any], workload: ServingWorkload) -> dict[str, Any]:
