@@ -168,3 +168,19 @@ def test_api_page_and_cli_take_the_offload() -> None:
                 "offload_optimizer": "true"},
     ).text  # fmt: skip
     assert 'name="offload_optimizer"' in page and "Offload over PCIe 5.0 x16" in page
+
+
+def test_a_sweep_with_the_optimizer_offloaded_answers_every_block() -> None:
+    """With the optimizer in host memory its device terms are one value for every layout of a
+    block (zero): the sweep broadcast them (it was a 500: "zero-dimensional arrays cannot be
+    concatenated" for DeepSeek-V3 over 8 and 16 A100s)."""
+    from fastapi.testclient import TestClient
+
+    from app.main import app
+
+    client = TestClient(app)
+    body = {"model": "deepseek-v3", "accelerator": ["a100-sxm-40gb"], "num_gpus": [8, 16],
+            "offload_optimizer": True}  # fmt: skip
+    r = client.post("/api/v1/training/sweep", json=body)
+    assert r.status_code == 200, r.text
+    assert r.json()["counts"]["evaluated"] > 0

@@ -317,7 +317,7 @@ def _columns(
         "memory_bytes": mem["total_bytes"],
         "capacity_bytes": np.full(shape, float(block.accelerator.memory_bytes)),
         "memory_stage": np.broadcast_to(mem["stage"], shape),
-        **{k: mem[k] for k in ROW_MEMORY},
+        **{k: np.broadcast_to(mem[k], shape) for k in ROW_MEMORY},  # a term alike for all (offload)
         "step_s": t["step_s"],
         **{k: np.broadcast_to(t[k], shape).astype(float) for k in BREAKDOWN},
         "microbatches": t["microbatches"],
