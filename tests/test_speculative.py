@@ -305,3 +305,23 @@ def test_deepseek_v3_mtp_numbers() -> None:
     assert 1.0 < s.verify_s_per_step / s.tpot_without_s < 1.3
     assert s.draft_s_per_step < s.tpot_without_s / 20
     assert 1.8 / 1.35 < s.tpot_speedup < 1.8
+
+
+def test_mtp_beside_attention_data_parallel_splits_its_experts_as_the_targets() -> None:
+    """DeepSeek-V3's MTP module at tp 1, dp 8, ep 8: its experts over the 8 GPUs as the target's
+    (each whole on one rank); it divided by tp // ep = 0 (a bare ZeroDivisionError, a 500)."""
+    from fastapi.testclient import TestClient
+
+    from app.main import app
+
+    body = {"model": "deepseek-v3", "accelerator": "h200-sxm-141gb",
+            "layout": {"tp": 1, "dp": 8, "ep": 8}, "precision": "fp8-serving",
+            "speculative_method": "mtp", "num_speculative_tokens": 1,
+            "acceptance_length": 1.8}  # fmt: skip
+    r = TestClient(app).post("/api/v1/inference/estimate", json=body)
+    assert r.status_code == 200, r.text
+    wide = r.json()["speculative"]["draft_weights_bytes"]
+    body["layout"] = {"tp": 8, "ep": 8}  # the same 8 GPUs, the experts as placed by TP
+    narrow = TestClient(app).post("/api/v1/inference/estimate", json=body).json()
+    # the experts alike (32 whole on each GPU), the attention whole at tp 1 and split at tp 8
+    assert wide > narrow["speculative"]["draft_weights_bytes"] > 0

@@ -345,7 +345,9 @@ def drafter_bytes(
             d, precision, context, tp=tp
         ) + state_bytes_per_sequence(d, precision, tp=tp)
         return float(weights), float(per_seq)
-    etp = tp // parallel.ep if model.moe is not None else 1
+    etp = 1
+    if model.moe is not None:  # as the target's experts (``serving.steps.serving_layout``)
+        etp = parallel.etp or max(parallel.dp * tp // parallel.ep, 1)
     counts = [n * one.modules for n in one.counts]
     linear = expert = other = 0.0
     for kind, n in zip(model.kinds, counts, strict=True):
