@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: serve test test-fast lint typecheck pytest bench clean postgresql docs
+.PHONY: serve test test-fast lint typecheck pytest bench bench-peers clean postgresql docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -77,6 +77,21 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python -m benchmarks.bench_cli
 	$(BIN)/python -m benchmarks.bench_pages
 	$(BIN)/python -m benchmarks.bench_hostile
+	$(MAKE) bench-peers
+
+# The peers side by side on the serving validation records (benchmarks/bench_peers.py): they run
+# in their own virtual environment, never the test one (aiconfigurator pulls pandas, pyarrow,
+# scipy and plotting libraries; llm-analysis pins transformers<5), pinned, brought to the pins on
+# every run (pip does nothing when they are there).
+PEERS := .venv-peers
+PEER_PINS := aiconfigurator==0.12.0 llm-analysis==0.2.2
+$(PEERS)/bin/python:
+	$(PYTHON) -m venv $(PEERS)
+	$(PEERS)/bin/python -m pip install --quiet --upgrade pip
+
+bench-peers: $(VENV)/.installed-test | $(PEERS)/bin/python
+	$(PEERS)/bin/python -m pip install --quiet $(PEER_PINS)
+	$(BIN)/python -m benchmarks.bench_peers --peers-python $(PEERS)/bin/python
 
 clean:
-	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .venv-peers build *.egg-info .mypy_cache .ruff_cache .pytest_cache
