@@ -21,8 +21,10 @@ from estimator import (
     training_memory,
 )
 from estimator.memory.activations import embedding_activation_bytes, layer_activation_bytes
-from estimator.memory.training import TERMS, training_memory_terms
+from estimator.memory.training import training_memory_terms
+from estimator.terms import TRAINING_MEMORY
 
+TERMS = tuple(t.key for t in TRAINING_MEMORY)  # the registry's training memory terms
 H100 = get_accelerator("h100-sxm-80gb")
 BF16 = get_precision("bf16")
 

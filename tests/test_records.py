@@ -23,10 +23,13 @@ from estimator.memory.training import (
     CUDA_CONTEXT_BYTES,
     FRAGMENTATION_FRACTION,
     NCCL_BUFFER_BYTES_PER_GROUP,
-    TERMS,
     most_loaded_terms,
     training_memory_terms,
 )
+from estimator.memory.training_stage import Layout, Stack, Stage, layout_of, stages_of
+from estimator.terms import TRAINING_MEMORY
+
+TERMS = tuple(t.key for t in TRAINING_MEMORY)  # the registry's training memory terms
 
 BF16 = get_precision("bf16")
 
@@ -71,7 +74,19 @@ def test_results_filled_from_dicts_have_exactly_their_fields(recompute: str) -> 
         assert list(vars(record)) == [f.name for f in dataclasses.fields(cls)]
         with pytest.raises(dataclasses.FrozenInstanceError):
             record.notes = ()  # type: ignore[misc]
-    assert dataclasses.replace(memory, activations_bytes=0.0).total_bytes < memory.total_bytes
+    assert list(memory.terms_bytes) == list(TERMS)
+    assert memory.activations_bytes == memory.terms_bytes["activations_bytes"]
+    fewer = {**memory.terms_bytes, "activations_bytes": 0.0}
+    assert dataclasses.replace(memory, terms_bytes=fewer).total_bytes < memory.total_bytes
+    with pytest.raises(AttributeError):
+        memory.no_such_bytes  # noqa: B018 (a term by a key the registry does not have)
+    # The shared records the terms are computed from hold exactly their fields, as filled.
+    parallel = Parallelism(tp=2, pp=4, dp=8, ep=8, sequence_parallel=True, zero_stage=1)
+    setup = TrainingSetup(4096, global_batch_size=64, recompute=recompute)  # type: ignore[arg-type]
+    layout = layout_of(get_model("mixtral-8x7b"), BF16, parallel, setup, 8)
+    stage = stages_of(layout, (0, 3))[1]
+    for record, cls in ((layout, Layout), (stage.stack, Stack), (stage, Stage)):
+        assert sorted(vars(record)) == sorted(f.name for f in dataclasses.fields(cls))
 
 
 @pytest.mark.parametrize(
@@ -86,20 +101,20 @@ def test_results_filled_from_dicts_have_exactly_their_fields(recompute: str) -> 
 def test_training_memory_reads_the_stage_terms_in_their_order(
     model_id: str, layout: dict[str, Any]
 ) -> None:
-    """``training_memory`` unpacks the most-loaded stage's tuple by position: every field must
-    equal the term of the same name that ``most_loaded_terms`` (zipped with STAGE_KEYS) gives."""
+    """``training_memory``'s terms are ``most_loaded_terms``' of the same name, and its total the
+    stage's."""
     model, parallel = get_model(model_id), Parallelism(**layout)
     setup = TrainingSetup(4096, global_batch_size=8 * parallel.dp, recompute="selective")
     memory = training_memory(model, get_accelerator("h100-sxm-80gb"), parallel, setup, BF16)
     terms = most_loaded_terms(model, parallel, setup, BF16)
     assert memory.terms() == {name: terms[name] for name in TERMS}
     assert (memory.stage, memory.params_on_gpu) == (terms["stage"], terms["params_on_gpu"])
-    assert memory.total_bytes == pytest.approx(terms["total_bytes"], rel=1e-12)
+    assert memory.total_bytes == terms["total_bytes"]  # one sum, in one order
     assert len(set(memory.terms().values())) >= 7  # distinct values: a swap would show
 
 
 def test_stage_terms_are_where_their_names_say() -> None:
-    """The stage tuple's order, pinned by what each term must be: bf16 weights, fp32 gradients,
+    """Each term is where its name says, pinned by what it must be: bf16 weights, fp32 gradients,
     master weights and two AdamW moments (2, 4, 4, 8 bytes a parameter, nothing sharded)."""
     model = get_model("llama-3-8b")
     terms = training_memory_terms(

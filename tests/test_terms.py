@@ -10,9 +10,10 @@ from app.schemas.inference import InferenceMemoryOut, LatencyBreakdown
 from app.schemas.sweep import TrainingSweepRow
 from app.schemas.training import StepBreakdown, TrainingMemoryOut
 from app.web.charts import LABELS
-from estimator import terms
+from estimator import Parallelism, TrainingSetup, get_accelerator, get_model, get_precision, terms
+from estimator.memory import training_terms
 from estimator.memory.inference import InferenceMemory
-from estimator.memory.training import STAGE_KEYS, TrainingMemory
+from estimator.memory.training import training_memory, training_memory_terms
 from estimator.sweep.training import COLUMNS, ROW_MEMORY
 from estimator.timing.training import BREAKDOWN
 
@@ -23,9 +24,17 @@ def _keys(group: tuple[terms.Term, ...]) -> list[str]:
 
 def test_records_hold_the_registry_terms_in_order() -> None:
     memory = _keys(terms.TRAINING_MEMORY)
-    assert [f.name for f in fields(TrainingMemory)][: len(memory)] == memory
-    assert list(STAGE_KEYS[: len(memory)]) == memory
-    assert STAGE_KEYS[len(memory)] == "total_bytes"
+    # one function a term, registered against its key: the allocated tensors, then the overheads
+    assert [*training_terms.ALLOCATED, *training_terms.OVERHEADS] == memory
+    assert list(training_terms.OVERHEAD_TERMS) == list(training_terms.OVERHEADS)
+    model, p = get_model("llama-3-8b"), Parallelism(tp=2, pp=2, dp=2)
+    setup = TrainingSetup(4096, global_batch_size=8)
+    plan = training_memory(model, get_accelerator("h100-sxm-80gb"), p, setup, get_precision("bf16"))
+    assert list(plan.terms()) == memory
+    (stage,) = training_memory_terms(
+        model, get_precision("bf16"), p, setup, stages=(1,), microbatches=4
+    )
+    assert list(stage)[: len(memory) + 1] == [*memory, "total_bytes"]
     serving = _keys(terms.INFERENCE_MEMORY)
     assert [f.name for f in fields(InferenceMemory)][: len(serving)] == serving
     assert list(BREAKDOWN) == [t.name for t in terms.STEP]
