@@ -62,7 +62,7 @@ from estimator.records import from_fields
 from estimator.spec.accelerator import GIB, Accelerator
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import Precision
-from estimator.xp import Num, ceil_div, is_array, where
+from estimator.xp import Num, ceil_div, is_array, numpy
 
 __all__ = [
     "CUDA_CONTEXT_BYTES",
@@ -385,6 +385,7 @@ def _merged(
     value (a value the stages share, a constant or their common layer stack's, is kept)."""
     per_stage = [stage_memory(*one) for one in zip(stages, terms, totals, strict=True)]
     best, best_index = per_stage[0], indices[0]
+    choose = numpy().where  # arrays of layouts: numpy is loaded
     for index, values in zip(indices[1:], per_stage[1:], strict=True):
         more = values["total_bytes"] > best["total_bytes"]
         if type(more) is bool:  # the same choice for every layout: the whole stage or none
@@ -394,8 +395,8 @@ def _merged(
         merged = {}
         for key, value in values.items():
             kept = best[key]
-            merged[key] = kept if value is kept else where(more, value, kept)
-        best, best_index = merged, where(more, index, best_index)
+            merged[key] = kept if value is kept else choose(more, value, kept)
+        best, best_index = merged, choose(more, index, best_index)
     return best, best_index
 
 

@@ -16,7 +16,7 @@ The terms are registered against their keys in the registry (``estimator.terms.T
 fragmentation is a share of what is allocated). A new term is its registry line plus its
 function here; ``stage_terms`` evaluates them, ``memory_total`` sums them (a stage's and a
 plan's total, and what fragmentation is a share of), and the records, the API's response models,
-the sweep's totals and the charts follow (``tests/test_terms.py``).
+the sweep's totals and the charts follow (``tests/test_terms.py``, ``tests/test_new_term.py``).
 The overheads' defaults below are planning estimates and the estimate's notes say so.
 """
 
