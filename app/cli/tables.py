@@ -49,6 +49,12 @@ def _price(cost: Mapping[str, Any]) -> str:
     return f"{_usd(cost['price_usd_per_gpu_hour'])} per GPU-hour ({source})"
 
 
+def _free_share(memory: Mapping[str, Any]) -> float:
+    """The share of a GPU's memory a plan leaves free (0 for a GPU of no capacity)."""
+    capacity = memory["capacity_bytes"]
+    return memory["headroom_bytes"] / capacity if capacity else 0.0
+
+
 def _headroom(memory: Mapping[str, Any]) -> str:
     """What a GPU has left, and "tight" under the share the sweep keeps free (``MIN_HEADROOM``:
     a plan it would not list as feasible)."""
@@ -57,7 +63,7 @@ def _headroom(memory: Mapping[str, Any]) -> str:
     free = memory["headroom_bytes"]
     if free < 0:
         return f"{_gib(-free)} GiB over"
-    share = free / memory["capacity_bytes"] if memory["capacity_bytes"] else 0.0
+    share = _free_share(memory)
     tight = (
         f", tight: under the {MIN_HEADROOM:.0%} the sweep keeps free"
         if share < MIN_HEADROOM
@@ -110,8 +116,7 @@ def _serving_fit(memory: Mapping[str, Any]) -> str:
 
     if not memory["fits"]:
         return "NO"
-    free = memory["headroom_bytes"] / memory["capacity_bytes"] if memory["capacity_bytes"] else 0
-    return "TIGHT" if free < MIN_HEADROOM else "yes"
+    return "TIGHT" if _free_share(memory) < MIN_HEADROOM else "yes"
 
 
 def training_text(out: Mapping[str, Any]) -> str:
