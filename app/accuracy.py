@@ -65,6 +65,7 @@ __all__ = [
     "report_view",
     "select",
     "source_url",
+    "tie_band",
 ]
 
 LIMIT = 12  # the nearest records a plan's accuracy is read from
@@ -322,6 +323,34 @@ def rate_headroom(engine: str) -> tuple[float, str]:
     return value, (
         "the planner's median optimism on the rate within latency targets over"
         f" {found['n']} MLPerf Inference server runs{scope} (validation/report.md, slo_rate)"
+    )
+
+
+@lru_cache(maxsize=1)
+def tie_band() -> tuple[float, str]:
+    """How far apart two layouts' throughputs must be predicted for the planner to tell which is
+    faster: the median absolute difference of the signed errors of two runs of the same model on
+    the same accelerator in the same precision and source (layouts and GPU counts differing),
+    over every such pair of training runs in the validation report; with where it comes from.
+    Layouts predicted closer than this are ties (``tests/test_ties.py``)."""
+    by_job: dict[tuple[str, str, str, str], list[float]] = {}
+    for r in records():
+        if r.kind == "training":
+            by_job.setdefault((r.group, r.model, r.accelerator, r.precision), []).append(r.error)
+    gaps = sorted(
+        abs(a - b)
+        for errors in by_job.values()
+        for i, a in enumerate(errors)
+        for b in errors[i + 1 :]
+    )
+    groups = sum(len(e) > 1 for e in by_job.values())
+    if len(gaps) < MIN_GROUP:
+        return 0.0, f"{len(gaps)} pairs of runs of one model on one accelerator: too few for a band"
+    band = statistics.median(gaps)
+    return band, (
+        f"the median gap between the planner's signed errors on two runs of the same model, "
+        f"accelerator and precision: {band:.1%} over {len(gaps)} pairs of training runs in"
+        f" {groups} groups (validation/report.md)"
     )
 
 
