@@ -475,10 +475,12 @@ def load_section() -> dict[str, Any]:
     """Serving latency under load (``validation/load.py``): TTFT, TPOT / ITL and throughput of
     the steady-state load model against the published measurements, by metric, source, engine,
     accelerator and regime."""
+    from validation.feasibility import PREFILL_HEAVY_RATIO, prefill_heavy_ids
     from validation.load import OVERLOADED, overloaded
     from validation.load import rows as load_rows
 
     found, skipped = load_rows()
+    heavy = prefill_heavy_ids()
     reasons: dict[str, int] = {}
     for _, why in skipped:
         if not why.endswith(OVERLOADED):
@@ -499,9 +501,28 @@ def load_section() -> dict[str, Any]:
             "latency under load, by metric and regime": summarize(
                 found, lambda r: f"{r.metric} / {r.regime}"
             ),
+            f"latency under load, prefill-heavy (ISL / OSL >= {PREFILL_HEAVY_RATIO:g}), by"
+            " metric and engine": summarize(
+                (r for r in found if r.id in heavy), lambda r: f"{r.metric} / {r.engine}"
+            ),
         },
         "skip reasons": reasons,
         "overloaded": overloaded(skipped),
+        "peak": peak_section(),
+    }
+
+
+def peak_section() -> dict[str, Any]:
+    """The published runs against their GPUs' dense peak (``validation/feasibility.py``): the
+    highest share any run's measured throughput or TTFT implies, and the runs above it."""
+    from validation.feasibility import load_checks, throughput_checks
+
+    checks = load_checks() + throughput_checks()
+    top = max(checks, key=lambda c: c.worst)
+    return {
+        "checked": len(checks),
+        "highest": {"id": top.id, "share_of_peak": top.worst},
+        "above_peak": [{"id": c.id, "warnings": list(c.warnings)} for c in checks if c.warnings],
     }
 
 
@@ -533,6 +554,18 @@ def render_load(load: dict[str, Any], details: bool = False) -> list[str]:
         + (f" ({', '.join(over)})" if over else "")
         + "; their TTFT (unbounded in the model) is left out of the errors above.",
     ]
+    peak = load.get("peak")
+    if peak:
+        above = peak["above_peak"]
+        lines += [
+            "",
+            f"Implied compute against the GPUs' dense peak (validation/feasibility.py):"
+            f" {peak['checked']} published runs checked (these and the offline maximum-throughput"
+            f" ones), {len(above)} above it"
+            + "".join(f"; {a['id']}: {a['warnings'][0]}" for a in above)
+            + f"; the highest, {peak['highest']['id']}, at"
+            f" {peak['highest']['share_of_peak']:.0%} of it.",
+        ]
     for title, table in load["summary"].items():
         lines += _table(title, table)
     if details:
@@ -678,6 +711,7 @@ def to_json(report: dict[str, Any]) -> dict[str, Any]:
             "summary": load["summary"],
             "skip reasons": load["skip reasons"],
             "overloaded": load["overloaded"],
+            "peak": load["peak"],
             "rows": [{**r.__dict__, "error": r.error} for r in load["rows"]],
         },
         "summary": report["summary"],
