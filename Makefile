@@ -16,9 +16,14 @@ $(VENV)/.installed-base: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
-# Tests also need the ground-truth extra (torch CPU wheel pinned, transformers) and the linters.
+# Tests also need the ground-truth extra (torch CPU wheel pinned, transformers) and the linters,
+# and, as calibration data, aiconfigurator-core's measured operator tables (Apache-2.0; without
+# its dependencies, with pyarrow to read them): tests/test_measured_kernels.py checks the shipped
+# estimator/catalog/kernels/ equal a fresh validation/derive_kernels.py. Never a serve dependency.
+CALIBRATION_DATA := aiconfigurator-core==0.12.0 pyarrow
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[test,groundtruth]"
+	$(BIN)/python -m pip install --quiet --no-deps $(CALIBRATION_DATA)
 	touch $@ $(VENV)/.installed-base
 
 # The browser tests drive Debian's chromium through Playwright (never Playwright's own download).

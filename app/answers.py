@@ -13,6 +13,8 @@ from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from app.accuracy import layout_style, plan_accuracy, rate_headroom_note, time_range
+from app.energy import energy_answer, token_prices_answer
+from app.hub.refs import is_hub_ref
 from app.resolve import (
     InferencePlan,
     TrainingPlan,
@@ -27,6 +29,7 @@ from app.resolve import (
     run_training,
     sweep_headroom,
 )
+from app.run import effective_answer, jobs_answer
 from app.schemas.catalog import (
     AcceleratorOut,
     ModelSpecOut,
@@ -39,6 +42,7 @@ from estimator import PRESETS, ModelSpec, count_params, model_entry, model_ids
 from estimator.counts.layers import LayerTable, ModuleRow
 from estimator.counts.tree import ModuleNode, top_modules
 from estimator.finetune import FineTune, adapters
+from estimator.layout.parallel import Parallelism
 from estimator.layout.ranks import RankLayout, gpu_name
 from estimator.layout.sharding import serving_layer_split
 from estimator.memory.timeline import Timeline
@@ -51,7 +55,7 @@ from estimator.spec.cluster import Cluster
 from estimator.spec.lengths import LengthDistribution
 from estimator.spec.precision import DTYPES
 from estimator.timing.comms import CommPlan
-from estimator.timing.stacks import stack_profile
+from estimator.timing.stacks import AUTO_STACK, stack_choice, stack_profile
 from estimator.timing.training import BREAKDOWN, TimingOptions, TrainingEstimate
 
 # numpy and the serving and sweep engines are imported where they are used: a training estimate
@@ -201,17 +205,32 @@ def training_out(plan: TrainingPlan, e: TrainingEstimate) -> dict[str, Any]:
             "gpu_hours": e.gpu_hours,
             "usd": e.cost_usd,
         },
+        **energy_answer(
+            plan.accelerator,
+            (plan.power, plan.ownership),
+            plan.parallel.num_gpus,
+            e.tokens_per_s,
+            e.time_to_train_s,
+            e.price_usd_per_gpu_hour,
+        ),
+        **run_blocks(plan, e),
         "params": params_dict(plan.model),
         "finetune": finetune_dict(plan.model, plan.setup.finetune),
         "offload": offload_dict(plan.setup.offload, m),
         "cluster": cluster_dict(plan.cluster),
-        "stack": stack_dict(plan.options, plan.accelerator.generation),
+        "stack": stack_dict(plan.options, plan.accelerator.generation, plan.parallel),
         "accuracy": accuracy,
         "fit_suggestions": None,  # filled by the callers that hold the request when it misses
         "exact": plan.model.exact,
         "calibrated": e.calibrated,
         "notes": ([plan.pipeline.description] if plan.pipeline else []) + list(e.notes),
     }
+
+
+def run_blocks(plan: TrainingPlan, e: TrainingEstimate) -> dict[str, Any]:
+    """The run as it really goes (``app.run``): the effective wall-clock and the jobs."""
+    effective = effective_answer(plan, e)
+    return {**effective, **jobs_answer(plan, e, effective["effective"])}
 
 
 def memory_verdict(m: TrainingMemory, accuracy: Mapping[str, Any]) -> tuple[str, str]:
@@ -319,8 +338,8 @@ def launch_dict(req: InferenceRequest, plan: InferencePlan, e: InferenceEstimate
     spans the cluster's nodes, the checkpoint served in the format it ships."""
     model = plan.model
     hf_id = (model_entry(model.id).get("hf_id") if model.id in model_ids() else None) or (
-        "/path/to/your/model"
-    )
+        model.id.split("@")[0] if is_hub_ref(model.id) else "/path/to/your/model"
+    )  # a fetched model by its Hugging Face repository
     dp = plan.parallel.dp
     preset = engine_of(req).per_group(dp)  # one scheduler's (a DP group's) limits
     spec = plan.setup.speculative
@@ -450,11 +469,18 @@ def lengths_dict(d: LengthDistribution) -> dict[str, Any]:
     }
 
 
-def stack_dict(options: TimingOptions, generation: str | None = None) -> dict[str, Any]:
+def stack_dict(
+    options: TimingOptions, generation: str | None = None, parallel: Parallelism | None = None
+) -> dict[str, Any]:
     """The software stack profile a training answer assumed, as its options applied it (the
-    compute factor on an accelerator of ``generation``)."""
+    compute factor on an accelerator of ``generation``), and why it timed ``parallel``."""
     profile = stack_profile(options.stack)
+    chosen = f"{profile.label}, as requested."
+    if parallel is not None and options.auto:
+        p = parallel
+        chosen = stack_choice(AUTO_STACK, p.tp, p.pp, p.cp, p.ep, p.vp, p.zero_stage)[1]
     return {
+        "chosen": chosen,
         "name": profile.name,
         "label": profile.label,
         "attention_kernel": options.attention_kernel,
@@ -530,6 +556,15 @@ def inference_out(
             "usd_per_1m_output_tokens_at_capacity": e.usd_per_1m_output_tokens_at_capacity,
             "basis": latency["basis"],
         },
+        "token_prices": token_prices_answer(e, req.input_per_output),
+        **energy_answer(
+            plan.accelerator,
+            (plan.power, plan.ownership),
+            e.num_gpus,
+            e.output_tokens_per_s,
+            None,
+            e.price_usd_per_gpu_hour,
+        ),
         "params": params_dict(plan.model),
         "cluster": cluster_dict(plan.cluster),
         "load": load_dict(e.load),

@@ -8,6 +8,7 @@ limit: a request never runs unbounded.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
 from collections import OrderedDict
@@ -19,6 +20,10 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from app import hub
+from app.energy import ownership_of, power_setup
+from app.run import reliability_of
+from app.schemas.energy import SweepPowerFields
 from app.service.exceptions import ShapeError
 from app.settings import current
 from app.store import catalog as team
@@ -34,6 +39,7 @@ from estimator import (
 )
 from estimator.counts.layers import LayerTable, layer_table
 from estimator.counts.tree import ModuleNode, module_tree
+from estimator.energy import Ownership, PowerSetup, require_power
 from estimator.errors import SpecError, UnknownIdError
 from estimator.finetune import ALL_LINEAR, DEFAULT_RANK, FineTune
 from estimator.layout.parallel import layout_violations, validate_layout
@@ -50,8 +56,17 @@ from estimator.offload import Offload
 from estimator.spec.accelerator import GIB
 from estimator.spec.cluster import Cluster, cluster_of
 from estimator.timing.comms import CommPlan, communication_plan
-from estimator.timing.stacks import DEFAULT_STACK, STACKS
+from estimator.timing.effective import Reliability
+from estimator.timing.stacks import (
+    AUTO_STACK,
+    DEFAULT_STACK,
+    STACKS,
+    stack_choice,
+    stack_refusal,
+    sweep_stacks,
+)
 from estimator.timing.training import TimingOptions, TrainingEstimate, estimate_training
+from estimator.timing.zero3_note import zero3_hidden_note
 
 # The request models come with the caller's request, and the serving and sweep engines (and
 # numpy) are imported where they run: a training estimate on the command line loads none of them
@@ -132,10 +147,11 @@ class SweepTimeout(Exception):
 
 
 def resolve_model(ref: str | dict[str, Any], field: str = "model") -> ModelSpec:
-    """A catalog model (public or the team's), or a pasted config read into a spec; config
-    errors are renamed from ``config.<key>`` to ``<field>.<key>``."""
+    """A catalog model (public or the team's), a Hugging Face id (``org/name[@revision]``,
+    ``app.hub``), or a pasted config read into a spec; config errors are renamed from
+    ``config.<key>`` to ``<field>.<key>``."""
     if isinstance(ref, str):
-        return team.get_model(ref)
+        return hub.resolve_spec(ref, field) if hub.is_hub_ref(ref) else team.get_model(ref)
     try:
         return model_from_config(ref)
     except SpecError as exc:
@@ -151,6 +167,15 @@ def resolve_precision(ref: str | PrecisionRoles) -> Precision:
     if isinstance(ref, str):
         return get_precision(ref)
     return get_precision(ref.model_dump(exclude_none=True))
+
+
+def serving_precision(req: InferenceRequest, model: ModelSpec) -> str | PrecisionRoles:
+    """The request's precision; where it gives none and names its model by a Hugging Face id,
+    the preset that serves the checkpoint as it ships (``hub.default_preset``: an FP8 checkpoint
+    is served in FP8), which the model's notes state."""
+    if "precision" in req.model_fields_set or not hub.is_hub_ref(req.model):
+        return req.precision
+    return hub.default_preset(model) or req.precision
 
 
 def resolve_accelerator(accelerator: str) -> Accelerator:
@@ -184,6 +209,10 @@ class _Resolved(Generic[S]):
     cluster: Cluster
     price_usd_per_gpu_hour: float | None
     price_source: str | None
+    power: PowerSetup = dataclasses.field(
+        default_factory=PowerSetup
+    )  # energy's and TCO's (app.energy)
+    ownership: Ownership = dataclasses.field(default_factory=Ownership)
 
     @property
     def specs(self) -> tuple[ModelSpec, Accelerator, Parallelism, S, Precision]:
@@ -198,6 +227,7 @@ class TrainingPlan(_Resolved[TrainingSetup]):
 
     options: TimingOptions
     pipeline: PipelineSplit | None = None
+    reliability: Reliability = dataclasses.field(default_factory=Reliability)  # app.run
 
 
 def _cluster(accelerator: Accelerator, req: TrainingRequest | InferenceRequest) -> Cluster:
@@ -331,6 +361,9 @@ def training_plan(req: TrainingRequest) -> TrainingPlan:
         distributed_optimizer=lay.distributed_optimizer,
         stage_layers=None if split is None else split.stage_layers,
     )
+    stack, _ = stack_choice(  # auto's pick, or the stack asked for where it runs the layout
+        req.stack, lay.tp, lay.pp, lay.cp, lay.ep, lay.vp, lay.zero_stage
+    )
     setup = TrainingSetup(
         seq_len=req.seq_len,
         micro_batch_size=req.micro_batch_size,
@@ -351,7 +384,7 @@ def training_plan(req: TrainingRequest) -> TrainingPlan:
         mtp_repeated=req.mtp_repeated,
         compiled_loss=req.compiled_loss,
         gradients_per_step=(
-            STACKS[req.stack].gradients_per_step
+            STACKS[stack].gradients_per_step
             if req.gradients_per_step is None
             else req.gradients_per_step
         ),
@@ -359,7 +392,8 @@ def training_plan(req: TrainingRequest) -> TrainingPlan:
     accelerator = resolve_accelerator(req.accelerator)
     cluster = _cluster(accelerator, req)
     options = TimingOptions.of_stack(  # what the request leaves None is the stack's
-        req.stack,
+        stack,
+        auto=req.stack == AUTO_STACK,
         cluster=cluster,
         attention_kernel=req.attention_kernel,
         tp_comm_overlap=req.tp_comm_overlap,
@@ -379,11 +413,14 @@ def training_plan(req: TrainingRequest) -> TrainingPlan:
         options=options,
         price_usd_per_gpu_hour=usd,
         price_source=source,
+        power=power_setup(req, (accelerator.id,)),
+        ownership=ownership_of(req),
+        reliability=reliability_of(req),
     )
 
 
 def _estimate(plan: TrainingPlan, req: TrainingRequest) -> TrainingEstimate:
-    return estimate_training(
+    e = estimate_training(
         *plan.specs,
         tokens=req.tokens,
         price_usd_per_gpu_hour=plan.price_usd_per_gpu_hour,
@@ -391,11 +428,16 @@ def _estimate(plan: TrainingPlan, req: TrainingRequest) -> TrainingEstimate:
         measured_step_s=req.measured_step_s,
         measured_mfu=req.measured_mfu,
     )
+    t = e.time
+    times = (t.breakdown["zero3_comm"], t.forward_s, t.backward_s)
+    hidden = zero3_hidden_note(*plan.specs, e.memory, times, plan.cluster)
+    return e if hidden is None else replace(e, notes=(*e.notes, hidden))
 
 
 def stack_spread(plan: TrainingPlan, req: TrainingRequest) -> dict[str, TrainingEstimate]:
-    """The same plan under every software stack profile (the training page's spread), each
-    with the profile's own behaviours."""
+    """The same plan under every software stack profile that runs its layout (the training
+    page's spread), each with the profile's own behaviours."""
+    p = plan.parallel
     return {
         name: estimate_training(
             *plan.specs,
@@ -404,6 +446,7 @@ def stack_spread(plan: TrainingPlan, req: TrainingRequest) -> dict[str, Training
             options=TimingOptions.of_stack(name, cluster=plan.cluster),
         )
         for name in STACKS
+        if stack_refusal(name, p.tp, p.pp, p.cp, p.ep, p.vp, p.zero_stage) is None
     }
 
 
@@ -611,9 +654,11 @@ def inference_plan(req: InferenceRequest) -> InferencePlan:
             lengths=lengths,
             num_prompts=req.num_prompts,
         ),
-        precision=resolve_precision(req.precision),
+        precision=resolve_precision(serving_precision(req, model)),
         price_usd_per_gpu_hour=usd,
         price_source=source,
+        power=power_setup(req, (accelerator.id,)),
+        ownership=ownership_of(req),
     )
 
 
@@ -811,6 +856,17 @@ def _prices(
     return {k: v for k, v in (negotiated | out | (by_id or {})).items() if v is not None}
 
 
+def _sweep_power(
+    req: SweepPowerFields, accelerators: tuple[str, ...], objective: str | None
+) -> PowerSetup:
+    """A sweep's power (``app.energy.power_setup``); ranked by energy, every accelerator must
+    have a figure (else a 422 naming ``gpu_power_w``)."""
+    power = power_setup(req, accelerators)
+    if objective == "energy":
+        require_power(tuple(map(resolve_accelerator, accelerators)), power)
+    return power
+
+
 def _sweep_accelerators(ids: tuple[str, ...]) -> tuple[str | Accelerator, ...]:
     """Public ids as they are (the engine reads its catalog), team ids as their specs."""
     return tuple(
@@ -874,9 +930,10 @@ def _training_sweep(req: TrainingSweepRequest) -> TrainingSweep:
         recompute_modules=recompute_modules_of(req.recompute_modules),
         mtp_layers=req.mtp_layers,
         mtp_repeated=req.mtp_repeated,
+        power=_sweep_power(req, accelerators, req.objective),
     )
     model = resolve_model(req.model)
-    stacks = _axis(req.stack, (DEFAULT_STACK,))
+    stacks, auto = sweep_stacks(_axis(req.stack, (AUTO_STACK,)))
     # The expert all-to-all overlap is Megatron-Core's: where Megatron-Core is among the stacks
     # compared, it applies to its layouts; asked for without it, it is refused (422).
     mcore = DEFAULT_STACK in stacks
@@ -884,6 +941,7 @@ def _training_sweep(req: TrainingSweepRequest) -> TrainingSweep:
     options = tuple(
         TimingOptions.of_stack(
             s,
+            auto=auto,
             ep_comm_overlap=overlap[s],
             moe_dispatcher=req.moe_dispatcher,
             cuda_graphs=req.cuda_graphs,
@@ -988,6 +1046,9 @@ def _serving_sweep(req: ServingSweepRequest) -> ServingSweep:
         scale_up_domain=req.scale_up_domain,
         scale_out_gbit_per_s=req.scale_out_gbit_per_s,
         oversubscription=req.oversubscription,
+        power=_sweep_power(req, accelerators, req.objective),
+        input_per_output=req.input_per_output,
+        objective=req.objective,
     )
     if req.request_rate is not None and req.output_tokens_per_s is not None:
         raise SpecError(

@@ -61,6 +61,21 @@ Limits (every one bounds what a single request can cost; docs/deployment.md, "Li
 - ``PLANNER_WRITES_PER_MINUTE``: saved-plan and team-catalog writes per client address and
   minute (default 60, ``0`` for no limit; 429 with Retry-After past it).
 
+Models by Hugging Face id (``app.hub``; docs/catalogs.md, "Hugging Face ids"):
+
+- ``HF_ENDPOINT``: the Hub the service fetches ``config.json`` from (default
+  ``https://huggingface.co``; a mirror or a private hub as ``huggingface_hub`` reads it). No
+  other address is ever fetched.
+- ``PLANNER_HF_FETCH``: ``0`` turns fetching off (air-gapped): catalog ids and catalog-known
+  Hugging Face ids still resolve, any other id is refused.
+- ``PLANNER_HF_OFFLINE``: ``1`` (or ``HF_HUB_OFFLINE=1``) reads the on-disk cache only.
+- ``PLANNER_HF_CACHE_DIR``: the cache (default ``PLANNER_DATA_DIR/hf-cache``, the Hub's layout).
+- ``PLANNER_HF_TOKEN``: a token for gated or private repositories; sent to ``HF_ENDPOINT``
+  only, never logged, never stored in a plan.
+- ``PLANNER_HF_TIMEOUT_S``: the time one model's fetch may take, all its requests together
+  (default 5; the hub is then unreachable for this request, and the cache is read).
+- ``PLANNER_HF_MAX_CONFIG_BYTES``: the largest ``config.json`` fetched (default 1,000,000).
+
 A value that cannot be read is refused at start-up with the variable's name and the rule.
 """
 
@@ -68,7 +83,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
@@ -94,6 +109,13 @@ def _choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     raw = os.environ.get(name, "").strip().lower() or default
     if raw not in choices:
         raise ValueError(f"{name}={raw!r}: must be one of {', '.join(choices)}")
+    return raw
+
+
+def _endpoint(name: str, default: str) -> str:
+    raw = os.environ.get(name, "").strip().rstrip("/") or default
+    if not raw.startswith(("http://", "https://")) or any(c in raw for c in " ?#@"):
+        raise ValueError(f"{name}={raw!r}: must be an http(s) address with no query or user")
     return raw
 
 
@@ -128,6 +150,13 @@ class Settings:
     team_max_layers: int = 1_024
     writes_per_minute: int = 60
     fast_estimates: bool = True
+    hf_endpoint: str = "https://huggingface.co"
+    hf_fetch: bool = True
+    hf_offline: bool = False
+    hf_cache_dir: Path | None = None  # None: data_dir / "hf-cache"
+    hf_token: str | None = field(default=None, repr=False)  # never printed
+    hf_timeout_s: int = 5
+    hf_max_config_bytes: int = 1_000_000
 
     @property
     def on_loopback(self) -> bool:
@@ -178,6 +207,16 @@ class Settings:
             writes_per_minute=_int("PLANNER_WRITES_PER_MINUTE", 60, 0, 10**6),
             fast_estimates=os.environ.get("PLANNER_FAST_ESTIMATES", "1")
             not in ("0", "false", "no"),
+            hf_endpoint=_endpoint("HF_ENDPOINT", "https://huggingface.co"),
+            hf_fetch=os.environ.get("PLANNER_HF_FETCH", "1") not in ("0", "false", "no"),
+            hf_offline=any(
+                os.environ.get(name, "") in ("1", "true", "yes")
+                for name in ("PLANNER_HF_OFFLINE", "HF_HUB_OFFLINE")
+            ),
+            hf_cache_dir=Path(os.environ.get("PLANNER_HF_CACHE_DIR") or data_dir / "hf-cache"),
+            hf_token=os.environ.get("PLANNER_HF_TOKEN", "").strip() or None,
+            hf_timeout_s=_int("PLANNER_HF_TIMEOUT_S", 5, 1, 120),
+            hf_max_config_bytes=_int("PLANNER_HF_MAX_CONFIG_BYTES", 1_000_000, 1_024, 2**26),
         )
 
 

@@ -22,6 +22,11 @@ reported, never enforced):
    is imported; its optional ``transformers`` import is blocked (see ``load_baseline``).
 4. The ratios llm-analysis / ours and ours / target, and both tools' Llama-2-7B parameter counts.
 
+5. With ``--baseline REF`` (or ``BENCH_BASELINE=REF``): the same cases' whole estimate and
+   ``training_memory`` alone on this tree and on revision ``REF`` in the same run, alternated,
+   and the ratios ours / baseline (``benchmarks.baseline``); ``--baseline-only`` prints only
+   that.
+
 Run: ``make bench`` or ``.venv/bin/python -m benchmarks.bench_estimate``. Without llm-analysis
 installed the script still prints our own figures and says the baseline is missing. Per-call
 times are wall-clock: run it on an idle machine, other load shows up directly in the medians.
@@ -42,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.baseline import baseline_arg, compare, report
 from benchmarks.service import self_import_ms
 from estimator import (
     Parallelism,
@@ -467,6 +473,41 @@ def baseline_llama2_7b_params(b: Baseline) -> list[tuple[str, float]]:
     ]
 
 
+# --- 5. against a baseline revision -----------------------------------------------------------
+
+BASELINE_CALLS = 1000  # per request and round, after as many untimed
+BASELINE_ROUNDS = 8
+
+
+def case_request(case: Case) -> dict[str, Any]:
+    """``case`` as the timing process builds it (``timing_worker``)."""
+    return {
+        "model": case.model,
+        "accelerator": case.accelerator,
+        "layout": case.layout,
+        "global_batch_size": case.global_batch_size,
+        "seq_len": SEQ_LEN,
+        "micro_batch": MICRO_BATCH,
+        "recompute": RECOMPUTE,
+        "precision": PRECISION,
+    }
+
+
+def baseline_lines(ref: str) -> list[str]:
+    """Every case's whole estimate and ``training_memory`` alone against revision ``ref``."""
+    requests = []
+    for case in CASES:
+        for op, what in (("estimate", "estimate"), ("memory", "training_memory")):
+            request = {"op": op, "case": case_request(case), "calls": BASELINE_CALLS}
+            requests.append((f"{case.model} {what}", request))
+    rows = compare(ref, requests, BASELINE_ROUNDS)
+    return [
+        f"5. against {ref}: median us per call over {BASELINE_ROUNDS} alternated rounds of"
+        f" {BASELINE_CALLS} calls",
+        *report(ref, rows),
+    ]
+
+
 # --- report -----------------------------------------------------------------------------------
 
 # What llm-analysis runs for each of our models: its bundled config or one built by hand.
@@ -481,6 +522,12 @@ BASELINE_NAMES = {
 
 
 def main() -> None:
+    ref = baseline_arg(sys.argv[1:])
+    if "--baseline-only" in sys.argv[1:]:
+        if ref is None:
+            raise SystemExit("--baseline-only needs --baseline REF (or BENCH_BASELINE)")
+        print("\n".join(baseline_lines(ref)))
+        return
     print(
         f"LLM Planner estimate benchmark: Python {platform.python_version()}, "
         f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}"
@@ -592,6 +639,10 @@ def main() -> None:
         )
     if baseline is None:
         print(f"  ({baseline_note})")
+
+    if ref is not None:
+        print()
+        print("\n".join(baseline_lines(ref)))
 
     if failures:
         print()

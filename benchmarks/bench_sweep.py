@@ -14,6 +14,9 @@ Prints, in one run (no timed assertions; targets are reported, never enforced):
    ``total_num_tokens`` set so that it also estimates time), median per call, timed interleaved
    with (2) so the machine's clock drift hits both alike.
 4. Ratios: sweep per layout vs single estimate vs llm-analysis.
+5. With ``--baseline REF`` (or ``BENCH_BASELINE=REF``): the same default sweep on this tree and
+   on revision ``REF`` in the same run, alternated, and the ratio ours / baseline
+   (``benchmarks.baseline``); ``--baseline-only`` prints only that.
 
 Run: ``make bench`` or ``.venv/bin/python -m benchmarks.bench_sweep``.
 """
@@ -22,11 +25,13 @@ from __future__ import annotations
 
 import random
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.baseline import baseline_arg, compare, report
 from benchmarks.bench_estimate import (
     baseline_model_config,
     load_baseline,
@@ -108,7 +113,28 @@ def baseline(b: Any, row: dict[str, Any]) -> Callable[[], object]:
     return call
 
 
+BASELINE_ROUNDS = 6  # alternated rounds of RUNS sweeps on each tree
+
+
+def baseline_lines(ref: str) -> list[str]:
+    """The default sweep against revision ``ref``, in the same run."""
+    workload: dict[str, Any] = {"seq_len": WORKLOAD.seq_len, "tokens": WORKLOAD.tokens}
+    workload["global_batch_size"] = WORKLOAD.global_batch_size
+    request = {"op": "sweep", "sweep": {"model": MODEL, "workload": workload}, "runs": RUNS}
+    rows = compare(ref, [(f"default {MODEL} sweep", request)], BASELINE_ROUNDS)
+    return [
+        f"  against {ref}: median ms per sweep over {BASELINE_ROUNDS} alternated rounds of {RUNS}",
+        *report(ref, rows, "ms"),
+    ]
+
+
 def main() -> None:
+    ref = baseline_arg(sys.argv[1:])
+    if "--baseline-only" in sys.argv[1:]:
+        if ref is None:
+            raise SystemExit("--baseline-only needs --baseline REF (or BENCH_BASELINE)")
+        print("\n".join(baseline_lines(ref)))
+        return
     seconds, result = sweep_timing()
     per_layout_us = seconds / result.size * 1e6
     print(f"Sweep benchmark ({MODEL}, seq 4096, global batch 1024, default search space)")
@@ -146,6 +172,8 @@ def main() -> None:
         f"  sweep per layout: {per_layout_us:.2f} us -> {one / per_layout_us:.0f}x faster than "
         "one estimate at a time"
     )
+    if ref is not None:
+        print("\n".join(baseline_lines(ref)))
     if b is None:
         print(f"  baseline: {why}")
         return

@@ -18,12 +18,17 @@ __all__ = ["from_fields"]
 
 T = TypeVar("T")
 
+# ``object``'s own constructor and attribute setter, looked up once (the frozen class's
+# ``__setattr__`` refuses); two global look-ups fewer a record.
+_new = object.__new__
+_set = object.__setattr__
+
 
 def from_fields(cls: type[T], values: dict[str, Any]) -> T:
     """An instance of the frozen, non-slots dataclass ``cls`` whose fields are ``values``, which
     must name every field, and nothing else (tests check each record built this way against
     ``dataclasses.fields``). ``values`` becomes the instance's ``__dict__``: the caller hands it
     over and keeps no reference."""
-    record = object.__new__(cls)
-    object.__setattr__(record, "__dict__", values)
+    record = _new(cls)
+    _set(record, "__dict__", values)
     return record

@@ -30,6 +30,10 @@ DATA = Path(__file__).parent / "data"
 os.environ.setdefault("PLANNER_DATA_DIR", tempfile.mkdtemp(prefix="llm-planner-test-"))
 # Tests write hundreds of plans a minute from one address; the write-rate test sets its own.
 os.environ.setdefault("PLANNER_WRITES_PER_MINUTE", "0")
+# No test reaches the Hugging Face Hub: a model id it fetches goes to a closed loopback port
+# (tests/test_hub.py starts its own hub and points HF_ENDPOINT at it).
+os.environ.setdefault("HF_ENDPOINT", "http://127.0.0.1:9")
+os.environ.pop("PLANNER_HF_TOKEN", None)
 # The in-process test client names its host "testserver"; the host tests set their own list.
 os.environ.setdefault("PLANNER_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 

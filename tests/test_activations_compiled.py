@@ -31,14 +31,14 @@ from estimator import (
 )
 from estimator.counts.flops import op_recomputed_flops_per_token, training_flops
 from estimator.finetune import FULL
-from estimator.memory.activations import (
+from estimator.memory.activation_bytes import (
     head_activation_bytes,
     layer_activation_bytes,
     layer_regions,
-    op_policy,
     region_scales,
     saved_bytes,
 )
+from estimator.memory.activations import op_policy
 from estimator.memory.training import check_op_policy
 from tests.test_activations_hf import LLAMA_TINY
 

@@ -22,7 +22,7 @@ from estimator import (
     model_from_config,
     training_memory,
 )
-from estimator.memory.activations import loss_backward_bytes
+from estimator.memory.activation_bytes import loss_backward_bytes
 from estimator.memory.training import most_loaded_terms
 
 LLAMA_TINY = {

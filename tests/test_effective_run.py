@@ -111,3 +111,17 @@ def test_a_run_that_cannot_progress_is_refused_with_the_reason() -> None:
         effective_run(DAY_S, 16_384, LLAMA3_CHECKPOINT, 55.0, flaky)
     assert err.value.field == "reliability"
     assert "never" in err.value.rule and "finishes" in err.value.rule
+
+
+def test_a_plans_checkpoint_is_its_weights_and_trained_state() -> None:
+    from estimator import TrainingSetup, count_params, get_model, get_precision
+    from estimator.finetune import FineTune, adapters
+    from estimator.timing.effective import checkpoint_of
+
+    model, bf16 = get_model("llama-3-8b"), get_precision("bf16")
+    total = count_params(model).total
+    assert checkpoint_of(model, bf16, TrainingSetup(seq_len=4096)) == total * (2 + 4 + 8)
+    lora = FineTune(method="lora")
+    trained = adapters(model, lora).trainable_params
+    with_lora = checkpoint_of(model, bf16, TrainingSetup(seq_len=4096, finetune=lora))
+    assert with_lora == total * 2 + trained * (2 + 4 + 8)

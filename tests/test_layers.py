@@ -22,7 +22,7 @@ from estimator import (
 )
 from estimator.counts.layers import layer_table
 from estimator.layout.sharding import layer_params
-from estimator.memory.activations import layer_activation_bytes
+from estimator.memory.activation_bytes import layer_activation_bytes
 
 H100 = get_accelerator("h100-sxm-80gb")
 

@@ -20,7 +20,7 @@ from estimator import (
     model_from_config,
     training_memory,
 )
-from estimator.memory.activations import embedding_activation_bytes, layer_activation_bytes
+from estimator.memory.activation_bytes import embedding_activation_bytes, layer_activation_bytes
 from estimator.memory.training import training_memory_terms
 from estimator.terms import TRAINING_MEMORY
 

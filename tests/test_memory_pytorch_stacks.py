@@ -20,7 +20,7 @@ from estimator import (
     get_precision,
     training_memory,
 )
-from estimator.memory.activations import head_activation_bytes, loss_backward_bytes
+from estimator.memory.activation_bytes import head_activation_bytes, loss_backward_bytes
 from estimator.memory.training import most_loaded_terms
 from estimator.offload import Offload
 

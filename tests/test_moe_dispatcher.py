@@ -17,7 +17,8 @@ from estimator.spec.precision import DTYPES
 from estimator.timing import collectives as rules
 from estimator.timing.kernels import copy_time, kernel_profile
 from estimator.timing.layer import layer_time, training_attention_format
-from estimator.timing.training import DISPATCHER_NOTES, TimingOptions, estimate_training
+from estimator.timing.training import TimingOptions, estimate_training
+from estimator.timing.training_notes import DISPATCHER_NOTES
 
 H100 = get_accelerator("h100-sxm-80gb")
 BF16 = get_precision("bf16")
@@ -145,7 +146,8 @@ def test_an_moe_plan_says_its_host_overhead_is_counted_hidden() -> None:
     not modelled: every MoE estimate says so, with what the Megatron-LM MoE recipes measured
     without full-iteration CUDA graphs; a dense one does not."""
     from estimator import Parallelism, TrainingSetup, get_accelerator, get_model, get_precision
-    from estimator.timing.training import MOE_HOST_NOTE, estimate_training
+    from estimator.timing.training import estimate_training
+    from estimator.timing.training_notes import MOE_HOST_NOTE
 
     acc, bf16 = get_accelerator("h100-sxm-80gb"), get_precision("bf16")
     setup = TrainingSetup(4096, 1, 64, "full")

@@ -21,7 +21,8 @@ from estimator import (
     get_precision,
     training_memory,
 )
-from estimator.memory.activations import item_bytes, layer_items, recomputed_items
+from estimator.memory.activation_bytes import item_bytes
+from estimator.memory.activations import layer_items, recomputed_items
 from estimator.spec.cluster import cluster_of
 from estimator.spec.precision import DTYPES
 from estimator.sweep.training import TrainingSearch, TrainingWorkload, sweep_training

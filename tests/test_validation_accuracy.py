@@ -89,6 +89,16 @@ def test_end_to_end_accuracy_does_not_regress(built: dict[str, object]) -> None:
     assert serving_families["llama"]["median_ape"] <= 0.20
     assert serving_families["llama4_text"]["median_ape"] <= 0.55  # over-predicted: far off, seen
     assert serving_families["qwen3_moe"]["median_ape"] <= 0.28  # 41.8% with a launch per expert
+    # The measured operator tables' opt-in (kernels="measured", timing.measured): 15.3% overall
+    # (22.8% fitted); B200 14.2% (33.3%), GB200 21.8% (40.2%), H200 6.8% (12.1%), Llama 4 17.2%
+    # (54.0%), but Qwen3 MoE 33.6% (27.7%): why it is not the default (issue 41).
+    measured = _summary(built, "serving on the measured kernels (opt-in, kernels=measured)")
+    assert measured["tensorrt_llm_perf_overview_v1.0"]["median_ape"] <= 0.16
+    on = _summary(built, "serving on the measured kernels (opt-in), by accelerator")
+    assert on["b200"]["median_ape"] <= 0.15 and on["gb200"]["median_ape"] <= 0.22
+    assert on["h200-sxm-141gb"]["median_ape"] <= 0.07
+    fam = _summary(built, "serving on the measured kernels (opt-in), by family")
+    assert fam["llama4_text"]["median_ape"] <= 0.18 and fam["qwen3_moe"]["median_ape"] <= 0.34
     groups = _summary(built, "training by group")
     # 15 records with the 3 LoRA rows (-11% to -15%: packed SQuAD sequences, whose attention
     # stays within each sample, counted as whole 4096-token sequences): 9.4% (6.2% without)

@@ -16,11 +16,11 @@ values it printed (a test checks they agree to the third decimal).
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from estimator import get_accelerator
 from estimator.timing.stacks import DEFAULT_STACK, MOE_EAGER_HOST_S, STACKS
-from validation.records import TrainingCase, all_training_cases, training_cases
+from validation.records import TrainingCase, all_training_cases
 from validation.report import case_estimate, case_throughput
 
 __all__ = [
@@ -30,11 +30,15 @@ __all__ = [
     "fit_by_generation",
     "fit_moe_host",
     "fit_scale",
+    "leave_one_out",
     "main",
 ]
 
 # The published groups in validation/data run on each stack.
-GROUP_OF_STACK = {"llm-foundry": "mosaicml_llm_foundry_mpt_benchmarks"}
+GROUP_OF_STACK = {
+    "llm-foundry": "mosaicml_llm_foundry_mpt_benchmarks",
+    "fsdp2": "torchtitan_benchmarks",
+}
 ITERATIONS = 8
 MIN_GENERATION_RUNS = 30  # a generation's own factor needs this many of its runs
 
@@ -70,8 +74,57 @@ def _median_error(cases: list[TrainingCase], stack: str, scale: float) -> float:
     return statistics.median(abs(r - 1) for r in _ratios(cases, stack, scale))
 
 
+def _source_file(case: TrainingCase) -> str:
+    """The file a record's source names (``repo@commit:path:line`` or ``repo/path @ ...``)."""
+    head = case.source.split(" @ ")[0]
+    return head.rsplit(":", 1)[0].split(":")[-1] if ":" in head else head
+
+
+def leave_one_out(
+    cases: list[TrainingCase], stack: str, key: Callable[[TrainingCase], str]
+) -> dict[str, tuple[int, float, float]]:
+    """Leave-one-source-out: for each value of ``key`` (a source file, a model), the factor
+    fitted on the other cases and the held-out cases' signed errors under it. Returns each
+    held-out value's (runs, factor, median APE of its runs)."""
+    out = {}
+    for held in sorted({key(c) for c in cases}):
+        test = [c for c in cases if key(c) == held]
+        train = [c for c in cases if key(c) != held]
+        if not train:
+            continue
+        s = fit_scale(train, stack)
+        out[held] = (len(test), s, _median_error(test, stack, s))
+    return out
+
+
+def loso_errors(
+    cases: list[TrainingCase], stack: str, key: Callable[[TrainingCase], str]
+) -> list[float]:
+    """Every case's absolute error under the factor fitted without its ``key`` (its source
+    file, its model): what the median APE of ``leave_one_out`` pools."""
+    errors = []
+    for held in {key(c) for c in cases}:
+        train = [c for c in cases if key(c) != held]
+        if train:
+            s = fit_scale(train, stack)
+            test = [c for c in cases if key(c) == held]
+            errors += [abs(r - 1) for r in _ratios(test, stack, s)]
+    return errors
+
+
+def _print_loso(runs: list[TrainingCase], stack: str) -> None:
+    for what, key in (("source file", _source_file), ("model", lambda c: c.model_name)):
+        folds = leave_one_out(runs, stack, key)
+        if len(folds) < 2:
+            continue
+        pooled = statistics.median(loso_errors(runs, stack, key))
+        print(f"  leave one {what} out: median APE {pooled:.1%} over the held-out runs")
+        for held, (n, s, err) in folds.items():
+            print(f"    without {held} ({n} runs): {s:.3f}; their median APE {err:.1%}")
+
+
 def main() -> None:
-    cases = [c for c in training_cases() if isinstance(c, TrainingCase)]
+    cases = [c for c in all_training_cases() if isinstance(c, TrainingCase)]
     for stack, group in GROUP_OF_STACK.items():
         runs = [c for c in cases if c.group == group]
         scale = fit_scale(runs, stack)
@@ -81,6 +134,7 @@ def main() -> None:
             f"at the fit: {_median_error(runs, stack, scale):.1%}"
             f" (in use: {STACKS[stack].compute_scale:.3f})"
         )
+        _print_loso(runs, stack)
         by_acc: dict[str, list[TrainingCase]] = {}
         for c in runs:
             family = get_accelerator(c.accelerator).id.split("-")[0]

@@ -16,6 +16,8 @@ Sources and what their numbers mean:
   checkpointing on or off.
 * NeMo long-sequence context-parallel table: TFLOP/s per GPU only (no tokens/s, no micro-batch),
   so nothing is compared.
+* TorchTitan's benchmark pages (pytorch/torchtitan ``benchmarks/``): tokens/s per GPU of FSDP2
+  runs with TP / PP / CP and async TP, the layout, batch, checkpointing and float8 as given.
 * TensorRT-LLM perf overview (v1.0): total output tokens/s of the whole TP x PP group in the
   offline max-throughput scenario.
 
@@ -67,6 +69,8 @@ __all__ = [
     "inference_cases",
     "inference_records",
     "layout_of",
+    "torchtitan_cases",
+    "torchtitan_records",
     "training_cases",
     "training_records",
 ]
@@ -1276,8 +1280,118 @@ def moe_recipe_cases() -> list[TrainingCase | Skip]:
 
 
 def all_training_cases() -> list[TrainingCase | Skip]:
-    """Every published training run: ``training_cases`` then ``moe_recipe_cases``."""
-    return [*_training_cases(), *_moe_recipe_cases()]
+    """Every published training run: ``training_cases``, ``moe_recipe_cases``, then
+    ``torchtitan_cases``."""
+    return [*_training_cases(), *_moe_recipe_cases(), *_torchtitan_cases()]
+
+
+# --- TorchTitan's benchmark pages (FSDP2) ----------------------------------------------------
+# data/torchtitan_throughput.json: tokens/s per GPU of TorchTitan runs (FSDP2 with TP / PP / CP
+# / async TP) from the pages in pytorch/torchtitan's benchmarks/, the layout as each page gives
+# it; compared under the fsdp2 stack profile, whose compute factor is fitted on them.
+
+_TORCHTITAN_GROUP = "torchtitan_benchmarks"
+_TORCHTITAN_MODELS = {
+    "meta-llama/Llama-3.1-8B": "llama-3.1-8b",
+    "meta-llama/Llama-3.1-70B": "llama-3.1-70b",
+    "meta-llama/Llama-3.1-405B": "llama-3.1-405b",
+}
+_TORCHTITAN_GPUS = {
+    "NVIDIA H100 SXM 96GB HBM2e (Grand Teton, 500W power limit)": (
+        "h100-sxm-80gb",
+        "H100 SXM 96GB HBM2e at a 500 W power limit (Grand Teton), not in the catalog: timed as"
+        " h100-sxm-80gb (700 W, HBM3); the page says its peak lies between SXM's and NVL's",
+    ),
+    "NVIDIA H200 141GB": ("h200-sxm-141gb", "H200 141GB read as the catalog's H200 SXM"),
+}
+
+
+def torchtitan_records() -> tuple[Record, ...]:
+    """The records of ``torchtitan_throughput.json``, in file order."""
+    data = json.loads((DATA / "torchtitan_throughput.json").read_text(encoding="utf-8"))
+    return tuple(data["records"])
+
+
+def _torchtitan_layout(r: Record, layers: int) -> tuple[Parallelism, str]:
+    """The page's degrees as a layout: FSDP as ZeRO-3 over its degree, TorchTitan's split
+    points for a pipeline (two stages a rank for Interleaved 1F1B)."""
+    from validation.memory import _torchtitan_split  # one reading of TorchTitan's split
+
+    p = r["parallel"]
+    fsdp, tp, pp, cp = (_int(p.get(k), k, 1) for k in ("fsdp", "tp", "pp", "cp"))
+    vp = 2 if "Interleaved" in str(p.get("pp_schedule")) else 1
+    split = _torchtitan_split(layers, pp * vp) if pp > 1 else None
+    layout = Parallelism(
+        tp=tp, pp=pp, vp=vp, dp=fsdp, cp=cp, zero_stage=3, sequence_parallel=tp > 1,
+        stage_layers=split,
+    )  # fmt: skip
+    note = f"FSDP2 {fsdp} x TP {tp} x PP {pp} x CP {cp}: FSDP as ZeRO-3 over {fsdp}"
+    if split:
+        note += f"; TorchTitan's split points {split} ({p.get('pp_schedule')}, vp {vp})"
+    return layout, note
+
+
+def _torchtitan_case(r: Record, ident: str) -> TrainingCase:
+    """A TorchTitan benchmark row (FSDP2): its layout, batch, checkpointing and float8."""
+    name = str(r["model"])
+    model = get_model(_TORCHTITAN_MODELS[name])
+    acc_id, acc_note = _TORCHTITAN_GPUS[str(r["gpu"])]
+    layout, layout_note = _torchtitan_layout(r, model.num_layers)
+    opts = r.get("options") or {}
+    precision = "fp8" if opts.get("float8") else "bf16"
+    ac = str(r["activation_checkpointing"])
+    recompute: Recompute = "full" if ac == "full" else "op"
+    local = _int(r["micro_batch_size"], "local batch")
+    setup = TrainingSetup(
+        seq_len=_int(r["seq_len"], "sequence length"),
+        micro_batch_size=local // layout.pp,  # TorchTitan's default: pp micro-batches
+        global_batch_size=_int(r["global_batch_size"], "global batch size"),
+        recompute=recompute,
+        activation_convention="compiled" if opts.get("compile") else "hf",
+        gradients_per_step=True,
+    )
+    _checked_training(model, acc_id, layout, setup, precision)
+    assumptions = [
+        acc_note,
+        layout_note,
+        f"activation checkpointing {ac!r}: recompute {recompute}",
+        "float8 (torchao Float8Linear, tensorwise scaling): the fp8 preset's GEMMs"
+        if opts.get("float8")
+        else "bf16 (FSDP2 MixedPrecisionPolicy, fp32 reduction): the bf16 preset",
+        "async TP (torch's symmetric-memory micro-pipelining): timed as TP communication overlap"
+        if opts.get("async_tp")
+        else "TP communication not overlapped (vanilla TP)",
+        f"torch.compile {'on' if opts.get('compile') else 'off'}: not distinguished in the"
+        " step time (the fitted compute factor carries the group's mix)",
+    ]
+    return TrainingCase(
+        id=ident,
+        group=_TORCHTITAN_GROUP,
+        model_name=name,
+        model=model,
+        accelerator=acc_id,
+        num_gpus=_int(r["num_gpus"], "GPU count"),
+        gpus_per_node=8,
+        parallel=layout,
+        setup=setup,
+        precision=precision,
+        measured_tokens_per_s_per_gpu=_float(r["measured"]["tokens_per_s_per_gpu"], "tokens/s"),
+        measured_model_tflops_per_gpu=None,
+        source=_source(r["source"]),
+        assumptions=tuple(assumptions),
+        stack="fsdp2",
+        tp_comm_overlap=bool(opts.get("async_tp")),
+    )
+
+
+@cache
+def _torchtitan_cases() -> tuple[TrainingCase | Skip, ...]:
+    return _map_records(torchtitan_records(), _torchtitan_case)
+
+
+def torchtitan_cases() -> list[TrainingCase | Skip]:
+    """One TrainingCase or Skip per record of ``torchtitan_throughput.json``, in file order."""
+    return list(_torchtitan_cases())
 
 
 # --- Megatron-LM's MoE recipes ---------------------------------------------------------------

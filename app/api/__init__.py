@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, FastAPI
 
-from app.api import accuracy, catalog, inference, plans, team, training
+from app.api import accuracy, catalog, hub, inference, plans, team, training
 from app.api.fast import PREFIX, add_fast_routes
 from app.deps import bind_team
 from app.schemas.common import ERROR_RESPONSES
@@ -21,6 +21,8 @@ router.include_router(training.router)
 router.include_router(inference.router)
 router.include_router(catalog.router)
 router.include_router(plans.router)
+router.include_router(hub.router)
+router.include_router(hub.team_router)  # before team's: its literal path first
 router.include_router(team.router)
 router.include_router(accuracy.router)
 

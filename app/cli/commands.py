@@ -74,7 +74,11 @@ def flags_of(model: type[BaseModel]) -> tuple[Flag, ...]:
         literal = {str(v): v for v in leaf.values}
         if leaf.kind == "select" and any(not isinstance(v, str) for v in literal.values()):
             parse = literal.__getitem__  # a choice of True, say: the value, not its name
-        text = "a catalog model id or a config.json path" if leaf.path == "model" else leaf.help
+        text = (
+            "a catalog model id, a Hugging Face id (org/name[@revision]) or a config.json path"
+            if leaf.path == "model"
+            else leaf.help
+        )
         out.append((leaf.flag, leaf.path, parse, text))
     return tuple(out)
 

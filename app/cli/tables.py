@@ -41,6 +41,15 @@ def _num(x: float | None) -> str:
     return fmt.num(x, missing="-")
 
 
+def _sig(x: float | None) -> str:
+    return "-" if x is None else fmt.sig(x)
+
+
+def _cents(x: float | None) -> str:
+    """Dollars to three significant digits under a dollar (a token price)."""
+    return "-" if x is None else fmt.usd(x)
+
+
 def _price(cost: Mapping[str, Any]) -> str:
     """The price per GPU-hour and the first clause of its source (the JSON has all of it)."""
     if cost["price_usd_per_gpu_hour"] is None:
@@ -119,6 +128,45 @@ def _serving_fit(memory: Mapping[str, Any]) -> str:
     return "TIGHT" if _free_share(memory) < MIN_HEADROOM else "yes"
 
 
+def _energy_lines(out: Mapping[str, Any], token: str) -> list[str]:
+    """Energy at the facility (or why there is none) and $ per GPU-hour rented and owned."""
+    e, tco = out.get("energy"), out.get("tco")
+    if e is None:
+        return [f"energy: none ({out.get('energy_refused')}); give --gpu-power-w"]
+    run = "" if e["mwh"] is None else f"{e['mwh']:,.1f} MWh for the run, "
+    basis = "TDP, a bound" if e["basis"] == "tdp" else "given"
+    lines = [
+        f"energy: {run}{e['j_per_token']:.4g} J per {token} ({e['kwh_per_1m_tokens']:.4g} kWh"
+        f" per 1M), {e['tokens_per_s_per_mw']:,.0f} {token}s/s per MW; {e['gpu_w']:,.0f} W"
+        f" per GPU ({basis}), {e['facility_w_per_gpu']:,.0f} W at the facility"
+    ]
+    if tco is not None:
+        owned = (
+            "give --capex to cost owning"
+            if tco["owned_usd_per_gpu_hour"] is None
+            else f"owned {_cents(tco['owned_usd_per_gpu_hour'])} (capital"
+            f" {_cents(tco['capital_usd_per_gpu_hour'])})"
+        )
+        lines.append(
+            f"per GPU-hour: rented {_cents(tco['rental_usd_per_gpu_hour'])}; power"
+            f" {_cents(tco['power_usd_per_gpu_hour'])}; {owned}"
+        )
+    return lines
+
+
+def _token_price_lines(p: Mapping[str, Any]) -> list[str]:
+    """Token prices as providers state them (nothing unpriced)."""
+    if p["usd_per_1m_blended_tokens"] is None:
+        return []
+    cached = p["usd_per_1m_cached_input_tokens"]
+    return [
+        f"token prices per 1M: input {_cents(p['usd_per_1m_input_tokens'])}"
+        + ("" if cached is None else f", cached input {_cents(cached)}")
+        + f", output {_cents(p['usd_per_1m_output_tokens'])}; blended"
+        f" {_cents(p['usd_per_1m_blended_tokens'])} at {p['input_per_output']:g}:1"
+    ]
+
+
 def training_text(out: Mapping[str, Any]) -> str:
     """A training estimate: the verdict and key numbers, then memory and step time by term."""
     m, t, tp, c = out["memory_per_gpu"], out["time"], out["throughput"], out["cost"]
@@ -140,6 +188,7 @@ def training_text(out: Mapping[str, Any]) -> str:
             f"{c['tokens']:,.0f} tokens: {c['time_to_train_s'] / 86400:,.1f} days, "
             f"{_num(c['gpu_hours'])} GPU-hours, {_usd(c['usd'])}"
         )
+    lines += _energy_lines(out, "token")
     if out.get("fit_suggestions"):  # a plan that does not surely fit: the nearest that do
         flag = _training_flags()
         lines += ["", "nearest layouts that fit (the flags to change):"]
@@ -196,6 +245,8 @@ def serving_text(out: Mapping[str, Any]) -> str:
         f"cost: {_usd(c['usd_per_1m_output_tokens'])} per 1M output tokens all-in at "
         f"{_price(c)} (decode {_usd(c['usd_per_1m_output_tokens_decode'])} per 1M output, "
         f"prefill {_usd(c['usd_per_1m_input_tokens'])} per 1M input tokens)" + _at_capacity(tp, c),
+        *_token_price_lines(out["token_prices"]),
+        *_energy_lines(out, "output token"),
         *_fleet(out.get("fleet")),
         *_effects(out),
         "",
@@ -294,7 +345,7 @@ def training_sweep_text(out: Mapping[str, Any]) -> str:
         lines += [f"       {why}" for why in r["why"]]
     named = ("accelerator", "stack") if several else ("accelerator",)
     header = [*named, "precision", "recompute", "gpus", "tp", "pp", "dp", "cp", "ep"]
-    header += ["vp", "zero", "mb", "GiB", "step s", "tokens/s", "MFU", "$/1M tok"]
+    header += ["vp", "zero", "mb", "GiB", "step s", "tokens/s", "MFU", "$/1M tok", "kWh/1M"]
     rows = [
         [
             *(str(row[k]) for k in (*named, "precision", "recompute", "num_gpus")),
@@ -305,6 +356,7 @@ def training_sweep_text(out: Mapping[str, Any]) -> str:
             f"{row['tokens_per_s']:,.0f}",
             f"{row['mfu']:.1%}",
             _usd(row["usd_per_1m_tokens"]),
+            _sig(row.get("kwh_per_1m_tokens")),
         ]
         for row in out["rows"]
     ]
@@ -322,7 +374,8 @@ def serving_sweep_text(out: Mapping[str, Any]) -> str:
     """A serving sweep: the counts, then the page of replica layouts (cheapest first)."""
     counts = ", ".join(f"{v:,} {k.replace('_', ' ')}" for k, v in out["counts"].items())
     header = ["accelerator", "precision", "tp", "pp", "dp", "ep", "gpus", "concurrency"]
-    header += ["TTFT ms", "TPOT ms", "out tok/s/GPU", "$/1M out", "replicas", "refused"]
+    header += ["TTFT ms", "TPOT ms", "out tok/s/GPU", "$/1M out", "$/1M blend", "J/out tok"]
+    header += ["replicas", "refused"]
     rows = [
         [
             *(str(row[k]) for k in ("accelerator", "precision", "tp", "pp", "dp", "ep")),
@@ -332,6 +385,8 @@ def serving_sweep_text(out: Mapping[str, Any]) -> str:
             _ms(row["tpot_s"]),
             _num(row["output_tokens_per_s_per_gpu"]),
             _usd(row["usd_per_1m_output_tokens"]),
+            _cents(row.get("usd_per_1m_blended_tokens")),
+            _sig(row.get("j_per_output_token")),
             _num(row["replicas"]),
             "" if row["ok"] else f"{row['field']}: {row['reason']}",
         ]

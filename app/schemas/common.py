@@ -44,6 +44,7 @@ __all__ = [
     "Price",
     "Request",
     "Stack",
+    "StackChoice",
     "TokenCount",
     "has_model_type",
     "terms_model",
@@ -98,6 +99,8 @@ Duration = Annotated[
 ]
 AttentionKernel = Literal["fused", "flash2"]
 Stack = Literal["megatron-core", "fsdp2", "deepspeed", "llm-foundry"]  # estimator.timing.stacks
+# A request's stack: one of them, or auto (estimator.timing.stacks.AUTO_PRECEDENCE)
+StackChoice = Literal["auto", "megatron-core", "fsdp2", "deepspeed", "llm-foundry"]
 MoEDispatcher = Literal["flex", "alltoall"]  # estimator.timing.training.TimingOptions
 CudaGraphs = Literal["none", "partial", "full"]  # estimator.timing.stacks.CudaGraphs
 
@@ -132,8 +135,10 @@ ModelRef = Annotated[
     str | PastedConfig,
     Field(
         description=(
-            "A catalog model id (GET /api/v1/models) or a Hugging Face config.json object "
-            "pasted inline. Configs are read, never executed; nothing is fetched."
+            "A catalog model id (GET /api/v1/models), a Hugging Face id (org/name, optionally "
+            "org/name@revision: the catalog's entry where it knows the id, else its config.json "
+            "fetched by the service from HF_ENDPOINT, GET /api/v1/hub/model), or a Hugging Face "
+            "config.json object pasted inline. Configs are read, never executed."
         ),
         examples=["llama-3-70b"],
     ),

@@ -20,6 +20,13 @@ from app.schemas.common import (
     TokenCount,
     terms_model,
 )
+from app.schemas.energy import (
+    EnergyFields,
+    EnergyOut,
+    PriceMixFields,
+    TcoOut,
+    TokenPricesOut,
+)
 from app.schemas.fields import form
 from app.schemas.training import (
     ACCELERATOR_FORM,
@@ -105,7 +112,7 @@ class EngineMemoryFields(Request):
     )
 
 
-class InferenceRequest(ClusterFields, EngineMemoryFields):
+class InferenceRequest(ClusterFields, EngineMemoryFields, EnergyFields, PriceMixFields):
     """A serving plan for one replica. Only ``model`` is required."""
 
     model: ModelRef = Field(json_schema_extra=MODEL_FORM)
@@ -480,6 +487,15 @@ class InferenceEstimateOut(BaseModel):
     throughput: InferenceThroughputOut
     curve: list[CurvePoint]
     cost: InferenceCostOut
+    token_prices: TokenPricesOut = Field(
+        description="$ per 1M input, cached-input, output and blended tokens (null unpriced)"
+    )
+    energy: EnergyOut | None = Field(
+        description="Per output token, at the load the throughput is; null where the"
+        " accelerator has no published power figure and none is given"
+    )
+    energy_refused: str | None = None
+    tco: TcoOut | None = Field(description="$ per GPU-hour rented and owned; null with energy")
     params: Params
     cluster: ClusterOut
     load: LoadOut

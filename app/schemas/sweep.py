@@ -22,8 +22,10 @@ from app.schemas.common import (
     Price,
     Request,
     Stack,
+    StackChoice,
     TokenCount,
 )
+from app.schemas.energy import PriceMixFields, SweepPowerFields
 from app.schemas.fields import form
 from app.schemas.inference import OUTPUT, PROMPT, Dataset, EngineMemoryFields, OutputLen
 from app.schemas.training import (
@@ -71,7 +73,7 @@ NameList = Names | Annotated[list[Names], Field(min_length=1, max_length=MAX_AXI
 Zeros = ZeroStage | Annotated[list[ZeroStage], Field(min_length=1, max_length=4)]
 MicroBatches = MicroBatch | Annotated[list[MicroBatch], Field(min_length=1, max_length=MAX_AXIS)]
 Recomputes = Recompute | Annotated[list[Recompute], Field(min_length=1, max_length=4)]
-Stacks = Stack | Annotated[list[Stack], Field(min_length=1, max_length=4)]
+Stacks = StackChoice | Annotated[list[Stack], Field(min_length=1, max_length=4)]
 Page = Annotated[int, Field(ge=1, le=1_000_000)]
 PageSize = Annotated[int, Field(ge=1, le=1000)]
 ACCELERATORS = form("Accelerators", "Space", choices="accelerators")
@@ -101,7 +103,9 @@ class SweepLayout(Request):
     distributed_optimizer: bool = False
 
 
-class TrainingSweepRequest(FineTuneFields, OffloadFields, MoEFields, NetworkFields):
+class TrainingSweepRequest(
+    FineTuneFields, OffloadFields, MoEFields, NetworkFields, SweepPowerFields
+):
     model: ModelRef = Field(json_schema_extra=MODEL_FORM)
     accelerator: NameList | None = Field(
         None, description="Default: ten data-centre GPUs", json_schema_extra=ACCELERATORS
@@ -141,10 +145,12 @@ class TrainingSweepRequest(FineTuneFields, OffloadFields, MoEFields, NetworkFiel
     optimizer: Optimizer = "adamw"
     flash_attention: bool = True
     stack: Stacks = Field(
-        "megatron-core",
-        description="Software stack profile every layout is timed under (as the estimate's), or"
-        " a list of them: the sweep then compares each layout under each (an axis, the rows'"
-        " stack)",
+        "auto",
+        description="Software stack profile the layouts are timed under (as the estimate's):"
+        " auto (each layout on the stack that runs it: data parallelism alone with ZeRO-3 on"
+        " fsdp2, with ZeRO-2 on deepspeed, the rest on megatron-core; the rows' stack), one"
+        " stack (the layouts it runs), or a list of them: the sweep then compares each layout"
+        " under each that runs it (an axis, the rows' stack)",
         json_schema_extra=form("Software stack", "Space"),
     )
     ep_comm_overlap: bool = Field(
@@ -203,9 +209,10 @@ class TrainingSweepRequest(FineTuneFields, OffloadFields, MoEFields, NetworkFiel
     prices: dict[Names, Price] | None = Field(
         None, description="USD per GPU-hour by accelerator id, over the catalog's defaults"
     )
-    objective: Literal["cost", "time"] | None = Field(
+    objective: Literal["cost", "time", "energy"] | None = Field(
         None,
-        description="Ranks recommendations; default cost when a price is known",
+        description="Ranks recommendations: cost (USD per token), time (tokens/s) or energy"
+        " (kWh per token: the most tokens/s per MW); default cost when a price is known",
         json_schema_extra=form("Rank by", "Workload"),
     )
     top_k: Annotated[int, Field(ge=1, le=50)] = 5
@@ -291,6 +298,9 @@ class TrainingSweepRow(BaseModel):
     time_to_train_s: float | None = None
     gpu_hours: float | None = None
     cost_usd: float | None = None
+    kwh_per_1m_tokens: float | None = Field(None, description="At the facility (null: no power)")
+    tokens_per_s_per_mw: float | None = None
+    mwh: float | None = Field(None, description="The run's energy, with tokens")
 
 
 class Recommendation(BaseModel):
@@ -322,7 +332,7 @@ class SweepCounts(BaseModel):
 
 class TrainingSweepOut(BaseModel):
     model: str
-    objective: Literal["cost", "time"]
+    objective: Literal["cost", "time", "energy"]
     counts: SweepCounts
     min_headroom: float = Field(description="The headroom a feasible layout leaves (a share)")
     stacks: list[str] = Field(
@@ -376,7 +386,7 @@ class ServingSweepLayout(Request):
     )
 
 
-class ServingSweepRequest(EngineMemoryFields, NetworkFields):
+class ServingSweepRequest(EngineMemoryFields, NetworkFields, SweepPowerFields, PriceMixFields):
     model: ModelRef = Field(json_schema_extra=MODEL_FORM)
     accelerator: NameList | None = Field(
         None, description="Default: ten data-centre GPUs", json_schema_extra=ACCELERATORS
@@ -460,6 +470,12 @@ class ServingSweepRequest(EngineMemoryFields, NetworkFields):
     )
     price_usd_per_gpu_hour: Price | None = Field(None, json_schema_extra=PRICE_FORM)
     prices: dict[Names, Price] | None = None
+    objective: Literal["cost", "energy"] = Field(
+        "cost",
+        description="Orders the served layouts: cost (USD per 1M output tokens) or energy"
+        " (joules per output token: the most output tokens/s per provisioned MW)",
+        json_schema_extra=form("Rank by", "Workload"),
+    )
     rows: Literal["ok", "all"] = "ok"
     page: Page = Field(1, json_schema_extra=PAGE_FORM)
     page_size: PageSize = 50
@@ -484,6 +500,15 @@ class ServingSweepRow(BaseModel):
     usd_per_gpu_hour: float | None = None
     usd_per_1m_output_tokens: float | None = None
     usd_per_1m_input_tokens: float | None = None
+    usd_per_1m_output_tokens_decode: float | None = Field(
+        None, description="Decode's share of the time over the output tokens (the output price)"
+    )
+    usd_per_1m_blended_tokens: float | None = Field(None, description="At input_per_output")
+    j_per_output_token: float | None = Field(None, description="At the facility (null: no power)")
+    kwh_per_1m_output_tokens: float | None = None
+    output_tokens_per_s_per_mw: float | None = Field(
+        None, description="The fleet's output tokens/s per provisioned megawatt"
+    )
     replicas: int | None = None
     fleet_gpus: int | None = None
     ttft_p99_s: float | None = Field(

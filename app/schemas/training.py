@@ -21,10 +21,13 @@ from app.schemas.common import (
     Price,
     Request,
     Stack,
+    StackChoice,
     TokenCount,
     terms_model,
 )
+from app.schemas.energy import EnergyFields, EnergyOut, TcoOut
 from app.schemas.fields import form
+from app.schemas.run import EffectiveOut, JobOut, ReliabilityFields
 from estimator.terms import STEP, TRAINING_MEMORY
 
 __all__ = [
@@ -268,7 +271,9 @@ class MoEFields(Request):
     )
 
 
-class TrainingRequest(FineTuneFields, OffloadFields, MoEFields, ClusterFields):
+class TrainingRequest(
+    FineTuneFields, OffloadFields, MoEFields, ClusterFields, EnergyFields, ReliabilityFields
+):
     """A training plan. Only ``model`` is required; every default is listed here."""
 
     model: ModelRef = Field(json_schema_extra=MODEL_FORM)
@@ -323,11 +328,14 @@ class TrainingRequest(FineTuneFields, OffloadFields, MoEFields, ClusterFields):
     )
     optimizer: Optimizer = "adamw"
     flash_attention: bool = True
-    stack: Stack = Field(
-        "megatron-core",
+    stack: StackChoice = Field(
+        "auto",
         description="Software stack profile (its attention kernel, which communication it"
-        " overlaps, its fitted compute factor): megatron-core (Megatron-Core / NeMo), fsdp2"
-        " (PyTorch FSDP2 / TorchTitan), deepspeed, llm-foundry (Composer)",
+        " overlaps, its fitted compute factor): auto (the stack that runs the layout: data"
+        " parallelism alone with ZeRO-3 on fsdp2, with ZeRO-2 on deepspeed, every other layout"
+        " on megatron-core), megatron-core (Megatron-Core / NeMo), fsdp2 (PyTorch FSDP2 /"
+        " TorchTitan), deepspeed, llm-foundry (Composer); a stack that cannot run the layout"
+        " is refused",
         json_schema_extra=form("Software stack", "Batch"),
     )
     attention_kernel: AttentionKernel | None = Field(
@@ -533,6 +541,7 @@ class StackOut(BaseModel):
     overlap_param_gather: bool
     compute_scale: float = Field(description="Compute time factor; 1.0: the kernel model as is")
     fitted_on: str
+    chosen: str = Field(description="Why this stack timed the plan: auto's pick, or as asked")
 
 
 class FineTuneOut(BaseModel):
@@ -587,6 +596,20 @@ class TrainingEstimateOut(BaseModel):
     time: TrainingTimeOut
     throughput: TrainingThroughputOut
     cost: TrainingCostOut
+    energy: EnergyOut | None = Field(
+        description="Null where the accelerator has no published power figure and none is"
+        " given (energy_refused says why)"
+    )
+    energy_refused: str | None = None
+    tco: TcoOut | None = Field(description="$ per GPU-hour rented and owned; null with energy")
+    effective: EffectiveOut | None = Field(
+        description="The run's wall-clock, GPU-hours and cost with interruptions, restarts and"
+        " checkpoints; null without a token count or for a run that cannot progress"
+        " (effective_refused says why)"
+    )
+    effective_refused: str | None = None
+    jobs: list[JobOut] = Field(description="The plan as each stack that runs its layout takes it")
+    jobs_refused: list[str] = Field(description="The stacks that cannot run it, and why")
     params: Params
     finetune: FineTuneOut
     offload: OffloadOut

@@ -126,6 +126,7 @@ _HTTP_METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "tr
 def install(app: FastAPI) -> None:
     """Register the handlers on ``app``."""
     # The modules that raise these import this one (for ShapeError): imported here, not above.
+    from app.hub import HubRefusal
     from app.resolve import SweepTimeout
     from app.service.isolated import Busy, ClientGone, IsolatedTimeout
     from app.service.lanes import LaneDraining, LaneRefused
@@ -134,6 +135,13 @@ def install(app: FastAPI) -> None:
     def spec_error(_: Request, exc: SpecError) -> JSONResponse:
         kind = "invalid_request" if isinstance(exc, ShapeError) else "invalid_plan"
         return invalid(exc.field, exc.rule, exc.value, kind)
+
+    @app.exception_handler(HubRefusal)
+    def hub_refusal(_: Request, exc: HubRefusal) -> JSONResponse:
+        """A Hugging Face id that cannot be read: 404 unknown, 403 gated, 422 no readable
+        config, 424 the hub unreachable (``app.hub``), naming the field like any refusal."""
+        item = {"field": exc.field, "rule": exc.rule, "value": _echo(exc.value)}
+        return _body(exc.status, exc.kind, f"{exc.field}: {exc.rule}", detail=[item])
 
     @app.exception_handler(RequestValidationError)
     def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:

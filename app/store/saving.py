@@ -15,6 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
 import estimator
+from app import hub
 from app.answers import serving_sweep_out, training_sweep_out
 from app.resolve import run_inference, run_serving_sweep, run_training, run_training_sweep
 from app.schemas.inference import InferenceRequest
@@ -28,6 +29,7 @@ from estimator.errors import SpecError, UnknownIdError
 __all__ = [
     "KINDS",
     "MEANING_CHANGES",
+    "MODEL_SOURCE",
     "duplicate",
     "fitted",
     "found",
@@ -89,6 +91,10 @@ def _serving_sweep(req: ServingSweepRequest) -> dict[str, Any]:
     }
 
 
+# The saved result's record of a model fetched by its Hugging Face id: commit, endpoint and the
+# config's keys the reader uses (``hub.HubModel.snapshot``), never a token.
+MODEL_SOURCE = "model_source"
+
 # Headline numbers whose meaning changed, and how: a saved plan's page says it beside a number
 # that moved (CHANGELOG; docs/api.md, "Changes").
 MEANING_CHANGES: dict[str, str] = {
@@ -109,16 +115,23 @@ KINDS: dict[str, tuple[type[BaseModel], Callable[[Any], dict[str, Any]]]] = {
 }
 
 
-def headline(kind: str, request: dict[str, Any]) -> dict[str, Any]:
+def headline(
+    kind: str, request: dict[str, Any], snapshot: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Validate ``request`` as the kind's request, evaluate it and keep the numbers a reader
-    compares; raises (422/404) before anything is stored."""
+    compares; raises (422/404) before anything is stored. A model named by a Hugging Face id is
+    read from ``snapshot`` where one is given (a saved plan's ``MODEL_SOURCE``), and a fetched
+    one's snapshot is kept under ``MODEL_SOURCE``: the plan reopens with no fetch."""
     model, numbers = KINDS[kind]
     try:
         req = model.model_validate(request)
     except ValidationError as exc:  # reported like any body error, under "request."
         errors = [{**e, "loc": ("body", "request", *e["loc"])} for e in exc.errors()]
         raise RequestValidationError(errors) from None
-    return numbers(req)
+    with hub.pinned(snapshot):
+        out = numbers(req)
+        source = snapshot or hub.snapshot_of(request.get("model"))
+    return out if source is None else {**out, MODEL_SOURCE: source}
 
 
 def team_uses(request: dict[str, Any]) -> dict[str, list[str]]:
@@ -266,8 +279,8 @@ def revision_of(if_match: str | None) -> int | None:
 def open_saved(plan: dict[str, Any]) -> dict[str, Any]:
     """A saved plan re-evaluated with the current estimator: the numbers now and those that
     differ from the saved ones. Raises (422/404) where it cannot be re-evaluated."""
-    now = headline(plan["kind"], plan["request"])
     saved = plan["saved_result"]
+    now = headline(plan["kind"], plan["request"], saved.get(MODEL_SOURCE))
     changed = {k: {"saved": saved.get(k), "now": v} for k, v in now.items() if saved.get(k) != v}
     return {
         **plan,

@@ -225,6 +225,15 @@ def request_body(inputs: Sequence[Input], query: Mapping[str, str]) -> dict[str,
     return body
 
 
+# the energy fields (``app.schemas.energy``): a sweep's power, and a single plan's with its costs
+FACILITY_INPUTS = ("gpu_power_w", "node_overhead", "pue")
+ENERGY_INPUTS = (
+    *FACILITY_INPUTS,
+    "usd_per_kwh",
+    "capex_usd_per_gpu",
+    "life_years",
+    "cost_of_money",
+)
 TRAINING_INPUTS = inputs_of(
     TrainingRequest,
     "model",
@@ -280,6 +289,7 @@ TRAINING_INPUTS = inputs_of(
     "oversubscription",
     "tokens",
     "price_usd_per_gpu_hour",
+    *ENERGY_INPUTS,
 )
 SERVING_INPUTS = inputs_of(
     InferenceRequest,
@@ -315,6 +325,8 @@ SERVING_INPUTS = inputs_of(
     "scale_out_gbit_per_s",
     "oversubscription",
     "price_usd_per_gpu_hour",
+    *ENERGY_INPUTS,
+    "input_per_output",
 )
 SWEEP_INPUTS = inputs_of(
     TrainingSweepRequest,
@@ -354,6 +366,7 @@ SWEEP_INPUTS = inputs_of(
     "min_headroom",
     "budget_usd",
     "objective",
+    *FACILITY_INPUTS,
     "sort",
     "page",
 )
@@ -386,5 +399,8 @@ SERVING_SWEEP_INPUTS = inputs_of(
     "scale_up_domain",
     "scale_out_gbit_per_s",
     "oversubscription",
+    "objective",
+    *FACILITY_INPUTS,
+    "input_per_output",
     "page",
 )

@@ -54,6 +54,7 @@ from app.resolve import (
     run_training_sweep,
     run_training_views,
 )
+from app.run import schedule_of
 from app.schemas.inference import InferenceRequest
 from app.schemas.sweep import (
     ServingSweepRequest,
@@ -77,6 +78,7 @@ from app.web.forms import (
     pickers,
     request_body,
 )
+from app.web.schedule_chart import schedule_figure
 from app.web.static import static_url
 from estimator import model_ids
 from estimator.errors import SpecError, UnknownIdError
@@ -546,6 +548,7 @@ def _run_training_page(req: TrainingRequest) -> dict[str, Any]:
     out = with_fit_suggestions(req, training_out(v.plan, v.estimate))
     return {
         **out,
+        "_schedule": schedule_of(v.plan, v.estimate),
         "_ranks": v.ranks,
         "_comms": comm_plan_out(v.comms),
         "_timeline": timeline_out(v.timeline),
@@ -575,6 +578,11 @@ def _training_figures(result: dict[str, Any], _: Mapping[str, str]) -> dict[str,
     grid = charts.rank_grid_figure(result["_ranks"])
     if grid is not None:
         figures["ranks"] = grid
+    if result.get("_schedule") is not None:
+        step, time = result["time"], result["time"]["breakdown"]
+        figures["schedule"] = schedule_figure(
+            result["_schedule"], step["microbatches"], time["bubble_s"] / step["step_s"]
+        )
     return figures
 
 

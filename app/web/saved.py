@@ -34,7 +34,14 @@ from app.service.errors import refusal_text
 from app.service.guards import parse_json
 from app.settings import current
 from app.store.plans import PlanStore
-from app.store.saving import MEANING_CHANGES, duplicate, reopened, save_plan, update_plan
+from app.store.saving import (
+    MEANING_CHANGES,
+    MODEL_SOURCE,
+    duplicate,
+    reopened,
+    save_plan,
+    update_plan,
+)
 from app.web.forms import (
     SERVING_INPUTS,
     SERVING_SWEEP_INPUTS,
@@ -194,6 +201,7 @@ def _rows(plan: Mapping[str, Any], opened: Mapping[str, Any] | None) -> list[dic
             "why": MEANING_CHANGES.get(k) if k in changed else None,
         }
         for k in dict.fromkeys([*saved, *now])
+        if k != MODEL_SOURCE  # the fetched model's snapshot, not a number
     ]
 
 
@@ -291,7 +299,7 @@ def compare_saved_page(request: Request) -> Response:
     if request.query_params.get("format") == "json":
         return _json({c["plan"]["id"]: c["opened"] or c["plan"] for c in columns})
     _name_columns(columns)
-    keys = list(dict.fromkeys(k for c in columns for k in _current(c)))
+    keys = list(dict.fromkeys(k for c in columns for k in _current(c) if k != MODEL_SOURCE))
     rows = [
         {"label": _label(k), "cells": [_shown(k, _current(c).get(k)) for c in columns]}
         for k in keys

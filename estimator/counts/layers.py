@@ -26,13 +26,12 @@ from estimator.layout.sharding import (
     stage_kind_counts,
     with_mtp,
 )
+from estimator.memory.activation_bytes import item_bytes, recomputed_layer_input_bytes
 from estimator.memory.activations import (
     clamps_experts,
     hf_layer_items,
-    item_bytes,
     layer_items,
     recomputed_items,
-    recomputed_layer_input_bytes,
 )
 from estimator.memory.training import (
     TrainingMemory,

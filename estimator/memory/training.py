@@ -375,6 +375,31 @@ def _first_largest(totals: Sequence[Num]) -> int | None:
     return best
 
 
+def _heaviest_stage(
+    model: ModelSpec,
+    parallel: Parallelism,
+    setup: TrainingSetup,
+    precision: Precision,
+    any_layout: bool,
+) -> tuple[Stage, dict[str, Num], Num]:
+    """One layout's most-loaded candidate stage (the first of equals): its record, terms and
+    index; each stage's terms are kept only while they are the largest so far."""
+    indices = candidate_stages(model, parallel.pp, parallel.stage_layers)
+    layout = layout_of(
+        model, precision, parallel, setup, setup.microbatches(parallel.dp), any_layout
+    )
+    stages = stages_of(layout, indices)
+    terms, most = stage_terms(stages[0])
+    if type(most) is not float and is_array(most):
+        raise TypeError("training_memory estimates one layout (most_loaded_terms takes arrays)")
+    best = 0
+    for i in range(1, len(stages)):
+        other, total = stage_terms(stages[i])
+        if total > most:
+            best, terms, most = i, other, total
+    return stages[best], terms, indices[best]
+
+
 def _merged(
     stages: Sequence[Stage],
     terms: Sequence[dict[str, Num]],
@@ -409,15 +434,9 @@ def training_memory(
 ) -> TrainingMemory:
     """Per-GPU memory of a training step on the most-loaded GPU, with its breakdown."""
     validate_training(model, parallel, setup)
-    indices, stages, per_stage, totals = _candidates(
-        model, parallel, setup, precision, accelerator.fp8_any_layout
-    )
-    best = _first_largest(totals)
-    if best is None:
-        raise TypeError("training_memory estimates one layout (most_loaded_terms takes arrays)")
-    s, terms, stage = stages[best], per_stage[best], indices[best]
+    s, terms, stage = _heaviest_stage(model, parallel, setup, precision, accelerator.fp8_any_layout)
     values = {  # the TrainingMemory fields
-        "terms_bytes": dict(zip(terms, map(float, terms.values()), strict=True)),
+        "terms_bytes": _floats(terms),
         "capacity_bytes": float(accelerator.memory_bytes),
         "stage": stage,
         "params_on_gpu": float(s.params),
@@ -445,6 +464,15 @@ def training_memory(
         values["host_capacity_bytes"] = host.memory_bytes
         values["notes"] += _host_notes(values, host)
     return from_fields(TrainingMemory, values)
+
+
+def _floats(terms: dict[str, Num]) -> dict[str, float]:
+    """One layout's ``terms`` as floats: the dict itself where every value is a float already
+    (the caller hands it over), a converted copy otherwise. The check runs in C (a set of the
+    values' types), a third of what converting every value costs."""
+    if set(map(type, terms.values())) == {float}:
+        return terms
+    return dict(zip(terms, map(float, terms.values()), strict=True))
 
 
 _OVERHEAD_NOTE = (

@@ -29,9 +29,7 @@ from estimator.layout.sharding import (
     stage_kind_counts,
     with_mtp,
 )
-from estimator.memory.activations import (
-    DEFAULT_RECOMPUTE_MODULES,
-    HF_STYLE,
+from estimator.memory.activation_bytes import (
     embedding_activation_bytes,
     head_activation_bytes,
     hf_checkpoint_shared_bytes,
@@ -41,6 +39,7 @@ from estimator.memory.activations import (
     region_scales,
     saved_bytes,
 )
+from estimator.memory.activations import DEFAULT_RECOMPUTE_MODULES, HF_STYLE
 from estimator.memory.training_tables import (
     AdapterTables,
     BytesPerParam,
@@ -210,7 +209,9 @@ def layout_of(
 ) -> Layout:
     """The ``Layout`` of one layout (or of arrays of layouts) for a setup: what does not depend
     on the stage is computed here once. ``any_layout``: the GPU runs fp8 GEMMs in every layout
-    (``Accelerator.fp8_any_layout``), so a per-tensor fp8 weight keeps no transposed copy."""
+    (``Accelerator.fp8_any_layout``), so a per-tensor fp8 weight keeps no transposed copy. One
+    dict of its fields, which ``_zero_sharding``, ``_layer_activations`` and ``_ends`` fill in
+    turn (``records.from_fields``)."""
     tp, pp, dp, cp, ep = parallel.tp, parallel.pp, parallel.dp, parallel.cp, parallel.ep
     etp = tp if parallel.etp is None else parallel.etp
     ft, modules = setup.finetune, setup.selective_modules
@@ -224,56 +225,62 @@ def layout_of(
         () if modules == DEFAULT_RECOMPUTE_MODULES else modules,
         any_layout,
     )
-    lora = tables.adapters
-    if type(tp) is int and type(ep) is int and type(etp) is int:  # one layout: per model
-        layers: Sequence[tuple[Num, Num, Num, Num, Num]] = _placed_layers(model, tp, ep, etp)
-    else:
-        placed = []  # a loop, not a comprehension: no extra frame for a list of one or two kinds
-        for placement in tables.placements:
-            placed.append(place_layer(placement, tp, ep, etp))
-        layers = placed
+    lora, bytes_per_param = tables.adapters, tables.bytes_per_param
+    in_backward = setup.optimizer_in_backward
+    fields: dict[str, Any] = {
+        "model": model,
+        "pp": pp,
+        "vp": parallel.vp,
+        "stage_layers": parallel.stage_layers,
+        "microbatches": microbatches,
+        "bytes_per_param": bytes_per_param,
+        "adapters": lora,
+        "offload": setup.offload,
+        "state_bytes": bytes_per_param.optimizer_states if lora is None else lora.state_bytes,
+        "in_backward": in_backward,
+        # int + bool counts for one layout and for arrays (where bool + bool would be "or")
+        "parallel_groups": 1 * (tp > 1) + (pp > 1) + (dp > 1) + (cp > 1) + (ep > 1),
+        "dequant_elems": (
+            dequant_buffer_elems(model, tp) if lora is not None and lora.quantized else 0
+        ),
+        "largest_linear_params": largest_linear(model, tp, ep, etp) if in_backward else 0,
+        "layers": _layers(model, tables, tp, ep, etp),
+        "adapter_params": (
+            None if lora is None else [place_layer(a, tp, ep, etp)[4] for a in lora.placements]
+        ),
+        "same_stack": (
+            len(model.kinds) == 1 and parallel.stage_layers is None and not setup.mtp_layers
+        ),
+    }
     sp_on = parallel.sequence_parallel & (tp > 1)  # bools, or arrays of them
     tokens = setup.seq_len * setup.micro_batch_size / cp
-    in_backward = setup.optimizer_in_backward
-    dequant = 0
-    if lora is not None and lora.quantized:
-        dequant = dequant_buffer_elems(model, tp)
-    fields = _zero_sharding(parallel, setup, microbatches)
-    fields |= _layer_activations(model, precision, parallel, setup, tables, tokens, sp_on)
-    fields |= _ends(model, precision, parallel, setup, tables.embedding_extras, tokens, sp_on)
-    fields["model"] = model
-    fields["pp"] = pp
-    fields["vp"] = parallel.vp
-    fields["stage_layers"] = parallel.stage_layers
-    fields["microbatches"] = microbatches
-    fields["bytes_per_param"] = tables.bytes_per_param
-    fields["adapters"] = lora
-    fields["offload"] = setup.offload
-    fields["state_bytes"] = (
-        tables.bytes_per_param.optimizer_states if lora is None else lora.state_bytes
-    )
-    # int + bool counts for one layout and for arrays (where bool + bool would be "or")
-    fields["parallel_groups"] = 1 * (tp > 1) + (pp > 1) + (dp > 1) + (cp > 1) + (ep > 1)
-    fields["dequant_elems"] = dequant
-    fields["largest_linear_params"] = largest_linear(model, tp, ep, etp) if in_backward else 0
-    fields["layers"] = layers
-    fields["adapter_params"] = (
-        None if lora is None else [place_layer(a, tp, ep, etp)[4] for a in lora.placements]
-    )
-    fields["same_stack"] = (
-        len(model.kinds) == 1 and parallel.stage_layers is None and not setup.mtp_layers
-    )
+    _zero_sharding(fields, parallel, setup, microbatches)
+    _layer_activations(fields, model, precision, parallel, setup, tables, tokens, sp_on)
+    _ends(fields, model, precision, parallel, setup, tables.embedding_extras, tokens, sp_on)
     return from_fields(Layout, fields)
 
 
+def _layers(
+    model: ModelSpec, tables: MemoryTables, tp: Num, ep: Num, etp: Num
+) -> Sequence[tuple[Num, Num, Num, Num, Num]]:
+    """``place_layer`` of each layer kind: once per model for one layout's sizes, each time for
+    arrays of them."""
+    if type(tp) is int and type(ep) is int and type(etp) is int:  # one layout: per model
+        return _placed_layers(model, tp, ep, etp)
+    placed = []  # a loop, not a comprehension: no extra frame for a list of one or two kinds
+    for placement in tables.placements:
+        placed.append(place_layer(placement, tp, ep, etp))
+    return placed
+
+
 def _zero_sharding(
-    parallel: Parallelism, setup: TrainingSetup, microbatches: Num
-) -> dict[str, Any]:
-    """``Layout``'s ZeRO fields: which terms are sharded and the ranks each is divided over.
-    ZeRO stage 1 (and Megatron's distributed optimizer, ``Parallelism.optimizer_shard_stage``)
-    shards master weights and optimizer states, stage 2 also the gradients, stage 3 (FSDP
-    FULL_SHARD) also the weights: ``1 + on * (ranks - 1)`` works alike for one layout (bools) and
-    for arrays, and x / 1 is exactly x."""
+    fields: dict[str, Any], parallel: Parallelism, setup: TrainingSetup, microbatches: Num
+) -> None:
+    """``Layout``'s ZeRO fields, into ``fields``: which terms are sharded and the ranks each is
+    divided over. ZeRO stage 1 (and Megatron's distributed optimizer,
+    ``Parallelism.optimizer_shard_stage``) shards master weights and optimizer states, stage 2
+    also the gradients, stage 3 (FSDP FULL_SHARD) also the weights: ``1 + on * (ranks - 1)``
+    works alike for one layout (bools) and for arrays, and x / 1 is exactly x."""
     tp, pp, dp, cp = parallel.tp, parallel.pp, parallel.dp, parallel.cp
     etp = tp if parallel.etp is None else parallel.etp
     zero_stage = parallel.zero_stage
@@ -288,10 +295,6 @@ def _zero_sharding(
     # (FSDPParam.to_accumulated_grad_if_needed): the whole stage's weights stay gathered and
     # its gradients unsharded.
     fsdp_pp = shard_weights & (pp > 1)
-    in_backward = setup.optimizer_in_backward
-    per_step_grads = (
-        setup.gradients_per_step and not in_backward and (pp == 1) & (microbatches == 1)
-    )
     shard_states = (zero_stage >= 1) | parallel.distributed_optimizer
     dense_others, expert_others = dense_shards - 1, expert_shards - 1  # the ranks but this one
     grads_div = 1 + shard_grads * dense_others
@@ -308,24 +311,26 @@ def _zero_sharding(
         dense_grads_div = where(unsynced, 1, dense_grads_div)
         expert_grads_div = where(unsynced, 1, expert_grads_div)
         adapter_grads_div = where(unsynced, 1, adapter_grads_div)
-    return {
-        "shard_weights": shard_weights,
-        "shard_grads": shard_grads,
-        "fsdp_pp": fsdp_pp,
-        "in_backward": in_backward,
-        "per_step_grads": per_step_grads,
-        "dense_weights_div": 1 + shard_weights * dense_others,
-        "expert_weights_div": 1 + shard_weights * expert_others,
-        "grads_div": grads_div,
-        "dense_grads_div": dense_grads_div,
-        "expert_grads_div": expert_grads_div,
-        "adapter_grads_div": adapter_grads_div,
-        "dense_states_div": 1 + shard_states * dense_others,
-        "expert_states_div": 1 + shard_states * expert_others,
-    }
+    fields["shard_weights"] = shard_weights
+    fields["shard_grads"] = shard_grads
+    fields["fsdp_pp"] = fsdp_pp
+    fields["per_step_grads"] = (
+        setup.gradients_per_step
+        and not setup.optimizer_in_backward
+        and (pp == 1) & (microbatches == 1)
+    )
+    fields["dense_weights_div"] = 1 + shard_weights * dense_others
+    fields["expert_weights_div"] = 1 + shard_weights * expert_others
+    fields["grads_div"] = grads_div
+    fields["dense_grads_div"] = dense_grads_div
+    fields["expert_grads_div"] = expert_grads_div
+    fields["adapter_grads_div"] = adapter_grads_div
+    fields["dense_states_div"] = 1 + shard_states * dense_others
+    fields["expert_states_div"] = 1 + shard_states * expert_others
 
 
 def _layer_activations(
+    fields: dict[str, Any],
     model: ModelSpec,
     precision: Precision,
     parallel: Parallelism,
@@ -333,12 +338,13 @@ def _layer_activations(
     tables: MemoryTables,
     tokens: Num,
     sp_on: Num,
-) -> dict[str, Any]:
-    """``Layout``'s per-layer activations (``activations.py``): each kind's saved tensors of one
-    micro-batch and, under full or per-op recompute, the full activations of the layer being
-    recomputed. Full recompute keeps each layer's input, and the layer being recomputed holds
-    its full activations (the "none" policy's); so does the per-op policy, besides what it saves.
-    LoRA adapters' ``A`` outputs are saved with the layer's own tensors (recomputed with them)."""
+) -> None:
+    """``Layout``'s per-layer activations (``activations.py``), into ``fields``: each kind's
+    saved tensors of one micro-batch and, under full or per-op recompute, the full activations
+    of the layer being recomputed. Full recompute keeps each layer's input, and the layer being
+    recomputed holds its full activations (the "none" policy's); so does the per-op policy,
+    besides what it saves. LoRA adapters' ``A`` outputs are saved with the layer's own tensors
+    (recomputed with them)."""
     tp = parallel.tp
     etp = tp if parallel.etp is None else parallel.etp
     recompute, modules = setup.recompute, setup.selective_modules
@@ -373,10 +379,13 @@ def _layer_activations(
             stored = [s + a for s, a in zip(stored, adapter_acts, strict=True)]
         else:
             working = [w + a for w, a in zip(working, adapter_acts, strict=True)]
-    return {"stored_bytes": stored, "working_bytes": working, "recomputing": working is not None}
+    fields["stored_bytes"] = stored
+    fields["working_bytes"] = working
+    fields["recomputing"] = working is not None
 
 
 def _ends(
+    fields: dict[str, Any],
     model: ModelSpec,
     precision: Precision,
     parallel: Parallelism,
@@ -384,13 +393,13 @@ def _ends(
     embedding_extras: tuple[int, int],
     tokens: Num,
     sp_on: Num,
-) -> dict[str, Any]:
-    """``Layout``'s first- and last-stage parts. Parameters: the input embedding on the first
-    stage, the output head on the last unless it is the tied embedding already held there
-    (Megatron keeps a second copy of a tied embedding on the last stage when pp > 1).
-    Activations: the embedding's output (with the PyTorch-module conventions' checkpointed
-    layers, what the checkpoints share), the head's logits and its loss's buffers (the eager
-    loss's backward buffers, unless the loss runs in chunks).
+) -> None:
+    """``Layout``'s first- and last-stage parts, into ``fields``. Parameters: the input
+    embedding on the first stage, the output head on the last unless it is the tied embedding
+    already held there (Megatron keeps a second copy of a tied embedding on the last stage when
+    pp > 1). Activations: the embedding's output (with the PyTorch-module conventions'
+    checkpointed layers, what the checkpoints share), the head's logits and its loss's buffers
+    (the eager loss's backward buffers, unless the loss runs in chunks).
 
     Multi-token prediction on the last stage (``TrainingSetup.mtp_layers``): besides its decoder
     layers (``with_mtp``), each depth's 2h x h projection and three norms (enorm, hnorm, its final
@@ -402,40 +411,42 @@ def _ends(
     tp, pp = parallel.tp, parallel.pp
     convention, seq_len = setup.activation_convention, setup.seq_len
     vocab_rows = padded_vocab(model, tp) // tp
-    if convention in HF_STYLE and setup.recompute in ("full", "op"):
-        embed = embedding_activation_bytes(
-            model, precision, tokens, tp, sp_on
-        ) + hf_checkpoint_shared_bytes(
-            model, precision, seq_len, setup.micro_batch_size, setup.flash_attention
-        )
-    else:
-        embed = embedding_activation_bytes(model, precision, tokens, tp, sp_on, convention, seq_len)
-    head_rows = model.vocab_size / tp if convention in HF_STYLE else vocab_rows
     if convention in HF_STYLE:
+        if setup.recompute in ("full", "op"):
+            embed = embedding_activation_bytes(
+                model, precision, tokens, tp, sp_on
+            ) + hf_checkpoint_shared_bytes(
+                model, precision, seq_len, setup.micro_batch_size, setup.flash_attention
+            )
+        else:
+            embed = embedding_activation_bytes(
+                model, precision, tokens, tp, sp_on, convention, seq_len
+            )
+        head_rows = model.vocab_size / tp
         loss = setup.loss_convention
         head = head_activation_bytes(model, precision, tokens, tp, sp_on, head_rows, loss)
         if not setup.chunked_loss:
             head = head + loss_backward_bytes(tokens, head_rows, loss, precision)
     else:
-        head = head_activation_bytes(model, precision, tokens, tp, sp_on, head_rows, convention)
+        embed = embedding_activation_bytes(model, precision, tokens, tp, sp_on, convention, seq_len)
+        head = head_activation_bytes(model, precision, tokens, tp, sp_on, vocab_rows, convention)
     first_extra, last_extra = embedding_extras
     head_rows_params = vocab_rows * model.embed_dim
     tied = model.tie_embeddings
     mtp, held, h = setup.mtp_layers, setup.mtp_weights, model.hidden_size
-    act_b = DTYPES[precision.activations].bytes
-    return {
-        "tied": tied,
-        "head_rows_params": head_rows_params,
-        "embedding_params": head_rows_params + first_extra,
-        "untied_head_params": head_rows_params + last_extra,
-        "mtp_layers": mtp,
-        "mtp_weights": held,
-        "mtp_linear_params": held * 2 * h * h / tp,
-        "mtp_other_params": held * 3 * h + (pp > 1) * (1 - tied) * head_rows_params * (mtp > 0),
-        "embedding_activation_bytes": embed,
-        "mtp_activation_bytes": mtp * 4 * h * tokens * act_b / (1 + sp_on * (tp - 1)),
-        "head_activation_bytes": head,
-    }
+    fields["tied"] = tied
+    fields["head_rows_params"] = head_rows_params
+    fields["embedding_params"] = head_rows_params + first_extra
+    fields["untied_head_params"] = head_rows_params + last_extra
+    fields["mtp_layers"] = mtp
+    fields["mtp_weights"] = held
+    fields["mtp_linear_params"] = held * 2 * h * h / tp
+    fields["mtp_other_params"] = held * 3 * h + (pp > 1) * (1 - tied) * head_rows_params * (mtp > 0)
+    fields["embedding_activation_bytes"] = embed
+    fields["mtp_activation_bytes"] = (
+        mtp * 4 * h * tokens * DTYPES[precision.activations].bytes / (1 + sp_on * (tp - 1))
+    )
+    fields["head_activation_bytes"] = head
 
 
 def stages_of(layout: Layout, stages: Sequence[Num]) -> list[Stage]:

@@ -29,7 +29,8 @@ from estimator.layout.sharding import (
     placements,
 )
 from estimator.memo import per_model
-from estimator.memory.activations import HF_STYLE, Region, layer_regions
+from estimator.memory.activation_bytes import layer_regions
+from estimator.memory.activations import HF_STYLE, Region
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision, trained_weight_bytes
 from estimator.xp import Num

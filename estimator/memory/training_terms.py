@@ -198,7 +198,7 @@ def dequant_buffer_bytes(s: Stage) -> Num:
     ``finetune.dequant_buffer_elems``)."""
     adapters = s.layout.adapters
     if adapters is None or not adapters.quantized:
-        return 0
+        return 0.0
     return s.layout.dequant_elems * s.layout.bytes_per_param.other_weights
 
 
@@ -286,16 +286,16 @@ _left_fold: Callable[[Iterator[Num], Num], Num] = sum if sys.version_info < (3, 
 
 def stage_terms(s: Stage) -> tuple[dict[str, Num], Num]:
     """Every term of a stage by its key, and their total: the allocated tensors, then the
-    overheads on top of their sum."""
+    overheads on top of their sum. The total is added left to right as it is filled, the
+    order ``memory_total`` adds the terms in."""
     terms = {}
     for key, term in ALLOCATED.items():  # a loop, not a comprehension: no extra frame
         terms[key] = term(s)
-    allocated = memory_total(terms)
-    overheads = {}
+    total = allocated = memory_total(terms)
     for key, overhead in OVERHEADS.items():
-        overheads[key] = overhead(s, allocated)
-    terms |= overheads
-    return terms, memory_total(overheads, allocated)
+        terms[key] = value = overhead(s, allocated)
+        total = total + value
+    return terms, total
 
 
 def stage_memory(s: Stage, terms: Mapping[str, Num], total: Num) -> dict[str, Num]:

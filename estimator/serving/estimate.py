@@ -59,6 +59,7 @@ from estimator.spec.cluster import Cluster, cluster_of
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import Precision
 from estimator.timing.kernels import KernelProfile, kernel_profile
+from estimator.timing.measured import serving_profile, step_grid_notes
 from estimator.timing.rates import SECONDS_PER_HOUR
 
 __all__ = [
@@ -137,6 +138,9 @@ class InferenceEstimate:
     speculative: SpeculationEffect | None = None
     prefix_cache: PrefixCacheEffect | None = None
     notes: tuple[str, ...] = field(default=())
+    # prefill's share of the GPU time at the load the throughput is (the cost split's; the
+    # token prices' in ``estimator.energy.token_prices``)
+    prefill_time_share: float = 0.0
 
     @property
     def usd_per_1k_output_tokens(self) -> float | None:
@@ -361,6 +365,33 @@ def _at_load(load: LoadPoint, setup: InferenceSetup) -> tuple[float, float, floa
     )
 
 
+def _kernels(
+    accelerator: Accelerator, engine: str | EnginePreset | None, kernels: str, under_load: bool
+) -> KernelProfile:
+    """The kernel curves of a plan: the fitted ones (the default, which the load model's engine
+    step reads too), or with ``kernels="measured"`` those fitted on aiconfigurator's measured
+    operator tables of the accelerator's system and the engine (``timing.measured``), for a plan
+    without load only: the load model keeps the fitted curves, and one answer reads one set."""
+    if kernels == "fitted":
+        return kernel_profile(accelerator.id)
+    if kernels != "measured":
+        raise SpecError("kernels", "must be fitted or measured", kernels)
+    if under_load:
+        raise SpecError(
+            "kernels",
+            "measured kernels time a plan without load only (no engine, no request rate): the"
+            " load model's engine step reads the fitted curves",
+            kernels,
+        )
+    return serving_profile(accelerator.id, _engine_name(engine))
+
+
+def _engine_name(engine: str | EnginePreset | None) -> str | None:
+    """The engine whose measured kernel tables the plan reads (``timing.measured``; none named:
+    TensorRT-LLM's)."""
+    return engine.name if isinstance(engine, EnginePreset) else engine
+
+
 def _check_limits(
     max_batch_size: int, ttft_target_s: float | None, tpot_target_s: float | None
 ) -> None:
@@ -387,6 +418,7 @@ def estimate_inference(
     engine: str | EnginePreset | None = None,
     request_rate: float | None = None,
     rate_headroom: float = 0.0,
+    kernels: str = "fitted",
 ) -> InferenceEstimate:
     """Serving memory, TTFT/TPOT with breakdowns, throughput at ``setup.concurrency`` (``0``
     would be refused by the memory model; use ``max_concurrency`` from the result), the
@@ -397,7 +429,7 @@ def estimate_inference(
     rate_headroom``."""
     memory = inference_memory(model, accelerator, parallel, setup, precision)
     _check_limits(max_batch_size, ttft_target_s, tpot_target_s)
-    prof = kernel_profile(accelerator.id)
+    prof = _kernels(accelerator, engine, kernels, engine is not None or request_rate is not None)
     domain = cluster or cluster_of(accelerator)
     p = serving_layout(model, parallel)
     replica = Replica(model, accelerator, prof, p, precision, domain)
@@ -418,6 +450,7 @@ def estimate_inference(
         prefix = prefix_cache_effect(replica, setup, times)
     under_load = engine is not None or request_rate is not None
     notes = _plan_notes(model, setup, memory, prof, p.dp, speculation, under_load)
+    notes += step_grid_notes(model, prof, p, max(setup.input_len, cap)) if prof.gemm_curves else []
     load = fleet = capacity_tps = None
     best_concurrency = best.concurrency if best else None
     if under_load:
@@ -443,7 +476,7 @@ def estimate_inference(
         tpot_s=sum(tpot_parts.values()), ttft_breakdown=times.lone, tpot_breakdown=tpot_parts,
         output_tokens_per_s=out_tps, output_tokens_per_s_per_gpu=out_tps / gpus,
         input_tokens_per_s=in_tps, num_gpus=gpus, max_concurrency=memory.max_concurrency,
-        curve=tuple(curve), best_concurrency=best_concurrency,
+        curve=tuple(curve), best_concurrency=best_concurrency, prefill_time_share=prefill_share,
         price_usd_per_gpu_hour=price_usd_per_gpu_hour, usd_per_1m_output_tokens=cost.output,
         usd_per_1m_input_tokens=cost.input, usd_per_1m_output_tokens_decode=cost.decode,
         usd_per_hour=cost.hour, capacity_output_tokens_per_s=capacity_tps,

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from estimator.energy import PowerSetup, energy_of, token_prices
 from estimator.errors import SpecError
 from estimator.layout.parallel import Parallelism
 from estimator.layout.pipeline import serving_stage_layers
@@ -40,6 +41,7 @@ from estimator.sweep.training import (
     accelerator_spec,
     price_of,
 )
+from estimator.sweep.training_space import facility_w_of
 from estimator.timing.rates import SECONDS_PER_HOUR
 
 __all__ = [
@@ -90,6 +92,15 @@ class ServingWorkload:
     # the planner's optimism on the rate within targets kept in hand: each replica is planned
     # at its rate within the targets over (1 + rate_headroom) (``fleet_replicas``)
     rate_headroom: float = 0.0
+    # energy (``estimator.energy``): each GPU's power and the overheads; the blended token
+    # price's mix; ``objective`` "energy" orders the served rows by joules per output token
+    power: PowerSetup = field(default_factory=PowerSetup)
+    input_per_output: float | None = None  # None: the catalog's (3:1)
+    objective: str = "cost"
+
+    def __post_init__(self) -> None:
+        if self.objective not in ORDER:
+            raise SpecError("objective", f"must be one of {', '.join(ORDER)}", self.objective)
 
     def setup(self, concurrency: int = 1) -> InferenceSetup:
         return InferenceSetup(
@@ -155,6 +166,8 @@ class ServingSearch:
         return self.ep
 
 
+# what the served rows are ordered by (then by throughput), by objective
+ORDER = {"cost": "usd_per_1m_output_tokens", "energy": "j_per_output_token"}
 WIDE_TP = (1, 2, 4, 8, 16)  # TP 16: a replica over two 8-GPU nodes (a scale-up domain of 16+)
 WIDE_DP = (1, 2, 4, 8, 16)  # attention data parallel with wide EP (DeepSeek's, SGLang's, vLLM's)
 WIDE_MAX_GPUS = 32  # the plain default's largest replica (tp 8 x pp 4): the widened one's bound
@@ -312,7 +325,7 @@ def sweep_serving(
             tick()
 
     def key(r: dict[str, Any]) -> tuple[int, float, float]:
-        cost = r.get("usd_per_1m_output_tokens")
+        cost = r.get(ORDER[workload.objective])
         return (
             0 if r["ok"] else 1,
             math.inf if cost is None else cost,
@@ -385,7 +398,8 @@ def _serving_row(
     }
     precision = get_precision(prec_name)
     usd = price_of(acc.id, workload.prices)
-    return row | _load_row(model, acc, layout, precision, usd, workload)
+    out = row | _load_row(model, acc, layout, precision, usd, workload)
+    return out | priced(out, acc, workload) if out["ok"] else out
 
 
 def _load_row(
@@ -455,7 +469,7 @@ def _at_concurrency(
 def _served(
     point: LoadPoint, usd: float | None, per_1m: float | None, replicas: int, gpus: int
 ) -> dict[str, Any]:
-    """A served row's figures from its steady state."""
+    """A served row's figures from its steady state (its token prices and energy: ``priced``)."""
     return {
         "ok": True,
         "concurrency": round(point.running),
@@ -469,7 +483,42 @@ def _served(
         "usd_per_1m_input_tokens": None,
         "replicas": replicas,
         "fleet_gpus": replicas * gpus,
+        # what ``priced`` reads, left out of the row there
+        "_rates": (point.requests_per_s, point.output_tokens_per_s, point.prefill_time_share),
     }
+
+
+def priced(row: dict[str, Any], acc: Accelerator, workload: ServingWorkload) -> dict[str, Any]:
+    """A served row's token prices as providers state them (``energy.token_prices``: input
+    and output by prefill's and decode's share of the replica's time, blended at the
+    workload's ``input_per_output``; no prefix cache in a sweep, so no cached-input price) and
+    its energy per output token at the facility (``energy.energy_of``; empty without a power
+    figure)."""
+    requests_per_s, out_tps, share = row.pop("_rates")
+    gpus = row["num_gpus"]
+    usd_hour = None if row["usd_per_gpu_hour"] is None else row["usd_per_gpu_hour"] * gpus
+    mean_input = workload.input_len if workload.lengths is None else workload.lengths.mean_input
+    prices = token_prices(
+        usd_hour, (requests_per_s * mean_input, out_tps), share,
+        input_per_output=workload.input_per_output,
+    )  # fmt: skip
+    out: dict[str, Any] = {
+        "usd_per_1m_input_tokens": prices.input,
+        "usd_per_1m_output_tokens_decode": prices.output,
+        "usd_per_1m_blended_tokens": prices.blended,
+        "j_per_output_token": None,
+        "kwh_per_1m_output_tokens": None,
+        "output_tokens_per_s_per_mw": None,
+    }
+    watts = facility_w_of(acc, workload.power)
+    if watts is not None and out_tps > 0:
+        e = energy_of(watts, gpus, out_tps)
+        out |= {
+            "j_per_output_token": e.j_per_token,
+            "kwh_per_1m_output_tokens": e.kwh_per_1m_tokens,
+            "output_tokens_per_s_per_mw": e.tokens_per_s_per_mw,
+        }
+    return out
 
 
 def _no_kv_cache(memory: InferenceMemory) -> dict[str, Any]:

@@ -45,6 +45,7 @@ from estimator.sweep.training_result import (
     Recommendation,
     TrainingSweep,
     feasible_layouts,
+    rankable,
     recommend,
     sweep_notes,
 )
@@ -59,7 +60,9 @@ from estimator.sweep.training_space import (
     check_search,
     checked_size,
     price_of,
+    stack_axis,
     stack_options,
+    stack_rule,
     sweep_size,
 )
 from estimator.timing.training import TimingOptions
@@ -94,9 +97,9 @@ def sweep_training(
 ) -> TrainingSweep:
     """Evaluate every layout of ``space`` for ``workload``; see the module docstring.
 
-    ``objective`` ranks the recommendations: ``"cost"`` (USD per token; the default when a price
-    is known) or ``"time"`` (tokens/s). ``options``: the timing options of one software stack
-    profile, or a tuple of several (one each), which the sweep compares as an axis.
+    ``objective`` ranks the recommendations: ``"cost"`` (USD per token; default with a price),
+    ``"time"`` (tokens/s) or ``"energy"`` (kWh per token, ``estimator.energy``). ``options``:
+    the timing options of one stack profile, or a tuple of several, compared as an axis.
     ``progress(done, total)`` is called after each (accelerator, stack, precision, recompute)
     block. ``peak_range(accelerator, stack, num_gpus)``: the likely range of a layout's peak
     memory as factors of the planner's, where published measurements of the stack give one (the
@@ -106,7 +109,7 @@ def sweep_training(
     space = space or TrainingSearch()
     stacks = stack_options(options)
     check_search(model, workload, space)
-    size = checked_size(model, space, len(stacks), max_layouts)
+    size = checked_size(model, space, stack_axis(stacks), max_layouts)
     run = _evaluate_blocks(model, workload, space, stacks, peak_range, keep_rejected, progress)
     columns = run.columns
     feasible, filtered = feasible_layouts(columns, workload)
@@ -137,7 +140,7 @@ def sweep_training(
         objective=objective,
         notes=sweep_notes(model, workload, stacks, ids),
     )
-    sweep.recommendations = recommend(sweep, priced if objective == "cost" else feasible, top_k)
+    sweep.recommendations = recommend(sweep, rankable(columns, feasible, objective), top_k)
     return sweep
 
 
@@ -166,7 +169,8 @@ def _evaluate_blocks(
     depend on), the rest evaluated split by split; ``progress(done, total)`` after each block."""
     layouts = grid(axes_of(model, space))
     dp = layouts["num_gpus"] // (layouts["tp"] * layouts["pp"] * layouts["cp"])
-    by_node: dict[int, tuple[list[Violation], np.ndarray]] = {}
+    by_node: dict[int, list[Violation]] = {}
+    by_stack: dict[tuple[int, str, bool], tuple[list[Violation], np.ndarray]] = {}
     parts: list[dict[str, np.ndarray]] = []
     rejected: list[dict[str, Any]] = []
     invalid = evaluated = 0
@@ -174,11 +178,16 @@ def _evaluate_blocks(
     total = len(specs) * len(stacks) * len(space.precision) * len(space.recompute)
     for done, block in enumerate(blocks(space, specs, stacks, workload), 1):
         if block.node not in by_node:
-            rules = layout_rules(model, layouts, dp, workload, block.node, space.dp)
-            by_node[block.node] = (rules, first_broken(rules))
-        rules, broken = by_node[block.node]
-        ok = broken < 0
-        invalid += int((~ok).sum())
+            by_node[block.node] = layout_rules(model, layouts, dp, workload, block.node, space.dp)
+        key = (block.node, block.options.stack, block.options.auto)
+        if key not in by_stack:  # the stack's own rule, or the layouts auto gives it
+            own, mine = stack_rule(block.options, layouts)
+            rules = by_node[block.node] + own
+            # -1: breaks no rule; -2: a layout auto gives another stack (not counted here)
+            by_stack[key] = (rules, np.where(mine, first_broken(rules), -2))
+        rules, broken = by_stack[key]
+        ok = broken == -1
+        invalid += int((broken >= 0).sum())
         if keep_rejected:
             rejected += rule_refusals(block.label, layouts, rules, broken)
         for g, split in by_split(model, {k: v[ok] for k, v in layouts.items()}):

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from estimator.counts.flops import Recompute, training_flops
+from estimator.energy import energy_of
 from estimator.layout.parallel import Parallelism
 from estimator.layout.pipeline import SPLITS, PipelineSplit
 from estimator.memory.training import (
@@ -32,7 +33,13 @@ from estimator.spec.cluster import cluster_of
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import Precision, get_precision
 from estimator.sweep.training_grid import refusal
-from estimator.sweep.training_space import AXES, TrainingSearch, TrainingWorkload, price_of
+from estimator.sweep.training_space import (
+    AXES,
+    TrainingSearch,
+    TrainingWorkload,
+    facility_w_of,
+    price_of,
+)
 from estimator.terms import TRAINING_MEMORY
 from estimator.timing.rates import Rates, derive_rates
 from estimator.timing.stacks import stack_profile
@@ -92,9 +99,11 @@ COLUMNS = (
     "hfu",
     "usd_per_gpu_hour",
     "usd_per_1m_tokens",
+    "kwh_per_1m_tokens",
+    "tokens_per_s_per_mw",
     "pipeline_split",
 )
-TOKEN_COLUMNS = ("time_to_train_s", "gpu_hours", "cost_usd")
+TOKEN_COLUMNS = ("time_to_train_s", "gpu_hours", "cost_usd", "mwh")
 INT_COLUMNS = {
     "dp",
     "memory_stage",
@@ -131,6 +140,7 @@ class Block:
     recompute: Recompute
     node: int  # the GPUs a TP group stays within
     usd_per_gpu_hour: float  # NaN where no price is known
+    facility_w_per_gpu: float  # NaN where no power figure is (``energy.power_per_gpu``)
     codes: tuple[int, int, int, int]  # accelerator, stack, precision, recompute
 
     @property
@@ -157,6 +167,7 @@ def blocks(
     precisions = {name: get_precision(name) for name in space.precision}
     for ai, acc in enumerate(specs):
         usd = price_of(acc.id, workload.prices)
+        watts = facility_w_of(acc, workload.power)
         for si, opts in enumerate(stacks):
             for pi, prec in enumerate(space.precision):
                 for rec in space.recompute:
@@ -173,6 +184,7 @@ def blocks(
                         recompute=rec,  # type: ignore[arg-type]
                         node=space.gpus_per_node or max(acc.gpus_per_node, cluster.scale_up_domain),
                         usd_per_gpu_hour=math.nan if usd is None else usd,
+                        facility_w_per_gpu=math.nan if watts is None else watts,
                         codes=(ai, si, pi, RECOMPUTE_POLICIES.index(rec)),
                     )
 
@@ -209,10 +221,12 @@ def evaluate(
     rates = _rates(model, block, workload, setup, t["step_s"], n)
     out = _columns(block, p.dp, mem, t, rates, split)
     if workload.tokens is not None:
+        run = energy_of(block.facility_w_per_gpu, n, rates.tokens_per_s, rates.time_to_train_s)
         out |= {
             "time_to_train_s": rates.time_to_train_s,
             "gpu_hours": rates.gpu_hours,
             "cost_usd": rates.cost_usd,
+            "mwh": run.mwh,
         }
     out["headroom_bytes"] = out["capacity_bytes"] - out["memory_bytes"]
     out["fits"] = out["memory_bytes"] <= out["capacity_bytes"]
@@ -312,6 +326,7 @@ def _columns(
     ``mem``, time terms ``t`` and ``rates``."""
     shape = dp.shape
     usd = block.usd_per_gpu_hour
+    energy = energy_of(block.facility_w_per_gpu, 1, rates.tokens_per_s_per_gpu)  # per GPU
     return {
         "dp": dp,
         "memory_bytes": mem["total_bytes"],
@@ -327,6 +342,8 @@ def _columns(
         "hfu": rates.hfu,
         "usd_per_gpu_hour": np.full(shape, usd),
         "usd_per_1m_tokens": rates.usd_per_1m_tokens,
+        "kwh_per_1m_tokens": energy.kwh_per_1m_tokens,
+        "tokens_per_s_per_mw": energy.tokens_per_s_per_mw,
         "pipeline_split": np.full(shape, SPLITS.index(split.rule) if split else 1, CODE),
     }
 

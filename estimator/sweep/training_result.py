@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from estimator.catalog import accelerator_ids, get_accelerator
 from estimator.finetune import adapters
 from estimator.layout.pipeline import SPLITS
 from estimator.memory.training import RECOMPUTE_POLICIES
@@ -19,9 +20,9 @@ from estimator.memory.verdict import FIT_VERDICTS
 from estimator.spec.accelerator import GIB
 from estimator.spec.model import ModelSpec
 from estimator.sweep.training_eval import ROW_MEMORY
-from estimator.sweep.training_space import AXES, TrainingWorkload, price_of
+from estimator.sweep.training_space import AXES, TrainingWorkload, facility_w_of, price_of
 from estimator.terms import TRAINING_MEMORY
-from estimator.timing.stacks import stack_profile
+from estimator.timing.stacks import AUTO_PRECEDENCE, stack_profile
 from estimator.timing.training import BREAKDOWN, TimingOptions
 
 __all__ = [
@@ -29,11 +30,12 @@ __all__ = [
     "Recommendation",
     "TrainingSweep",
     "feasible_layouts",
+    "rankable",
     "recommend",
     "sweep_notes",
 ]
 
-Objective = Literal["cost", "time"]
+Objective = Literal["cost", "time", "energy"]
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,8 @@ def sweep_notes(
     """What a sweep's numbers assume: the model's and each stack's notes, the expert
     all-to-all overlap, the fine-tune's adapters, the accelerators without a price."""
     notes = [*model.notes, *(stack_profile(o.stack).note() for o in stacks)]
+    if any(o.auto for o in stacks):  # each row's stack is auto's pick for its layout
+        notes.append(f"Each layout timed on the {AUTO_PRECEDENCE[0].lower()}{AUTO_PRECEDENCE[1:]}")
     if any(o.ep_comm_overlap for o in stacks):
         where = " Megatron-Core" if len(stacks) > 1 else ""
         notes.append(
@@ -155,7 +159,19 @@ def sweep_notes(
             f"No default price for {', '.join(unpriced)}: their costs are empty until a price "
             "is given (workload.prices)."
         )
+    unpowered = sorted(a for a in accelerators if not _has_power(a, workload))
+    if unpowered:
+        notes.append(
+            f"No published power figure for {', '.join(unpowered)}: their energy is empty until"
+            " one is given (gpu_power_w)."
+        )
     return tuple(notes)
+
+
+def _has_power(acc: str, workload: TrainingWorkload) -> bool:
+    return acc not in accelerator_ids() or (
+        facility_w_of(get_accelerator(acc), workload.power) is not None
+    )
 
 
 _SHAPE = (
@@ -173,14 +189,27 @@ _SHAPE = (
 )
 
 
+RANK_COLUMN = {"cost": "usd_per_1m_tokens", "energy": "kwh_per_1m_tokens"}
+
+
+def rankable(columns: Mapping[str, np.ndarray], feasible: np.ndarray, objective: str) -> np.ndarray:
+    """The feasible layouts an objective ranks: those with a price (cost) or a power figure
+    (energy) where it needs one, every feasible one for time."""
+    if objective not in RANK_COLUMN:
+        return feasible
+    keep: np.ndarray = feasible[np.isfinite(columns[RANK_COLUMN[objective]][feasible])]
+    return keep
+
+
 def recommend(sweep: TrainingSweep, candidates: np.ndarray, k: int) -> list[Recommendation]:
     """The best ``k`` layouts by the objective, one per shape: a layout that differs from a
     better one only in its GPU count (more data parallelism) is folded into it."""
     c = sweep.columns
     if not candidates.size:
         return []
-    if sweep.objective == "cost":
-        order = np.lexsort((-c["tokens_per_s"][candidates], c["usd_per_1m_tokens"][candidates]))
+    if sweep.objective in RANK_COLUMN:  # the cheapest (in $ or kWh) per token, then fastest
+        key = c[RANK_COLUMN[sweep.objective]][candidates]
+        order = np.lexsort((-c["tokens_per_s"][candidates], key))
     else:
         order = np.argsort(-c["tokens_per_s"][candidates], kind="stable")
     fastest = int(candidates[np.argmax(c["tokens_per_s"][candidates])])
@@ -218,8 +247,10 @@ def _best_per_stack(
             continue
         i = int(mine[0])
         r = sweep.row(i)
-        if sweep.objective == "cost":
-            gap = f"{r['usd_per_1m_tokens'] / best['usd_per_1m_tokens']:.2f}x the cost per token"
+        if sweep.objective in RANK_COLUMN:
+            what = "cost" if sweep.objective == "cost" else "energy"
+            col = RANK_COLUMN[sweep.objective]
+            gap = f"{r[col] / best[col]:.2f}x the {what} per token"
         else:
             gap = f"{r['tokens_per_s'] / best['tokens_per_s']:.0%} of the throughput"
         rank = len(out) + len(added) + 1
@@ -228,6 +259,11 @@ def _best_per_stack(
     return added
 
 
+_BEST = {
+    "cost": "lowest cost per token",
+    "energy": "lowest energy per token (the most tokens/s per MW)",
+    "time": "highest throughput",
+}
 _SIMPLER = {"pp": 1, "tp": 1, "zero": 0, "recompute": 0, "micro_batch": 1}
 _TERM_NAMES = {t.key: t.label.lower() for t in TRAINING_MEMORY if t.key in ROW_MEMORY}
 
@@ -242,7 +278,7 @@ def _why(sweep: TrainingSweep, i: int, fastest: int, rank: int) -> list[str]:
     exposed = sum(r[k] for k in BREAKDOWN if k.endswith("_comm"))
     lines = []
     if rank == 1:
-        lines.append("lowest cost per token" if sweep.objective == "cost" else "highest throughput")
+        lines.append(_BEST[sweep.objective])
     if sweep.objective == "cost" and i != fastest:
         f = sweep.row(fastest)
         stack = f", {f['stack']}" if len(sweep.stacks) > 1 else ""

@@ -8,10 +8,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from estimator.catalog import accelerator_ids, get_accelerator, price
 from estimator.counts.flops import Recompute
+from estimator.energy import NoPowerFigure, PowerSetup, power_per_gpu
 from estimator.errors import SpecError
 from estimator.finetune import FULL, FineTune, adapters, check_precision
+from estimator.layout.parallel import Violation
 from estimator.memory.training import (
     OPTIMIZERS,
     RECOMPUTE_POLICIES,
@@ -27,6 +31,7 @@ from estimator.offload import NO_OFFLOAD, Offload
 from estimator.spec.accelerator import Accelerator
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import get_precision
+from estimator.timing.stacks import RUNS, auto_takes, runs_layout
 from estimator.timing.training import TimingOptions, check_ep_comm_overlap_stack
 
 __all__ = [
@@ -41,8 +46,11 @@ __all__ = [
     "axes_of",
     "check_search",
     "checked_size",
+    "facility_w_of",
     "price_of",
+    "stack_axis",
     "stack_options",
+    "stack_rule",
     "sweep_size",
 ]
 
@@ -105,6 +113,7 @@ class TrainingWorkload:
     recompute_modules: tuple[str, ...] = ()  # Megatron-Core's, in the selective layouts
     mtp_layers: int = 0  # multi-token-prediction depths trained (``TrainingSetup.mtp_layers``)
     mtp_repeated: bool = False  # one depth's weights for every depth (``mtp_repeated``)
+    power: PowerSetup = field(default_factory=PowerSetup)  # energy's (``estimator.energy``)
 
 
 @dataclass(frozen=True)
@@ -256,6 +265,15 @@ def price_of(acc: str, prices: Mapping[str, float]) -> float | None:
     return None if p is None else p.usd_per_gpu_hour
 
 
+def facility_w_of(acc: Accelerator, power: PowerSetup) -> float | None:
+    """One GPU's power at the facility (``energy.power_per_gpu``), None where no figure is
+    published or given (the layout's energy is then empty)."""
+    try:
+        return power_per_gpu(acc, power).facility_w
+    except NoPowerFigure:
+        return None
+
+
 def checked_size(model: ModelSpec, space: TrainingSearch, stacks: int, max_layouts: int) -> int:
     """The layouts a sweep of ``space`` under ``stacks`` profiles enumerates, or
     ``SweepTooLarge`` with the widths of its axes where they exceed ``max_layouts``."""
@@ -286,3 +304,24 @@ def stack_options(
     for o in stacks:
         check_ep_comm_overlap_stack(o)
     return stacks
+
+
+def stack_axis(stacks: tuple[TimingOptions, ...]) -> int:
+    """How many times a sweep enumerates each layout: once per stack asked for, once in all
+    for the stacks ``auto`` picks between (each layout goes to one of them)."""
+    return sum(not o.auto for o in stacks) + any(o.auto for o in stacks)
+
+
+def stack_rule(
+    options: TimingOptions, g: Mapping[str, np.ndarray]
+) -> tuple[list[Violation], np.ndarray]:
+    """A stack's part of a sweep's rules over layouts ``g``: a stack asked for refuses the
+    layouts it cannot run (``stacks.runs_layout``; ``stacks.RUNS`` says what it runs); a stack
+    ``auto`` picked has no rule but times only the layouts auto gives it (the mask)."""
+    axes = (g["tp"], g["pp"], g["cp"], g["ep"], g["vp"], g["zero"])
+    if options.auto:
+        return [], np.asarray(auto_takes(options.stack, *axes), dtype=bool)
+    runs = np.asarray(runs_layout(options.stack, *axes), dtype=bool)
+    rule = f"stack {options.stack} runs {RUNS[options.stack]}; this layout has tp*pp*cp*ep={{v}}"
+    size = g["tp"] * g["pp"] * g["cp"] * g["ep"]
+    return [("stack", ~runs, rule, size)], np.ones(runs.shape, dtype=bool)

@@ -45,8 +45,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from estimator.counts.params import count_params
 from estimator.errors import SpecError
+from estimator.finetune import FULL, adapters
+from estimator.memory.training_tables import memory_tables
+
+if TYPE_CHECKING:
+    from estimator.memory.training import TrainingSetup
+    from estimator.spec.model import ModelSpec
+    from estimator.spec.precision import Precision
 
 __all__ = [
     "INTERRUPTIONS_PER_GPU_HOUR",
@@ -55,6 +64,7 @@ __all__ = [
     "EffectiveRun",
     "Reliability",
     "checkpoint_bytes",
+    "checkpoint_of",
     "effective_run",
     "optimal_interval_s",
 ]
@@ -108,6 +118,28 @@ def checkpoint_bytes(
     parameter, e.g. 4 + 8 for AdamW with master weights), as Megatron-Core's distributed
     checkpoint and PyTorch DCP save them; RNG and data-loader states are negligible."""
     return total_params * weight_bytes + trainable_params * state_bytes
+
+
+def checkpoint_of(model: ModelSpec, precision: Precision, setup: TrainingSetup) -> float:
+    """``checkpoint_bytes`` of a training plan: the model's parameters in the precision's weight
+    format; its trained ones' (a LoRA's adapters, else every parameter) fp32 master weights and
+    optimizer states as the memory model counts them per parameter (``BytesPerParam``)."""
+    ft = setup.finetune
+    tables = memory_tables(
+        model, precision, setup.optimizer, setup.flash_attention, setup.activation_convention,
+        None if ft is FULL else ft,
+    )  # fmt: skip
+    b = tables.bytes_per_param
+    total = count_params(model).total
+    if tables.adapters is None:
+        return checkpoint_bytes(
+            total, total, b.linear_weights, b.master_weights + b.optimizer_states
+        )
+    trained = adapters(model, ft).trainable_params
+    state = b.master_weights + tables.adapters.state_bytes
+    return checkpoint_bytes(total, 0, b.linear_weights, 0) + trained * (
+        tables.adapters.weight_bytes + state
+    )
 
 
 def optimal_interval_s(blocking_s: float, mtbf_s: float, restart_s: float = 0.0) -> float:

@@ -32,7 +32,7 @@ from estimator.spec.accelerator import Accelerator
 from estimator.spec.architecture import LayerKind
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
-from estimator.timing.kernels import KernelProfile, gemm_time, memory_time
+from estimator.timing.kernels import KernelProfile, curve_time, gemm_time, memory_time
 from estimator.xp import Num, is_array, maximum, numpy
 
 __all__ = [
@@ -143,7 +143,12 @@ def linear_gemm_time(
         per_row, row_bytes, fixed = gemm_coefficients(k, n, gemm_b, act_b, w)
         if grouped_experts and linear.copies > 1:  # one fused kernel: one launch, one ramp
             flops, moved = count * per_row * m_rows, count * (row_bytes * m_rows + fixed)
-            total = total + gemm_time(acc, prof, flops, moved, precision.compute)
+            moe = prof.moe_curve(precision.compute) if prof.moe_curves else None
+            total = total + (
+                gemm_time(acc, prof, flops, moved, precision.compute)
+                if moe is None
+                else curve_time(acc, moe, flops, moved, precision.compute)
+            )
             continue
         t = gemm_time(acc, prof, per_row * m_rows, row_bytes * m_rows + fixed, precision.compute)
         total = total + (t if type(count) is int and count == 1 else count * t)

@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from estimator.catalog.files import load
 from estimator.counts.flops import mixer_flops
@@ -47,8 +47,10 @@ from estimator.spec.precision import DTYPES, Precision
 from estimator.xp import Num, maximum, minimum, where
 
 __all__ = [
+    "AttentionCurve",
     "AttentionKernel",
     "Collective",
+    "GemmCurve",
     "KernelProfile",
     "LinkProfile",
     "attention_decode_time",
@@ -56,6 +58,7 @@ __all__ = [
     "attention_verify_time",
     "collective_time",
     "copy_time",
+    "curve_time",
     "gemm_time",
     "kernel_profile",
     "memory_time",
@@ -88,6 +91,31 @@ class LinkProfile:
 
 
 @dataclass(frozen=True, slots=True)
+class GemmCurve:
+    """One compute format's GEMM curve measured on one system and engine
+    (``timing.measured``): ``max((F + half_flops) / (efficiency_max peak), bytes /
+    (memory_efficiency hbm)) + floor_s``."""
+
+    efficiency_max: float
+    half_flops: float
+    memory_efficiency: float
+    floor_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class AttentionCurve:
+    """One attention format's fused prefill curve measured on one system and engine:
+    ``F / (peak efficiency_max s / (s + half_seq)) + floor_s`` over ``s`` keys."""
+
+    efficiency_max: float
+    half_seq: float
+    floor_s: float
+
+
+_Curve = TypeVar("_Curve", GemmCurve, AttentionCurve)
+
+
+@dataclass(frozen=True, slots=True)
 class KernelProfile:
     """Fitted efficiency constants for one accelerator (see the module docstring)."""
 
@@ -117,6 +145,28 @@ class KernelProfile:
     # Per attention kernel, (head dim, forward, backward time per FLOP relative to 128) as
     # measured on this profile's silicon; none where unmeasured (the 128-dim curve then).
     head_dims: tuple[tuple[str, tuple[tuple[int, float, float], ...]], ...] = ()
+    # Serving only (``timing.measured.serving_profile``): per compute format, the GEMM and the
+    # fused prefill attention curves measured on this system and engine; a format without one
+    # takes the fitted constants above. Training profiles have none.
+    gemm_curves: tuple[tuple[str, GemmCurve], ...] = ()
+    attention_curves: tuple[tuple[str, AttentionCurve], ...] = ()
+    # per compute format, the routed experts' grouped GEMM curve fitted on the measured fused
+    # MoE op (one projection's kernel; the serving engines' fused MoE kernels)
+    moe_curves: tuple[tuple[str, GemmCurve], ...] = ()
+    # the measured GEMM grid: (system, largest M, largest N or K); empty where none
+    gemm_grid: tuple[str, int, int] | tuple[()] = ()
+
+    def gemm_curve(self, compute: str) -> GemmCurve | None:
+        """The measured GEMM curve of ``compute`` (fp16 runs bf16's), if there is one."""
+        return _curve_of(self.gemm_curves, compute)
+
+    def moe_curve(self, compute: str) -> GemmCurve | None:
+        """The measured grouped-expert GEMM curve of ``compute``, if there is one."""
+        return _curve_of(self.moe_curves, compute)
+
+    def attention_curve(self, compute: str) -> AttentionCurve | None:
+        """The measured fused prefill attention curve of ``compute``, if there is one."""
+        return _curve_of(self.attention_curves, compute)
 
     def head_dim_time(self, kernel: AttentionKernel, head_dim: int) -> tuple[float, float]:
         """Forward and backward attention time per FLOP with ``head_dim``-dimension heads
@@ -145,6 +195,15 @@ class KernelProfile:
             if fmt == compute:
                 return self.gemm_efficiency_max * scale
         return self.gemm_efficiency_max
+
+
+def _curve_of(curves: tuple[tuple[str, _Curve], ...], compute: str) -> _Curve | None:
+    """A format's measured curve (fp16 runs bf16's), if there is one."""
+    key = "bf16" if compute == "fp16" else compute
+    for fmt, curve in curves:
+        if fmt == key:
+            return curve
+    return None
 
 
 def _table() -> dict[str, Any]:
@@ -230,11 +289,25 @@ def gemm_time(
     """One GEMM (or a batch of identical ones counted together): roofline plus floor. The
     compute rate follows the fitted curve ``e_max * peak * F / (F + F_half)``, so the compute
     time ``F / rate`` is ``(F + F_half) / (e_max * peak)`` (written so, it is two operations on
-    an array of GEMMs instead of five, and every GEMM has F >= 2)."""
+    an array of GEMMs instead of five, and every GEMM has F >= 2). A serving profile's measured
+    curve for ``compute`` (``KernelProfile.gemm_curves``) takes the fitted constants' place."""
+    if prof.gemm_curves:
+        curve = prof.gemm_curve(compute)
+        if curve is not None:
+            return curve_time(acc, curve, flops, bytes_moved, compute)
     peak = acc.peak(compute) * prof.gemm_efficiency(compute)
     compute_s = (flops + prof.gemm_half_flops) / peak
     memory_s = bytes_moved / (acc.hbm_bytes_per_s * prof.memory_efficiency)
     return maximum(compute_s, memory_s) + prof.floor_s
+
+
+def curve_time(
+    acc: Accelerator, curve: GemmCurve, flops: Num, bytes_moved: Num, compute: str
+) -> Num:
+    """One GEMM (or one grouped kernel) on a measured curve (``GemmCurve``)."""
+    compute_s = (flops + curve.half_flops) / (acc.peak(compute) * curve.efficiency_max)
+    memory_s = bytes_moved / (acc.hbm_bytes_per_s * curve.memory_efficiency)
+    return maximum(compute_s, memory_s) + curve.floor_s
 
 
 def memory_time(acc: Accelerator, prof: KernelProfile, bytes_moved: Num, kernels: Num = 1) -> Num:
@@ -260,11 +333,18 @@ def attention_prefill_time(
     head_dim: int = 128,
 ) -> Num:
     """Flash attention over sequences of ``keys`` keys: ``flops`` of causal work, with
-    ``head_dim``-dimension heads (``KernelProfile.head_dim_time``)."""
-    eff = prof.attention_efficiency(kernel) * keys / (keys + prof.attention_half_seq)
+    ``head_dim``-dimension heads (``KernelProfile.head_dim_time``); the fused kernel on a
+    serving profile's measured curve for ``compute`` where it has one."""
+    curve = prof.attention_curve(compute) if prof.attention_curves and kernel == "fused" else None
+    e_max, half, floor = (
+        (prof.attention_efficiency(kernel), prof.attention_half_seq, prof.attention_floor_s)
+        if curve is None
+        else (curve.efficiency_max, curve.half_seq, curve.floor_s)
+    )
+    eff = e_max * keys / (keys + half)
     compute_s = flops / (acc.peak(compute) * eff) * prof.head_dim_time(kernel, head_dim)[0]
     memory_s = bytes_moved / (acc.hbm_bytes_per_s * prof.memory_efficiency)
-    return maximum(compute_s, memory_s) + prof.attention_floor_s
+    return maximum(compute_s, memory_s) + floor
 
 
 def attention_decode_time(acc: Accelerator, prof: KernelProfile, kv_bytes: Num) -> Num:

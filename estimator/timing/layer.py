@@ -18,7 +18,10 @@ the record (``LayerTime``) the training step (``timing.training``) and the servi
   and written at the measured elementwise streaming rate, 3 kernels per layer forward; with
   low-precision recipes the cast of every GEMM input and in MoE layers the token dispatcher's
   copies of every routed token (one kernel per pass) as contiguous copies at the streaming rate
-  of a weight-bound GEMM (``kernels.copy_time``): the all-to-all dispatcher's permute, chunk sort,
+  of a weight-bound GEMM (``kernels.copy_time``; on a serving profile's measured GEMM curve the
+  casts are part of the GEMM's time: aiconfigurator times the engine's linear layer from a bf16
+  input, its quantization included, ai-dynamo/aiconfigurator collector/trtllm/collect_gemm.py):
+  the all-to-all dispatcher's permute, chunk sort,
   unsort and unpermute, the flex dispatcher's (DeepEP / HybridEP) permute and unpermute. In
   training, the eager ops Megatron-Core runs around its fused kernels (``timing.eager_ops``).
 - Communication inside the layer: its TP exchanges (all-reduce, or all-gather + reduce-scatter
@@ -213,7 +216,7 @@ def layer_time(
     copy_bytes: Num = 0.0
     copies: Num = 0
     dispatch: Num = 0.0
-    if precision.gemm_inputs != precision.activations:
+    if precision.gemm_inputs != precision.activations and prof.gemm_curve(compute) is None:
         # Transformer Engine casts every GEMM input to the low-precision format (read the
         # activation, write the cast copy); the backward pass casts the output gradients too.
         cast_elems = sum(

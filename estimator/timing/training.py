@@ -1,6 +1,7 @@
 """Training step time, throughput, MFU and cost, operator by operator.
 
-One micro-batch on one GPU of a pipeline stage is built from its layers' forward times
+One micro-batch on one GPU of a pipeline stage (``timing.stage_time``; the estimate's notes in
+``timing.training_notes``) is built from its layers' forward times
 (``timing.layer``: each layer's GEMMs, attention, memory-bound elementwise work, Megatron-Core's
 eager ops and its TP, EP and CP exchanges, each operator timed by ``kernels.py``):
 
@@ -48,13 +49,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from estimator.counts.flops import TrainingFlops, op_recomputed_share, training_flops
+from estimator.counts.flops import training_flops
 from estimator.errors import SpecError
 from estimator.finetune import linear_weight_bytes
 from estimator.layout.parallel import Parallelism
 from estimator.layout.ranks import group_shapes
-from estimator.layout.sharding import padded_vocab, stage_kind_counts, with_mtp
-from estimator.memory.activations import DEFAULT_RECOMPUTE_MODULES
+from estimator.layout.sharding import stage_kind_counts
 from estimator.memory.training import (
     TrainingMemory,
     TrainingSetup,
@@ -62,34 +62,30 @@ from estimator.memory.training import (
     in_flight_microbatches,
     training_memory,
 )
-from estimator.offload import CPU_ADAM_BYTES_PER_PARAM, host_of
 from estimator.spec.accelerator import Accelerator
 from estimator.spec.cluster import Cluster, cluster_of
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
 from estimator.terms import STEP
 from estimator.timing import collectives as rules
-from estimator.timing.eager_ops import eager_expert_kinds, expert_eager_ops
 from estimator.timing.gemms import finetune_layer_time
 from estimator.timing.kernels import (
     AttentionKernel,
-    KernelProfile,
     collective_time,
-    gemm_time,
     kernel_profile,
     memory_time,
 )
-from estimator.timing.layer import LayerTime, layer_time, training_attention_format
+from estimator.timing.layer import layer_time, training_attention_format
 from estimator.timing.rates import derive_rates
 from estimator.timing.stacks import (
     DEFAULT_STACK,
     MOE_EAGER_HOST_S,
-    STACK_NOTES,
     CudaGraphs,
     stack_profile,
 )
-from estimator.timing.tp_overlap import overlapped_tp
-from estimator.xp import Num, logical_and, maximum, take, where
+from estimator.timing.stage_time import dense_collective, offload_time, stage_times
+from estimator.timing.training_notes import plan_notes
+from estimator.xp import Num, maximum, take, where
 
 __all__ = [
     "BREAKDOWN",
@@ -110,11 +106,10 @@ _DEFAULT = stack_profile(DEFAULT_STACK)
 @dataclass(frozen=True, slots=True)
 class TimingOptions:
     """Framework behaviour the step time depends on. Defaults are the default stack's profile
-    (``timing.stacks``: Megatron-Core's recommended flags, gradient reduction and parameter
-    gather overlapped with compute, TP communication not overlapped: ``--tp-comm-overlap`` needs
-    Transformer Engine userbuffers), declared there once. ``stack`` names the software stack
-    profile these came from (``of_stack`` fills them); ``compute_scale`` multiplies the compute
-    time (the profile's fitted factor)."""
+    (``timing.stacks``: Megatron-Core's recommended flags, gradient reduction and parameter gather
+    overlapped with compute, TP communication not overlapped: ``--tp-comm-overlap`` needs
+    Transformer Engine userbuffers). ``stack`` names the profile (``of_stack`` fills them), ``auto``
+    whether stack auto picked it; ``compute_scale`` multiplies compute (the fitted factor)."""
 
     cluster: Cluster | None = None  # nodes, scale-up domain, scale-out; default: the accelerator's
     attention_kernel: AttentionKernel = _DEFAULT.attention_kernel
@@ -133,6 +128,7 @@ class TimingOptions:
     # micro-batch (the fitted MOE_EAGER_HOST_S)
     cuda_graphs: CudaGraphs = _DEFAULT.cuda_graphs
     moe_host_s: float = MOE_EAGER_HOST_S
+    auto: bool = False  # picked by stack auto: a sweep times only the layouts auto gives it
 
     def scale_for(self, generation: str | None) -> float:
         """The compute factor on an accelerator of ``generation``."""
@@ -162,41 +158,6 @@ class TimingOptions:
                 **given,
             }
         )
-
-
-# What each MoE token dispatcher (``TimingOptions.moe_dispatcher``) is taken to do, as an
-# estimate with expert parallelism says it.
-DISPATCHER_NOTES = {
-    "flex": "MoE token dispatcher: flex (DeepEP / HybridEP): a token crosses to each other"
-    " scale-up domain holding one of its experts once and fans out there, and the routed tokens"
-    " are copied twice each way (permute, unpermute).",
-    "alltoall": "MoE token dispatcher: alltoall (NCCL all-to-all): every routed copy of a token"
-    " crosses to its expert's rank, and the routed tokens are copied four times each way"
-    " (permute, sort by local expert where a rank holds several, and both reversed).",
-}
-
-
-# The host's part of an MoE step: kernel launches and the MoE layer's device-to-host syncs (the
-# dispatcher reads its token counts). Without CUDA graphs each MoE layer exposes
-# ``MOE_EAGER_HOST_S`` per micro-batch (fitted on the Megatron-Core runs whose recipes set no
-# graphs); with partial or full-iteration graphs it counts as hidden. What full-iteration graphs
-# gain over partial ones, from NVIDIA's Megatron-LM MoE recipes (examples/moe_recipes/README.md
-# @ d48bd6be: the same model, GPUs, layout and batch with partial CUDA graphs and with
-# full-iteration graphs and paged stash).
-MOE_HOST_NOTE = (
-    "MoE host overhead (kernel launches, the dispatcher's device-to-host syncs) counted as"
-    " hidden, as CUDA graphs around the layer hide it (cuda_graphs partial or full; 'none' adds"
-    f" {MOE_EAGER_HOST_S * 1e3:.2f} ms per MoE layer and micro-batch): NVIDIA's Megatron-LM MoE"
-    " recipes ran 12% (Qwen3-235B, 128 GB200) and 21% (Qwen3-30B-A3B, 16 GB200) slower with"
-    " partial CUDA graphs than with full-iteration ones."
-)
-MOE_EAGER_NOTE = (
-    "MoE host overhead without CUDA graphs: each MoE layer exposes"
-    f" {MOE_EAGER_HOST_S * 1e3:.2f} ms of kernel launches and device-to-host syncs per"
-    " micro-batch (breakdown 'host'), fitted on the 30 Megatron-Core MoE runs whose recipes"
-    " set no CUDA graphs (their median error +14.5% without it; a per-run spread of about -50%"
-    " to +100% remains)."
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,241 +203,6 @@ class TrainingEstimate:
     usd_per_1m_tokens: float | None
     calibrated: dict[str, float] | None = None
     notes: tuple[str, ...] = field(default=())
-
-
-def eager_ops_notes(
-    model: ModelSpec, acc: Accelerator, p: Parallelism, setup: TrainingSetup, precision: Precision
-) -> list[str]:
-    """What the eager ops Megatron-Core runs for the model add: its routed experts' clamp and
-    bias (``expert_eager_ops``) and an unfused rotary embedding (``unfused_rope_time``)."""
-    notes = []
-    if model.rope_mscale != 1.0:
-        notes.append(
-            f"YaRN rotary embedding scaled by {model.rope_mscale:.3f}: Megatron-Core runs its"
-            " unfused RoPE (Megatron-Bridge turns the fusion off for YaRN, and the fused kernel"
-            " takes no such factor), 12 reads and writes of each query and key element forward"
-            " and 13 backward, counted in compute."
-        )
-    eager = eager_expert_kinds(model)
-    if not eager:
-        return notes
-    kind = model.kinds[min(eager)]
-    tokens = setup.seq_len * setup.micro_batch_size / p.cp
-    act_b = DTYPES[precision.activations].bytes
-    ops = expert_eager_ops(model, kind, p, tokens, act_b, setup.expert_load)
-    fwd, bwd, _ = ops.times(acc, kernel_profile(acc.id))
-    what = " and ".join(
-        text
-        for on, text in (
-            (ops.clamp_kernels, "the clamp of the activation's input (two clamps and a cat)"),
-            (ops.bias, "the down-projection bias added per local expert, then a cat"),
-        )
-        if on
-    )
-    return [
-        *notes,
-        "Routed experts: the eager PyTorch kernels Megatron-Core runs around its fused ones"
-        f" (TEGroupedMLP), {what}, take {fwd * 1e3:.2f} ms forward and {bwd * 1e3:.2f} ms"
-        " backward per MoE layer and micro-batch, counted in compute (under every stack).",
-    ]
-
-
-def mtp_notes(
-    model: ModelSpec, setup: TrainingSetup, flops: TrainingFlops, batch: int
-) -> list[str]:
-    """What the plan's multi-token-prediction depths add to its ``flops`` (over ``batch``
-    sequences), or that the checkpoint's are left untrained."""
-    if setup.mtp_layers:
-        share = flops.model / training_flops(model, setup.seq_len, batch).model - 1
-        kinds = " + ".join(model.kinds[k].name for k in model.mtp_module)
-        repeated = ", one module's weights run for each" if setup.mtp_repeated else ""
-        return [
-            f"Multi-token prediction: {setup.mtp_layers} depth(s) trained on the last pipeline"
-            f" stage (Megatron-Core's --mtp-num-layers{repeated}), each one more {kinds} layer,"
-            " a 2h x h projection and another pass through the head and loss: +"
-            f"{share:.1%} model FLOPs; the stage also holds a second copy of an untied embedding"
-            " where the pipeline has more than one stage."
-        ]
-    if model.mtp_depth:
-        return [
-            f"The checkpoint's {model.mtp_depth} multi-token-prediction module(s) are not trained"
-            " in this plan (mtp_layers 0): Megatron-Core trains them with --mtp-num-layers"
-            " (Megatron-Bridge's recipes train 1 for DeepSeek-V3, 2 of one repeated module for"
-            " Nemotron 3 Super and Ultra); set mtp_layers to count them."
-        ]
-    return []
-
-
-def _stage_times(
-    model: ModelSpec,
-    acc: Accelerator,
-    prof: KernelProfile,
-    p: Parallelism,
-    setup: TrainingSetup,
-    precision: Precision,
-    stage: Num,
-    options: TimingOptions,
-    domain: Cluster,
-    layer_times: Sequence[LayerTime],
-    tuned: Sequence[tuple[Num, Num]] | None = None,
-) -> dict[str, Num]:
-    """Forward / backward / recompute seconds of one micro-batch on ``stage``, from each layer
-    kind's ``layer_times`` (the same on every stage) and, for a frozen base, its
-    ``finetune_layer_time`` (``tuned``)."""
-    mtp = setup.mtp_layers
-    counts = stage_kind_counts(model, p.pp, p.vp, stage, p.stage_layers)
-    counts = with_mtp(model, counts, stage == p.pp - 1, mtp)
-    fwd: Num = 0.0
-    bwd: Num = 0.0
-    rec: Num = 0.0
-    comm: dict[str, Num] = {"tp_comm": 0.0, "ep_comm": 0.0, "cp_comm": 0.0}
-    modules = setup.selective_modules
-    for k, (lt, n) in enumerate(zip(layer_times, counts, strict=True)):
-        if type(n) is int and not n:
-            continue
-        if tuned is None:
-            compute_f = lt.gemm + lt.attention + lt.elementwise + lt.mixer + lt.eager_forward
-            compute_b = (
-                2 * lt.gemm
-                + lt.attention_backward
-                + 2 * lt.elementwise
-                + 2 * lt.mixer
-                + lt.eager_backward
-            )
-        else:  # frozen base GEMMs: input gradients only; adapters: input and weight gradients
-            adapter, dequant = tuned[k]
-            compute_f = (
-                lt.gemm + adapter + dequant + lt.attention + lt.elementwise + lt.mixer
-                + lt.eager_forward
-            )  # fmt: skip
-            compute_b = (
-                lt.gemm
-                + 2 * adapter
-                + dequant
-                + lt.attention_backward
-                + 2 * lt.elementwise
-                + 2 * lt.mixer
-                + lt.eager_backward
-            )
-        fwd = fwd + n * compute_f
-        bwd = bwd + n * compute_b
-        passes = rules.collective_passes(setup.recompute)
-        ep_passes: int = passes
-        tp_passes: float = passes
-        if setup.recompute == "full":
-            rec = rec + n * compute_f
-        elif setup.recompute == "selective":
-            if "core_attn" in modules:
-                rec = rec + n * lt.attention
-            if modules != DEFAULT_RECOMPUTE_MODULES:  # Megatron-Core's recompute modules
-                again = rules.recomputed_work(model, k, modules)
-                rec = rec + n * (lt.gemm * again.gemm_share + again.moe * lt.dispatch)
-                if again.norms or again.activation:  # memory-bound: norms, the activation
-                    moved = again.norms * lt.norm_bytes + again.activation * lt.expert_act_bytes
-                    kernels = again.norms + again.activation
-                    rec = rec + n * memory_time(acc, prof, moved, kernels)
-                if again.moe:  # the whole MoE layer again: its experts' eager ops too
-                    rec = rec + n * lt.eager_experts
-                elif again.activation:  # the clamp runs inside the recomputed activation
-                    rec = rec + n * lt.eager_clamp
-                ep_passes = passes + again.moe  # the MoE layer's dispatch and combine again
-                tp_passes = passes + again.tp_exchanges / max(model.kinds[k].tp_exchanges, 1)
-        elif setup.recompute == "op":  # the unsaved projections and the pointwise work
-            rec = rec + n * (
-                lt.gemm * op_recomputed_share(model.kinds[k]) + lt.elementwise + lt.eager_forward
-            )
-        if options.tp_comm_overlap:  # forward-like passes, then the backward (tp_overlap)
-            tp_fwd, tp_bwd = overlapped_tp(
-                model, k, acc, precision.compute, p.tp, lt.tp_comm, lt.gemm
-            )
-            comm["tp_comm"] = comm["tp_comm"] + n * ((tp_passes - 1) * tp_fwd + tp_bwd)
-        else:
-            comm["tp_comm"] = comm["tp_comm"] + n * tp_passes * lt.tp_comm
-        comm["ep_comm"] = comm["ep_comm"] + n * ep_passes * lt.ep_comm
-        comm["cp_comm"] = comm["cp_comm"] + n * rules.CP_DIRECTIONS * lt.cp_comm
-
-    host: Num = 0.0
-    if options.cuda_graphs == "none":  # each MoE layer's launches and syncs, exposed
-        moe_layers = sum(n for kind, n in zip(model.kinds, counts, strict=True) if kind.routed)
-        host = moe_layers * options.moe_host_s
-
-    tokens = setup.seq_len * setup.micro_batch_size / p.cp
-    act_b = DTYPES[precision.activations].bytes
-    gemm_b = DTYPES[precision.gemm_inputs].bytes
-    h = model.hidden_size
-    first, last = stage == 0, stage == p.pp - 1
-    # the embedding's lookup: on the first stage, and again for each multi-token-prediction depth
-    gather = memory_time(acc, prof, tokens * model.embed_dim * act_b * 2, 1)
-    if first is not False:
-        fwd, bwd = fwd + first * gather, bwd + first * (2 * gather)
-    if last is not False:
-        vocab = padded_vocab(model, p.tp) / p.tp
-        flops = 2 * tokens * model.embed_dim * vocab
-        moved = (tokens * model.embed_dim + model.embed_dim * vocab) * gemm_b
-        head = gemm_time(acc, prof, flops, moved + tokens * vocab * act_b, precision.compute)
-        # Cross-entropy: fp32 upcast of the logits, softmax, and its gradient (read/write twice).
-        loss = memory_time(acc, prof, tokens * vocab * 4 * 4, 2)
-        norm = memory_time(acc, prof, tokens * h * act_b * 2, 1)
-        head_bwd = head if setup.finetune.frozen else 2 * head  # a frozen head: input grads
-        fwd = fwd + last * (head + loss + norm)
-        bwd = bwd + last * (head_bwd + loss + 2 * norm)
-        if mtp:
-            # Each multi-token-prediction depth (its decoder layers are in ``counts``): the
-            # next token's embedding gathered, enorm and hnorm, the 2h x h projection of their
-            # concatenation (column-parallel), then its final norm, the head and the loss again.
-            eh_flops = 2 * tokens * 2 * h * h / p.tp
-            eh_moved = (tokens * 2 * h + tokens * h / p.tp + 2 * h * h / p.tp) * gemm_b
-            eh = gemm_time(acc, prof, eh_flops, eh_moved, precision.compute)
-            norms = 3 * norm
-            fwd = fwd + last * mtp * (gather + norms + eh + head + loss)
-            bwd = bwd + last * mtp * (2 * gather + 2 * norms + 2 * eh + 2 * head + loss)
-            if setup.recompute == "full":  # the checkpointed MTP layer: its projection too
-                rec = rec + last * mtp * (norms + eh)
-    scale = options.scale_for(acc.generation)
-    if scale != 1.0:
-        fwd, bwd, rec = fwd * scale, bwd * scale, rec * scale
-    pp_comm: Num = 0.0
-    exposed = logical_and(p.pp > 1, p.vp == 1)  # interleaving overlaps send/recv with compute
-    if exposed is not False:
-        msg = rules.pp_message_bytes(model, p, tokens, precision)
-        size, stride = group_shapes(p)["pp"]
-        hop = collective_time(acc, prof, "send_recv", msg, size, stride, domain)
-        pp_comm = exposed * (rules.pp_sends_per_microbatch(p.vp) * hop)
-    return {
-        "forward": fwd, "backward": bwd, "recompute": rec, "pp_comm": pp_comm, "host": host,
-        **comm,
-    }  # fmt: skip
-
-
-def _offload_time(
-    setup: TrainingSetup,
-    accelerator_id: str,
-    worst: dict[str, Num],
-    m: Num,
-    sharded: Num,
-    grad_b: float,
-    w_b: float,
-    host_weights: Num,
-    host_activations: Num,
-) -> Num:
-    """Exposed seconds of CPU offload per step (``estimator.offload``): the optimizer's
-    gradient / weight transfers and CPU step after the backward; weight fetches and activation
-    round trips behind each micro-batch's compute, exposed where the link is slower."""
-    off = setup.offload
-    host = host_of(accelerator_id, off)
-    link = host.link_bytes_per_s
-    out: Num = 0.0
-    if off.optimizer:  # both directions at once: the larger of the two, then the CPU step
-        transfer = maximum(sharded * grad_b, sharded * w_b) / link
-        out = out + transfer + sharded * CPU_ADAM_BYTES_PER_PARAM / host.memory_bytes_per_s
-    fwd, bwd, rec = worst["forward"], worst["backward"], worst["recompute"]
-    if off.params:  # the shard comes up for the forward, the backward and a full recompute
-        passes = 3 if setup.recompute == "full" else 2
-        out = out + m * maximum(passes * host_weights / link - (fwd + bwd + rec), 0.0)
-    if off.activations:  # down during the forward, back up during the backward
-        per_mb = host_activations / link
-        out = out + m * (maximum(per_mb - fwd, 0.0) + maximum(per_mb - bwd - rec, 0.0))
-    return out
 
 
 def training_time_terms(
@@ -540,7 +266,7 @@ def training_time_terms(
     stage: Num = 0
     stage_sum: Num = 0.0
     for s in stages:
-        t = _stage_times(
+        t = stage_times(
             model, accelerator, prof, p, setup, precision, s, options, domain, layer_times, tuned
         )
         total = sum(t.values())
@@ -622,7 +348,7 @@ def training_time_terms(
         sync: Num = 0.0
         gather_all: Num = 0.0
         for _, trained, (size, stride) in syncs:
-            sync = sync + _dense_collective(
+            sync = sync + dense_collective(
                 accelerator, prof, zero >= 1, trained * grad_b, size, stride, domain
             )
             if type(zero) is not int or zero >= 1:
@@ -644,7 +370,7 @@ def training_time_terms(
     optimizer = memory_time(accelerator, prof, sharded * per_param, 4)
     offload: Num = 0.0
     if setup.offload.any:
-        offload = _offload_time(
+        offload = offload_time(
             setup, accelerator.id, worst, m, sharded, grad_b, w_b,
             host_weights_bytes, host_activations_bytes,
         )  # fmt: skip
@@ -689,25 +415,6 @@ def training_time_terms(
 
 
 BREAKDOWN = tuple(t.name for t in STEP)  # the registry's order (``estimator.terms``)
-
-
-def _dense_collective(
-    acc: Accelerator,
-    prof: KernelProfile,
-    sharded: Num,
-    payload: Num,
-    size: Num,
-    stride: Num,
-    domain: Cluster,
-) -> Num:
-    """Gradient synchronization (``collectives.dp_sync_collective``), for one layout or arrays
-    of them (both collectives timed, the right one kept)."""
-    if sharded is True or sharded is False:
-        kind = rules.dp_sync_collective(sharded)
-        return collective_time(acc, prof, kind, payload, size, stride, domain)
-    rs = collective_time(acc, prof, rules.dp_sync_collective(True), payload, size, stride, domain)
-    ar = collective_time(acc, prof, rules.dp_sync_collective(False), payload, size, stride, domain)
-    return where(sharded, rs, ar)
 
 
 def ep_overlap_runs(pp: Num, vp: Num, recompute: str) -> Num:
@@ -836,43 +543,7 @@ def estimate_training(
         usd_per_gpu_hour=price_usd_per_gpu_hour,
         tokens=tokens,
     )
-    notes = list(memory.notes) + list(kernel_profile(accelerator.id).notes)
-    stack = options.stack if options else DEFAULT_STACK
-    notes.append(STACK_NOTES.get(stack) or stack_profile(stack).note())  # unknown: refused
-    if options is not None and options.tp_comm_overlap and parallel.tp > 1:
-        notes.append(
-            "TP communication overlapped with the GEMMs as Transformer Engine's userbuffers run it"
-            " (Megatron-Bridge's configs): a chunk of each exchange stays exposed (1/tp of it"
-            " ring-exchanged; BF16's reduce-scatter pipelined in 4 splits) and the GEMMs that share"
-            " their SMs with its kernels slow down, both counted as TP time."
-        )
-    if options is not None and options.ep_comm_overlap:
-        notes.append(
-            "Expert all-to-all overlapped with another micro-batch's compute (Megatron-Core's"
-            " --overlap-moe-expert-parallel-comm): the dispatcher's kernels share the SMs with"
-            " the GEMMs they overlap, which is not charged, so the saving is an upper bound."
-        )
-    if model.moe is not None and parallel.ep > 1:
-        notes.append(DISPATCHER_NOTES[(options or TimingOptions()).moe_dispatcher])
-    if model.moe is not None:
-        eager = (options or TimingOptions()).cuda_graphs == "none"
-        notes.append(MOE_EAGER_NOTE if eager else MOE_HOST_NOTE)
-    notes += eager_ops_notes(model, accelerator, parallel, setup, precision)
-    notes += mtp_notes(model, setup, flops, gbs)
-    cluster = (options.cluster if options else None) or cluster_of(accelerator)
-    if parallel.num_gpus > cluster.scale_up_domain:
-        notes += cluster.notes()
-    hfu_note = "" if setup.recompute == "none" else "; HFU adds the recomputation"
-    counted = "3x causal forward"
-    if setup.finetune.frozen:
-        counted = "causal forward with the adapters, backward without the frozen weights' gradients"
-    notes.append(
-        f"MFU/HFU: model FLOPs ({counted}{hfu_note}) "
-        f"over step time x {gpus} GPUs x the dense {peak_format} peak "
-        f"({peak / 1e12:.0f} TFLOP/s)."
-    )
-    if not memory.fits:
-        notes.append("The plan does not fit in memory; its time is what it would take if it did.")
+    notes = plan_notes(model, accelerator, parallel, setup, precision, options, memory, flops)
     calibrated = None
     if measured_step_s is not None or measured_mfu is not None:
         if measured_step_s is not None and measured_step_s <= 0:
