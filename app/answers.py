@@ -797,6 +797,7 @@ def training_sweep_out(s: TrainingSweep, req: TrainingSweepRequest) -> TrainingS
                 rank=r.rank,
                 row=TrainingSweepRow(**_renamed(r.row)),
                 why=list(r.why),
+                tie=r.tie,
             )
             for r in s.recommendations
         ],

@@ -856,6 +856,13 @@ def _prices(
     return {k: v for k, v in (negotiated | out | (by_id or {})).items() if v is not None}
 
 
+def _tie_band() -> float:
+    """The measured tie band (``app.accuracy.tie_band``; imported here: it reads the report)."""
+    from app.accuracy import tie_band
+
+    return tie_band()[0]
+
+
 def _sweep_power(
     req: SweepPowerFields, accelerators: tuple[str, ...], objective: str | None
 ) -> PowerSetup:
@@ -931,6 +938,8 @@ def _training_sweep(req: TrainingSweepRequest) -> TrainingSweep:
         mtp_layers=req.mtp_layers,
         mtp_repeated=req.mtp_repeated,
         power=_sweep_power(req, accelerators, req.objective),
+        reliability=reliability_of(req),
+        tie_band=_tie_band(),
     )
     model = resolve_model(req.model)
     stacks, auto = sweep_stacks(_axis(req.stack, (AUTO_STACK,)))

@@ -41,3 +41,25 @@ def test_training_page_shows_the_run_as_it_goes(browser: Any, server: str) -> No
         page.locator("#run").screenshot(path=f"{os.environ['SHOTS']}/run-section.png")
     assert not errors
     page.close()
+
+
+def test_sweep_page_draws_memory_against_throughput_and_calls_ties(
+    browser: Any, server: str
+) -> None:
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    query = "model=llama-3-8b&accelerator=h100-sxm-80gb&num_gpus=64&tokens=2e11"
+    page.goto(f"{server}/sweep?{query}", wait_until="networkidle")
+    chart = page.locator("#fig-memory")
+    chart.scroll_into_view_if_needed()
+    assert chart.locator(".main-svg").count() > 0
+    assert "fit lines" in chart.inner_text()
+    spec = page.eval_on_selector("#fig-memory", "e => JSON.parse(e.dataset.figure)")
+    caps = {round(s["x0"], 1) for s in spec["layout"]["shapes"] if s["line"]["dash"] == "dash"}
+    assert caps == {79.6}  # the H100's 80 GB, in GiB: the fit line
+    assert page.locator("#recommendations .tie").count() >= 1
+    if os.environ.get("SHOTS"):
+        chart.screenshot(path=f"{os.environ['SHOTS']}/sweep-memory.png")
+    assert not errors
+    page.close()

@@ -125,3 +125,58 @@ def test_a_plans_checkpoint_is_its_weights_and_trained_state() -> None:
     trained = adapters(model, lora).trainable_params
     with_lora = checkpoint_of(model, bf16, TrainingSetup(seq_len=4096, finetune=lora))
     assert with_lora == total * 2 + trained * (2 + 4 + 8)
+
+
+def test_the_array_form_is_the_scalar_one() -> None:
+    """The sweep's ``effective_fraction`` over arrays of layouts equals ``effective_run``'s
+    fraction for each."""
+    import numpy as np
+
+    from estimator.timing.effective import effective_fraction
+
+    gpus = np.array([64, 512, 4096, 16_384])
+    steps = np.array([20.0, 6.0, 2.0, 0.5])
+    state = checkpoint_bytes(70e9, 70e9, 2, 12)
+    for r in (Reliability(), Reliability(async_checkpoint=False), Reliability(restart_s=1800)):
+        got = effective_fraction(gpus, state, 55.0, r, steps)
+        for i, n in enumerate(gpus):
+            one = effective_run(1e6, int(n), state, 55.0, r, step_s=float(steps[i]))
+            assert got[i] == pytest.approx(one.effective_time_fraction, rel=1e-12)
+
+
+def test_the_api_and_the_sweep_judge_deadlines_on_the_effective_run() -> None:
+    from fastapi.testclient import TestClient
+
+    from app.main import app
+
+    client = TestClient(app, base_url="http://localhost")
+    plan = {"model": "llama-3-8b", "num_gpus": 64, "tokens": 2e11}
+    one = client.post("/api/v1/training/estimate", json=plan).json()
+    ideal = one["cost"]["time_to_train_s"]
+    assert one["effective"]["effective_time_to_train_s"] > ideal
+    assert one["jobs"] and one["jobs"][0]["stack"] == "megatron"
+    flaky = {"interruptions_per_gpu_hour": 5e-3, "restart_s": 1200}
+    worse = client.post("/api/v1/training/estimate", json=plan | flaky).json()["effective"]
+    assert worse["effective_time_fraction"] < one["effective"]["effective_time_fraction"]
+    bad = client.post("/api/v1/training/estimate", json=plan | {"restart_s": -1})
+    assert bad.status_code == 422 and "restart_s" in bad.text
+    sweep = {
+        "model": "llama-3-8b", "accelerator": ["h100-sxm-80gb"], "num_gpus": [64],
+        "tokens": 2e11, "deadline_s": ideal * 1.05,
+    }  # fmt: skip
+    calm = client.post("/api/v1/training/sweep", json=sweep).json()["counts"]
+    rough = client.post("/api/v1/training/sweep", json=sweep | flaky).json()["counts"]
+    assert rough["past_deadline"] > calm["past_deadline"]
+    assert rough["evaluated"] == calm["evaluated"]
+
+
+def test_the_cli_says_the_effective_run_and_the_jobs(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.test_cli import run
+
+    argv = ("train", "--model", "llama-3-8b", "--gpus", "64", "--tokens", "2e11")
+    code, out, _ = run(capsys, *argv, "--restart-s", "3600")
+    assert code == 0
+    line = next(x for x in out.splitlines() if x.startswith("effective "))
+    assert "days" in line and "interruptions" in line and "checkpoint every" in line
+    assert "jobs: megatron 0.20.0 (megatron.sbatch)" in out
+    assert "(of the bf16 peak)" in out

@@ -245,6 +245,9 @@ def _largest_cases() -> dict[tuple[str, str], tuple[dict[str, Any], float]]:
         ("GET", "/team/models/{entry_id}"): ({}, e),
         ("PUT", "/team/models/{entry_id}"): ({"name": "n", "config": BIG_CONFIG}, e),
         ("DELETE", "/team/models/{entry_id}"): ({}, e),
+        # a Hugging Face id: the test server's hub is a closed loopback port (refused, 424)
+        ("POST", "/team/hub-models"): ({"id": "big-hub-model", "hf_id": "org/" + "n" * 90}, e),
+        ("GET", "/hub/model"): ({}, e),
     }
 
 

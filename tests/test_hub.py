@@ -272,13 +272,13 @@ def test_a_saved_plan_reopens_from_its_snapshot(server: HubServer) -> None:
 
 def test_a_fetched_model_is_saved_to_the_team_catalog(server: HubServer) -> None:
     body = {"id": "tiny-fp8-team", "hf_id": "org/tiny-fp8"}
-    r = client.post(f"{API}/team/models/from-hub", json=body)
+    r = client.post(f"{API}/team/hub-models", json=body)
     assert r.status_code == 201, r.text
     assert f"org/tiny-fp8 at commit {Repo({}).commit}" in r.json()["source"]
     server.stop()
     assert estimate("tiny-fp8-team").status_code == 200  # a team id: no hub needed
     taken = client.post(
-        f"{API}/team/models/from-hub", json={"id": "x1", "hf_id": "meta-llama/Llama-2-7b-hf"}
+        f"{API}/team/hub-models", json={"id": "x1", "hf_id": "meta-llama/Llama-2-7b-hf"}
     )
     refusal(taken, 409, "is the catalog's 'llama-2-7b'")
     client.delete(f"{API}/team/models/tiny-fp8-team")

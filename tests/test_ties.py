@@ -28,3 +28,36 @@ def test_the_band_is_the_median_gap_between_errors_on_one_job() -> None:
     assert f"{len(gaps)} pairs" in why
     # A few percent: well inside the absolute error of one estimate, above zero.
     assert 0.02 < band < 0.10
+
+
+def test_the_sweep_calls_ties_and_ranks_them_by_the_tie_breakers() -> None:
+    from fastapi.testclient import TestClient
+
+    from app.main import app
+
+    client = TestClient(app, base_url="http://localhost")
+    req = {"model": "llama-3-8b", "accelerator": ["h100-sxm-80gb"], "num_gpus": [64]}
+    recs = client.post("/api/v1/training/sweep", json=req).json()["recommendations"]
+    band = tie_band()[0]
+    tied = [r for r in recs if r["tie"]]
+    assert tied and recs[0]["tie"]
+    best = max(r["row"]["tokens_per_s"] for r in tied)
+    for r in tied:  # within the band of the best, each says so
+        assert r["row"]["tokens_per_s"] >= best / (1 + band) - 1e-6
+        assert any(w.startswith("a tie:") for w in r["why"])
+    assert recs[0]["why"][0].startswith("tied for the")
+    # ranked among themselves by headroom first
+    rooms = [r["row"]["headroom_bytes"] for r in tied]
+    assert rooms == sorted(rooms, reverse=True)
+
+
+def test_no_band_no_ties() -> None:
+    from estimator import get_model
+    from estimator.sweep.training import TrainingSearch, TrainingWorkload, sweep_training
+
+    s = sweep_training(
+        get_model("llama-3-8b"),
+        TrainingWorkload(seq_len=4096, global_batch_size=512),
+        TrainingSearch(accelerators=("h100-sxm-80gb",), num_gpus=(64,)),
+    )
+    assert s.recommendations and not any(r.tie for r in s.recommendations)

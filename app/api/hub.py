@@ -56,7 +56,7 @@ def resolve_model(model: ModelQuery) -> Response:
     return json_response(resolution(hub.resolve(model)))
 
 
-@team_router.post("/models/from-hub", response_model=TeamModelOut, status_code=201)
+@team_router.post("/hub-models", response_model=TeamModelOut, status_code=201)
 def save_to_team(body: HubTeamModelIn, store: Writer) -> Response:
     """Save a model fetched by its Hugging Face id to the team catalog: its config (and its
     quantization), with the repository and commit as its source."""

@@ -167,6 +167,22 @@ def _token_price_lines(p: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def _effective_lines(out: Mapping[str, Any]) -> list[str]:
+    """The run as it goes: its effective time, wall-clock and cost with interruptions, restarts
+    and checkpoints (or why there is none)."""
+    x = out.get("effective")
+    if x is None:
+        return [f"effective: none ({out.get('effective_refused')})"]
+    cost = "" if x["effective_cost_usd"] is None else f", {_usd(x['effective_cost_usd'])}"
+    days = x["effective_time_to_train_s"] / 86400
+    return [
+        f"effective {x['effective_time_fraction']:.2%}: {days:,.1f} days,"
+        f" {_num(x['effective_gpu_hours'])} GPU-hours{cost};"
+        f" {x['expected_interruptions']:,.1f} interruptions, a {_gib(x['checkpoint_bytes'])} GiB"
+        f" checkpoint every {x['checkpoint_every_steps']:,} steps"
+    ]
+
+
 def training_text(out: Mapping[str, Any]) -> str:
     """A training estimate: the verdict and key numbers, then memory and step time by term."""
     m, t, tp, c = out["memory_per_gpu"], out["time"], out["throughput"], out["cost"]
@@ -180,7 +196,7 @@ def training_text(out: Mapping[str, Any]) -> str:
         f"  {m['fit_note']}",
         f"step {t['step_s']:,.3f} s ({t['microbatches']} micro-batches), "
         f"{tp['tokens_per_s']:,.0f} tokens/s ({tp['tokens_per_s_per_gpu']:,.0f} per GPU), "
-        f"MFU {tp['mfu']:.1%}, HFU {tp['hfu']:.1%}",
+        f"MFU {tp['mfu']:.1%}, HFU {tp['hfu']:.1%} (of the {tp['peak_format']} peak)",
         f"cost: {_usd(c['usd_per_1m_tokens'])} per 1M tokens at {_price(c)}",
     ]
     if c["tokens"] is not None:
@@ -188,6 +204,12 @@ def training_text(out: Mapping[str, Any]) -> str:
             f"{c['tokens']:,.0f} tokens: {c['time_to_train_s'] / 86400:,.1f} days, "
             f"{_num(c['gpu_hours'])} GPU-hours, {_usd(c['usd'])}"
         )
+    lines += _effective_lines(out)
+    if out.get("jobs"):  # the plan as each stack's job: the files are in the JSON answer
+        jobs = ", ".join(
+            f"{j['stack']} {j['version']} ({', '.join(j['files'])})" for j in out["jobs"]
+        )
+        lines.append(f"jobs: {jobs}; the files with --json (jobs[].files)")
     lines += _energy_lines(out, "token")
     if out.get("fit_suggestions"):  # a plan that does not surely fit: the nearest that do
         flag = _training_flags()
@@ -337,7 +359,8 @@ def training_sweep_text(out: Mapping[str, Any]) -> str:
         row = r["row"]
         stack = f" {row['stack']}" if several else ""
         lines.append(
-            f"{r['rank']:>3}. {row['num_gpus']} x {row['accelerator']}{stack} {row['precision']} "
+            f"{r['rank']:>3}.{'=' if r.get('tie') else ' '}{row['num_gpus']} x"
+            f" {row['accelerator']}{stack} {row['precision']} "
             f"{_layout(row)} zero={row['zero_stage']} mb={row['micro_batch_size']} "
             f"recompute={row['recompute']}: {row['tokens_per_s']:,.0f} tokens/s, MFU "
             f"{row['mfu']:.1%}, {_usd(row['usd_per_1m_tokens'])} per 1M tokens"

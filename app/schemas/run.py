@@ -80,6 +80,10 @@ class EffectiveOut(BaseModel):
     expected_interruptions: float
     job_mtbf_s: float = Field(description="Mean time between the job's interruptions")
     checkpoint_bytes: float = Field(description="One checkpoint: weights and trained state")
+    checkpoint_bytes_per_gpu: float = Field(
+        description="Each rank's share of it, as Megatron-Core's and PyTorch DCP's sharded"
+        " checkpoints write it (RNG and data-loader states: negligible)"
+    )
     checkpoint_storage_bytes: float
     checkpoint_write_s: float = Field(description="A checkpoint's write to storage")
     checkpoint_blocking_s: float = Field(description="What training waits for, per checkpoint")

@@ -28,6 +28,7 @@ from app.schemas.common import (
 from app.schemas.energy import PriceMixFields, SweepPowerFields
 from app.schemas.fields import form
 from app.schemas.inference import OUTPUT, PROMPT, Dataset, EngineMemoryFields, OutputLen
+from app.schemas.run import ReliabilityFields
 from app.schemas.training import (
     MODEL_FORM,
     MTP_LAYERS_HELP,
@@ -104,7 +105,7 @@ class SweepLayout(Request):
 
 
 class TrainingSweepRequest(
-    FineTuneFields, OffloadFields, MoEFields, NetworkFields, SweepPowerFields
+    FineTuneFields, OffloadFields, MoEFields, NetworkFields, SweepPowerFields, ReliabilityFields
 ):
     model: ModelRef = Field(json_schema_extra=MODEL_FORM)
     accelerator: NameList | None = Field(
@@ -301,12 +302,27 @@ class TrainingSweepRow(BaseModel):
     kwh_per_1m_tokens: float | None = Field(None, description="At the facility (null: no power)")
     tokens_per_s_per_mw: float | None = None
     mwh: float | None = Field(None, description="The run's energy, with tokens")
+    effective_time_fraction: float | None = Field(
+        None, description="Useful time over wall-clock with interruptions and checkpoints"
+    )
+    effective_time_to_train_s: float | None = Field(
+        None, description="The run's wall-clock with them: what deadline_s is judged on"
+    )
+    effective_cost_usd: float | None = Field(
+        None, description="Its cost with the hot spares: what budget_usd is judged on"
+    )
 
 
 class Recommendation(BaseModel):
     rank: int
     row: TrainingSweepRow
     why: list[str]
+    tie: bool = Field(
+        False,
+        description="Within the tie band of the best (the gap the planner's errors leave between"
+        " two layouts): ranked among the ties by headroom, exposed communication, recompute,"
+        " pipeline stages",
+    )
 
 
 class SweepCounts(BaseModel):

@@ -80,6 +80,7 @@ from app.web.forms import (
 )
 from app.web.schedule_chart import schedule_figure
 from app.web.static import static_url
+from app.web.sweep_memory_chart import sweep_memory_figure
 from estimator import model_ids
 from estimator.errors import SpecError, UnknownIdError
 from estimator.timing.stacks import DEFAULT_STACK, STACKS
@@ -510,7 +511,10 @@ def _home_examples() -> list[dict[str, str]]:
                 "question": f"How long and how much: {pretrain_text}?",
                 "answer": f"{fmt.seconds(pretrain['cost']['time_to_train_s'])} and"
                 f" {fmt.usd(pretrain['cost']['usd'])} at"
-                f" {fmt.pct(pretrain['throughput']['mfu'])} MFU.",
+                f" {fmt.pct(pretrain['throughput']['mfu'])} MFU (of the"
+                f" {pretrain['throughput']['peak_format'].upper()} peak)"
+                + _effective_words(pretrain)
+                + ".",
                 "link": "/training?" + urlencode(pretrain_query),
             }
         )
@@ -538,6 +542,18 @@ def home(request: Request) -> Response:
             "query": dict(request.query_params),
             "examples": _home_examples(),
         },
+    )
+
+
+def _effective_words(answer: dict[str, Any]) -> str:
+    """A plan's effective run as the home page says it, beside the ideal figures."""
+    x = answer.get("effective")
+    if not x:
+        return ""
+    cost = "" if x["effective_cost_usd"] is None else f", {fmt.usd(x['effective_cost_usd'])}"
+    return (
+        f"; effective {fmt.pct(x['effective_time_fraction'])} with interruptions and"
+        f" checkpoints: {fmt.seconds(x['effective_time_to_train_s'])}{cost}"
     )
 
 
@@ -934,6 +950,7 @@ def sweep_page(request: Request) -> Response:
         s = result["sweep"]
         figures = {
             "scatter": charts.sweep_scatter_figure(s),
+            "memory": sweep_memory_figure(s),
             "heatmap": charts.sweep_heatmap_figure(s),
             "bars": charts.sweep_bars_figure(s),
         }

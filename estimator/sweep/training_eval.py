@@ -41,6 +41,7 @@ from estimator.sweep.training_space import (
     price_of,
 )
 from estimator.terms import TRAINING_MEMORY
+from estimator.timing.effective import checkpoint_of, effective_fraction
 from estimator.timing.rates import Rates, derive_rates
 from estimator.timing.stacks import stack_profile
 from estimator.timing.training import BREAKDOWN, TimingOptions, training_time_terms
@@ -103,7 +104,15 @@ COLUMNS = (
     "tokens_per_s_per_mw",
     "pipeline_split",
 )
-TOKEN_COLUMNS = ("time_to_train_s", "gpu_hours", "cost_usd", "mwh")
+TOKEN_COLUMNS = (
+    "time_to_train_s",
+    "gpu_hours",
+    "cost_usd",
+    "mwh",
+    "effective_time_fraction",
+    "effective_time_to_train_s",
+    "effective_cost_usd",
+)
 INT_COLUMNS = {
     "dp",
     "memory_stage",
@@ -228,6 +237,7 @@ def evaluate(
             "cost_usd": rates.cost_usd,
             "mwh": run.mwh,
         }
+        out |= _effective(model, block, workload, setup, n, t["step_s"], rates)
     out["headroom_bytes"] = out["capacity_bytes"] - out["memory_bytes"]
     out["fits"] = out["memory_bytes"] <= out["capacity_bytes"]
     out["fit"] = fit_codes(mem, out["capacity_bytes"], n, block, workload, peak_range)
@@ -239,6 +249,34 @@ def evaluate(
     ):
         out[name] = np.full(g["tp"].shape, code, CODE)
     return out
+
+
+def _effective(
+    model: ModelSpec,
+    block: Block,
+    workload: TrainingWorkload,
+    setup: TrainingSetup,
+    gpus: np.ndarray,
+    step_s: np.ndarray,
+    rates: Rates,
+) -> dict[str, np.ndarray]:
+    """The run as it goes (``timing.effective``): each layout's effective time fraction with
+    interruptions, restarts and checkpoints, its wall-clock and its cost with the hot spares;
+    deadlines and budgets are judged on these. A run that never finishes: fraction 0, inf."""
+    r = workload.reliability
+    link = host_of(block.accelerator.id, workload.offload).link_bytes_per_s / 1e9
+    state = checkpoint_of(model, block.precision, setup)
+    fraction = effective_fraction(gpus, state, link, r, step_s)
+    with np.errstate(divide="ignore"):
+        wall = np.where(fraction > 0, rates.time_to_train_s / np.maximum(fraction, 1e-300), np.inf)
+    cost = rates.cost_usd
+    return {
+        "effective_time_fraction": fraction,
+        "effective_time_to_train_s": wall,
+        "effective_cost_usd": None
+        if cost is None
+        else cost / rates.time_to_train_s * wall * (gpus + r.spare_gpus) / gpus,
+    }
 
 
 def _layout(

@@ -45,6 +45,7 @@ class Recommendation:
     rank: int
     row: dict[str, Any]
     why: tuple[str, ...]
+    tie: bool = False  # within the tie band of the best: ranked by the tie-breakers
 
 
 @dataclass
@@ -111,7 +112,8 @@ def feasible_layouts(
     """The indices of the feasible layouts, and the evaluated ones counted under the first
     filter each fails, so that evaluated = out_of_memory + tight + under_headroom +
     past_deadline + over_budget + feasible (tight: fits by the planner's figure, but its likely
-    peak crosses the GPU's memory)."""
+    peak crosses the GPU's memory; deadline and budget judged on the effective run, with
+    interruptions, restarts and checkpoints: ``timing.effective``)."""
     fits = columns["fits"].astype(bool)
     counts = {"out_of_memory": int((~fits).sum())}
     feasible = fits.copy()
@@ -120,9 +122,9 @@ def feasible_layouts(
         ("tight", columns["fit"] == 0),
         ("under_headroom", columns["memory_bytes"] <= limit),
         ("past_deadline", None if workload.deadline_s is None else (
-            columns["time_to_train_s"] <= workload.deadline_s)),
+            columns["effective_time_to_train_s"] <= workload.deadline_s)),
         ("over_budget", None if workload.budget_usd is None else (
-            np.nan_to_num(columns["cost_usd"], nan=np.inf) <= workload.budget_usd)),
+            np.nan_to_num(columns["effective_cost_usd"], nan=np.inf) <= workload.budget_usd)),
     ):  # fmt: skip
         failed = np.zeros_like(feasible) if passes is None else feasible & ~passes
         counts[name] = int(failed.sum())
@@ -213,22 +215,62 @@ def recommend(sweep: TrainingSweep, candidates: np.ndarray, k: int) -> list[Reco
     else:
         order = np.argsort(-c["tokens_per_s"][candidates], kind="stable")
     fastest = int(candidates[np.argmax(c["tokens_per_s"][candidates])])
+    ranked, tied = _ties_first(sweep, candidates[order])
     out: list[Recommendation] = []
     seen: set[tuple[int, ...]] = set()
-    for i in candidates[order]:
+    for i in ranked:
         shape = tuple(int(c[key][i]) for key in _SHAPE)
         if shape in seen:
             continue
         seen.add(shape)
         rank = len(out) + 1
-        out.append(
-            Recommendation(rank, sweep.row(int(i)), tuple(_why(sweep, int(i), fastest, rank)))
-        )
+        why = _why(sweep, int(i), fastest, rank)
+        tie = bool(tied.size > 1 and i in tied)
+        if tie:
+            if rank == 1:  # the best of the ties, not surely the best
+                why[0] = f"tied for the {why[0]}"
+            why.insert(1 if rank == 1 else 0, _tie_note(sweep.workload.tie_band, tied.size))
+        out.append(Recommendation(rank, sweep.row(int(i)), tuple(why), tie))
         if len(out) == k:
             break
     if len(sweep.stacks) > 1 and out:
         out += _best_per_stack(sweep, candidates[order], fastest, out)
     return out
+
+
+# Tie-breakers among layouts the planner cannot tell apart, in order: more memory headroom,
+# less exposed communication (less traffic across nodes), less recomputation, fewer stages.
+_RECOMPUTE_ORDER = {"none": 0, "selective": 1, "op": 2, "full": 3}
+
+
+def _ties_first(sweep: TrainingSweep, ranked: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``ranked`` with the layouts within ``workload.tie_band`` of the best (by the objective)
+    reordered by the tie-breakers, and those tied layouts."""
+    band = sweep.workload.tie_band
+    c = sweep.columns
+    if band <= 0 or ranked.size < 2:
+        return ranked, ranked[:0]
+    if sweep.objective in RANK_COLUMN:
+        value = c[RANK_COLUMN[sweep.objective]][ranked]
+        tied = ranked[value <= value[0] * (1 + band)]
+    else:
+        value = c["tokens_per_s"][ranked]
+        tied = ranked[value >= value[0] / (1 + band)]
+    exposed = sum(c[k][tied] for k in BREAKDOWN if k.endswith("_comm"))
+    recompute = np.array(
+        [_RECOMPUTE_ORDER.get(RECOMPUTE_POLICIES[j], 9) for j in c["recompute"][tied].tolist()]
+    )
+    order = np.lexsort((c["pp"][tied], recompute, exposed, -c["headroom_bytes"][tied]))
+    rest = ranked[~np.isin(ranked, tied)]
+    return np.concatenate([tied[order], rest]), tied
+
+
+def _tie_note(band: float, n: int) -> str:
+    return (
+        f"a tie: {n} layouts within {band:.1%} of the best, the gap between two layouts the"
+        " planner can tell apart (its errors on two runs of one model and accelerator); ranked"
+        " among them by memory headroom, exposed communication, recomputation, pipeline stages"
+    )
 
 
 def _best_per_stack(

@@ -31,6 +31,7 @@ from estimator.offload import NO_OFFLOAD, Offload
 from estimator.spec.accelerator import Accelerator
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import get_precision
+from estimator.timing.effective import Reliability
 from estimator.timing.stacks import RUNS, auto_takes, runs_layout
 from estimator.timing.training import TimingOptions, check_ep_comm_overlap_stack
 
@@ -101,7 +102,7 @@ class TrainingWorkload:
     global_batch_size: int
     tokens: float | None = None
     deadline_s: float | None = None
-    budget_usd: float | None = None
+    budget_usd: float | None = None  # deadline and budget: of the effective run (``reliability``)
     min_headroom: float = MIN_HEADROOM
     prices: Mapping[str, float] = field(default_factory=dict)
     flash_attention: bool = True
@@ -114,6 +115,10 @@ class TrainingWorkload:
     mtp_layers: int = 0  # multi-token-prediction depths trained (``TrainingSetup.mtp_layers``)
     mtp_repeated: bool = False  # one depth's weights for every depth (``mtp_repeated``)
     power: PowerSetup = field(default_factory=PowerSetup)  # energy's (``estimator.energy``)
+    reliability: Reliability = field(default_factory=Reliability)  # ``timing.effective``
+    # Layouts whose objective is within this share of the best are ties (the app passes the
+    # validation's measured band, ``app.accuracy.tie_band``); 0: no ties called.
+    tie_band: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,6 @@ Defaults, each settable:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -51,6 +50,7 @@ from estimator.counts.params import count_params
 from estimator.errors import SpecError
 from estimator.finetune import FULL, adapters
 from estimator.memory.training_tables import memory_tables
+from estimator.xp import Num, maximum, minimum, where
 
 if TYPE_CHECKING:
     from estimator.memory.training import TrainingSetup
@@ -65,6 +65,7 @@ __all__ = [
     "Reliability",
     "checkpoint_bytes",
     "checkpoint_of",
+    "effective_fraction",
     "effective_run",
     "optimal_interval_s",
 ]
@@ -101,6 +102,7 @@ class EffectiveRun:
     expected_interruptions: float
     job_mtbf_s: float  # mean time between the job's interruptions
     checkpoint_bytes: float  # one checkpoint of the whole model
+    checkpoint_bytes_per_gpu: float  # each rank's share (distributed checkpoints shard it)
     checkpoint_storage_bytes: float  # what storage holds (``checkpoints_kept`` of them)
     checkpoint_write_s: float  # the write to storage
     checkpoint_blocking_s: float  # what training waits for, per checkpoint
@@ -142,16 +144,41 @@ def checkpoint_of(model: ModelSpec, precision: Precision, setup: TrainingSetup) 
     )
 
 
-def optimal_interval_s(blocking_s: float, mtbf_s: float, restart_s: float = 0.0) -> float:
+def optimal_interval_s(blocking_s: Num, mtbf_s: Num, restart_s: float = 0.0) -> Num:
     """The checkpoint interval that minimizes the module's wall-clock: ``sqrt(d^2 + 2 d M A) - d``
     with ``A = 1 - (R + d / 2) / M`` (setting its derivative to zero), Daly's first-order
     ``sqrt(2 d M) - d`` for small ``d`` and ``R``; at most ``M``. A save that blocks nothing
-    leaves the interval to the write itself (0 here)."""
-    if blocking_s <= 0:
-        return 0.0
-    slack = max(1 - (restart_s + blocking_s / 2) / mtbf_s, 0.0)
-    best = math.sqrt(blocking_s**2 + 2 * blocking_s * mtbf_s * slack) - blocking_s
-    return min(best, mtbf_s)
+    leaves the interval to the write itself (0 here). Numbers or arrays of them."""
+    slack = maximum(1 - (restart_s + blocking_s / 2) / mtbf_s, 0.0)
+    best = (blocking_s**2 + 2 * blocking_s * mtbf_s * slack) ** 0.5 - blocking_s
+    return where(blocking_s > 0, minimum(best, mtbf_s), 0.0)
+
+
+def _cadence(
+    gpus: Num, state_bytes: Num, host_link_gb_per_s: float, r: Reliability, step_s: Num
+) -> tuple[Num, Num, Num, Num, Num]:
+    """The job's mean time between interruptions, a checkpoint's write and blocking time, the
+    interval between checkpoints (``r``'s, or the optimum: at least a step, and for an
+    asynchronous save at least its write, which must end before the next starts) and what an
+    interruption loses (the restart, half an interval and its save)."""
+    mtbf = SECONDS_PER_HOUR / (r.interruptions_per_gpu_hour * gpus)
+    write = state_bytes / (r.storage_gb_per_s_per_gpu * 1e9 * gpus)
+    blocking = state_bytes / gpus / (host_link_gb_per_s * 1e9) if r.async_checkpoint else write
+    interval = r.checkpoint_interval_s
+    if interval is None:
+        floor = maximum(write, step_s) if r.async_checkpoint else step_s
+        interval = maximum(optimal_interval_s(blocking, mtbf, r.restart_s), floor)
+    return mtbf, write, blocking, interval, r.restart_s + (interval + blocking) / 2
+
+
+def effective_fraction(
+    gpus: Num, state_bytes: Num, host_link_gb_per_s: float, r: Reliability, step_s: Num
+) -> Num:
+    """``effective_run``'s effective time fraction, for numbers or arrays of layouts (the
+    sweep's): 0 for a run that never finishes."""
+    mtbf, _, blocking, interval, lost = _cadence(gpus, state_bytes, host_link_gb_per_s, r, step_s)
+    checkpointing = 1 + where(interval > 0, blocking / maximum(interval, 1e-30), 0.0)
+    return maximum(1 - lost / mtbf, 0.0) / checkpointing
 
 
 def effective_run(
@@ -168,16 +195,13 @@ def effective_run(
     share to the host over ``host_link_gb_per_s`` when saves are asynchronous. Checkpoints are
     taken between steps of ``step_s``: at most one a step."""
     r = reliability
-    mtbf = SECONDS_PER_HOUR / (r.interruptions_per_gpu_hour * gpus)
-    write = state_bytes / (r.storage_gb_per_s_per_gpu * 1e9 * gpus)
-    blocking = state_bytes / gpus / (host_link_gb_per_s * 1e9) if r.async_checkpoint else write
-    interval, why = r.checkpoint_interval_s, "as stated"
-    if interval is None:
-        # An asynchronous save cannot start before the previous one is written.
-        floor = max(write if r.async_checkpoint else 0.0, step_s)
-        interval = max(optimal_interval_s(blocking, mtbf, r.restart_s), floor)
+    mtbf, write, blocking, interval, lost = _cadence(
+        gpus, state_bytes, host_link_gb_per_s, r, step_s
+    )
+    why = "as stated"
+    if r.checkpoint_interval_s is None:
+        floor = max(write, step_s) if r.async_checkpoint else step_s
         why = "the optimum" if interval > floor else "a step, or the write, where longer"
-    lost = r.restart_s + (interval + blocking) / 2
     if lost >= mtbf:
         raise SpecError(
             "reliability",
@@ -200,6 +224,7 @@ def effective_run(
         expected_interruptions=wall / mtbf,
         job_mtbf_s=mtbf,
         checkpoint_bytes=state_bytes,
+        checkpoint_bytes_per_gpu=state_bytes / gpus,
         checkpoint_storage_bytes=state_bytes * r.checkpoints_kept,
         checkpoint_write_s=write,
         checkpoint_blocking_s=blocking,
