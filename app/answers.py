@@ -13,6 +13,7 @@ from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from app.accuracy import layout_style, plan_accuracy, rate_headroom_note, time_range
+from app.calibration import calibration_dict
 from app.energy import energy_answer, token_prices_answer
 from app.hub.refs import is_hub_ref
 from app.resolve import (
@@ -574,6 +575,7 @@ def inference_out(
         "prefix_cache": _record(e.prefix_cache),
         "launch": launch_dict(req, plan, e),
         "accuracy": serving_accuracy(req, plan, e, latency),
+        "calibrated": calibration_dict(e.calibration, req.engine),
         "exact": plan.model.exact,
         "notes": list(e.notes),
     }

@@ -699,9 +699,11 @@ def group_slots(req: InferenceRequest, plan: InferencePlan, estimate: InferenceE
 
 
 def run_inference(req: InferenceRequest) -> tuple[InferencePlan, InferenceEstimate]:
+    from app.calibration import calibrated_engine
     from estimator.serving.estimate import estimate_inference
 
     plan = inference_plan(req)
+    engine, fit = calibrated_engine(req, plan, engine_of(req))
     estimate = estimate_inference(
         *plan.specs,
         price_usd_per_gpu_hour=plan.price_usd_per_gpu_hour,
@@ -709,10 +711,12 @@ def run_inference(req: InferenceRequest) -> tuple[InferencePlan, InferenceEstima
         ttft_target_s=req.ttft_target_s,
         tpot_target_s=req.tpot_target_s,
         cluster=plan.cluster,
-        engine=engine_of(req),
+        engine=engine,
         request_rate=req.request_rate,
         rate_headroom=inference_headroom(req)[0],
     )
+    if fit is not None:
+        estimate = replace(estimate, calibration=fit, notes=(*estimate.notes, fit.note))
     return plan, estimate
 
 
@@ -735,6 +739,8 @@ def run_load_curve(
     ns = sorted({max(1, round(top ** (i / (points - 1)))) for i in range(points)})
     model, accelerator, parallel, setup, precision = plan.specs
     engine = engine_of(req)
+    if estimate.calibration is not None:  # the chart's steps carry the plan's fitted scales
+        engine = estimate.calibration.preset(engine)
     return [
         estimate_load(
             model, accelerator, parallel, replace(setup, concurrency=n), precision,

@@ -126,7 +126,8 @@ def test_llama_3_1_405b_training_energy_against_metas_model_card() -> None:
     out = client.post(f"{API}/training/estimate", json=body).json()
     theirs_mwh = 30.84e6 * 0.700 / 1e3
     assert out["energy"]["mwh"] == pytest.approx(out["cost"]["gpu_hours"] * 0.7 / 1e3)
-    assert out["energy"]["mwh"] / theirs_mwh == pytest.approx(1.29, abs=0.35)
+    # 1.29x today: a ceiling that fails if the planner's throughput on this run drops further
+    assert 1.0 < out["energy"]["mwh"] / theirs_mwh <= 1.34
 
 
 def test_mlperf_node_power_below_the_bound() -> None:

@@ -75,7 +75,7 @@ def parse_ref(ref: str, field: str = "model") -> HubRef:
     revision = match.group("revision") if match else None
     bad_revision = revision is not None and (".." in revision or revision.startswith("/"))
     if match is None or "--" in repo or ".." in repo or bad_revision:
-        raise HubRefusal(field, ID_RULE, ref, status=422, kind="invalid_request")
+        raise HubRefusal(field, ID_RULE, ref, status=422, kind="invalid_plan")
     return HubRef(repo, revision)
 
 

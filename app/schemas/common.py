@@ -266,10 +266,18 @@ class ErrorResponse(BaseModel):
 
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    403: {
+        "model": ErrorResponse,
+        "description": "A model named by a gated or private Hugging Face repository, no token",
+    },
     404: {"model": ErrorResponse, "description": "Unknown model or accelerator id"},
     408: {"model": ErrorResponse, "description": "The body did not arrive in time"},
     413: {"model": ErrorResponse, "description": "Request body over the size limit"},
     422: {"model": ErrorResponse, "description": "Invalid request: the field and the rule"},
+    424: {
+        "model": ErrorResponse,
+        "description": "A model named by a Hugging Face id: its hub did not answer, none cached",
+    },
     503: {
         "model": ErrorResponse,
         "description": "The request ran past its time limit, or the service is busy",

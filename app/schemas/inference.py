@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -39,6 +39,8 @@ from estimator.spec.speculative import Method
 from estimator.terms import INFERENCE_MEMORY, LATENCY
 
 __all__ = [
+    "CalibrationIn",
+    "CalibrationOut",
     "InferenceEstimateOut",
     "InferenceLayout",
     "InferenceRequest",
@@ -112,6 +114,71 @@ class EngineMemoryFields(Request):
     )
 
 
+Engine = Literal["vllm", "vllm-small-gpu", "sglang", "trtllm"]
+CALIBRATION = "Calibration"
+MeasuredMs = Annotated[float, Field(gt=0, le=1e7)]
+
+
+class CalibrationIn(Request):
+    """A deployment's measured run the plan is calibrated on (``estimator.serving.calibration``):
+    the JSON ``vllm bench serve --save-result`` writes (SGLang's bench_serving: the same keys),
+    or its mean TTFT and TPOT typed in with their load and lengths."""
+
+    accelerator: str = Field(
+        max_length=128,
+        description="The accelerator the run was measured on (catalog id); another than the"
+        " plan's is refused: the fitted scales are that GPU's kernels",
+        json_schema_extra=form("Measured on", CALIBRATION, flag="--calibration-accelerator"),
+    )
+    engine: Engine | None = Field(
+        None,
+        description="The engine the run was measured with (default: the plan's); another than"
+        " the plan's is refused",
+        json_schema_extra=form("Measured engine", CALIBRATION, flag="--calibration-engine"),
+    )
+    bench: dict[str, Any] | None = Field(
+        None,
+        description="The benchmark's result JSON: completed, total_input_tokens,"
+        " total_output_tokens, mean_ttft_ms, mean_tpot_ms, max_concurrency, request_rate,"
+        " output_throughput, request_throughput; the typed fields below are then not read",
+    )
+    ttft_ms: MeasuredMs | None = Field(
+        None,
+        description="The run's mean TTFT, ms",
+        json_schema_extra=form("Measured TTFT (ms)", CALIBRATION, flag="--measured-ttft-ms"),
+    )
+    tpot_ms: MeasuredMs | None = Field(
+        None,
+        description="The run's mean TPOT, ms",
+        json_schema_extra=form("Measured TPOT (ms)", CALIBRATION, flag="--measured-tpot-ms"),
+    )
+    output_tokens_per_s: Annotated[float, Field(gt=0, le=1e9)] | None = Field(
+        None,
+        description="The run's output tokens/s (checked against the GPUs' peak; not fitted)",
+        json_schema_extra=form("Measured output tok/s", CALIBRATION, flag="--measured-tokens"),
+    )
+    concurrency: Concurrency | None = Field(
+        None,
+        description="Requests the run kept in flight (closed loop); or request_rate",
+        json_schema_extra=form("Measured concurrency", CALIBRATION, flag="--measured-concurrency"),
+    )
+    request_rate: Annotated[float, Field(ge=1e-6, le=1e6)] | None = Field(
+        None,
+        description="The run's Poisson arrivals, requests/s (open loop); or concurrency",
+        json_schema_extra=form("Measured request rate", CALIBRATION, flag="--measured-rate"),
+    )
+    input_len: TokenCount | None = Field(
+        None,
+        description="The run's mean prompt tokens (default: the plan's)",
+        json_schema_extra=form("Measured prompt tokens", CALIBRATION, flag="--measured-input"),
+    )
+    output_len: OutputLen | None = Field(
+        None,
+        description="The run's mean output tokens (default: the plan's)",
+        json_schema_extra=form("Measured output tokens", CALIBRATION, flag="--measured-output"),
+    )
+
+
 class InferenceRequest(ClusterFields, EngineMemoryFields, EnergyFields, PriceMixFields):
     """A serving plan for one replica. Only ``model`` is required."""
 
@@ -146,7 +213,7 @@ class InferenceRequest(ClusterFields, EngineMemoryFields, EnergyFields, PriceMix
         description="Sequences decoded together",
         json_schema_extra=form("Concurrency", "Workload", "1"),
     )
-    engine: Literal["vllm", "vllm-small-gpu", "sglang", "trtllm"] = Field(
+    engine: Engine = Field(
         "vllm",
         description="Serving engine whose scheduler the load model follows (token budget,"
         " sequence cap, mixed or separate prefill steps): vllm (V1, >= 70 GiB GPUs), vllm-small-gpu"
@@ -216,6 +283,11 @@ class InferenceRequest(ClusterFields, EngineMemoryFields, EnergyFields, PriceMix
         description="Mixture-of-experts models: the routed tokens the busiest expert-parallel"
         " rank takes over the balanced share (1: balanced); every step waits for that rank",
         json_schema_extra=form("MoE router imbalance", "Workload", "1"),
+    )
+    calibration: CalibrationIn | None = Field(
+        None,
+        description="A measured run of this deployment: the load model's prefill and decode"
+        " step times are scaled to reproduce its mean TTFT and TPOT (the answer's calibrated)",
     )
     prefill_chunk: TokenCount | None = Field(None, description="Chunked prefill; default whole")
     max_batch_size: Concurrency = Field(2048, description="Largest concurrency the curve tries")
@@ -464,6 +536,33 @@ class PrefixCacheOut(BaseModel):
     ttft_speedup: float
 
 
+class MeansOut(BaseModel):
+    """Mean TTFT and TPOT (s) and output tokens/s at the measured load."""
+
+    ttft_s: float
+    tpot_s: float
+    output_tokens_per_s: float | None
+
+
+class CalibrationOut(BaseModel):
+    """What the calibration fitted and by how much, and the means at the measured load."""
+
+    prefill_scale: float = Field(description="Multiplier on the steps' prompt-chunk time")
+    decode_scale: float = Field(description="Multiplier on the steps' decode time")
+    accelerator: str
+    engine: str
+    source: str
+    input_len: int
+    output_len: int
+    concurrency: int | None
+    request_rate: float | None
+    measured: MeansOut
+    uncalibrated: MeansOut = Field(description="The model's own at the measured load")
+    calibrated: MeansOut = Field(description="The fitted model's at the measured load")
+    steps: int = Field(description="Newton steps the fit took")
+    note: str
+
+
 class InferenceEstimateOut(BaseModel):
     model: str
     accelerator: str
@@ -505,6 +604,9 @@ class InferenceEstimateOut(BaseModel):
     prefix_cache: PrefixCacheOut | None = Field(description="Null at a hit rate of 0")
     launch: LaunchOut
     accuracy: AccuracyOut
+    calibrated: CalibrationOut | None = Field(
+        None, description="With calibration: the scales fitted on the measured run"
+    )
     exact: bool = Field(
         description="Whether the model's architecture is read exactly (parameters, FLOPs and"
         " caches checked against transformers); false for a model read approximately, whose"

@@ -54,7 +54,7 @@ from estimator.timing.gemms import linear_gemm_time
 from estimator.timing.kernels import kernel_profile
 from estimator.xp import Num
 
-__all__ = ["StepTime", "engine_step_time"]
+__all__ = ["StepTime", "engine_step_time", "scaled_step"]
 
 StepTime = Callable[[Num, Num], np.ndarray]
 """Seconds per engine step carrying ``decoding`` sequences and ``prompt_tokens`` (either may be
@@ -193,3 +193,19 @@ def engine_step_time(
         return np.asarray(sum(times.values()), dtype=float)
 
     return step_s
+
+
+def scaled_step(step_s: StepTime, scales: tuple[float, float]) -> StepTime:
+    """``step_s`` with its decode part times ``scales[1]`` and its prompt chunks' part times
+    ``scales[0]`` (a deployment's calibration, ``serving.calibration``): the decode part is the
+    step without its chunks, ``step_s(D, 0)``, the chunks' the rest (the split the load model's
+    ``prefill_time_share`` reads)."""
+    prefill, decode = scales
+    if prefill == 1.0 and decode == 1.0:
+        return step_s
+
+    def scaled(decoding: Num, prompt_tokens: Num) -> np.ndarray:
+        alone = step_s(decoding, 0.0)
+        return np.asarray(decode * alone + prefill * (step_s(decoding, prompt_tokens) - alone))
+
+    return scaled

@@ -24,6 +24,7 @@ from typing import NamedTuple
 from estimator.errors import SpecError
 from estimator.layout.parallel import Parallelism
 from estimator.memory.inference import InferenceMemory, InferenceSetup, inference_memory
+from estimator.serving.calibration import Calibration
 from estimator.serving.curve import (
     ConcurrencyPoint,
     PrefixCacheEffect,
@@ -34,7 +35,7 @@ from estimator.serving.curve import (
     prefix_cache_effect,
     speculation_effect,
 )
-from estimator.serving.engine_step import engine_step_time
+from estimator.serving.engine_step import engine_step_time, scaled_step
 from estimator.serving.load import EnginePreset, LoadPoint, engine_preset
 from estimator.serving.speculative import Replica
 from estimator.serving.steady import (
@@ -138,6 +139,8 @@ class InferenceEstimate:
     speculative: SpeculationEffect | None = None
     prefix_cache: PrefixCacheEffect | None = None
     notes: tuple[str, ...] = field(default=())
+    # on a measured run (``serving.calibration``): the scales the load model's steps carry
+    calibration: Calibration | None = None
     # prefill's share of the GPU time at the load the throughput is (the cost split's; the
     # token prices' in ``estimator.energy.token_prices``)
     prefill_time_share: float = 0.0
@@ -522,6 +525,7 @@ def estimate_load(
         model, accelerator, parallel, setup, precision, mixed=preset.mixed,
         cluster=cluster or cluster_of(accelerator), busy_groups=busy,
     )  # fmt: skip
+    step_s = scaled_step(step_s, preset.step_scales)  # a deployment's calibration, if any
     scheduler = group_scheduler(setup, layout, preset, busy, memory, step_s, request_rate)
     steady = steady_state(scheduler, ttft_target_s, tpot_target_s)
     if setup.num_prompts is None:

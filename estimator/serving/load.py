@@ -126,6 +126,9 @@ class EnginePreset:
     kv_block_tokens: int = 16
     # how the engine splits the layers over pipeline stages (``layout.pipeline.SERVING_SPLITS``)
     pp_split: ServingSplitRule = "vllm"
+    # (prefill, decode) multipliers on the engine step's prompt and decode time, fitted on a
+    # deployment's own benchmark (``serving.calibration``); (1, 1): the model as it stands
+    step_scales: tuple[float, float] = (1.0, 1.0)
 
     def slots(self, kv_slots: int) -> int:
         """Requests a replica runs at once: the engine's sequence cap or what the KV cache

@@ -292,7 +292,11 @@ def _best_per_stack(
         if sweep.objective in RANK_COLUMN:
             what = "cost" if sweep.objective == "cost" else "energy"
             col = RANK_COLUMN[sweep.objective]
-            gap = f"{r[col] / best[col]:.2f}x the {what} per token"
+            gap = (
+                f"{r[col] / best[col]:.2f}x the {what} per token"
+                if best[col] > 0
+                else f"{r[col]:.3g} against {best[col]:.3g} {what} per token"  # a free price
+            )
         else:
             gap = f"{r['tokens_per_s'] / best['tokens_per_s']:.0%} of the throughput"
         rank = len(out) + len(added) + 1
