@@ -20,7 +20,7 @@ $(VENV)/.installed-base: pyproject.toml | $(BIN)/python
 # and, as calibration data, aiconfigurator-core's measured operator tables (Apache-2.0; without
 # its dependencies, with pyarrow to read them): tests/test_measured_kernels.py checks the shipped
 # estimator/catalog/kernels/ equal a fresh validation/derive_kernels.py. Never a serve dependency.
-CALIBRATION_DATA := aiconfigurator-core==0.12.0 pyarrow
+CALIBRATION_DATA := aiconfigurator-core==0.12.0 pyarrow==26.0.1
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[test,groundtruth]"
 	$(BIN)/python -m pip install --quiet --no-deps $(CALIBRATION_DATA)
