@@ -6,7 +6,7 @@ chart draws (``estimator.timing.schedule``)."""
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from typing import TYPE_CHECKING, Any
 
 from app.schemas.run import ReliabilityFields
@@ -34,15 +34,8 @@ SCHEDULE_MICROBATCHES = 8
 
 
 def reliability_of(req: ReliabilityFields) -> Reliability:
-    return Reliability(
-        interruptions_per_gpu_hour=req.interruptions_per_gpu_hour,
-        restart_s=req.restart_s,
-        checkpoint_interval_s=req.checkpoint_interval_s,
-        storage_gb_per_s_per_gpu=req.storage_gb_per_s_per_gpu,
-        async_checkpoint=req.async_checkpoint,
-        spare_gpus=req.spare_gpus,
-        checkpoints_kept=req.checkpoints_kept,
-    )
+    """The request's reliability fields, named as the core's ``Reliability`` names them."""
+    return Reliability(**{f.name: getattr(req, f.name) for f in fields(Reliability)})
 
 
 def effective_answer(plan: TrainingPlan, e: TrainingEstimate) -> dict[str, Any]:

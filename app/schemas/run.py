@@ -15,18 +15,20 @@ from estimator.timing.effective import (
     INTERRUPTIONS_PER_GPU_HOUR,
     RESTART_S,
     STORAGE_GB_PER_S_PER_GPU,
+    Reliability,
 )
 
 __all__ = ["EffectiveOut", "JobOut", "ReliabilityFields"]
 
 GROUP = "Run"
+_DEFAULT = Reliability()  # each knob's one default: the core's
 
 
 class ReliabilityFields(Request):
     """How the run is interrupted and recovers."""
 
     interruptions_per_gpu_hour: Annotated[float, Field(ge=0, le=1)] = Field(
-        INTERRUPTIONS_PER_GPU_HOUR,
+        _DEFAULT.interruptions_per_gpu_hour,
         description="Unexpected job interruptions per GPU-hour (1.97e-5: Llama 3 405B's 419 in"
         " 54 days on 16,384 H100s; OPT-175B's A100s saw about 3.7x as many)",
         json_schema_extra=form(
@@ -34,37 +36,37 @@ class ReliabilityFields(Request):
         ),
     )
     restart_s: Annotated[float, Field(ge=0, le=86_400)] = Field(
-        RESTART_S,
+        _DEFAULT.restart_s,
         description="Seconds from an interruption to training again: detect, reschedule onto a"
         " healthy node, reload the checkpoint (600: what Llama 3's >90% effective time over 466"
         " interruptions leaves)",
         json_schema_extra=form("Restart (s)", GROUP, f"{RESTART_S:g}"),
     )
     checkpoint_interval_s: Annotated[float, Field(gt=0, le=1e7)] | None = Field(
-        None,
+        _DEFAULT.checkpoint_interval_s,
         description="Seconds of training between checkpoints; default: the interval that"
         " minimizes the run's wall-clock (Young / Daly)",
         json_schema_extra=form("Checkpoint interval (s)", GROUP, "optimal"),
     )
     storage_gb_per_s_per_gpu: Annotated[float, Field(gt=0, le=1000)] = Field(
-        STORAGE_GB_PER_S_PER_GPU,
+        _DEFAULT.storage_gb_per_s_per_gpu,
         description="Checkpoint write bandwidth per GPU of the job, GB/s (0.122: Llama 3's"
         " Tectonic, 2 TB/s sustained for 16,384 GPUs)",
         json_schema_extra=form("Storage GB/s per GPU", GROUP, f"{STORAGE_GB_PER_S_PER_GPU:.3g}"),
     )
     async_checkpoint: bool = Field(
-        True,
+        _DEFAULT.async_checkpoint,
         description="Save asynchronously (Megatron-Core async_save, PyTorch DCP async_save):"
         " training waits for the copy to host memory only",
         json_schema_extra=form("Asynchronous checkpoints", GROUP),
     )
     spare_gpus: Annotated[int, Field(ge=0, le=100_000)] = Field(
-        0,
+        _DEFAULT.spare_gpus,
         description="Hot-spare GPUs held beside the job, paid for the whole run",
         json_schema_extra=form("Hot-spare GPUs", GROUP, "0"),
     )
     checkpoints_kept: Annotated[int, Field(ge=1, le=1000)] = Field(
-        2,
+        _DEFAULT.checkpoints_kept,
         description="Checkpoints kept on storage at once (the storage footprint)",
         json_schema_extra=form("Checkpoints kept", GROUP, "2"),
     )

@@ -19,6 +19,7 @@ def schedule_figure(schedule: Schedule, microbatches: int, step_bubble: float) -
     ``microbatches``); the title gives the shown schedule's idle share and the whole step's
     bubble as the time model charges it (``step_bubble`` of the step)."""
     data: list[dict[str, Any]] = []
+    interleaved = any(o.chunk for o in schedule.operations)  # label chunks only where they are
     for kind, (label, color) in KINDS.items():
         ops = [o for o in schedule.operations if o.kind == kind]
         data.append(
@@ -29,7 +30,9 @@ def schedule_figure(schedule: Schedule, microbatches: int, step_bubble: float) -
                 "y": [f"stage {o.stage}" for o in ops],
                 "x": [o.end_s - o.start_s for o in ops],
                 "base": [o.start_s for o in ops],
-                "text": [_label(o.microbatch, o.chunk, schedule) for o in ops],
+                "text": [
+                    f"{o.microbatch}.{o.chunk}" if interleaved else str(o.microbatch) for o in ops
+                ],
                 "textposition": "inside" if len(ops) <= LABELLED else "none",
                 "insidetextanchor": "middle",
                 "marker": {"color": color, "line": {"color": "#fff", "width": 1}},
@@ -58,8 +61,3 @@ def schedule_figure(schedule: Schedule, microbatches: int, step_bubble: float) -
             },
         },
     }
-
-
-def _label(microbatch: int, chunk: int, schedule: Schedule) -> str:
-    interleaved = any(o.chunk for o in schedule.operations)
-    return f"{microbatch}.{chunk}" if interleaved else str(microbatch)

@@ -50,6 +50,7 @@ from estimator.counts.params import count_params
 from estimator.errors import SpecError
 from estimator.finetune import FULL, adapters
 from estimator.memory.training_tables import memory_tables
+from estimator.timing.rates import SECONDS_PER_HOUR
 from estimator.xp import Num, maximum, minimum, where
 
 if TYPE_CHECKING:
@@ -73,7 +74,6 @@ __all__ = [
 INTERRUPTIONS_PER_GPU_HOUR = 419 / (16_384 * 54 * 24)
 RESTART_S = 600.0
 STORAGE_GB_PER_S_PER_GPU = 2_000 / 16_384
-SECONDS_PER_HOUR = 3600.0
 
 
 @dataclass(frozen=True)
@@ -156,19 +156,19 @@ def optimal_interval_s(blocking_s: Num, mtbf_s: Num, restart_s: float = 0.0) -> 
 
 def _cadence(
     gpus: Num, state_bytes: Num, host_link_gb_per_s: float, r: Reliability, step_s: Num
-) -> tuple[Num, Num, Num, Num, Num]:
+) -> tuple[Num, Num, Num, Num, Num, Num]:
     """The job's mean time between interruptions, a checkpoint's write and blocking time, the
-    interval between checkpoints (``r``'s, or the optimum: at least a step, and for an
-    asynchronous save at least its write, which must end before the next starts) and what an
-    interruption loses (the restart, half an interval and its save)."""
+    interval between checkpoints (``r``'s, or the optimum: at least the floor, a step and for an
+    asynchronous save its write, which must end before the next starts), what an interruption
+    loses (the restart, half an interval and its save) and that floor."""
     mtbf = SECONDS_PER_HOUR / (r.interruptions_per_gpu_hour * gpus)
     write = state_bytes / (r.storage_gb_per_s_per_gpu * 1e9 * gpus)
     blocking = state_bytes / gpus / (host_link_gb_per_s * 1e9) if r.async_checkpoint else write
+    floor = maximum(write, step_s) if r.async_checkpoint else step_s
     interval = r.checkpoint_interval_s
     if interval is None:
-        floor = maximum(write, step_s) if r.async_checkpoint else step_s
         interval = maximum(optimal_interval_s(blocking, mtbf, r.restart_s), floor)
-    return mtbf, write, blocking, interval, r.restart_s + (interval + blocking) / 2
+    return mtbf, write, blocking, interval, r.restart_s + (interval + blocking) / 2, floor
 
 
 def effective_fraction(
@@ -176,7 +176,9 @@ def effective_fraction(
 ) -> Num:
     """``effective_run``'s effective time fraction, for numbers or arrays of layouts (the
     sweep's): 0 for a run that never finishes."""
-    mtbf, _, blocking, interval, lost = _cadence(gpus, state_bytes, host_link_gb_per_s, r, step_s)
+    mtbf, _, blocking, interval, lost, _ = _cadence(
+        gpus, state_bytes, host_link_gb_per_s, r, step_s
+    )
     checkpointing = 1 + where(interval > 0, blocking / maximum(interval, 1e-30), 0.0)
     return maximum(1 - lost / mtbf, 0.0) / checkpointing
 
@@ -195,12 +197,11 @@ def effective_run(
     share to the host over ``host_link_gb_per_s`` when saves are asynchronous. Checkpoints are
     taken between steps of ``step_s``: at most one a step."""
     r = reliability
-    mtbf, write, blocking, interval, lost = _cadence(
+    mtbf, write, blocking, interval, lost, floor = _cadence(
         gpus, state_bytes, host_link_gb_per_s, r, step_s
     )
     why = "as stated"
     if r.checkpoint_interval_s is None:
-        floor = max(write, step_s) if r.async_checkpoint else step_s
         why = "the optimum" if interval > floor else "a step, or the write, where longer"
     if lost >= mtbf:
         raise SpecError(
