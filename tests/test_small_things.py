@@ -90,3 +90,20 @@ def test_the_accuracy_page_says_where_the_planner_is_weak() -> None:
     assert "TTFT under load" not in re.search(  # type: ignore[union-attr]
         r'<section id="weak-spots">(.*?)</section>', narrow, re.S
     ).group(1)
+
+
+def test_a_training_fp8_recipe_in_a_serving_plan_says_its_weights_are_not_fp8() -> None:
+    """The "fp8" preset is Transformer Engine's training recipe (bf16 weights, fp8 GEMM copies):
+    a serving plan given it counts bf16 weights in memory, which a served FP8 checkpoint does not
+    hold; the answer says so and names the serving preset, which gets no such note."""
+
+    def recipe_notes(precision: str) -> list[str]:
+        body = {"model": "llama-3.1-70b", "accelerator": "h100-sxm-80gb", "layout": {"tp": 2},
+                "precision": precision, "input_len": 2048, "output_len": 512}  # fmt: skip
+        r = client.post("/api/v1/inference/estimate", json=body)
+        assert r.status_code == 200, r.text
+        return [n for n in r.json()["notes"] if "training recipe" in n]
+
+    (note,) = recipe_notes("fp8")
+    assert "bf16" in note and "fp8-serving" in note
+    assert recipe_notes("fp8-serving") == [] and recipe_notes("bf16") == []

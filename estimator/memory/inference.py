@@ -411,6 +411,26 @@ def _check_attention_dp(model: ModelSpec, p: Parallelism) -> None:
         )
 
 
+_RUNTIME_NOTE = (
+    "Runtime overhead (CUDA context, CUDA graphs, NCCL) is a planning default of"
+    f" {RUNTIME_OVERHEAD_BYTES / GIB:.1f} GiB."
+)
+
+
+def _recipe_notes(precision: Precision) -> list[str]:
+    """What a training recipe's precision (bf16 weights, low-precision copies the GEMMs read)
+    means in a serving plan: not a served quantized checkpoint, which holds only those."""
+    if precision.weight_cache is None:
+        return []
+    fmt, stored = precision.weight_cache, precision.weights
+    return [
+        f"Precision {precision.name} is a training recipe: the weights are held in {stored} and"
+        f" the GEMMs read {fmt} copies of them, so memory counts {stored} weights while the step"
+        f" reads {fmt} ones. A served {fmt} checkpoint holds only the quantized weights: plan it"
+        f' with a serving preset (fp8-serving, nvfp4-serving) or precision {{"weights": "{fmt}"}}.'
+    ]
+
+
 def inference_memory(
     model: ModelSpec,
     accelerator: Accelerator,
@@ -494,10 +514,7 @@ def inference_memory(
         total = _total_bytes(values)
         if total > best_total:
             best, best_total = values, total
-    notes = [
-        f"Runtime overhead (CUDA context, CUDA graphs, NCCL) is a planning default of "
-        f"{RUNTIME_OVERHEAD_BYTES / GIB:.1f} GiB."
-    ]
+    notes = [_RUNTIME_NOTE, *_recipe_notes(precision)]
     cores = [k.attention for k in model.kinds if k.attention is not None]
     if any(a.window for a in cores):
         notes.append("Sliding-window layers cache at most their window of tokens.")
