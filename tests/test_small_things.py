@@ -105,5 +105,7 @@ def test_a_training_fp8_recipe_in_a_serving_plan_says_its_weights_are_not_fp8() 
         return [n for n in r.json()["notes"] if "training recipe" in n]
 
     (note,) = recipe_notes("fp8")
-    assert "bf16" in note and "fp8-serving" in note
+    assert "bf16" in note and "as fp8-serving" in note
+    (note,) = recipe_notes("mxfp8")  # no mxfp8 serving preset: only the weights' format is named
+    assert "-serving" not in note and '{"weights": "mxfp8"}' in note
     assert recipe_notes("fp8-serving") == [] and recipe_notes("bf16") == []

@@ -55,7 +55,7 @@ from estimator.spec.accelerator import GIB, Accelerator
 from estimator.spec.architecture import Compressor
 from estimator.spec.lengths import LengthDistribution
 from estimator.spec.model import ModelSpec
-from estimator.spec.precision import DTYPES, Precision
+from estimator.spec.precision import DTYPES, PRESETS, Precision
 from estimator.spec.speculative import Speculative, draft_pass, validate_speculative
 from estimator.terms import INFERENCE_MEMORY
 from estimator.xp import Num, maximum, minimum
@@ -423,11 +423,13 @@ def _recipe_notes(precision: Precision) -> list[str]:
     if precision.weight_cache is None:
         return []
     fmt, stored = precision.weight_cache, precision.weights
+    preset = f"{fmt}-serving"
+    how = f"as {preset} or" if preset in PRESETS else "with"
     return [
         f"Precision {precision.name} is a training recipe: the weights are held in {stored} and"
         f" the GEMMs read {fmt} copies of them, so memory counts {stored} weights while the step"
         f" reads {fmt} ones. A served {fmt} checkpoint holds only the quantized weights: plan it"
-        f' with a serving preset (fp8-serving, nvfp4-serving) or precision {{"weights": "{fmt}"}}.'
+        f' {how} precision {{"weights": "{fmt}"}}.'
     ]
 
 
