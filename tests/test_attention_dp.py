@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from app.main import app
 from estimator import Parallelism, count_params, get_accelerator, get_model, get_precision
+from estimator.context import Context
 from estimator.errors import SpecError
 from estimator.layout.ranks import group_shapes
 from estimator.memory.inference import InferenceSetup, inference_memory
@@ -57,18 +58,18 @@ def test_experts_route_every_groups_tokens_and_exchange_them() -> None:
     prof = kernel_profile(H100.id)
     net = cluster_of(H100)
     p = serving_layout(QWEN, DP4)
-    args = (QWEN, H100, prof, p, BF16)
-    alike = decode_kinds(*args, 16, 1500, net)
-    stated = decode_kinds(*args, 16, 1500, net, expert_batch=64)
-    alone = decode_kinds(*args, 16, 1500, net, expert_batch=16)
+    c = Context(QWEN, H100, prof, p, BF16, net)
+    alike = decode_kinds(c, 16, 1500)
+    stated = decode_kinds(c, 16, 1500, expert_batch=64)
+    alone = decode_kinds(c, 16, 1500, expert_batch=16)
     assert [float(t) for t in alike[0]] == [float(t) for t in stated[0]]
     assert float(alone[0][0]) < float(alike[0][0])  # fewer routed rows: fewer expert weights read
     size, stride = group_shapes(p)["ep"]
     copies = 16 * 8 * QWEN.hidden_size  # 16 tokens, top-8 copies of h values each
     by_hand = 2 * collective_time(H100, prof, "all_to_all", copies * 2, size, stride, net)
-    assert float(expert_exchange(*args, 16, net)) == pytest.approx(by_hand, rel=1e-12)
-    assert expert_exchange(QWEN, H100, prof, serving_layout(QWEN, Parallelism(tp=4, ep=4)),
-                           BF16, 16, net) == 0.0  # fmt: skip
+    assert float(expert_exchange(c, 16)) == pytest.approx(by_hand, rel=1e-12)
+    tp_only = c.with_layout(serving_layout(QWEN, Parallelism(tp=4, ep=4)))
+    assert expert_exchange(tp_only, 16) == 0.0
 
 
 def test_a_lone_prompt_routes_only_its_own_tokens() -> None:

@@ -12,11 +12,12 @@ from fastapi.testclient import TestClient
 
 from app.main import app
 from estimator import Parallelism, TrainingSetup, get_accelerator, get_model, get_precision
+from estimator.context import Context
 from estimator.spec.cluster import cluster_of
 from estimator.spec.precision import DTYPES
 from estimator.timing import collectives as rules
 from estimator.timing.kernels import copy_time, kernel_profile
-from estimator.timing.layer import layer_time, training_attention_format
+from estimator.timing.layer import LayerRun, layer_time, training_attention_format
 from estimator.timing.training import TimingOptions, estimate_training
 from estimator.timing.training_notes import DISPATCHER_NOTES
 
@@ -29,20 +30,9 @@ SEQ, MBS = 4096, 1
 def _layer(p: Parallelism, flex: bool) -> Any:
     kind = next(k for k in QWEN.kinds if any(m.copies > 1 for m in k.linears))
     index = QWEN.kinds.index(kind)
-    return layer_time(
-        QWEN,
-        kind,
-        index,
-        H100,
-        kernel_profile(H100.id),
-        p,
-        BF16,
-        SEQ,
-        MBS,
-        cluster_of(H100),
-        attention_format=training_attention_format(BF16),
-        dedup_domains=flex,
-    )
+    c = Context(QWEN, H100, kernel_profile(H100.id), p, BF16, cluster_of(H100))
+    run = LayerRun(attention_format=training_attention_format(BF16), dedup_domains=flex)
+    return layer_time(c, index, SEQ, MBS, run)
 
 
 def _copies(p: Parallelism, passes: int) -> float:

@@ -8,6 +8,7 @@ from fastapi.testclient import TestClient
 
 from app.main import app
 from estimator import Parallelism, TrainingSetup, get_accelerator, get_model, get_precision
+from estimator.context import Context
 from estimator.errors import SpecError
 from estimator.memory.training import training_memory
 from estimator.timing.gemms import linear_gemm_time
@@ -38,8 +39,9 @@ def test_the_busiest_rank_sets_the_expert_gemms() -> None:
     tokens = 4096 / LAYOUT.cp
     dense_only = [m for m in kind.linears if m.copies == 1]
     assert dense_only and len(dense_only) < len(kind.linears)
-    base = linear_gemm_time(MIXTRAL, kind, H100, prof, LAYOUT, BF16, tokens)
-    loaded = linear_gemm_time(MIXTRAL, kind, H100, prof, LAYOUT, BF16, tokens, 1.5)
+    c = Context.of(MIXTRAL, H100, LAYOUT, BF16, prof=prof)
+    base = linear_gemm_time(c, kind, tokens)
+    loaded = linear_gemm_time(c, kind, tokens, 1.5)
     assert 1.0 < loaded / base < 1.5
     slow = estimate_training(MIXTRAL, H100, LAYOUT, _setup(moe_imbalance=1.5), BF16)
     fast = estimate_training(MIXTRAL, H100, LAYOUT, _setup(), BF16)

@@ -187,13 +187,12 @@ def test_zero3_with_a_stage_of_the_embedding_alone() -> None:
     """A stage holding only the embedding (0 decoder layers, an uneven split) under ZeRO-3 has
     no layer to gather: the step time counts none there instead of dividing by zero (the API
     fuzz test found a layout whose slowest stage was such a stage)."""
-    from estimator.timing.training import TimingOptions, training_time_terms
+    from estimator.context import Context
+    from estimator.timing.training import Held, TimingOptions, training_time_terms
 
     model = get_model("llama-3-8b")
     p = Parallelism(tp=1, pp=2, dp=2, zero_stage=3, stage_layers=(0, model.num_layers))
     setup = TrainingSetup(4096, 1, 2)
-    t = training_time_terms(
-        model, get_accelerator("h100-sxm-80gb"), p, setup, get_precision("bf16"),
-        params_on_gpu=1e9, optimizer_states_bytes=8e9, stages=(0,), options=TimingOptions(),
-    )  # fmt: skip
+    c = Context.of(model, get_accelerator("h100-sxm-80gb"), p, get_precision("bf16"))
+    t = training_time_terms(c, setup, Held(1e9, 8e9), (0,), TimingOptions())
     assert t["stage"] == 0 and t["zero3_comm"] == 0.0 and t["step_s"] > 0

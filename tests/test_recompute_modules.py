@@ -21,13 +21,14 @@ from estimator import (
     get_precision,
     training_memory,
 )
+from estimator.context import Context
 from estimator.memory.activation_bytes import item_bytes
 from estimator.memory.activations import layer_items, recomputed_items
 from estimator.spec.cluster import cluster_of
 from estimator.spec.precision import DTYPES
 from estimator.sweep.training import TrainingSearch, TrainingWorkload, sweep_training
 from estimator.timing.kernels import kernel_profile, memory_time
-from estimator.timing.layer import layer_time, training_attention_format
+from estimator.timing.layer import LayerRun, layer_time, training_attention_format
 from estimator.timing.training import TimingOptions, estimate_training
 
 H100 = get_accelerator("h100-sxm-80gb")
@@ -101,10 +102,9 @@ def test_without_core_attn_the_score_matrices_stay() -> None:
 def test_a_recomputed_moe_layer_runs_again_in_the_backward() -> None:
     kind = QWEN.kinds[0]
     prof = kernel_profile(H100.id)
-    lt = layer_time(
-        QWEN, kind, 0, H100, prof, P, BF16, SEQ, 1, cluster_of(H100),
-        attention_format=training_attention_format(BF16), dedup_domains=True,
-    )  # fmt: skip
+    c = Context(QWEN, H100, prof, P, BF16, cluster_of(H100))
+    run = LayerRun(attention_format=training_attention_format(BF16), dedup_domains=True)
+    lt = layer_time(c, 0, SEQ, 1, run)
     flops = [(m.component, m.forward_flops_per_token()) for m in kind.linears]
     moe_flops = sum(f for part, f in flops if part in ("experts", "router"))
     share = moe_flops / sum(f for _, f in flops)

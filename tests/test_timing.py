@@ -17,6 +17,7 @@ from estimator import (
     get_model,
     get_precision,
 )
+from estimator.context import Context
 from estimator.layout.sharding import (
     StageShape,
     distinct_stages,
@@ -28,7 +29,7 @@ from estimator.serving.steps import decode_kinds, pipeline, stage_times
 from estimator.spec.cluster import cluster_of
 from estimator.timing.eager_ops import EagerExpertOps, expert_eager_ops
 from estimator.timing.kernels import collective_time, gemm_time, kernel_profile
-from estimator.timing.layer import layer_time, training_attention_format
+from estimator.timing.layer import LayerRun, layer_time, training_attention_format
 from estimator.timing.training import TimingOptions, estimate_training
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -226,24 +227,13 @@ def test_fp8_training_runs_attention_at_the_bf16_rate() -> None:
     model = get_model("llama-3-8b")
     setup = TrainingSetup(seq_len=8192, micro_batch_size=1, global_batch_size=8)
     layout = Parallelism(dp=8)
-    kind = model.kinds[0]
     prof = kernel_profile(H100.id)
     times = {}
     for name in ("bf16", "fp8"):
         prec = get_precision(name)
-        lt = layer_time(
-            model,
-            kind,
-            0,
-            H100,
-            prof,
-            layout,
-            prec,
-            setup.seq_len,
-            1,
-            cluster_of(H100),
-            attention_format=training_attention_format(prec),
-        )
+        c = Context(model, H100, prof, layout, prec, cluster_of(H100))
+        run = LayerRun(attention_format=training_attention_format(prec))
+        lt = layer_time(c, 0, setup.seq_len, 1, run)
         times[name] = lt
     assert times["fp8"].attention == pytest.approx(times["bf16"].attention)
     assert times["fp8"].gemm < 0.7 * times["bf16"].gemm
@@ -318,7 +308,7 @@ def test_pipeline_ranks_alike_are_timed_once(model_id: str) -> None:
         prec = get_precision("bf16")
         batch = np.array([1, 8, 64])
         prof = kernel_profile(H100.id)
-        kinds = decode_kinds(model, H100, prof, p, prec, batch, 2048.0, cluster_of(H100))
+        kinds = decode_kinds(Context(model, H100, prof, p, prec, cluster_of(H100)), batch, 2048.0)
         head = 1e-4 * batch  # any head time; the last rank carries it
         fast = pipeline(stage_times(kinds, shapes, head), pp)
         slow = pipeline(stage_times(kinds, tuple(every), head), pp)
@@ -361,18 +351,17 @@ def test_moe_dispatcher_copies_are_timed() -> None:
     ep1 = estimate_training(model, H100, Parallelism(tp=1, pp=1, dp=8), setup, BF16)
     ep8 = estimate_training(model, H100, Parallelism(tp=1, pp=1, dp=8, ep=8), setup, BF16)
     assert ep1.time.forward_s > 0 and ep8.time.breakdown["ep_comm"] > 0
-    kind = model.kinds[0]
     prof = kernel_profile(H100.id)
-    args = (model, kind, 0, H100, prof)
-    base = layer_time(*args, Parallelism(tp=1, pp=1, dp=8), BF16, 4096, 1, cluster_of(H100))
-    split = layer_time(*args, Parallelism(tp=1, pp=1, dp=8, ep=4), BF16, 4096, 1, cluster_of(H100))
+    c = Context(model, H100, prof, Parallelism(tp=1, pp=1, dp=8), BF16, cluster_of(H100))
+    base = layer_time(c, 0, 4096, 1)
+    split = layer_time(c.with_layout(Parallelism(tp=1, pp=1, dp=8, ep=4)), 0, 4096, 1)
     routed_bytes = 4096 * model.moe.top_k * model.hidden_size * 2  # type: ignore[union-attr]
     # Two more passes (read + write) of the routed tokens once experts are split over ranks
     # that hold two each (8 experts over EP 4).
     extra = split.elementwise - base.elementwise
     assert extra > 2 * 2 * routed_bytes / (H100.hbm_bytes_per_s * prof.memory_efficiency) * 0.5
     # One expert a rank (EP 8): nothing to sort (token_dispatcher.py: num_local_experts > 1).
-    one = layer_time(*args, Parallelism(tp=1, pp=1, dp=8, ep=8), BF16, 4096, 1, cluster_of(H100))
+    one = layer_time(c.with_layout(Parallelism(tp=1, pp=1, dp=8, ep=8)), 0, 4096, 1)
     assert one.elementwise == base.elementwise
 
 
@@ -477,9 +466,9 @@ def test_gpt_oss_eager_expert_ops_are_timed() -> None:
     rec_without = estimate_training(unclamped, H100, p, moe_act, BF16).time.recompute_s
     assert rec - rec_without == pytest.approx(36 * clamp_f)
 
-    args = (model, model.kinds[0], 0, H100, prof, p, BF16, 4096, 1, cluster_of(H100))
+    args = (Context(model, H100, prof, p, BF16, cluster_of(H100)), 0, 4096, 1)
     assert layer_time(*args).eager_forward > 0
-    assert layer_time(*args, grouped_experts=True).eager_forward == 0
+    assert layer_time(*args, LayerRun(grouped_experts=True)).eager_forward == 0
     notes = estimate_training(get_model("gpt-oss-120b"), H100, p, setup, BF16).notes
     said = [n for n in notes if n.startswith("Routed experts: the eager PyTorch kernels")]
     assert any(n.startswith("YaRN rotary embedding scaled by 1.347") for n in notes)
@@ -510,5 +499,5 @@ def test_yarn_attention_factor_runs_the_unfused_rope() -> None:
     assert yarn.forward_s - fused.forward_s == pytest.approx(36 * fwd)
     assert yarn.backward_s - fused.backward_s == pytest.approx(36 * bwd)
     # serving engines take the factor into their rotary kernels' cos and sin
-    args = (model, model.kinds[0], 0, H100, prof, p, BF16, 4096, 1, cluster_of(H100))
-    assert layer_time(*args, grouped_experts=True).eager_forward == 0
+    args = (Context(model, H100, prof, p, BF16, cluster_of(H100)), 0, 4096, 1)
+    assert layer_time(*args, LayerRun(grouped_experts=True)).eager_forward == 0

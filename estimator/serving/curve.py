@@ -33,12 +33,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from estimator.context import Context
 from estimator.layout.parallel import Parallelism
 from estimator.layout.ranks import group_shapes
 from estimator.layout.sharding import StageShape, distinct_stages
 from estimator.memory.inference import InferenceMemory, InferenceSetup
 from estimator.serving.speculative import (
-    Replica,
     SpeculativeStep,
     draft_prefill,
     speculative_step,
@@ -112,7 +112,7 @@ class PrefixCacheEffect:
 
 
 def _prefill_stages(
-    r: Replica,
+    r: Context,
     setup: InferenceSetup,
     batch: Num,
     stages: tuple[StageShape, ...],
@@ -124,10 +124,8 @@ def _prefill_stages(
     too."""
     prompt = setup.input_len
     own, routed = _group_batch(r.p, batch, prompt - cached)
-    kinds = prefill_kinds(
-        *r.args, prompt, own, r.domain, cached, setup.moe_imbalance, expert_tokens=routed
-    )
-    out = stage_times(kinds, stages, head_time(*r.args, own))
+    kinds = prefill_kinds(r, prompt, own, cached, setup.moe_imbalance, expert_tokens=routed)
+    out = stage_times(kinds, stages, head_time(r, own))
     spec = setup.speculative
     if spec is not None:
         drafted = draft_prefill(r, spec, prompt, own, cached, kinds)
@@ -145,7 +143,7 @@ def _group_batch(p: Parallelism, batch: Num, tokens: Num) -> tuple[Num, Num | No
 
 
 def _lone(
-    r: Replica, prefill: list[dict[str, Num]], stages: tuple[StageShape, ...], tokens: int
+    r: Context, prefill: list[dict[str, Num]], stages: tuple[StageShape, ...], tokens: int
 ) -> dict[str, float]:
     """A lone prompt's TTFT by part (the first entry of ``prefill``'s batch sizes): it crosses
     every stage in turn and is handed from stage to stage, ``tokens`` computed tokens at each
@@ -203,14 +201,14 @@ class BatchTimes(NamedTuple):
         return b * output_len / cycle if cycle else 0.0, pre, dec
 
 
-def batch_times(r: Replica, setup: InferenceSetup, sizes: list[int]) -> BatchTimes:
+def batch_times(r: Context, setup: InferenceSetup, sizes: list[int]) -> BatchTimes:
     """Every batch size the estimate needs (the curve's, the requested concurrency's),
     evaluated at once: the stage formulas take an array of batch sizes. Stages alike take the
     same time: each distinct one is timed once (a 126-stage Llama-3.1-405B has three), from one
     layer of each kind timed once. A lone prompt (the TTFT at light load) is batch size 1, the
     first entry; decode steps run at the mean context over a sequence's decode, ``B / pp``
     sequences a micro-batch."""
-    model, p, pp, args = r.model, r.p, r.p.pp, r.args
+    model, p, pp = r.model, r.p, r.p.pp
     context = setup.input_len + setup.output_len / 2  # the mean over a sequence's decode
     spec, cached = setup.speculative, setup.cached_prompt_tokens
     batch = np.array(sizes, dtype=np.int64)
@@ -220,9 +218,9 @@ def batch_times(r: Replica, setup: InferenceSetup, sizes: list[int]) -> BatchTim
     lone = _lone(r, prefill_stages, stages, setup.input_len - cached)
     per_mb, routed = _group_batch(p, np.maximum(batch / pp, 1.0), 1)
     plain_kinds = decode_kinds(
-        *args, per_mb, context, r.domain, expert_load=setup.moe_imbalance, expert_batch=routed
+        r, per_mb, context, expert_load=setup.moe_imbalance, expert_batch=routed
     )
-    plain = pipeline(stage_times(plain_kinds, stages, head_time(*args, per_mb)), pp)
+    plain = pipeline(stage_times(plain_kinds, stages, head_time(r, per_mb)), pp)
     step = None
     if spec is None:
         decode = per_size(plain, len(sizes))
@@ -302,7 +300,7 @@ def speculation_effect(
     )
 
 
-def prefix_cache_effect(r: Replica, setup: InferenceSetup, t: BatchTimes) -> PrefixCacheEffect:
+def prefix_cache_effect(r: Context, setup: InferenceSetup, t: BatchTimes) -> PrefixCacheEffect:
     """A lone request's TTFT with the prefix cache (``t.lone_s``) against the same prompt
     computed whole."""
     whole = _prefill_stages(r, setup, 1, t.stages, 0)

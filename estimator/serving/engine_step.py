@@ -32,11 +32,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from estimator.context import Context
 from estimator.layout.parallel import Parallelism
 from estimator.layout.sharding import distinct_stages
 from estimator.memory.inference import InferenceSetup
 from estimator.serving.load import decode_steps
-from estimator.serving.speculative import Replica, draft_prefill, draft_step
+from estimator.serving.speculative import draft_prefill, draft_step
 from estimator.serving.steps import (
     decode_kinds,
     head_time,
@@ -51,7 +52,6 @@ from estimator.spec.lengths import LengthDistribution
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import Precision
 from estimator.timing.gemms import linear_gemm_time
-from estimator.timing.kernels import kernel_profile
 from estimator.xp import Num
 
 __all__ = ["StepTime", "engine_step_time", "scaled_step"]
@@ -131,28 +131,24 @@ def engine_step_time(
     computed: ``input_len`` less the prefix-cached ones), on an engine that mixes prompt chunks
     and decodes in one GEMM (``mixed``) or runs them apart. With attention data parallel, one
     group's step, ``busy_groups`` of the ``dp`` groups (default all) carrying load."""
-    prof = kernel_profile(accelerator.id)
     p = serving_layout(model, parallel)
+    c = Context.of(model, accelerator, p, precision, cluster)
     stages = distinct_stages(model, p.pp, p.stage_layers)
     spec = setup.speculative
     q = setup.queries  # tokens a step runs per decoding sequence
     w = workload_of(setup)
     new = w.prompt_new
     context = w.context  # the mean context a decoding sequence reads
-    args = (model, accelerator, prof, p, precision)
     # one prompt (a distribution's token-weighted mean length): chunks take its cost pro rata
     load = setup.moe_imbalance  # the busiest expert-parallel rank's routed share
     others = 0.0 if p.dp == 1 else (p.dp if busy_groups is None else busy_groups) - 1
     flow = w.mean_new / decode_steps(w.mean_output, 1.0 if spec is None else spec.acceptance_length)
     # a prompt chunk's experts: its own tokens (the other groups' are the decode parts')
     alone = None if p.dp == 1 else new
-    prompt = prefill_kinds(
-        *args, w.prompt_len, 1, cluster, w.prompt_cached, load, expert_tokens=alone
-    )
-    replica = Replica(*args, cluster)
+    prompt = prefill_kinds(c, w.prompt_len, 1, w.prompt_cached, load, expert_tokens=alone)
     drafted = None
     if spec is not None and spec.drafting:  # the drafter's pass over one prompt, pro rata too
-        drafted = draft_prefill(replica, spec, w.prompt_len, 1, w.prompt_cached, prompt)
+        drafted = draft_prefill(c, spec, w.prompt_len, 1, w.prompt_cached, prompt)
 
     def step_s(decoding: Num, prompt_tokens: Num) -> np.ndarray:
         level = np.asarray(decoding, dtype=float)
@@ -165,15 +161,15 @@ def engine_step_time(
         # the other busy groups' tokens, at the steady state's mean for this decoding level
         routed = None if p.dp == 1 else others * (rows + d * flow)
         decode = decode_kinds(
-            *args, d, context, cluster, queries=q, expert_load=load,
+            c, d, context, queries=q, expert_load=load,
             expert_batch=None if routed is None else d * (1 + others),
         )  # fmt: skip
         for kind, dk, pk in zip(model.kinds, decode, prompt, strict=True):
             if mixed:  # one GEMM over the decodes' and the chunks' rows
                 own = live * rows + tok
                 gemm = linear_gemm_time(
-                    model, kind, accelerator, prof, p, precision, own, load,
-                    grouped_experts=True, expert_tokens=None if routed is None else own + routed,
+                    c, kind, own, load, grouped_experts=True,
+                    expert_tokens=None if routed is None else own + routed,
                 )  # fmt: skip
             else:
                 gemm = live * dk[0] + frac * pk[0]
@@ -185,10 +181,10 @@ def engine_step_time(
                     live * dk[3] + frac * pk[3],
                 )
             )
-        times = pipeline(stage_times(kinds, stages, head_time(*args, rows)), p.pp)
+        times = pipeline(stage_times(kinds, stages, head_time(c, rows)), p.pp)
         if spec is not None and drafted is not None:  # k passes, the first over the chunks too
-            plain = decode_kinds(*args, d, context, cluster)
-            draft = draft_step(replica, spec, d, context, decode, plain)
+            plain = decode_kinds(c, d, context)
+            draft = draft_step(c, spec, d, context, decode, plain)
             times = {k: v + live * draft[k] + frac * drafted[k] for k, v in times.items()}
         return np.asarray(sum(times.values()), dtype=float)
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import NamedTuple
 
+from estimator.context import Context
 from estimator.errors import SpecError
 from estimator.layout.parallel import Parallelism
 from estimator.memory.inference import InferenceMemory, InferenceSetup, inference_memory
@@ -37,7 +38,6 @@ from estimator.serving.curve import (
 )
 from estimator.serving.engine_step import engine_step_time, scaled_step
 from estimator.serving.load import EnginePreset, LoadPoint, engine_preset
-from estimator.serving.speculative import Replica
 from estimator.serving.steady import (
     MAX_REQUEST_RATE,
     check_finite_run,
@@ -435,7 +435,7 @@ def estimate_inference(
     prof = _kernels(accelerator, engine, kernels, engine is not None or request_rate is not None)
     domain = cluster or cluster_of(accelerator)
     p = serving_layout(model, parallel)
-    replica = Replica(model, accelerator, prof, p, precision, domain)
+    replica = Context(model, accelerator, prof, p, precision, domain)
     conc, spec, targets = setup.concurrency, setup.speculative, (ttft_target_s, tpot_target_s)
     cap = max(min(memory.max_concurrency, max_batch_size), 1)
     points = curve_sizes(cap)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from estimator.context import Context
 from estimator.layout.parallel import Parallelism
 from estimator.layout.sharding import distinct_stages
 from estimator.serving.steps import (
@@ -37,49 +38,31 @@ from estimator.serving.steps import (
     serving_layout,
     stage_times,
 )
-from estimator.spec.accelerator import Accelerator
-from estimator.spec.cluster import Cluster
 from estimator.spec.model import ModelSpec
-from estimator.spec.precision import DTYPES, Precision
+from estimator.spec.precision import DTYPES
 from estimator.spec.speculative import Speculative, draft_pass
 from estimator.timing.gemms import gemm_coefficients
-from estimator.timing.kernels import KernelProfile, gemm_time
+from estimator.timing.kernels import gemm_time
 from estimator.xp import Num
 
-__all__ = ["Replica", "SpeculativeStep", "draft_prefill", "draft_step", "speculative_step"]
+__all__ = ["SpeculativeStep", "draft_prefill", "draft_step", "speculative_step"]
 
 Parts = dict[str, Num]
 
 
-@dataclass(frozen=True, slots=True)
-class Replica:
-    """The target a step runs on: the model, the accelerator and its kernel profile, the
-    serving layout, the formats and the network (``steps``' functions' leading arguments)."""
+def drafting_with(r: Context, draft: ModelSpec) -> Context:
+    """A draft model on the same GPUs, at the target's TP (vLLM's default
+    ``draft_tensor_parallel_size``)."""
+    return r.with_model(draft, serving_layout(draft, Parallelism(tp=r.p.tp)))
 
-    model: ModelSpec
-    acc: Accelerator
-    prof: KernelProfile
-    p: Parallelism
-    precision: Precision
-    domain: Cluster
 
-    @property
-    def args(self) -> tuple[ModelSpec, Accelerator, KernelProfile, Parallelism, Precision]:
-        return self.model, self.acc, self.prof, self.p, self.precision
-
-    def drafting_with(self, draft: ModelSpec) -> Replica:
-        """A draft model on the same GPUs, at the target's TP (vLLM's default
-        ``draft_tensor_parallel_size``)."""
-        layout = serving_layout(draft, Parallelism(tp=self.p.tp))
-        return Replica(draft, self.acc, self.prof, layout, self.precision, self.domain)
-
-    def projection(self, rows: Num, k: int, n: Num, weight_b: float) -> Num:
-        """A (rows x k) @ (k x n) GEMM in the activations' format (the drafters' ``eh_proj``
-        and ``fc`` are unquantized linears in the model's dtype)."""
-        act = DTYPES[self.precision.activations]
-        per_row, row_bytes, fixed = gemm_coefficients(k, n, act.bytes, act.bytes, weight_b)
-        compute = act.compute or "bf16"
-        return gemm_time(self.acc, self.prof, per_row * rows, row_bytes * rows + fixed, compute)
+def projection(r: Context, rows: Num, k: int, n: Num, weight_b: float) -> Num:
+    """A (rows x k) @ (k x n) GEMM in the activations' format (the drafters' ``eh_proj`` and
+    ``fc`` are unquantized linears in the model's dtype)."""
+    act = DTYPES[r.precision.activations]
+    per_row, row_bytes, fixed = gemm_coefficients(k, n, act.bytes, act.bytes, weight_b)
+    compute = act.compute or "bf16"
+    return gemm_time(r.acc, r.prof, per_row * rows, row_bytes * rows + fixed, compute)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +93,7 @@ def _layers(kinds: list[KindTimes], counts: tuple[int, ...]) -> Parts:
 
 
 def _pass(
-    r: Replica, spec: Speculative, batch: Num, context: Num, queries: int, kinds: list[KindTimes]
+    r: Context, spec: Speculative, batch: Num, context: Num, queries: int, kinds: list[KindTimes]
 ) -> Parts:
     """One drafting pass over ``queries`` tokens per sequence: an MTP or EAGLE head's layers
     (``kinds``: the target's layer times at those rows), projection and head, or a draft
@@ -119,40 +102,40 @@ def _pass(
     if one is None:
         if spec.draft is None:
             return _none()
-        d = r.drafting_with(spec.draft)
-        own = decode_kinds(*d.args, batch, context, d.domain, queries=queries)
-        return pipeline(stage_times(own, distinct_stages(d.model, 1), head_time(*d.args, batch)), 1)
+        d = drafting_with(r, spec.draft)
+        own = decode_kinds(d, batch, context, queries=queries)
+        return pipeline(stage_times(own, distinct_stages(d.model, 1), head_time(d, batch)), 1)
     h = r.model.hidden_size
     rows = batch * queries
     out = _layers(kinds, one.counts)
-    gemm = head_time(*r.args, batch, one.head_vocab)
+    gemm = head_time(r, batch, one.head_vocab)
     if one.fuse_every_pass:
-        gemm = gemm + r.projection(rows, one.fuse_in, h, DTYPES[r.precision.activations].bytes)
+        gemm = gemm + projection(r, rows, one.fuse_in, h, DTYPES[r.precision.activations].bytes)
     if one.wide_qkv:  # EAGLE-3's QKV reads h more features (the embedding)
         first = r.model.kinds[r.model.layer_kinds[0]]
         qkv = sum(
             m.out_features for m in first.linears if m.component == "attention" and m.tp == "column"
         )
-        gemm = gemm + r.projection(rows, h, qkv / r.p.tp, DTYPES[r.precision.weights].bytes)
+        gemm = gemm + projection(r, rows, h, qkv / r.p.tp, DTYPES[r.precision.weights].bytes)
     out["gemm"] = out["gemm"] + gemm
     return out
 
 
 def speculative_step(
-    r: Replica, spec: Speculative, batch: Num, context: Num, plain: list[KindTimes]
+    r: Context, spec: Speculative, batch: Num, context: Num, plain: list[KindTimes]
 ) -> SpeculativeStep:
     """The verification and drafting of a step for ``batch`` sequences at ``context`` tokens
     (``plain``: the target's decode kinds at one token per sequence, which the single-token
     drafting passes reuse)."""
     q = spec.queries
-    wide = decode_kinds(*r.args, batch, context, r.domain, queries=q) if q > 1 else plain
-    head = head_time(*r.args, batch * q)
+    wide = decode_kinds(r, batch, context, queries=q) if q > 1 else plain
+    head = head_time(r, batch * q)
     verify = pipeline(stage_times(wide, distinct_stages(r.model, 1), head), 1)
     return SpeculativeStep(verify, draft_step(r, spec, batch, context, wide, plain))
 
 
 def draft_step(
-    r: Replica,
+    r: Context,
     spec: Speculative,
     batch: Num,
     context: Num,
@@ -171,12 +154,12 @@ def draft_step(
     if one is not None and not one.fuse_every_pass:  # EAGLE-3's fusion, once a step
         rows = batch * spec.queries
         act_b = DTYPES[r.precision.activations].bytes
-        draft["gemm"] = draft["gemm"] + r.projection(rows, one.fuse_in, r.model.hidden_size, act_b)
+        draft["gemm"] = draft["gemm"] + projection(r, rows, one.fuse_in, r.model.hidden_size, act_b)
     return draft
 
 
 def draft_prefill(
-    r: Replica,
+    r: Context,
     spec: Speculative,
     prompt: int,
     batch: Num,
@@ -194,11 +177,11 @@ def draft_prefill(
         out = _layers(kinds, one.counts)
         rows = batch * (prompt - cached)
         act_b = DTYPES[r.precision.activations].bytes
-        fuse = r.projection(rows, one.fuse_in, r.model.hidden_size, act_b)
-        out["gemm"] = out["gemm"] + fuse + head_time(*r.args, batch, one.head_vocab)
+        fuse = projection(r, rows, one.fuse_in, r.model.hidden_size, act_b)
+        out["gemm"] = out["gemm"] + fuse + head_time(r, batch, one.head_vocab)
         return out
     if spec.draft is None:
         return _none()
-    d = r.drafting_with(spec.draft)
-    own = prefill_kinds(*d.args, prompt, batch, d.domain, cached)
-    return pipeline(stage_times(own, distinct_stages(d.model, 1), head_time(*d.args, batch)), 1)
+    d = drafting_with(r, spec.draft)
+    own = prefill_kinds(d, prompt, batch, cached)
+    return pipeline(stage_times(own, distinct_stages(d.model, 1), head_time(d, batch)), 1)

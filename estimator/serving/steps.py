@@ -44,25 +44,24 @@ from typing import Any
 
 import numpy as np
 
+from estimator.context import Context
 from estimator.counts.flops import attention_terms, core_pairs_flops
 from estimator.layout.parallel import Parallelism
 from estimator.layout.ranks import group_shapes
 from estimator.layout.sharding import StageShape, padded_vocab
 from estimator.memory.inference import cached_elems
 from estimator.spec.accelerator import Accelerator
-from estimator.spec.cluster import Cluster
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
 from estimator.timing.gemms import gemm_coefficients, linear_gemm_time, weight_read_bytes
 from estimator.timing.kernels import (
-    KernelProfile,
     attention_decode_time,
     attention_verify_time,
     collective_time,
     gemm_time,
     memory_time,
 )
-from estimator.timing.layer import layer_time
+from estimator.timing.layer import LayerRun, layer_time
 from estimator.xp import Num, minimum, where
 
 __all__ = [
@@ -94,27 +93,22 @@ def serving_layout(model: ModelSpec, parallel: Parallelism) -> Parallelism:
     return parallel
 
 
-def expert_exchange(
-    model: ModelSpec,
-    acc: Accelerator,
-    prof: KernelProfile,
-    p: Parallelism,
-    precision: Precision,
-    rows: Num,
-    domain: Cluster,
-) -> Num:
+def expert_exchange(c: Context, rows: Num) -> Num:
     """One MoE layer's token exchange on a rank of an attention data-parallel replica: its
     ``rows`` tokens' top-k copies (its ``1 / tp`` share of its group's) sent to the experts'
     ranks in the GEMM input format and their outputs returned in the activations' (a dispatch
     and a combine all-to-all over the EP group). Zero where the experts sit inside the TP
     group (``dp = 1``: the TP all-reduce combines them)."""
+    model, p = c.model, c.p
     if model.moe is None or p.dp == 1:
         return 0.0
     size, stride = group_shapes(p)["ep"]
     copies = rows / p.tp * model.moe.top_k * model.hidden_size
     return sum(
-        collective_time(acc, prof, "all_to_all", copies * DTYPES[fmt].bytes, size, stride, domain)
-        for fmt in (precision.gemm_inputs, precision.activations)
+        collective_time(
+            c.acc, c.prof, "all_to_all", copies * DTYPES[fmt].bytes, size, stride, c.domain
+        )
+        for fmt in (c.precision.gemm_inputs, c.precision.activations)
     )
 
 
@@ -130,14 +124,9 @@ def serving_attention_format(acc: Accelerator, precision: Precision) -> str:
 
 
 def prefill_kinds(
-    model: ModelSpec,
-    acc: Accelerator,
-    prof: KernelProfile,
-    p: Parallelism,
-    precision: Precision,
+    c: Context,
     prompt: int,
     batch: Num,
-    domain: Cluster,
     cached: int = 0,
     expert_load: float = 1.0,
     expert_tokens: Num | None = None,
@@ -147,21 +136,19 @@ def prefill_kinds(
     times the balanced share (the busiest expert-parallel rank's, which the step waits for).
     With attention data parallel ``batch`` is one group's and ``expert_tokens`` the computed
     tokens every group routes (default: ``dp`` groups alike)."""
-    att = serving_attention_format(acc, precision)
+    model = c.model
+    att = serving_attention_format(c.acc, c.precision)
     terms = attention_terms(model) if cached else ()
     exchange = [
-        expert_exchange(model, acc, prof, p, precision, (prompt - cached) * batch, domain)
-        if kind.routed
-        else 0.0
+        expert_exchange(c, (prompt - cached) * batch) if kind.routed else 0.0
         for kind in model.kinds
     ]
+    run = LayerRun(attention_format=att, expert_load=expert_load, grouped_experts=True)
+    whole_run = run if cached else replace(run, expert_tokens=expert_tokens)
+    new_run = replace(run, expert_tokens=expert_tokens)
     out = []
-    for k, kind in enumerate(model.kinds):
-        whole = layer_time(
-            model, kind, k, acc, prof, p, precision, prompt, batch, domain, attention_format=att,
-            expert_load=expert_load, grouped_experts=True,
-            expert_tokens=None if cached else expert_tokens,
-        )  # fmt: skip
+    for k in range(len(model.kinds)):
+        whole = layer_time(c, k, prompt, batch, whole_run)
         if not cached:
             out.append(
                 (
@@ -172,11 +159,7 @@ def prefill_kinds(
                 )
             )
             continue
-        new = layer_time(
-            model, kind, k, acc, prof, p, precision, prompt - cached, batch, domain,
-            attention_format=att, expert_load=expert_load, grouped_experts=True,
-            expert_tokens=expert_tokens,
-        )  # fmt: skip
+        new = layer_time(c, k, prompt - cached, batch, new_run)
         term = terms[k]
         share = 0.0
         if term is not None:  # the new queries' share of the whole prompt's causal work
@@ -193,14 +176,9 @@ def prefill_kinds(
 
 
 def decode_kinds(
-    model: ModelSpec,
-    acc: Accelerator,
-    prof: KernelProfile,
-    p: Parallelism,
-    precision: Precision,
+    c: Context,
     batch: Num,
     context: Num,
-    domain: Cluster,
     queries: int = 1,
     expert_load: float = 1.0,
     expert_batch: Num | None = None,
@@ -209,13 +187,14 @@ def decode_kinds(
     ``queries`` tokens per sequence (a speculative verification step: more than one). With
     attention data parallel ``batch`` is one group's and ``expert_batch`` the sequences every
     group decodes (default: ``dp`` groups alike)."""
+    model, acc, prof, p, precision = c.model, c.acc, c.prof, c.p, c.precision
     act_b = DTYPES[precision.activations].bytes
     kv_b = DTYPES[precision.kv_cache].bytes
     h = model.hidden_size
     rows = batch * queries if queries != 1 else batch
     expert_rows = None if expert_batch is None else expert_batch * queries
-    exchange = expert_exchange(model, acc, prof, p, precision, rows, domain)
-    allreduce = collective_time(acc, prof, "all_reduce", rows * h * act_b, p.tp, 1, domain)
+    exchange = expert_exchange(c, rows)
+    allreduce = collective_time(acc, prof, "all_reduce", rows * h * act_b, p.tp, 1, c.domain)
     terms = attention_terms(model)
     att_format = serving_attention_format(acc, precision)
     streams = model.stream_traffic_per_block  # hyper-connections' extra traffic (0 without)
@@ -242,16 +221,7 @@ def decode_kinds(
         out.append(
             (
                 linear_gemm_time(
-                    model,
-                    kind,
-                    acc,
-                    prof,
-                    p,
-                    precision,
-                    rows,
-                    expert_load,
-                    grouped_experts=True,
-                    expert_tokens=expert_rows,
+                    c, kind, rows, expert_load, grouped_experts=True, expert_tokens=expert_rows
                 ),
                 attention,
                 memory_time(acc, prof, rows * (8 * h + streams * kind.blocks) * act_b, 3),
@@ -278,24 +248,17 @@ def stage_times(
     return out
 
 
-def head_time(
-    model: ModelSpec,
-    acc: Accelerator,
-    prof: KernelProfile,
-    p: Parallelism,
-    precision: Precision,
-    rows: Num,
-    vocab: int | None = None,
-) -> Num:
+def head_time(c: Context, rows: Num, vocab: int | None = None) -> Num:
     """The output head over ``rows`` rows on one TP rank: the model's vocabulary, or ``vocab``
     rows of a drafter's own head (EAGLE-3's draft vocabulary)."""
+    model, p, precision = c.model, c.p, c.precision
     out = (padded_vocab(model, p.tp) if vocab is None else vocab) / p.tp
     gemm_b = DTYPES[precision.gemm_inputs].bytes
     # fp32 logits out: 4 bytes per output element.
     per_row, row_bytes, fixed = gemm_coefficients(
         model.embed_dim, out, gemm_b, 4, weight_read_bytes(precision)
     )
-    return gemm_time(acc, prof, per_row * rows, row_bytes * rows + fixed, precision.compute)
+    return gemm_time(c.acc, c.prof, per_row * rows, row_bytes * rows + fixed, precision.compute)
 
 
 def pipeline(stage_time: list[dict[str, Num]], pp: int) -> dict[str, Num]:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from estimator.context import Context
 from estimator.counts.flops import Recompute, training_flops
 from estimator.energy import energy_of
 from estimator.layout.parallel import Parallelism
@@ -44,7 +45,7 @@ from estimator.terms import TRAINING_MEMORY
 from estimator.timing.effective import checkpoint_of, effective_fraction
 from estimator.timing.rates import Rates, derive_rates
 from estimator.timing.stacks import stack_profile
-from estimator.timing.training import BREAKDOWN, TimingOptions, training_time_terms
+from estimator.timing.training import BREAKDOWN, Held, TimingOptions, training_time_terms
 
 __all__ = [
     "CODE",
@@ -214,19 +215,15 @@ def evaluate(
     acc, precision, n = block.accelerator, block.precision, g["num_gpus"]
     p, setup = _layout(g, block, workload, split)
     mem = most_loaded_terms(model, p, setup, precision, acc.fp8_any_layout)
-    t = training_time_terms(
-        model,
-        acc,
-        p,
-        setup,
-        precision,
-        params_on_gpu=mem["params_on_gpu"],
-        optimizer_states_bytes=mem["optimizer_states_bytes"],
-        stages=candidate_stages(model, p.pp, p.stage_layers),
-        options=block.options,
-        trainable_params_on_gpu=mem["trainable_params_on_gpu"],
-        expert_params_on_gpu=mem["expert_params_on_gpu"],
+    held = Held(
+        mem["params_on_gpu"],
+        mem["optimizer_states_bytes"],
+        mem["trainable_params_on_gpu"],
+        mem["expert_params_on_gpu"],
     )
+    c = Context.of(model, acc, p, precision, block.options.cluster)
+    stages = candidate_stages(model, p.pp, p.stage_layers)
+    t = training_time_terms(c, setup, held, stages, block.options)
     rates = _rates(model, block, workload, setup, t["step_s"], n)
     out = _columns(block, p.dp, mem, t, rates, split)
     if workload.tokens is not None:

@@ -6,6 +6,7 @@ the ones the step time charges, so the plan and the time breakdown cannot disagr
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from estimator.finetune import linear_weight_bytes
@@ -19,7 +20,8 @@ from estimator.spec.cluster import Cluster, cluster_of
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
 from estimator.timing import collectives as rules
-from estimator.timing.kernels import Collective, collective_time, kernel_profile
+from estimator.timing.kernels import Collective, KernelProfile, collective_time, kernel_profile
+from estimator.xp import Num
 
 __all__ = ["CommEvent", "CommPlan", "communication_plan"]
 
@@ -86,211 +88,357 @@ def communication_plan(
     ep_comm_overlap: bool = False,
 ) -> CommPlan:
     """Every collective one iteration runs on the most-loaded GPU (stage 0 for the layer
-    counts), with message sizes, call counts, group spans and times. ``memory`` is the plan's
-    ``training_memory`` when the caller already has it; ``moe_dispatcher`` the stack's
-    (``flex``: a token crosses to another scale-up domain once, ``collectives.domain_dedup``)."""
+    counts), with message sizes, call counts, group spans and times, dimension by dimension:
+    TP, CP, EP, PP, then DP / ZeRO. ``memory`` is the plan's ``training_memory`` when the
+    caller already has it; ``moe_dispatcher`` the stack's (``flex``: a token crosses to another
+    scale-up domain once, ``collectives.domain_dedup``)."""
     if memory is None:  # the plan's memory estimate, unless the caller has it already
         memory = training_memory(model, accelerator, p, setup, precision)
     prof = kernel_profile(accelerator.id)
     domain = cluster or cluster_of(accelerator)
-    m = setup.microbatches(p.dp)
-    tokens = setup.seq_len * setup.micro_batch_size / p.cp
+    s = _stage(model, p, setup, precision, memory)
+    calls = (
+        *_tp_calls(s, tp_comm_overlap),
+        *_cp_calls(s),
+        *_ep_calls(s, domain.scale_up_domain, moe_dispatcher, ep_comm_overlap),
+        *_pp_calls(s),
+        *_dp_calls(s),
+    )
+    events = tuple(_event(call, s, accelerator, prof, domain) for call in calls)
+    return CommPlan(events, s.microbatches, p.num_gpus)
+
+
+def _event(
+    call: _Call, s: _Stage, accelerator: Accelerator, prof: KernelProfile, domain: Cluster
+) -> CommEvent:
+    """``call`` timed over its group (``collective_time``: scale-up inside a domain, the
+    hierarchy across), with the nodes the group spans."""
+    size, stride = s.groups[call.group]
+    message, far = call.message_bytes, call.far_share
+    t = collective_time(accelerator, prof, call.collective, message, size, stride, domain, far)
+    return CommEvent(
+        call.dimension,
+        call.collective,
+        call.when,
+        float(call.message_bytes),
+        call.message_shape,
+        size,
+        nodes_spanned(size, stride, domain.gpus_per_node),
+        call.calls_per_microbatch,
+        call.calls_per_iteration,
+        float(t),
+        call.overlap,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Stage:
+    """What the most-loaded GPU runs in one iteration, as each dimension's traffic reads it:
+    its stage's layers by kind (``counts``, the MTP depths' on the last stage; ``layers`` their
+    sum), the ``tokens`` of one micro-batch on a rank (``s b / cp``), the ``passes`` that run a
+    layer's TP and EP collectives, the layer kinds selective recompute's modules run again
+    (``recomputed``: their ``Recomputed`` and count) and each group's (size, stride)."""
+
+    model: ModelSpec
+    p: Parallelism
+    setup: TrainingSetup
+    precision: Precision
+    memory: TrainingMemory
+    microbatches: int
+    tokens: float
+    counts: tuple[Num, ...]
+    layers: int
+    passes: int
+    zero_stage: int  # the ZeRO stage the memory model applies (distributed optimizer: 1)
+    recomputed: tuple[tuple[rules.Recomputed, Num], ...]
+    groups: Mapping[str, tuple[int, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One collective of the plan before it is timed: ``group`` names its ``_Stage.groups``
+    entry, ``far_share`` the share of a cross-domain all-to-all's bytes the dispatcher sends
+    (``collective_time``)."""
+
+    dimension: str
+    collective: Collective
+    when: str
+    message_bytes: float
+    message_shape: tuple[int, ...]
+    group: str
+    calls_per_microbatch: float
+    calls_per_iteration: float
+    overlap: str
+    far_share: float = 1.0
+
+
+def _stage(
+    model: ModelSpec,
+    p: Parallelism,
+    setup: TrainingSetup,
+    precision: Precision,
+    memory: TrainingMemory,
+) -> _Stage:
+    """The stage ``memory`` was estimated for (stage 0 for the layer counts, with the MTP
+    depths where it is the last), and one layout's groups: every size and stride an int; dense
+    gradients reduce over dp x cp (``dense_dp``), routed experts' over ``edp``."""
     counts = stage_kind_counts(model, p.pp, p.vp, memory.stage, p.stage_layers)
     counts = with_mtp(model, counts, memory.stage == p.pp - 1, setup.mtp_layers)  # last stage
-    layers = int(sum(counts))
-    passes = rules.collective_passes(setup.recompute)
     modules = setup.selective_modules  # Megatron-Core's recompute modules repeat some of them
-    recomputed = [
+    recomputed = tuple(
         (rules.recomputed_work(model, k, modules), n)
         for k, n in enumerate(counts)
         if n and modules and modules != DEFAULT_RECOMPUTE_MODULES
-    ]
-    events: list[CommEvent] = []
-
-    gpn = domain.gpus_per_node
+    )
     shapes = group_shapes(p)
-    # One layout: every size and stride is an int. Dense gradients reduce over dp x cp.
     groups = {d: (int(shapes[d][0]), int(shapes[d][1])) for d in ("tp", "cp", "ep", "pp")}
     groups["dp"] = (int(shapes["dense_dp"][0]), int(shapes["dense_dp"][1]))
-
-    def add(
-        dim: str,
-        collective: Collective,
-        when: str,
-        message: float,
-        shape: tuple[int, ...],
-        group: str,
-        per_mb: float,
-        per_iter: float,
-        overlap: str,
-        far_share: float = 1.0,
-    ) -> None:
-        size, stride = groups[group]
-        t = collective_time(accelerator, prof, collective, message, size, stride, domain, far_share)
-        events.append(
-            CommEvent(
-                dim,
-                collective,
-                when,
-                float(message),
-                shape,
-                size,
-                nodes_spanned(size, stride, gpn),
-                per_mb,
-                per_iter,
-                float(t),
-                overlap,
-            )
-        )
-
-    h = model.hidden_size
-    if p.tp > 1:
-        msg = float(rules.tp_message_bytes(model, p, tokens, precision))
-        hidden = "overlapped with GEMMs (tp_comm_overlap)" if tp_comm_overlap else "exposed"
-        exchanges = sum(kind.tp_exchanges * n for kind, n in zip(model.kinds, counts, strict=True))
-        calls = exchanges * passes + sum(n * again.tp_exchanges for again, n in recomputed)
-        what = (
-            "each layer, attention and MLP, fwd + bwd"
-            if exchanges == rules.TP_CALLS_PER_LAYER * layers
-            else "each block (token mixer, MLP or experts), fwd + bwd"
-        )
-        for name in rules.tp_collectives(bool(p.sequence_parallel)):
-            add(
-                "tp",
-                name,
-                what,
-                msg,
-                (int(tokens), h),
-                "tp",
-                calls,
-                calls * m,
-                hidden,
-            )
-    if p.cp > 1:
-        for kind, n in zip(model.kinds, counts, strict=True):
-            if n and kind.attention is not None:
-                msg = float(rules.cp_message_bytes(kind, p, tokens, precision))
-                calls = n * (p.cp - 1) * rules.CP_DIRECTIONS
-                add(
-                    "cp",
-                    "send_recv",
-                    f"ring attention, {kind.name} layers, fwd + bwd",
-                    msg,
-                    (int(tokens), rules.cp_width(kind, p)),
-                    "cp",
-                    calls,
-                    calls * m,
-                    "hidden behind blockwise attention",
-                )
-    if model.moe is not None and p.ep > 1:
-        moe_layers = sum(n for kind, n in zip(model.kinds, counts, strict=True) if kind.routed)
-        if moe_layers:
-            msg = float(rules.ep_message_bytes(model, p, tokens, precision))
-            again = sum(n * work.moe for work, n in recomputed)  # MoE layers recomputed whole
-            calls = rules.EP_CALLS_PER_MOE_LAYER * (moe_layers * passes + again)
-            size, stride = groups["ep"]
-            share = 1.0
-            if moe_dispatcher == "flex":
-                share = float(
-                    rules.domain_dedup(model.moe.top_k, size, stride, domain.scale_up_domain)
-                )
-            add(
-                "ep",
-                "all_to_all",
-                "each MoE layer, dispatch and combine, fwd + bwd"
-                + (" and the recomputed forward" if again else ""),
-                msg,
-                (int(tokens / p.tp * model.moe.top_k), h),
-                "ep",
-                calls,
-                calls * m,
-                (
-                    "overlapped with another micro-batch's compute (ep_comm_overlap)"
-                    if ep_comm_overlap
-                    else "exposed"
-                ),
-                share,
-            )
-    if p.pp > 1:
-        msg = float(rules.pp_message_bytes(model, p, tokens, precision))
-        calls = rules.pp_sends_per_microbatch(p.vp)
-        overlap = "overlapped (interleaved schedule)" if p.vp > 1 else "exposed"
-        add(
-            "pp",
-            "send_recv",
-            "stage boundary, activations fwd, gradients bwd",
-            msg,
-            (int(tokens / (p.tp if p.sequence_parallel else 1)), h),
-            "pp",
-            calls,
-            calls * m,
-            overlap,
-        )
-    grad_b = precision.bytes("gradients")
-    w_b = DTYPES[precision.weights].bytes
-    zero = int(p.optimizer_shard_stage)
-    # Dense parameters synchronize over dp x cp, the routed experts over the expert data-parallel
-    # ranks, as the step time charges them.
-    experts = memory.expert_params_on_gpu
-    trained_experts = 0.0 if setup.finetune.frozen else experts  # LoRA: the adapters, dense
-    dense = memory.params_on_gpu - experts
-    parts = [("dp", "", dense, memory.trainable_params_on_gpu - trained_experts)]
     if model.moe is not None:
         groups["edp"] = (int(shapes["edp"][0]), int(shapes["edp"][1]))
-        parts.append(("edp", "routed experts' ", experts, trained_experts))
-    for group, whose, params, trained in parts:
-        if groups[group][0] <= 1:
-            continue
-        if zero >= 3:
-            stored_b = linear_weight_bytes(setup.finetune, precision)
-            layer_w, layer_g = rules.zero3_layer_payloads(
-                params, trained, model.num_layers / p.pp, stored_b, grad_b, setup.finetune.frozen
-            )
-            add(
-                "zero3",
-                "all_gather",
-                f"each layer, {whose}weights for fwd and for bwd",
-                layer_w,
-                (int(layer_w / stored_b),),
-                group,
-                rules.ZERO3_GATHERS_PER_LAYER * layers,
-                rules.ZERO3_GATHERS_PER_LAYER * layers * m,
-                "prefetched behind the previous layer",
-            )
-            add(
-                "zero3",
-                "reduce_scatter",
-                f"each layer, {whose}gradients in bwd",
-                layer_g,
-                (int(layer_g / grad_b),),
-                group,
-                layers,
-                layers * m,
-                "behind the backward pass",
-            )
-        else:
-            sync = rules.dp_sync_collective(zero >= 1)
-            add(
-                "dp",
-                sync,
-                f"end of step, {whose}gradients",
-                trained * grad_b,
-                (int(trained),),
-                group,
-                0,
-                1,
-                "bucketed behind the last backward pass",
-            )
-            if zero >= 1:
-                add(
-                    "dp",
-                    "all_gather",
-                    f"end of step, {whose}updated parameters",
-                    trained * w_b,
-                    (int(trained),),
-                    group,
-                    0,
-                    1,
-                    "behind the next forward pass",
+    return _Stage(
+        model=model,
+        p=p,
+        setup=setup,
+        precision=precision,
+        memory=memory,
+        microbatches=setup.microbatches(p.dp),
+        tokens=setup.seq_len * setup.micro_batch_size / p.cp,
+        counts=tuple(counts),
+        layers=int(sum(counts)),
+        passes=rules.collective_passes(setup.recompute),
+        zero_stage=int(p.optimizer_shard_stage),
+        recomputed=recomputed,
+        groups=groups,
+    )
+
+
+def _tp_calls(s: _Stage, tp_comm_overlap: bool) -> tuple[_Call, ...]:
+    """Tensor parallelism: an all-reduce after attention and after the MLP (Shoeybi et al.
+    2019, Megatron-LM, the ``g`` operator), split by sequence parallelism into an all-gather
+    before and a reduce-scatter after (Korthikanti et al. 2022), in forward and backward
+    (``collectives.collective_passes``), plus the exchanges selective recompute's modules run
+    again. Message: a layer's activations, ``s b / cp x h x activation bytes``
+    (``collectives.tp_message_bytes``); hybrid kinds exchange ``LayerKind.tp_exchanges``
+    times."""
+    model, p = s.model, s.p
+    if p.tp <= 1:
+        return ()
+    msg = float(rules.tp_message_bytes(model, p, s.tokens, s.precision))
+    hidden = "overlapped with GEMMs (tp_comm_overlap)" if tp_comm_overlap else "exposed"
+    exchanges = sum(kind.tp_exchanges * n for kind, n in zip(model.kinds, s.counts, strict=True))
+    calls = exchanges * s.passes + sum(n * again.tp_exchanges for again, n in s.recomputed)
+    what = (
+        "each layer, attention and MLP, fwd + bwd"
+        if exchanges == rules.TP_CALLS_PER_LAYER * s.layers
+        else "each block (token mixer, MLP or experts), fwd + bwd"
+    )
+    shape = (int(s.tokens), model.hidden_size)
+    return tuple(
+        _Call(
+            dimension="tp",
+            collective=name,
+            when=what,
+            message_bytes=msg,
+            message_shape=shape,
+            group="tp",
+            calls_per_microbatch=calls,
+            calls_per_iteration=calls * s.microbatches,
+            overlap=hidden,
+        )
+        for name in rules.tp_collectives(bool(p.sequence_parallel))
+    )
+
+
+def _cp_calls(s: _Stage) -> tuple[_Call, ...]:
+    """Context parallelism: ring attention (Liu et al. 2023; Megatron-Core's ``p2p`` context
+    parallel communication) sends each attention layer's K/V block to the next rank ``cp - 1``
+    times, in forward and again in backward (``collectives.CP_DIRECTIONS``). Message: ``s b /
+    cp x (KV heads / tp, at least one) x (qk + v head dims) x activation bytes``
+    (``collectives.cp_message_bytes``), one event per layer kind with attention."""
+    p = s.p
+    if p.cp <= 1:
+        return ()
+    out = []
+    for kind, n in zip(s.model.kinds, s.counts, strict=True):
+        if n and kind.attention is not None:
+            calls = n * (p.cp - 1) * rules.CP_DIRECTIONS
+            out.append(
+                _Call(
+                    dimension="cp",
+                    collective="send_recv",
+                    when=f"ring attention, {kind.name} layers, fwd + bwd",
+                    message_bytes=float(rules.cp_message_bytes(kind, p, s.tokens, s.precision)),
+                    message_shape=(int(s.tokens), rules.cp_width(kind, p)),
+                    group="cp",
+                    calls_per_microbatch=calls,
+                    calls_per_iteration=calls * s.microbatches,
+                    overlap="hidden behind blockwise attention",
                 )
-    return CommPlan(tuple(events), m, p.num_gpus)
+            )
+    return tuple(out)
+
+
+def _ep_calls(
+    s: _Stage, scale_up_domain: int, moe_dispatcher: str, ep_comm_overlap: bool
+) -> tuple[_Call, ...]:
+    """Expert parallelism: an all-to-all to dispatch and one to combine each MoE layer's routed
+    tokens (Megatron-Core's ``MoEAlltoAllTokenDispatcher``; ``EP_CALLS_PER_MOE_LAYER``), in every
+    pass and again in a MoE layer recomputed whole (``moe`` module). Message: one rank's routed
+    copies, ``s b / (cp tp) x top_k x h x activation bytes`` (``collectives.ep_message_bytes``);
+    the ``flex`` dispatcher (DeepEP, HybridEP) sends a token once per other scale-up domain
+    (``collectives.domain_dedup``)."""
+    model, p = s.model, s.p
+    if model.moe is None or p.ep <= 1:
+        return ()
+    moe_layers = sum(n for kind, n in zip(model.kinds, s.counts, strict=True) if kind.routed)
+    if not moe_layers:
+        return ()
+    again = sum(n * work.moe for work, n in s.recomputed)  # MoE layers recomputed whole
+    calls = rules.EP_CALLS_PER_MOE_LAYER * (moe_layers * s.passes + again)
+    size, stride = s.groups["ep"]
+    share = 1.0
+    if moe_dispatcher == "flex":
+        share = float(rules.domain_dedup(model.moe.top_k, size, stride, scale_up_domain))
+    when = "each MoE layer, dispatch and combine, fwd + bwd"
+    if again:
+        when += " and the recomputed forward"
+    overlap = "exposed"
+    if ep_comm_overlap:
+        overlap = "overlapped with another micro-batch's compute (ep_comm_overlap)"
+    call = _Call(
+        dimension="ep",
+        collective="all_to_all",
+        when=when,
+        message_bytes=float(rules.ep_message_bytes(model, p, s.tokens, s.precision)),
+        message_shape=(int(s.tokens / p.tp * model.moe.top_k), model.hidden_size),
+        group="ep",
+        calls_per_microbatch=calls,
+        calls_per_iteration=calls * s.microbatches,
+        overlap=overlap,
+        far_share=share,
+    )
+    return (call,)
+
+
+def _pp_calls(s: _Stage) -> tuple[_Call, ...]:
+    """Pipeline parallelism: a send/recv of the activations forward and of their gradients
+    backward at each stage boundary, once per micro-batch and virtual stage (Narayanan et al.
+    2021's interleaved 1F1B; ``collectives.pp_sends_per_microbatch``). Message: the residual,
+    ``s b / cp x residual width x activation bytes``, divided by ``tp`` under sequence
+    parallelism (``collectives.pp_message_bytes``)."""
+    p = s.p
+    if p.pp <= 1:
+        return ()
+    calls = rules.pp_sends_per_microbatch(p.vp)
+    call = _Call(
+        dimension="pp",
+        collective="send_recv",
+        when="stage boundary, activations fwd, gradients bwd",
+        message_bytes=float(rules.pp_message_bytes(s.model, p, s.tokens, s.precision)),
+        message_shape=(int(s.tokens / (p.tp if p.sequence_parallel else 1)), s.model.hidden_size),
+        group="pp",
+        calls_per_microbatch=calls,
+        calls_per_iteration=calls * s.microbatches,
+        overlap="overlapped (interleaved schedule)" if p.vp > 1 else "exposed",
+    )
+    return (call,)
+
+
+def _dp_calls(s: _Stage) -> tuple[_Call, ...]:
+    """Data parallelism and ZeRO: the dense parameters synchronize over dp x cp, the routed
+    experts over the expert data-parallel ranks (Megatron-Core's expert data-parallel group), as
+    the step time charges them; ZeRO-3 per layer (``_zero3_calls``), else once per step
+    (``_sync_calls``). With a frozen base (LoRA, QLoRA) the trained parameters are the
+    adapters', all dense."""
+    memory = s.memory
+    experts = memory.expert_params_on_gpu
+    trained_experts = 0.0 if s.setup.finetune.frozen else experts
+    dense = memory.params_on_gpu - experts
+    parts = [("dp", "", dense, memory.trainable_params_on_gpu - trained_experts)]
+    if s.model.moe is not None:
+        parts.append(("edp", "routed experts' ", experts, trained_experts))
+    out: list[_Call] = []
+    for group, whose, params, trained in parts:
+        if s.groups[group][0] <= 1:
+            continue
+        if s.zero_stage >= 3:
+            out += _zero3_calls(s, group, whose, params, trained)
+        else:
+            out += _sync_calls(s, group, whose, trained)
+    return tuple(out)
+
+
+def _zero3_calls(
+    s: _Stage, group: str, whose: str, params: float, trained: float
+) -> tuple[_Call, ...]:
+    """ZeRO-3 / FSDP (Rajbhandari et al. 2020, ZeRO stage 3): each layer's weights all-gathered
+    for the forward and again for the backward (``ZERO3_GATHERS_PER_LAYER``), its gradients
+    reduce-scattered in the backward, every micro-batch. Messages: a layer's share of the
+    stage's ``params`` as stored (NF4 for QLoRA's linears) and of the ``trained`` ones'
+    gradients (``collectives.zero3_layer_payloads``)."""
+    setup, precision = s.setup, s.precision
+    grad_b = precision.bytes("gradients")
+    stored_b = linear_weight_bytes(setup.finetune, precision)
+    layer_w, layer_g = rules.zero3_layer_payloads(
+        params, trained, s.model.num_layers / s.p.pp, stored_b, grad_b, setup.finetune.frozen
+    )
+    gathers = rules.ZERO3_GATHERS_PER_LAYER * s.layers
+    m = s.microbatches
+    return (
+        _Call(
+            dimension="zero3",
+            collective="all_gather",
+            when=f"each layer, {whose}weights for fwd and for bwd",
+            message_bytes=layer_w,
+            message_shape=(int(layer_w / stored_b),),
+            group=group,
+            calls_per_microbatch=gathers,
+            calls_per_iteration=gathers * m,
+            overlap="prefetched behind the previous layer",
+        ),
+        _Call(
+            dimension="zero3",
+            collective="reduce_scatter",
+            when=f"each layer, {whose}gradients in bwd",
+            message_bytes=layer_g,
+            message_shape=(int(layer_g / grad_b),),
+            group=group,
+            calls_per_microbatch=s.layers,
+            calls_per_iteration=s.layers * m,
+            overlap="behind the backward pass",
+        ),
+    )
+
+
+def _sync_calls(s: _Stage, group: str, whose: str, trained: float) -> tuple[_Call, ...]:
+    """Once per step: the ``trained`` parameters' gradients all-reduced, or reduce-scattered
+    where ZeRO-1/2 shards the optimizer (``collectives.dp_sync_collective``), each rank then
+    all-gathering the updated parameters (Rajbhandari et al. 2020; Megatron-Core's distributed
+    optimizer). Messages: ``trained x gradient bytes`` and ``trained x weight bytes``."""
+    precision = s.precision
+    sharded = s.zero_stage >= 1
+    sync = _Call(
+        dimension="dp",
+        collective=rules.dp_sync_collective(sharded),
+        when=f"end of step, {whose}gradients",
+        message_bytes=trained * precision.bytes("gradients"),
+        message_shape=(int(trained),),
+        group=group,
+        calls_per_microbatch=0,
+        calls_per_iteration=1,
+        overlap="bucketed behind the last backward pass",
+    )
+    if not sharded:
+        return (sync,)
+    gather = _Call(
+        dimension="dp",
+        collective="all_gather",
+        when=f"end of step, {whose}updated parameters",
+        message_bytes=trained * DTYPES[precision.weights].bytes,
+        message_shape=(int(trained),),
+        group=group,
+        calls_per_microbatch=0,
+        calls_per_iteration=1,
+        overlap="behind the next forward pass",
+    )
+    return (sync, gather)

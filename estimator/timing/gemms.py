@@ -18,6 +18,7 @@ step (``timing.training``) and the serving steps (``serving.steps``, ``serving.e
 
 from __future__ import annotations
 
+from estimator.context import Context
 from estimator.finetune import (
     Adapter,
     FineTune,
@@ -25,14 +26,12 @@ from estimator.finetune import (
     linear_weight_bytes,
     quantized_modules,
 )
-from estimator.layout.parallel import Parallelism
 from estimator.layout.sharding import place_layer, placements
 from estimator.memo import per_model
-from estimator.spec.accelerator import Accelerator
 from estimator.spec.architecture import LayerKind
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
-from estimator.timing.kernels import KernelProfile, curve_time, gemm_time, memory_time
+from estimator.timing.kernels import curve_time, gemm_time, memory_time
 from estimator.xp import Num, is_array, maximum, numpy
 
 __all__ = [
@@ -96,12 +95,8 @@ def gemm_coefficients(k: Num, n: Num, gemm_b: float, act_b: float, w_b: float) -
 
 
 def linear_gemm_time(
-    model: ModelSpec,
+    c: Context,
     kind: LayerKind,
-    acc: Accelerator,
-    prof: KernelProfile,
-    p: Parallelism,
-    precision: Precision,
     tokens: Num,
     expert_load: Num = 1.0,
     grouped_experts: bool = False,
@@ -120,6 +115,7 @@ def linear_gemm_time(
     SGLang's fused MoE kernels, TensorRT-LLM's CUTLASS MoE GEMMs: the serving engines): their
     FLOPs and bytes with one launch floor and one efficiency ramp.
     """
+    model, acc, prof, p, precision = c.model, c.acc, c.prof, c.p, c.precision
     gemm_b = DTYPES[precision.gemm_inputs].bytes
     act_b = DTYPES[precision.activations].bytes
     w_b = weight_read_bytes(precision)
@@ -201,18 +197,12 @@ def _adapter_shapes(kind: tuple[Adapter, ...], tp: Num) -> list[tuple[Num, Num]]
 
 
 def finetune_layer_time(
-    model: ModelSpec,
-    kind_index: int,
-    finetune: FineTune,
-    acc: Accelerator,
-    prof: KernelProfile,
-    p: Parallelism,
-    precision: Precision,
-    tokens: Num,
+    c: Context, kind_index: int, finetune: FineTune, tokens: Num
 ) -> tuple[Num, Num]:
     """Forward seconds one layer of a LoRA or QLoRA run adds on one rank: its adapters' GEMMs
     (weights in the precision's weight format), and under QLoRA the dequantization of its NF4
     weights (read NF4, write the compute dtype: one kernel per quantized module)."""
+    model, acc, prof, p, precision = c.model, c.acc, c.prof, c.p, c.precision
     gemm_b = DTYPES[precision.gemm_inputs].bytes
     act_b = DTYPES[precision.activations].bytes
     w_b = DTYPES[precision.weights].bytes

@@ -36,13 +36,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from estimator.context import Context
 from estimator.counts.flops import attended_keys, attention_terms, core_pairs_flops
-from estimator.layout.parallel import Parallelism
 from estimator.layout.ranks import group_shapes
 from estimator.memo import per_model
 from estimator.spec.accelerator import Accelerator
 from estimator.spec.architecture import AttentionCore, LayerKind
-from estimator.spec.cluster import Cluster
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
 from estimator.timing import collectives as rules
@@ -63,6 +62,8 @@ from estimator.xp import Num, logical_and, maximum, where
 __all__ = [
     "ELEMENTWISE_KERNELS_FORWARD",
     "FLASH_BACKWARD_FACTOR",
+    "PLAIN_RUN",
+    "LayerRun",
     "LayerTime",
     "flash_backward_time",
     "layer_time",
@@ -125,75 +126,131 @@ def _routed_inter(model: ModelSpec, k: int) -> int:
     )
 
 
-def layer_time(
-    model: ModelSpec,
-    kind: LayerKind,
-    kind_index: int,
-    acc: Accelerator,
-    prof: KernelProfile,
-    p: Parallelism,
-    precision: Precision,
-    seq_len: int,
-    micro_batch: int,
-    domain: Cluster,
-    flash: bool = True,
-    kernel: AttentionKernel = "fused",
-    attention_format: str | None = None,
-    expert_load: Num = 1.0,
-    grouped_experts: bool = False,
-    expert_tokens: Num | None = None,
-    dedup_domains: bool = False,
-) -> LayerTime:
-    """Forward time of one layer of ``kind`` for one micro-batch on one rank (and the backward
-    time of its attention, whose ratio to the forward depends on the kernel).
-    ``attention_format`` is the tensor-core rate the attention core runs at (default: the GEMMs'
-    rate); training passes ``training_attention_format``. ``grouped_experts``: the routed
+@dataclass(frozen=True, slots=True)
+class LayerRun:
+    """How a layer's kernels run (``layer_time``'s options).
+
+    ``flash``: flash attention (else the unfused ``s x s`` scores); ``kernel``: its family;
+    ``attention_format``: the tensor-core rate the attention core runs at (default: the GEMMs'
+    rate; training passes ``training_attention_format``); ``expert_load``: the busiest
+    expert-parallel rank's routed share over the balanced one; ``grouped_experts``: the routed
     experts as one fused kernel (``linear_gemm_time``), as the serving engines run them;
     ``expert_tokens``: the tokens the expert-parallel group routes (``linear_gemms``);
     ``dedup_domains``: the flex token dispatcher (DeepEP / HybridEP), which sends a token once
     to each other scale-up domain holding one of its experts (``collectives.domain_dedup``) and
     permutes the tokens it received without the all-to-all dispatcher's chunk sort."""
-    compute = precision.compute
-    att_compute = attention_format or compute
-    gemm_b = DTYPES[precision.gemm_inputs].bytes
-    act_b = DTYPES[precision.activations].bytes
-    tokens = seq_len * micro_batch / p.cp
-    gemm = linear_gemm_time(
-        model, kind, acc, prof, p, precision, tokens, expert_load,
-        grouped_experts=grouped_experts, expert_tokens=expert_tokens,
-    )  # fmt: skip
 
-    term = attention_terms(model)[kind_index]
-    a = kind.attention
-    attention: Num = 0.0
-    attention_bwd: Num = 0.0
+    flash: bool = True
+    kernel: AttentionKernel = "fused"
+    attention_format: str | None = None
+    expert_load: Num = 1.0
+    grouped_experts: bool = False
+    expert_tokens: Num | None = None
+    dedup_domains: bool = False
+
+
+PLAIN_RUN = LayerRun()
+
+
+@dataclass(frozen=True, slots=True)
+class _Attention:
+    """A layer's attention core on one rank: forward and backward seconds, and the local heads
+    and head width the elementwise work (rotary) reads."""
+
+    forward: Num = 0.0
+    backward: Num = 0.0
     heads_local: Num = 0
     kv_local: Num = 0
-    head_dim = 0
-    if term is not None and a is not None:
-        heads_local = a.num_heads / p.tp
-        kv_local = maximum(a.num_kv_heads // p.tp, 1)
-        head_dim = a.qk_head_dim
-        att_flops = micro_batch * core_pairs_flops(term, seq_len) / p.cp / p.tp
-        att_bytes = (
-            tokens * (heads_local * (a.qk_head_dim + a.v_head_dim) * 2) * act_b
-            + tokens * kv_local * (a.qk_head_dim + a.v_head_dim) * act_b
-        )
-        if flash:
-            keys = attended_keys(term, seq_len) / p.cp
-            attention = attention_prefill_time(
-                acc, prof, att_flops, att_bytes, keys, att_compute, kernel, head_dim
-            )
-            attention_bwd = flash_backward_time(prof, attention, kernel, head_dim)
-        else:
-            attention = _eager_attention_time(
-                acc, prof, a, heads_local, micro_batch, seq_len, precision, att_compute
-            )
-            attention_bwd = 2 * attention
+    head_dim: int = 0
+
+
+def layer_time(
+    c: Context, kind_index: int, seq_len: int, micro_batch: int, run: LayerRun = PLAIN_RUN
+) -> LayerTime:
+    """Forward time of one layer of kind ``kind_index`` for one micro-batch on one rank (and
+    the backward time of its attention, whose ratio to the forward depends on the kernel), the
+    kernels run as ``run`` says."""
+    model, p = c.model, c.p
+    kind = model.kinds[kind_index]
+    tokens = seq_len * micro_batch / p.cp
+    gemm = linear_gemm_time(
+        c, kind, tokens, run.expert_load, run.grouped_experts, run.expert_tokens
+    )
+    att = _attention(c, kind_index, seq_len, micro_batch, run)
     mixer: Num = 0.0
     if kind.mixer is not None:
-        mixer = mixer_time(kind.mixer, acc, prof, p.tp, precision, seq_len, micro_batch, compute)
+        compute = c.precision.compute
+        mixer = mixer_time(
+            kind.mixer, c.acc, c.prof, p.tp, c.precision, seq_len, micro_batch, compute
+        )
+    rope = 2 * (att.heads_local + att.kv_local) * att.head_dim
+    elementwise, dispatch, norm_bytes, expert_act_bytes = _elementwise(
+        c, kind_index, tokens, rope, run
+    )
+    eager = _eager(c, kind_index, tokens, rope, run)
+    tp_comm, ep_comm, cp_comm = _exchanges(c, kind, tokens, att.forward, run.dedup_domains)
+    return LayerTime(
+        gemm,
+        att.forward,
+        att.backward,
+        elementwise,
+        tp_comm,
+        ep_comm,
+        cp_comm,
+        mixer,
+        dispatch,
+        norm_bytes,
+        expert_act_bytes,
+        *eager,
+    )
 
+
+def _attention(
+    c: Context, kind_index: int, seq_len: int, micro_batch: int, run: LayerRun
+) -> _Attention:
+    """The attention core's forward and backward on one rank: heads split by TP, queries by
+    CP; flash attention over the causal pairs (backward ``flash_backward_time``), or the
+    unfused scores (backward twice the forward)."""
+    model, p, precision = c.model, c.p, c.precision
+    term = attention_terms(model)[kind_index]
+    a = model.kinds[kind_index].attention
+    if term is None or a is None:
+        return _Attention()
+    att_compute = run.attention_format or precision.compute
+    act_b = DTYPES[precision.activations].bytes
+    tokens = seq_len * micro_batch / p.cp
+    heads_local = a.num_heads / p.tp
+    kv_local = maximum(a.num_kv_heads // p.tp, 1)
+    head_dim = a.qk_head_dim
+    if not run.flash:
+        eager = _eager_attention_time(
+            c.acc, c.prof, a, heads_local, micro_batch, seq_len, precision, att_compute
+        )
+        return _Attention(eager, 2 * eager, heads_local, kv_local, head_dim)
+    att_flops = micro_batch * core_pairs_flops(term, seq_len) / p.cp / p.tp
+    att_bytes = (
+        tokens * (heads_local * (a.qk_head_dim + a.v_head_dim) * 2) * act_b
+        + tokens * kv_local * (a.qk_head_dim + a.v_head_dim) * act_b
+    )
+    keys = attended_keys(term, seq_len) / p.cp
+    forward = attention_prefill_time(
+        c.acc, c.prof, att_flops, att_bytes, keys, att_compute, run.kernel, head_dim
+    )
+    backward = flash_backward_time(c.prof, forward, run.kernel, head_dim)
+    return _Attention(forward, backward, heads_local, kv_local, head_dim)
+
+
+def _elementwise(
+    c: Context, kind_index: int, tokens: Num, rope: Num, run: LayerRun
+) -> tuple[Num, Num, Num, Num]:
+    """A layer's memory-bound work forward: norms, residual adds, the MLP activation and rotary
+    (``rope`` elements a token), the casts of low-precision GEMM inputs and the token
+    dispatcher's copies. Seconds, the dispatcher's share of them, one hidden-size norm's bytes
+    and the routed experts' activation's bytes."""
+    model, acc, prof, p, precision = c.model, c.acc, c.prof, c.p, c.precision
+    kind = model.kinds[kind_index]
+    gemm_b = DTYPES[precision.gemm_inputs].bytes
+    act_b = DTYPES[precision.activations].bytes
     sp_tokens = tokens / where(p.sequence_parallel, p.tp, 1)
     h = model.hidden_size
     hidden_norms = sum(1 for nm in kind.norms if nm.size == h)
@@ -203,7 +260,6 @@ def layer_time(
         if m.tp == "row" and m.component in ("mlp", "experts", "shared_experts")
     )
     act_elems = (3 if model.gated_mlp else 2) * inter  # read gate/up, write product
-    rope = 2 * (heads_local + kv_local) * head_dim
     residual = 2 * 3 * h + kind.blocks * model.stream_traffic_per_block
     elem_bytes = (
         sp_tokens * (hidden_norms * 2 * h + residual) + tokens * (act_elems + rope)
@@ -216,13 +272,16 @@ def layer_time(
     copy_bytes: Num = 0.0
     copies: Num = 0
     dispatch: Num = 0.0
-    if precision.gemm_inputs != precision.activations and prof.gemm_curve(compute) is None:
+    if (
+        precision.gemm_inputs != precision.activations
+        and prof.gemm_curve(precision.compute) is None
+    ):
         # Transformer Engine casts every GEMM input to the low-precision format (read the
         # activation, write the cast copy); the backward pass casts the output gradients too.
         cast_elems = sum(
             count * m_rows * k
             for m_rows, k, _, count, _ in linear_gemms(
-                kind, p.tp, p.ep, p.expert_tp, tokens, expert_tokens=expert_tokens
+                kind, p.tp, p.ep, p.expert_tp, tokens, expert_tokens=run.expert_tokens
             )
         )
         copy_bytes = cast_elems * (act_b + gemm_b)
@@ -234,7 +293,7 @@ def layer_time(
         # flex dispatcher's kernels deliver them by rank and its one permute orders them by
         # expert (_DeepepManager, _HybridEPManager): each pass reads and writes them.
         passes: Num = 2
-        if not dedup_domains:
+        if not run.dedup_domains:
             local = model.moe.num_experts / p.ep
             passes = where(logical_and(p.ep > 1, local > 1), 4, 2)
         routed = passes * 2 * tokens / p.tp * model.moe.top_k * h * act_b
@@ -244,20 +303,40 @@ def layer_time(
     elementwise = memory_time(acc, prof, elem_bytes, ELEMENTWISE_KERNELS_FORWARD) + copy_time(
         acc, prof, copy_bytes, copies
     )
-    # Training only: the serving engines fuse the experts' clamp and bias into their MoE
-    # kernels and the attention factor into their rotary kernels' cos and sin.
+    return elementwise, dispatch, norm_bytes, expert_act_bytes
+
+
+def _eager(
+    c: Context, kind_index: int, tokens: Num, rope: Num, run: LayerRun
+) -> tuple[Num, Num, Num, Num]:
+    """The eager PyTorch ops Megatron-Core runs around its fused kernels (training only: the
+    serving engines fuse the experts' clamp and bias into their MoE kernels and the attention
+    factor into their rotary kernels' cos and sin): forward, backward, the experts' forward
+    and their clamp's."""
+    model, acc, prof = c.model, c.acc, c.prof
+    kind = model.kinds[kind_index]
+    act_b = DTYPES[c.precision.activations].bytes
     eager_f: Num = 0.0
     eager_b: Num = 0.0
     experts_f: Num = 0.0
     clamp_f: Num = 0.0
-    if kind_index in eager_expert_kinds(model) and not grouped_experts:
-        ops = expert_eager_ops(model, kind, p, tokens, act_b, expert_load)
+    if kind_index in eager_expert_kinds(model) and not run.grouped_experts:
+        ops = expert_eager_ops(model, kind, c.p, tokens, act_b, run.expert_load)
         experts_f, experts_b, clamp_f = ops.times(acc, prof)
         eager_f, eager_b = experts_f, experts_b
-    if a is not None and not grouped_experts:
+    if kind.attention is not None and not run.grouped_experts:
         rope_f, rope_b = unfused_rope_time(acc, prof, model, tokens * rope / 2, act_b)
         eager_f, eager_b = eager_f + rope_f, eager_b + rope_b
+    return eager_f, eager_b, experts_f, clamp_f
 
+
+def _exchanges(
+    c: Context, kind: LayerKind, tokens: Num, attention: Num, dedup_domains: bool
+) -> tuple[Num, Num, Num]:
+    """The layer's exchanges forward: its TP exchanges (``rules.tp_collectives``), the EP
+    dispatch and combine of an MoE layer, and the CP ring of K/V blocks hidden behind the
+    ``attention`` seconds up to its length."""
+    model, acc, prof, p, precision, domain = c.model, c.acc, c.prof, c.p, c.precision, c.domain
     ranks = group_shapes(p)
     activation_bytes = rules.tp_message_bytes(model, p, tokens, precision)
     tp_size, tp_stride = ranks["tp"]
@@ -288,28 +367,12 @@ def layer_time(
         )
 
     cp_comm: Num = 0.0
-    if a is not None and (type(p.cp) is not int or p.cp > 1):
+    if kind.attention is not None and (type(p.cp) is not int or p.cp > 1):
         cp_stride = ranks["cp"][1]
         kv_bytes = rules.cp_message_bytes(kind, p, tokens, precision)
         ring = (p.cp - 1) * collective_time(acc, prof, "send_recv", kv_bytes, 2, cp_stride, domain)
         cp_comm = maximum(ring - attention, 0.0)  # hidden behind the blockwise attention
-    return LayerTime(
-        gemm,
-        attention,
-        attention_bwd,
-        elementwise,
-        tp_comm,
-        ep_comm,
-        cp_comm,
-        mixer,
-        dispatch,
-        norm_bytes,
-        expert_act_bytes,
-        eager_f,
-        eager_b,
-        experts_f,
-        clamp_f,
-    )
+    return tp_comm, ep_comm, cp_comm
 
 
 def flash_backward_time(

@@ -49,12 +49,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from estimator.context import Context
 from estimator.counts.flops import training_flops
 from estimator.errors import SpecError
-from estimator.finetune import linear_weight_bytes
 from estimator.layout.parallel import Parallelism
-from estimator.layout.ranks import group_shapes
-from estimator.layout.sharding import stage_kind_counts
 from estimator.memory.training import (
     TrainingMemory,
     TrainingSetup,
@@ -63,19 +61,22 @@ from estimator.memory.training import (
     training_memory,
 )
 from estimator.spec.accelerator import Accelerator
-from estimator.spec.cluster import Cluster, cluster_of
+from estimator.spec.cluster import Cluster
 from estimator.spec.model import ModelSpec
-from estimator.spec.precision import DTYPES, Precision
+from estimator.spec.precision import Precision
 from estimator.terms import STEP
-from estimator.timing import collectives as rules
+from estimator.timing.data_parallel import (
+    Held,
+    dp_exposed,
+    optimizer_step,
+    syncs_of,
+    zero3_exposed,
+)
 from estimator.timing.gemms import finetune_layer_time
 from estimator.timing.kernels import (
     AttentionKernel,
-    collective_time,
-    kernel_profile,
-    memory_time,
 )
-from estimator.timing.layer import layer_time, training_attention_format
+from estimator.timing.layer import LayerRun, layer_time, training_attention_format
 from estimator.timing.rates import derive_rates
 from estimator.timing.stacks import (
     DEFAULT_STACK,
@@ -83,12 +84,13 @@ from estimator.timing.stacks import (
     CudaGraphs,
     stack_profile,
 )
-from estimator.timing.stage_time import dense_collective, offload_time, stage_times
+from estimator.timing.stage_time import stage_times
 from estimator.timing.training_notes import plan_notes
-from estimator.xp import Num, maximum, take, where
+from estimator.xp import Num, maximum, where
 
 __all__ = [
     "BREAKDOWN",
+    "Held",
     "TimingOptions",
     "TrainingEstimate",
     "TrainingTime",
@@ -206,197 +208,33 @@ class TrainingEstimate:
 
 
 def training_time_terms(
-    model: ModelSpec,
-    accelerator: Accelerator,
-    parallel: Parallelism,
+    c: Context,
     setup: TrainingSetup,
-    precision: Precision,
-    *,
-    params_on_gpu: Num,
-    optimizer_states_bytes: Num,
+    held: Held,
     stages: Sequence[Num],
     options: TimingOptions,
-    trainable_params_on_gpu: Num | None = None,
-    expert_params_on_gpu: Num = 0.0,
-    host_weights_bytes: Num = 0.0,
-    host_activations_bytes: Num = 0.0,
 ) -> dict[str, Num]:
     """The step-time breakdown for ints or arrays of layouts: the ``TrainingTime`` breakdown
     keys plus ``step_s``, ``microbatches``, ``forward_s``, ``backward_s``, ``recompute_s`` and
-    ``stage`` (the slowest of ``stages``). ``parallel`` and ``setup.micro_batch_size`` may hold
-    numpy arrays; this is the one formula the single estimate and the sweep share.
-    ``trainable_params_on_gpu`` (default: every parameter) are what gradients, the optimizer
-    and the parameter all-gather move, ``expert_params_on_gpu`` the routed experts' share of
-    ``params_on_gpu`` (synchronized over the expert data-parallel ranks); ``host_weights_bytes``
-    and ``host_activations_bytes`` what CPU offload keeps on the host (``setup.offload``)."""
-    prof = kernel_profile(accelerator.id)
-    domain = options.cluster or cluster_of(accelerator)
-    p = parallel
+    ``stage`` (the slowest of ``stages``). ``c.p`` and ``setup.micro_batch_size`` may hold
+    numpy arrays; this is the one formula the single estimate and the sweep share."""
+    p = c.p
     m = setup.microbatches(p.dp)
-    # A layer's time does not depend on its stage: each kind's is computed once.
-    layer_times = [
-        layer_time(
-            model,
-            kind,
-            k,
-            accelerator,
-            prof,
-            p,
-            precision,
-            setup.seq_len,
-            setup.micro_batch_size,
-            domain,
-            setup.flash_attention,
-            options.attention_kernel,
-            training_attention_format(precision),
-            setup.expert_load,
-            dedup_domains=options.moe_dispatcher == "flex",
-        )
-        for k, kind in enumerate(model.kinds)
-    ]
-    tuned = None
-    if setup.finetune.frozen:
-        tokens = setup.seq_len * setup.micro_batch_size / p.cp
-        tuned = [
-            finetune_layer_time(model, k, setup.finetune, accelerator, prof, p, precision, tokens)
-            for k in range(len(model.kinds))
-        ]
-    worst: dict[str, Num] = {}
-    t_mb: Num = 0.0
-    stage: Num = 0
-    stage_sum: Num = 0.0
-    for s in stages:
-        t = stage_times(
-            model, accelerator, prof, p, setup, precision, s, options, domain, layer_times, tuned
-        )
-        total = sum(t.values())
-        stage_sum = stage_sum + total
-        if not worst:
-            worst, t_mb, stage = t, total, s
-            continue
-        slower = total > t_mb
-        worst = {k: where(slower, t[k], worst[k]) for k in t}
-        stage = where(slower, s, stage)
-        t_mb = maximum(total, t_mb)
-    # Fill and drain: every other stage's micro-batch once while the slowest sets the pace
-    # (pp - 1 stages alike for an even split).
-    even = p.stage_layers is None
-    bubble = (p.pp - 1) / p.vp * t_mb if even else (stage_sum - t_mb) / p.vp
-
-    ranks = group_shapes(p)
-    params = params_on_gpu
-    trainable = params if trainable_params_on_gpu is None else trainable_params_on_gpu
-    grad_b = precision.bytes("gradients")
-    w_b = DTYPES[precision.weights].bytes
+    worst, stage, bubble = _slowest_stage(c, setup, stages, options)
+    syncs = syncs_of(c, setup, held)
     zero = p.optimizer_shard_stage
-    # Gradients reduce, and weights and optimizer states shard, over dp x cp for the dense
-    # parameters and over the expert data-parallel ranks for the routed experts (Megatron-Core's
-    # expert_data_parallel group, ``tp cp dp / (ep etp)`` GPUs ``ep etp`` apart): with EP inside
-    # a node and DP across nodes that group has one GPU a node, and the experts' whole gradient
-    # crosses the NICs, where the dense one's is first reduced over NVLink.
-    experts = expert_params_on_gpu
-    trained_experts = 0.0 if setup.finetune.frozen else experts  # LoRA: adapters, with the dense
-    syncs = [(params - experts, trainable - trained_experts, ranks["dense_dp"])]
-    if model.moe is not None:
-        syncs.append((experts, trained_experts, ranks["edp"]))
     zero3: Num = 0.0
     dp_comm: Num = 0.0
     if type(zero) is not int or zero >= 3:
-        # Per layer and micro-batch: gather weights for forward and for backward, reduce-scatter
-        # the gradients; prefetch hides each behind the layer's compute.
-        if p.stage_layers is None:
-            layers_on_stage = model.num_layers / p.pp
-        else:  # the slowest stage's layers (per layout, in a sweep)
-            sizes = [
-                sum(stage_kind_counts(model, p.pp, p.vp, r, p.stage_layers)) for r in range(p.pp)
-            ]
-            layers_on_stage = take(sizes, stage)
-        # A stage of the embedding or the loss alone (uneven splits) has no layer to gather:
-        # its gathers count zero, and the per-layer divisions take one layer.
-        per_layer_div = maximum(layers_on_stage, 1)
-        gathers: Num = 0.0
-        per_layer: Num = 0.0
-        for held, trained, (size, stride) in syncs:
-            layer_w, layer_g = rules.zero3_layer_payloads(
-                held,
-                trained,
-                per_layer_div,
-                linear_weight_bytes(setup.finetune, precision),
-                grad_b,
-                setup.finetune.frozen,
-            )
-            gather = rules.ZERO3_GATHERS_PER_LAYER * collective_time(
-                accelerator, prof, "all_gather", layer_w, size, stride, domain
-            )
-            gathers = gathers + gather
-            per_layer = (
-                per_layer
-                + gather
-                + collective_time(
-                    accelerator, prof, "reduce_scatter", layer_g, size, stride, domain
-                )
-            )
-        layer_compute = (worst["forward"] + worst["backward"]) / per_layer_div
-        exposed = m * layers_on_stage * maximum(per_layer - layer_compute, 0.0)
-        if setup.no_sync_accumulation:  # FSDP's no_sync: the last micro-batch reduce-scatters
-            exposed = layers_on_stage * (
-                (m - 1) * maximum(gathers - layer_compute, 0.0)
-                + maximum(per_layer - layer_compute, 0.0)
-            )
-        zero3 = where(zero >= 3, exposed, 0.0)
+        zero3 = where(zero >= 3, zero3_exposed(c, setup, syncs, worst, stage), 0.0)
     if type(zero) is not int or zero < 3:
-        sync: Num = 0.0
-        gather_all: Num = 0.0
-        for _, trained, (size, stride) in syncs:
-            sync = sync + dense_collective(
-                accelerator, prof, zero >= 1, trained * grad_b, size, stride, domain
-            )
-            if type(zero) is not int or zero >= 1:
-                gather_all = gather_all + collective_time(
-                    accelerator, prof, "all_gather", trained * w_b, size, stride, domain
-                )
-        window = worst["backward"] if options.overlap_grad_reduce else 0.0
-        dp_comm = maximum(sync - window, 0.0)
-        window = worst["forward"] if options.overlap_param_gather else 0.0
-        dp_comm = dp_comm + (zero >= 1) * maximum(gather_all - window, 0.0)
-        dp_comm = where(zero < 3, dp_comm, 0.0)
-
-    # Optimizer: read gradients, read/write master weights and states, write the model weights.
-    sharded: Num = 0.0
-    for _, trained, (size, _stride) in syncs:
-        sharded = sharded + trained / where(zero >= 1, size, 1)
-    state_b = optimizer_states_bytes / maximum(sharded, 1.0)
-    per_param = grad_b + 2 * precision.bytes("master_weights") + 2 * state_b + w_b
-    optimizer = memory_time(accelerator, prof, sharded * per_param, 4)
-    offload: Num = 0.0
-    if setup.offload.any:
-        offload = offload_time(
-            setup, accelerator.id, worst, m, sharded, grad_b, w_b,
-            host_weights_bytes, host_activations_bytes,
-        )  # fmt: skip
-        if setup.offload.optimizer:
-            optimizer = 0.0  # the CPU's step, in offload_time
-
-    compute = m * (worst["forward"] + worst["backward"] + worst["recompute"])
-    ep_comm = m * worst["ep_comm"]
-    if options.ep_comm_overlap:
-        # Megatron-Core's EP all-to-all overlap (--overlap-moe-expert-parallel-comm): the
-        # forward of one micro-batch and the backward of another run as one merged pass, each
-        # one's all-to-all behind the other's compute; the warm-up forwards and the cool-down
-        # backwards, a pipeline rank's in-flight count (one without a pipeline), have no
-        # partner and keep theirs exposed.
-        unpaired = in_flight_microbatches(p.pp, p.vp, stage, m)
-        per_mb = worst["ep_comm"]
-        behind = worst["forward"] + worst["backward"] + worst["recompute"]
-        merged = unpaired * per_mb + (m - unpaired) * maximum(per_mb - behind, 0.0)
-        # A sweep's layouts take it where Megatron-Core allows it (``check_ep_comm_overlap``
-        # refuses a single plan that does not; without EP there is nothing to overlap).
-        ep_comm = where(ep_overlap_runs(p.pp, p.vp, setup.recompute), merged, ep_comm)
+        dp_comm = where(zero < 3, dp_exposed(c, options, syncs, worst), 0.0)
+    optimizer, offload = optimizer_step(c, setup, held, syncs, worst)
     out = {
-        "compute": compute,
+        "compute": m * (worst["forward"] + worst["backward"] + worst["recompute"]),
         "bubble": bubble,
         "tp_comm": m * worst["tp_comm"],
-        "ep_comm": ep_comm,
+        "ep_comm": _ep_comm(c, setup, options, worst, stage),
         "cp_comm": m * worst["cp_comm"],
         "pp_comm": m * worst["pp_comm"],
         "dp_comm": dp_comm,
@@ -412,6 +250,71 @@ def training_time_terms(
     out["recompute_s"] = worst["recompute"]
     out["stage"] = stage
     return out
+
+
+def _slowest_stage(
+    c: Context, setup: TrainingSetup, stages: Sequence[Num], options: TimingOptions
+) -> tuple[dict[str, Num], Num, Num]:
+    """The slowest of ``stages``' micro-batch times by part, which stage it is, and the
+    pipeline's fill and drain: every other stage's micro-batch once while the slowest sets the
+    pace (pp - 1 stages alike for an even split). A layer's time does not depend on its stage:
+    each kind's is computed once."""
+    model, p, precision = c.model, c.p, c.precision
+    run = LayerRun(
+        setup.flash_attention,
+        options.attention_kernel,
+        training_attention_format(precision),
+        setup.expert_load,
+        dedup_domains=options.moe_dispatcher == "flex",
+    )
+    layer_times = [
+        layer_time(c, k, setup.seq_len, setup.micro_batch_size, run)
+        for k in range(len(model.kinds))
+    ]
+    tuned = None
+    if setup.finetune.frozen:
+        tokens = setup.seq_len * setup.micro_batch_size / p.cp
+        tuned = [finetune_layer_time(c, k, setup.finetune, tokens) for k in range(len(model.kinds))]
+    worst: dict[str, Num] = {}
+    t_mb: Num = 0.0
+    stage: Num = 0
+    stage_sum: Num = 0.0
+    for s in stages:
+        t = stage_times(c, setup, s, options, layer_times, tuned)
+        total = sum(t.values())
+        stage_sum = stage_sum + total
+        if not worst:
+            worst, t_mb, stage = t, total, s
+            continue
+        slower = total > t_mb
+        worst = {k: where(slower, t[k], worst[k]) for k in t}
+        stage = where(slower, s, stage)
+        t_mb = maximum(total, t_mb)
+    even = p.stage_layers is None
+    bubble = (p.pp - 1) / p.vp * t_mb if even else (stage_sum - t_mb) / p.vp
+    return worst, stage, bubble
+
+
+def _ep_comm(
+    c: Context, setup: TrainingSetup, options: TimingOptions, worst: dict[str, Num], stage: Num
+) -> Num:
+    """The step's exposed EP all-to-all. With Megatron-Core's EP all-to-all overlap
+    (--overlap-moe-expert-parallel-comm) the forward of one micro-batch and the backward of
+    another run as one merged pass, each one's all-to-all behind the other's compute; the
+    warm-up forwards and the cool-down backwards, a pipeline rank's in-flight count (one
+    without a pipeline), have no partner and keep theirs exposed."""
+    p = c.p
+    m = setup.microbatches(p.dp)
+    ep_comm = m * worst["ep_comm"]
+    if not options.ep_comm_overlap:
+        return ep_comm
+    unpaired = in_flight_microbatches(p.pp, p.vp, stage, m)
+    per_mb = worst["ep_comm"]
+    behind = worst["forward"] + worst["backward"] + worst["recompute"]
+    merged = unpaired * per_mb + (m - unpaired) * maximum(per_mb - behind, 0.0)
+    # A sweep's layouts take it where Megatron-Core allows it (``check_ep_comm_overlap``
+    # refuses a single plan that does not; without EP there is nothing to overlap).
+    return where(ep_overlap_runs(p.pp, p.vp, setup.recompute), merged, ep_comm)
 
 
 BREAKDOWN = tuple(t.name for t in STEP)  # the registry's order (``estimator.terms``)
@@ -465,22 +368,18 @@ def training_time(
     parameter count sizes the data-parallel and optimizer traffic)."""
     if options is not None and options.ep_comm_overlap:
         check_ep_comm_overlap(model, parallel, setup, options)
-    t = training_time_terms(
-        model,
-        accelerator,
-        parallel,
-        setup,
-        precision,
-        params_on_gpu=memory.params_on_gpu,
-        optimizer_states_bytes=memory.optimizer_states_bytes,
-        stages=candidate_stages(model, parallel.pp, parallel.stage_layers),
-        options=options or TimingOptions(),
-        trainable_params_on_gpu=memory.trainable_params_on_gpu,
-        expert_params_on_gpu=memory.expert_params_on_gpu,
-        host_weights_bytes=memory.host_weights_bytes,
-        host_activations_bytes=memory.host_activations_bytes
-        / max(memory.in_flight_microbatches, 1),
+    options = options or TimingOptions()
+    held = Held(
+        memory.params_on_gpu,
+        memory.optimizer_states_bytes,
+        memory.trainable_params_on_gpu,
+        memory.expert_params_on_gpu,
+        memory.host_weights_bytes,
+        memory.host_activations_bytes / max(memory.in_flight_microbatches, 1),
     )
+    c = Context.of(model, accelerator, parallel, precision, options.cluster)
+    stages = candidate_stages(model, parallel.pp, parallel.stage_layers)
+    t = training_time_terms(c, setup, held, stages, options)
     breakdown = {k: float(t[k]) for k in BREAKDOWN}
     return TrainingTime(
         step_s=float(t["step_s"]),
