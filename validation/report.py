@@ -443,6 +443,7 @@ def build() -> dict[str, Any]:
         "ran": ran_section(training),
         "memory": memory_section(),
         "load": load_section(),
+        "amd": amd_section(),
         "summary": {
             "by kind": summarize(everything, lambda r: r.kind),
             "kernels by op": summarize(kernels, lambda r: f"{r.group} / {r.accelerator}"),
@@ -462,6 +463,15 @@ def build() -> dict[str, Any]:
             ),
         },
     }
+
+
+def amd_section() -> dict[str, Any]:
+    """Published runs on AMD Instinct (``validation/amd.py``): training and serving records,
+    their summaries by kind and accelerator, the vendor constant per kind (reported, not
+    adopted) with its leave-one-source-out error."""
+    from validation.amd import build as build_amd
+
+    return build_amd()
 
 
 def memory_section() -> dict[str, Any]:
@@ -715,12 +725,19 @@ def render(report: dict[str, Any], details: bool = False) -> str:
         lines += render_memory(report["memory"], details)
     if "load" in report:
         lines += render_load(report["load"], details)
+    if "amd" in report:
+        from validation.amd import render as render_amd
+
+        lines += render_amd(report["amd"], details)
     return "\n".join(lines) + "\n"
 
 
 def to_json(report: dict[str, Any]) -> dict[str, Any]:
+    from validation.amd import to_json as amd_json
+
     memory, load = report["memory"], report["load"]
     return {
+        "amd": amd_json(report["amd"]),
         "load": {
             "summary": load["summary"],
             "skip reasons": load["skip reasons"],
