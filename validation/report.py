@@ -9,7 +9,9 @@ framework behaviours are the software stack profile of each record's framework
 (``estimator.timing.stacks``; ``records.py`` names it): one compute factor per stack is fitted
 on that stack's whole group (``fit_stacks.py``), never per record. Peak memory per GPU
 (``memory.py``) is reported in its own section: the measured statistic against the part of the
-estimate it counts, and whether the planner's ``fits`` matches what happened.
+estimate it counts, and whether the planner's ``fits`` matches what happened. Published runs
+of the non-Megatron stacks (DeepSpeed ZeRO, PyTorch FSDP1 outside llm-foundry) are their own
+section, ``stacks_measured`` (``stacks.py``).
 """
 
 from __future__ import annotations
@@ -444,6 +446,7 @@ def build() -> dict[str, Any]:
         "memory": memory_section(),
         "load": load_section(),
         "amd": amd_section(),
+        "stacks_measured": stacks_section(),
         "summary": {
             "by kind": summarize(everything, lambda r: r.kind),
             "kernels by op": summarize(kernels, lambda r: f"{r.group} / {r.accelerator}"),
@@ -493,6 +496,16 @@ def memory_section() -> dict[str, Any]:
         "skip reasons": skip_reasons(skipped),
         "skipped": skipped,
     }
+
+
+def stacks_section() -> dict[str, Any]:
+    """Published DeepSpeed ZeRO and PyTorch FSDP1 runs (``validation/stacks.py``): each under
+    its stack's profile, by stack, group and ZeRO stage, peak memory where published, and each
+    stack's compute factor fitted on its group with leave-one-source-out (reported, not
+    applied)."""
+    from validation.stacks import section
+
+    return section()
 
 
 def load_section() -> dict[str, Any]:
@@ -729,15 +742,21 @@ def render(report: dict[str, Any], details: bool = False) -> str:
         from validation.amd import render as render_amd
 
         lines += render_amd(report["amd"], details)
+    if "stacks_measured" in report:
+        from validation.stacks import render as render_stacks
+
+        lines += render_stacks(report["stacks_measured"])
     return "\n".join(lines) + "\n"
 
 
 def to_json(report: dict[str, Any]) -> dict[str, Any]:
     from validation.amd import to_json as amd_json
+    from validation.stacks import to_json as stacks_json
 
     memory, load = report["memory"], report["load"]
     return {
         "amd": amd_json(report["amd"]),
+        "stacks_measured": stacks_json(report["stacks_measured"]),
         "load": {
             "summary": load["summary"],
             "skip reasons": load["skip reasons"],
