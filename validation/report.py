@@ -11,7 +11,9 @@ on that stack's whole group (``fit_stacks.py``), never per record. Peak memory p
 (``memory.py``) is reported in its own section: the measured statistic against the part of the
 estimate it counts, and whether the planner's ``fits`` matches what happened. Published runs
 of the non-Megatron stacks (DeepSpeed ZeRO, PyTorch FSDP1 outside llm-foundry) are their own
-section, ``stacks_measured`` (``stacks.py``).
+section, ``stacks_measured`` (``stacks.py``); AMD Instinct runs theirs, ``amd`` (``amd.py``);
+TPU, Gaudi and Trainium runs theirs, ``platforms`` (``other_accelerators.py``): all three kept
+out of the GPU summaries.
 """
 
 from __future__ import annotations
@@ -447,6 +449,7 @@ def build() -> dict[str, Any]:
         "load": load_section(),
         "amd": amd_section(),
         "stacks_measured": stacks_section(),
+        "platforms": platforms_section(),
         "summary": {
             "by kind": summarize(everything, lambda r: r.kind),
             "kernels by op": summarize(kernels, lambda r: f"{r.group} / {r.accelerator}"),
@@ -475,6 +478,15 @@ def amd_section() -> dict[str, Any]:
     from validation.amd import build as build_amd
 
     return build_amd()
+
+
+def platforms_section() -> dict[str, Any]:
+    """TPU, Gaudi and Trainium (``validation/other_accelerators.py``): their published runs by
+    platform family and kind and by source group, the refused and flagged records, and each
+    vendor's fitted compute factor with its leave-one-source-out error (reported, not adopted)."""
+    from validation.other_accelerators import section
+
+    return section()
 
 
 def memory_section() -> dict[str, Any]:
@@ -746,16 +758,22 @@ def render(report: dict[str, Any], details: bool = False) -> str:
         from validation.stacks import render as render_stacks
 
         lines += render_stacks(report["stacks_measured"])
+    if "platforms" in report:
+        from validation.other_accelerators import render as render_platforms
+
+        lines += render_platforms(report["platforms"], details)
     return "\n".join(lines) + "\n"
 
 
 def to_json(report: dict[str, Any]) -> dict[str, Any]:
     from validation.amd import to_json as amd_json
+    from validation.other_accelerators import to_json as platforms_json
     from validation.stacks import to_json as stacks_json
 
     memory, load = report["memory"], report["load"]
     return {
         "amd": amd_json(report["amd"]),
+        "platforms": platforms_json(report["platforms"]),
         "stacks_measured": stacks_json(report["stacks_measured"]),
         "load": {
             "summary": load["summary"],
