@@ -50,7 +50,7 @@ from estimator.memory.timeline import Timeline
 from estimator.memory.training import TrainingMemory
 from estimator.memory.verdict import training_fit
 from estimator.offload import Offload
-from estimator.serving.launch import launch_commands
+from estimator.serving.launch import EngineSettings, launch_commands
 from estimator.spec.accelerator import GIB
 from estimator.spec.cluster import Cluster
 from estimator.spec.lengths import LengthDistribution
@@ -345,19 +345,22 @@ def launch_dict(req: InferenceRequest, plan: InferencePlan, e: InferenceEstimate
     preset = engine_of(req).per_group(dp)  # one scheduler's (a DP group's) limits
     spec = plan.setup.speculative
     draft = spec.draft if spec is not None else None
-    commands = launch_commands(
-        hf_id,
-        plan.parallel,
-        plan.precision,
+    settings = EngineSettings(
         max_model_len=plan.setup.input_len + plan.setup.output_len,
         max_seqs=max(group_slots(req, plan, e), 1),
         token_budget=preset.token_budget,
-        speculative=spec,
-        draft_id=None if draft is None else _hf_id(draft.id, "/path/to/your/draft-model"),
         prefix_caching=plan.setup.prefix_cache_hit_rate > 0,
         engine=req.engine,
         kv_fraction=req.kv_cache_memory_fraction,
         kv_block=req.kv_block_size,
+    )
+    commands = launch_commands(
+        hf_id,
+        plan.parallel,
+        plan.precision,
+        settings,
+        speculative=spec,
+        draft_id=None if draft is None else _hf_id(draft.id, "/path/to/your/draft-model"),
         gpus_per_node=plan.cluster.gpus_per_node,
         checkpoint_quantization=model.checkpoint_quantization,
     )

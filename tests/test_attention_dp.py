@@ -17,7 +17,7 @@ from estimator.errors import SpecError
 from estimator.layout.ranks import group_shapes
 from estimator.memory.inference import InferenceSetup, inference_memory
 from estimator.serving.estimate import estimate_inference, estimate_load
-from estimator.serving.launch import launch_commands
+from estimator.serving.launch import EngineSettings, launch_commands
 from estimator.serving.steps import decode_kinds, expert_exchange, serving_layout
 from estimator.spec.cluster import cluster_of
 from estimator.sweep.serving import ServingSearch, ServingWorkload, sweep_serving
@@ -123,19 +123,15 @@ def test_a_finite_run_is_refused_with_attention_dp() -> None:
 
 
 def test_launch_commands_name_the_engines_dp_flags() -> None:
-    c = launch_commands(
-        "Qwen/Qwen3-30B-A3B", DP4, BF16, max_model_len=2048, max_seqs=256, token_budget=2048
-    )
+    settings = EngineSettings(max_model_len=2048, max_seqs=256, token_budget=2048)
+    c = launch_commands("Qwen/Qwen3-30B-A3B", DP4, BF16, settings)
     assert "--tensor-parallel-size 1 --data-parallel-size 4 --enable-expert-parallel" in c.vllm
     assert "--max-num-seqs 256 --max-num-batched-tokens 2048" in c.vllm  # per DP rank
     # SGLang: tp-size is the replica's GPUs, its limits the replica's (it divides them by dp)
     assert "--tp-size 4 --dp-size 4 --enable-dp-attention --ep-size 4" in c.sglang
     assert "--max-running-requests 1024 --chunked-prefill-size 8192" in c.sglang
     assert "--tp_size 4" in c.trtllm and "enable_attention_dp: true" in c.trtllm
-    wider = launch_commands(
-        "Qwen/Qwen3-30B-A3B", Parallelism(tp=2, dp=2, ep=2), BF16,
-        max_model_len=2048, max_seqs=256, token_budget=2048,
-    )  # fmt: skip
+    wider = launch_commands("Qwen/Qwen3-30B-A3B", Parallelism(tp=2, dp=2, ep=2), BF16, settings)
     assert any("no flag for the plan's ep = 2" in n for n in wider.notes)
     assert any("no flag for the plan's 2-GPU attention groups" in n for n in wider.notes)
 

@@ -17,7 +17,7 @@ from estimator import (
     get_precision,
 )
 from estimator.serving.estimate import estimate_load
-from estimator.serving.run import simulate_run
+from estimator.serving.run import RunScheduler, simulate_run
 from estimator.spec.lengths import LENGTH_PRESETS
 
 
@@ -31,8 +31,8 @@ def test_a_tiny_run_by_hand() -> None:
     first token) and 1 of r1's; step 1: r0 decodes (its last token) and r1's last 2 tokens;
     step 2: r1 decodes. One second a step: TTFT 1 and 2 s, TPOT 1 s, 4 tokens in 3 s."""
     run = simulate_run(
-        _one_second, prompts=(3.0,), outputs=(2.0,), concurrency=2, num_prompts=2,
-        budget=4, slots=8,
+        _one_second, RunScheduler(budget=4, slots=8), prompts=(3.0,),
+        outputs=(2.0,), concurrency=2, num_prompts=2,
     )  # fmt: skip
     assert list(run.ttft_s) == [1.0, 2.0] and list(run.tpot_s) == [1.0, 1.0]
     assert list(run.e2e_s) == [2.0, 3.0] and run.steps == 3 and run.duration_s == 3.0
@@ -43,8 +43,8 @@ def test_a_closed_loop_sends_the_next_request_when_one_finishes() -> None:
     """One client, three requests of a 1-step prompt and 3 output tokens: each request takes 3
     steps (prefill and 2 decodes) and the next is sent after its last token."""
     run = simulate_run(
-        _one_second, prompts=(4.0,), outputs=(3.0,), concurrency=1, num_prompts=3,
-        budget=8, slots=8,
+        _one_second, RunScheduler(budget=8, slots=8), prompts=(4.0,),
+        outputs=(3.0,), concurrency=1, num_prompts=3,
     )  # fmt: skip
     assert list(run.ttft_s) == [1.0, 1.0, 1.0] and list(run.e2e_s) == [3.0, 3.0, 3.0]
     assert run.duration_s == 9.0 and run.mean_queued == 0.0
@@ -52,8 +52,8 @@ def test_a_closed_loop_sends_the_next_request_when_one_finishes() -> None:
 
 def test_slots_make_requests_wait() -> None:
     run = simulate_run(
-        _one_second, prompts=(4.0,), outputs=(3.0,), concurrency=4, num_prompts=4,
-        budget=64, slots=2,
+        _one_second, RunScheduler(budget=64, slots=2), prompts=(4.0,),
+        outputs=(3.0,), concurrency=4, num_prompts=4,
     )  # fmt: skip
     # Two run at once; the other two wait for their slots (3 steps), then prefill
     assert sorted(run.ttft_s) == [1.0, 1.0, 4.0, 4.0] and run.mean_queued > 0
@@ -105,8 +105,8 @@ def test_a_run_is_refused_where_it_is_not_simulated() -> None:
         estimate_load(*args, Parallelism(pp=2), setup, get_precision("bf16"))
     with pytest.raises(SpecError, match="num_prompts"):
         simulate_run(
-            _one_second, prompts=(4.0,), outputs=(3.0,), concurrency=1, num_prompts=0,
-            budget=8, slots=8,
+            _one_second, RunScheduler(budget=8, slots=8), prompts=(4.0,),
+            outputs=(3.0,), concurrency=1, num_prompts=0,
         )  # fmt: skip
 
 

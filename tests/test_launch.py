@@ -18,7 +18,7 @@ from app.resolve import run_inference
 from app.schemas.inference import InferenceRequest
 from estimator.catalog import get_model
 from estimator.layout.parallel import Parallelism
-from estimator.serving.launch import HEAD_NODE, LaunchCommands, launch_commands
+from estimator.serving.launch import HEAD_NODE, EngineSettings, LaunchCommands, launch_commands
 from estimator.spec.config import model_from_config
 from estimator.spec.precision import get_precision
 
@@ -66,11 +66,13 @@ TP16 = Parallelism(tp=16, ep=16)
 TP8_PP2 = Parallelism(tp=8, pp=2, ep=8)
 
 
+SETTINGS = EngineSettings(max_model_len=2048, max_seqs=64, token_budget=8192)
+
+
 def _commands(parallel: Parallelism, **kw: Any) -> LaunchCommands:
     """DeepSeek-V3 on 8-GPU nodes (H100 SXM HGX), its checkpoint's FP8 served as it is."""
-    args: dict[str, Any] = {"max_model_len": 2048, "max_seqs": 64, "token_budget": 8192,
-                  "gpus_per_node": 8, "checkpoint_quantization": "fp8", **kw}  # fmt: skip
-    return launch_commands(DSV3, parallel, FP8, **args)
+    args: dict[str, Any] = {"gpus_per_node": 8, "checkpoint_quantization": "fp8", **kw}
+    return launch_commands(DSV3, parallel, FP8, SETTINGS, **args)
 
 
 def _flags(command: str, program: tuple[str, ...]) -> dict[str, str | None]:
@@ -226,16 +228,17 @@ def test_an_fp8_checkpoint_is_served_as_it_ships() -> None:
             assert "--quantization" not in _sglang(command)
         assert any("serve it as it is, with no --quantization" in n for n in c.notes)
         assert not any("quantizes a 16-bit checkpoint" in n for n in c.notes)
-    bf16 = launch_commands(DSV3, Parallelism(tp=8, ep=8), BF16, max_model_len=2048, max_seqs=64,
-                           token_budget=8192, checkpoint_quantization="fp8")  # fmt: skip
+    bf16 = launch_commands(DSV3, Parallelism(tp=8, ep=8), BF16, SETTINGS,
+                           checkpoint_quantization="fp8")  # fmt: skip
     assert "--quantization" not in bf16.vllm
     assert any("The plan's bf16 weights are not the checkpoint's fp8" in n for n in bf16.notes)
 
 
 def test_a_16_bit_model_served_at_fp8_still_quantizes_at_load_time() -> None:
     assert get_model("llama-3.1-70b").checkpoint_quantization is None
-    c = launch_commands("meta-llama/Llama-3.1-70B", Parallelism(tp=4), FP8, max_model_len=4096,
-                        max_seqs=64, token_budget=8192, gpus_per_node=8)  # fmt: skip
+    c = launch_commands("meta-llama/Llama-3.1-70B", Parallelism(tp=4), FP8,
+                        EngineSettings(max_model_len=4096, max_seqs=64, token_budget=8192),
+                        gpus_per_node=8)  # fmt: skip
     assert _flags(c.vllm, ("vllm", "serve", "meta-llama/Llama-3.1-70B"))["--quantization"] == "fp8"
     assert _sglang(c.sglang)["--quantization"] == "fp8"
     assert any("quantizes a 16-bit checkpoint at load time" in n for n in c.notes)

@@ -40,7 +40,7 @@ from estimator.memory.training import (
     training_memory,
 )
 from estimator.spec.accelerator import Accelerator
-from estimator.spec.architecture import Linear
+from estimator.spec.architecture import LayerKind, Linear
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
 from estimator.timing.collectives import tp_message_bytes
@@ -169,14 +169,36 @@ def layer_table(
         memory = training_memory(model, accelerator, p, setup, precision)  # validates the plan
     w_bytes = linear_weight_bytes(setup.finetune, precision)  # NF4 under QLoRA
     o_bytes = DTYPES[precision.activations].bytes
+    layers = _layer_rows(model, p, setup, precision, memory.stage, w_bytes)
+    embedding, head = _vocab_rows(model, p, o_bytes)
+    total = count_params(model).total
+    model_bytes = _model_bytes(model, setup, precision, total, w_bytes)
+    return LayerTable(layers, embedding, head, total, model_bytes, memory)
+
+
+def _layer_rows(
+    model: ModelSpec,
+    p: Parallelism,
+    setup: TrainingSetup,
+    precision: Precision,
+    stage: int,
+    w_bytes: float,
+) -> tuple[LayerRows, ...]:
+    """Each kind of layer on the GPU of pipeline ``stage`` (with the multi-token-prediction
+    depths' layers on the last): its linears (``_linear_row``) and norms, the tensors it saves
+    for backward (``_saved``) and, under TP, the collective after its attention and its MLP
+    (``comms.tp_message_bytes``: all-gather + reduce-scatter with sequence parallelism)."""
+    o_bytes = DTYPES[precision.activations].bytes
     tokens = setup.seq_len * setup.micro_batch_size / p.cp
     sp = p.sequence_parallel and p.tp > 1
-    on_gpu = stage_kind_counts(model, p.pp, p.vp, memory.stage, p.stage_layers)
-    # the multi-token-prediction depths' layers, on the last stage
-    on_gpu = with_mtp(model, on_gpu, memory.stage == p.pp - 1, setup.mtp_layers)
-    items_of = hf_layer_items if setup.activation_convention == "hf" else layer_items
+    on_gpu = stage_kind_counts(model, p.pp, p.vp, stage, p.stage_layers)
+    on_gpu = with_mtp(model, on_gpu, stage == p.pp - 1, setup.mtp_layers)
     msg = float(tp_message_bytes(model, p, tokens, precision))
     per_pass = "all-gather + reduce-scatter" if sp else "all-reduce"
+    shape = (int(tokens), model.hidden_size)
+    collectives = (
+        (("attention", per_pass, msg, shape), ("mlp", per_pass, msg, shape)) if p.tp > 1 else ()
+    )
     layers = []
     for kind, n_model, n_gpu in zip(model.kinds, model.kind_counts, on_gpu, strict=True):
         modules = [_linear_row(m, p, w_bytes, o_bytes) for m in kind.linears]
@@ -195,39 +217,61 @@ def layer_table(
             )
             for nm in kind.norms
         ]
-        saved: tuple[tuple[str, float], ...]
-        if setup.recompute == "full":
-            kept = recomputed_layer_input_bytes(model, precision, tokens, p.tp, sp)
-            saved = (("layer input (full recompute)", float(kept)),)
-        else:  # without what Megatron-Core's selective recompute modules discard
-            again = setup.selective_modules
-            dropped = recomputed_items(kind, again, clamps_experts(model)) if again else frozenset()
-            policy = "none" if again and "core_attn" not in again else setup.recompute
-            saved = tuple(
-                (
-                    it.name,
-                    float(
-                        item_bytes(
-                            it,
-                            precision,
-                            tokens=tokens,
-                            keys=setup.seq_len,
-                            tp=p.tp,
-                            sp=sp,
-                            etp=p.expert_tp,
-                            recompute=policy,
-                        )
-                    ),
-                )
-                for it in items_of(model, kind, setup.flash_attention)
-                if it.name not in dropped
-            )
-        shape = (int(tokens), model.hidden_size)
-        collectives = (
-            (("attention", per_pass, msg, shape), ("mlp", per_pass, msg, shape)) if p.tp > 1 else ()
-        )
+        saved = _saved(model, kind, p, setup, precision, tokens)
         modules = [_resident(m, p) for m in modules]
         layers.append(LayerRows(kind.name, n_model, int(n_gpu), tuple(modules), saved, collectives))
+    return tuple(layers)
+
+
+def _saved(
+    model: ModelSpec,
+    kind: LayerKind,
+    p: Parallelism,
+    setup: TrainingSetup,
+    precision: Precision,
+    tokens: float,
+) -> tuple[tuple[str, float], ...]:
+    """The tensors one layer of ``kind`` saves for backward, bytes per micro-batch per GPU
+    (``activations``' items in the setup's convention, as the memory estimate counts them):
+    the layer's input alone under full recomputation, else without what Megatron-Core's
+    selective recompute modules discard."""
+    sp = p.sequence_parallel and p.tp > 1
+    if setup.recompute == "full":
+        kept = recomputed_layer_input_bytes(model, precision, tokens, p.tp, sp)
+        return (("layer input (full recompute)", float(kept)),)
+    again = setup.selective_modules
+    dropped = recomputed_items(kind, again, clamps_experts(model)) if again else frozenset()
+    policy = "none" if again and "core_attn" not in again else setup.recompute
+    items_of = hf_layer_items if setup.activation_convention == "hf" else layer_items
+    kept_items = [
+        it for it in items_of(model, kind, setup.flash_attention) if it.name not in dropped
+    ]
+    return tuple(
+        (
+            it.name,
+            float(
+                item_bytes(
+                    it,
+                    precision,
+                    tokens=tokens,
+                    keys=setup.seq_len,
+                    tp=p.tp,
+                    sp=sp,
+                    etp=p.expert_tp,
+                    recompute=policy,
+                )
+            ),
+        )
+        for it in kept_items
+    )
+
+
+def _vocab_rows(
+    model: ModelSpec, p: Parallelism, o_bytes: float
+) -> tuple[ModuleRow, ModuleRow | None]:
+    """The embedding's and the output head's rows: the padded vocabulary split over TP, in the
+    activations' format; the head a row of its own where it is untied or on another stage
+    (its parameters counted once, in the embedding, when tied)."""
     vocab = padded_vocab(model, p.tp)
     rows = vocab // p.tp
     emb_params = model.vocab_size * model.embed_dim
@@ -243,9 +287,16 @@ def layer_table(
             (rows, model.embed_dim), 1, 1, 0 if model.tie_embeddings else emb_params,
             float(rows * model.embed_dim), rows * model.embed_dim * o_bytes,
         )  # fmt: skip
-    embedding = _resident(embedding, p)
-    head = None if head is None else _resident(head, p)
-    total = count_params(model).total
+    return _resident(embedding, p), None if head is None else _resident(head, p)
+
+
+def _model_bytes(
+    model: ModelSpec, setup: TrainingSetup, precision: Precision, total: int, w_bytes: float
+) -> dict[str, float]:
+    """The unsharded model's weights (``total`` parameters; under QLoRA NF4 for the linears
+    bitsandbytes quantizes only) and the trained parameters' gradients, master weights and
+    optimizer states (under LoRA and QLoRA, the adapters')."""
+    o_bytes = DTYPES[precision.activations].bytes
     trained = adapters(model, setup.finetune).trainable_params  # every parameter, in full
     state_bytes = optimizer_state_bytes_per_param(model, setup.optimizer, precision)
     weights = total * w_bytes
@@ -255,10 +306,9 @@ def layer_table(
             for placement, n in zip(placements(model), model.kind_counts, strict=True)
         )
         weights = linear * w_bytes + (total - linear) * o_bytes
-    model_bytes = {
+    return {
         "weights_bytes": weights,
         "gradients_bytes": trained * precision.bytes("gradients"),
         "master_weights_bytes": trained * precision.bytes("master_weights"),
         "optimizer_states_bytes": trained * state_bytes,
     }
-    return LayerTable(tuple(layers), embedding, head, total, model_bytes, memory)

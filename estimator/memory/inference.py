@@ -440,6 +440,25 @@ def inference_memory(
     setup: InferenceSetup,
     precision: Precision,
 ) -> InferenceMemory:
+    """Per-GPU serving memory of one replica on its most loaded pipeline stage (the module
+    docstring's terms), the sequences its KV cache holds, and notes on what it assumes."""
+    _check_serving(model, parallel, setup)
+    context = setup.input_len + setup.output_len
+    spec = setup.speculative
+    drafter = 0.0, 0.0
+    if spec is not None:
+        validate_speculative(model, spec, parallel.pp)
+        if spec.draft is not None:
+            _validate_draft(spec.draft, parallel.tp, context)
+        drafter = drafter_bytes(model, spec, parallel, precision, context)
+    best = _most_loaded_stage(model, accelerator, parallel, setup, precision, drafter)
+    notes = _memory_notes(model, parallel, setup, precision, best)
+    return InferenceMemory(**best, notes=tuple(notes))
+
+
+def _check_serving(model: ModelSpec, parallel: Parallelism, setup: InferenceSetup) -> None:
+    """A serving layout (one replica: tp, pp, dp and ep) and a workload the model takes (its
+    lengths, concurrency, context, routing imbalance and prefix-cache hit rate in range)."""
     validate_layout(model, parallel, training=False)
     if parallel.cp != 1 or parallel.vp != 1:
         raise SpecError("layout", "serving layouts take tp, pp, dp and ep (one replica)")
@@ -451,8 +470,7 @@ def inference_memory(
                 "must be >= 1" if name != "output_len" else "must be >= 0",
                 getattr(setup, name),
             )
-    context = setup.input_len + setup.output_len
-    _check_context(model, context, "input_len", setup.input_len)
+    _check_context(model, setup.input_len + setup.output_len, "input_len", setup.input_len)
     if not setup.moe_imbalance >= 1:
         raise SpecError("moe_imbalance", "must be >= 1 (1: balanced routing)", setup.moe_imbalance)
     if setup.moe_imbalance != 1 and model.moe is None:
@@ -463,20 +481,28 @@ def inference_memory(
     if not 0 <= setup.prefix_cache_hit_rate <= 1:
         raise SpecError("prefix_cache_hit_rate", "must be between 0 and 1",
                         setup.prefix_cache_hit_rate)  # fmt: skip
-    spec = setup.speculative
-    draft_weights, draft_per_seq = 0.0, 0.0
-    if spec is not None:
-        validate_speculative(model, spec, parallel.pp)
-        if spec.draft is not None:
-            _validate_draft(spec.draft, parallel.tp, context)
-        draft_weights, draft_per_seq = drafter_bytes(model, spec, parallel, precision, context)
+
+
+def _most_loaded_stage(
+    model: ModelSpec,
+    accelerator: Accelerator,
+    parallel: Parallelism,
+    setup: InferenceSetup,
+    precision: Precision,
+    drafter: tuple[float, float],
+) -> dict[str, Any]:
+    """``InferenceMemory``'s fields (but its notes) on the most loaded pipeline stage (the first
+    of equals, as ``max`` picks): each distinct stage's weights, the busiest attention group's
+    sequences' KV cache and state, the prefill chunk's and the decode step's activation peaks,
+    and the sequences what is left holds. ``drafter``: the speculative drafter's (weights, bytes
+    a sequence) (``drafter_bytes``)."""
     tp, pp, ep, dp = parallel.tp, parallel.pp, parallel.ep, parallel.dp
     etp = dp * tp // ep if model.moe is not None else 1
     per_rank = -(-setup.concurrency // dp)  # the busiest attention group's sequences
     act_b = DTYPES[precision.activations].bytes
     chunk = setup.prefill_chunk or setup.input_len
-    # Each candidate stage's fields; the record is built once, for the most loaded (the first
-    # of equals, as ``max`` picks), with the notes that depend on it.
+    context = setup.input_len + setup.output_len
+    draft_weights, draft_per_seq = drafter
     best: dict[str, Any] = {}
     best_total = -1.0
     live = _layer_live_elems(model, tp) * act_b
@@ -516,6 +542,21 @@ def inference_memory(
         total = _total_bytes(values)
         if total > best_total:
             best, best_total = values, total
+    return best
+
+
+def _memory_notes(
+    model: ModelSpec,
+    parallel: Parallelism,
+    setup: InferenceSetup,
+    precision: Precision,
+    best: Mapping[str, Any],
+) -> list[str]:
+    """What the memory of the most loaded stage (``best``: ``_most_loaded_stage``'s fields)
+    assumes (overhead, recipe, cache kinds, pipeline split, attention DP) and what limits it."""
+    tp, pp, ep, dp = parallel.tp, parallel.pp, parallel.ep, parallel.dp
+    per_rank = -(-setup.concurrency // dp)  # the busiest attention group's sequences
+    context = setup.input_len + setup.output_len
     notes = [_RUNTIME_NOTE, *_recipe_notes(precision)]
     cores = [k.attention for k in model.kinds if k.attention is not None]
     if any(a.window for a in cores):
@@ -555,4 +596,4 @@ def inference_memory(
             f"KV cache limits concurrency to {best['max_concurrency']} sequences of {context} "
             "tokens."
         )
-    return InferenceMemory(**best, notes=tuple(notes))
+    return notes

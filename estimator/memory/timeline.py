@@ -32,6 +32,7 @@ from estimator.memory.training import (
 from estimator.spec.accelerator import Accelerator
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import Precision
+from estimator.xp import Num
 
 __all__ = ["MemoryPoint", "Timeline", "inference_timeline", "training_timeline"]
 
@@ -70,6 +71,62 @@ class Timeline:
         return max(self.points, key=lambda p: p.total_bytes)
 
 
+@dataclass(frozen=True, slots=True)
+class _StepMemory:
+    """What a training step's points are made of (the most loaded GPU's terms,
+    ``most_loaded_terms``): the states resident all step, the fixed buffers, one chunk's saved
+    activations (a micro-batch's over ``vp``) and the chunks in flight at the peak, what the
+    backward holds besides (the logits, a recomputed layer's working activations), the loss
+    blocks the allocator keeps from the first backward on, and how the gradients live (only
+    inside the backward: ``in_backward``; freed between steps: ``per_step``, ``step_grads``
+    bytes at the optimizer step)."""
+
+    resident: dict[str, float]
+    fixed: dict[str, float]
+    chunk: float
+    in_flight: int
+    working: float
+    logits: float
+    cached: float
+    in_backward: bool
+    per_step: bool
+    step_grads: float
+    unit: str  # what the schedule steps in: "micro-batch", or "chunk" when interleaved
+
+    def allocated_parts(self, phase: str, live: int, backward: bool) -> dict[str, float]:
+        """What the step has allocated in ``phase`` with ``live`` chunks of activations saved
+        (``backward``: while a backward runs), before fragmentation."""
+        parts = {**self.resident, "activations_bytes": live * self.chunk}
+        if self.in_backward and not backward:
+            parts["gradients_bytes"] = 0.0
+        elif self.per_step:
+            done = phase in ("optimizer", "cool-down")  # one micro-batch: the backward is over
+            parts["gradients_bytes"] = self.step_grads if done else 0.0
+        parts["logits_bytes"] = self.logits if backward else 0.0
+        parts["working_layer_bytes"] = self.working if backward else 0.0
+        return parts
+
+    def point(self, label: str, phase: str, live: int, backward: bool = False) -> MemoryPoint:
+        """A point of the step: the allocated parts, the fixed buffers and the fragmentation
+        (the memory model's share of what is allocated, plus the cached loss blocks not yet
+        reused, from the first backward on)."""
+        parts = self.allocated_parts(phase, live, backward)
+        allocated = sum(parts.values())
+        parts |= self.fixed
+        held = 0.0
+        if phase not in ("resident", "warm-up"):
+            peak = self.allocated_parts("first backward", self.in_flight, True)
+            first_backward = sum(peak.values())
+            held = max(min(self.cached, first_backward + self.cached - allocated), 0.0)
+        parts["fragmentation_bytes"] = allocated * FRAGMENTATION_FRACTION + held
+        return MemoryPoint(label, phase, parts)
+
+    def units(self, n: int) -> str:
+        """``n`` of the schedule's units, in words."""
+        unit = self.unit
+        return f"{n} {unit}" + ("" if n == 1 else "es" if unit.endswith("h") else "s")
+
+
 def training_timeline(
     model: ModelSpec,
     accelerator: Accelerator,
@@ -77,89 +134,101 @@ def training_timeline(
     setup: TrainingSetup,
     precision: Precision,
 ) -> Timeline:
+    """The most loaded GPU's memory over one training step (the module docstring's 1F1B walk):
+    its peak is ``training_memory``'s total."""
     validate_training(model, parallel, setup)
     any_layout = accelerator.fp8_any_layout
     t = most_loaded_terms(model, parallel, setup, precision, any_layout)  # as training_memory
+    step = _step_memory(model, parallel, setup, precision, any_layout, t)
+    total_chunks = setup.microbatches(parallel.dp) * parallel.vp
+    points = _step_points(step, total_chunks, parallel.pp)
+    notes = _training_notes(step, parallel, setup, total_chunks, t["stage"])
+    return Timeline(tuple(points), float(accelerator.memory_bytes), notes)
+
+
+def _step_memory(
+    model: ModelSpec,
+    parallel: Parallelism,
+    setup: TrainingSetup,
+    precision: Precision,
+    any_layout: bool,
+    t: dict[str, Num],
+) -> _StepMemory:
+    """A step's parts from the most loaded GPU's terms ``t``; with gradients freed between
+    steps, their size at the optimizer step is the kept buffers' (the same setup without
+    ``gradients_per_step``), and where that is what the terms hold, nothing changes."""
     resident = {k: float(t[k]) for k in RESIDENT}
-    fixed = {
-        "cuda_context_bytes": CUDA_CONTEXT_BYTES,
-        "comm_buffers_bytes": float(t["comm_buffers_bytes"]),
-    }
     vp = parallel.vp
-    chunk = float(t["microbatch_activations_bytes"]) / vp
-    chunks_in_flight = round(float(t["in_flight"]) * vp)
-    total_chunks = setup.microbatches(parallel.dp) * vp
-    working, logits = float(t["working_layer_bytes"]), float(t["logits_bytes"])
-    # Loss blocks freed at the first backward stay reserved: from then on the allocator serves
-    # new allocations from them first, and what they do not cover shows as fragmentation.
-    cached = float(t["loss_cache_bytes"])
-    unit = "micro-batch" if vp == 1 else "chunk"
     # Gradients freed between steps: none while the forward runs, what they add beyond the
     # activations at the first backward (the peak's share), all of them at the optimizer step.
     per_step = setup.gradients_per_step and not setup.optimizer_in_backward
+    step_grads = 0.0
     if per_step:
         kept = replace(setup, gradients_per_step=False)
         kept_terms = most_loaded_terms(model, parallel, kept, precision, any_layout)
         step_grads = float(kept_terms["gradients_bytes"])
         per_step = step_grads != resident["gradients_bytes"]
+    return _StepMemory(
+        resident=resident,
+        fixed={
+            "cuda_context_bytes": CUDA_CONTEXT_BYTES,
+            "comm_buffers_bytes": float(t["comm_buffers_bytes"]),
+        },
+        chunk=float(t["microbatch_activations_bytes"]) / vp,
+        in_flight=round(float(t["in_flight"]) * vp),
+        working=float(t["working_layer_bytes"]),
+        logits=float(t["logits_bytes"]),
+        # Loss blocks freed at the first backward stay reserved: from then on the allocator
+        # serves new allocations from them first; what they do not cover shows as fragmentation.
+        cached=float(t["loss_cache_bytes"]),
+        in_backward=setup.optimizer_in_backward,  # gradients only while the backward runs
+        per_step=per_step,
+        step_grads=step_grads,
+        unit="micro-batch" if vp == 1 else "chunk",
+    )
 
-    in_backward = setup.optimizer_in_backward  # gradients only while the backward runs
 
-    def allocated_parts(phase: str, live: int, backward: bool) -> dict[str, float]:
-        parts = {**resident, "activations_bytes": live * chunk}
-        if in_backward and not backward:
-            parts["gradients_bytes"] = 0.0
-        elif per_step:
-            done = phase in ("optimizer", "cool-down")  # one micro-batch: the backward is over
-            parts["gradients_bytes"] = step_grads if done else 0.0
-        parts["logits_bytes"] = logits if backward else 0.0
-        parts["working_layer_bytes"] = working if backward else 0.0
-        return parts
-
-    first_backward = sum(allocated_parts("first backward", chunks_in_flight, True).values())
-
-    def point(label: str, phase: str, live: int, backward: bool = False) -> MemoryPoint:
-        parts = allocated_parts(phase, live, backward)
-        allocated = sum(parts.values())
-        parts |= fixed
-        held = 0.0  # the cached loss blocks not yet reused, from the first backward on
-        if phase not in ("resident", "warm-up"):
-            held = max(min(cached, first_backward + cached - allocated), 0.0)
-        parts["fragmentation_bytes"] = allocated * FRAGMENTATION_FRACTION + held
-        return MemoryPoint(label, phase, parts)
-
-    def units(n: int) -> str:
-        return f"{n} {unit}" + ("" if n == 1 else "es" if unit.endswith("h") else "s")
-
-    schedule = " (1F1B)" if parallel.pp > 1 else ""  # one stage: forward, backward in turn
-    points = [point("step starts", "resident", 0)]
-    for k in range(1, chunks_in_flight + 1):
-        points.append(point(f"forward {unit} {k}", "warm-up", k))
-    points.append(point(f"backward {unit} 1", "first backward", chunks_in_flight, True))
-    steady = total_chunks - chunks_in_flight
+def _step_points(step: _StepMemory, total_chunks: Num, pp: int) -> list[MemoryPoint]:
+    """The step's points in 1F1B order (one stage: each forward, then its backward): the
+    warm-up forwards, the first backward (the peak), the steady forwards and backwards, the
+    cool-down backwards and the optimizer step."""
+    unit, in_flight = step.unit, step.in_flight
+    schedule = " (1F1B)" if pp > 1 else ""
+    points = [step.point("step starts", "resident", 0)]
+    for k in range(1, in_flight + 1):
+        points.append(step.point(f"forward {unit} {k}", "warm-up", k))
+    points.append(step.point(f"backward {unit} 1", "first backward", in_flight, True))
+    steady = total_chunks - in_flight
     if steady > 0:
-        points.append(
-            point(f"forward ({units(steady)} more{schedule})", "steady", chunks_in_flight)
-        )
-        points.append(point(f"backward{schedule}", "steady", chunks_in_flight, True))
-    for k in range(chunks_in_flight - 1, -1, -1):
-        points.append(point(f"backward, {units(k)} left", "cool-down", k, k > 0))
-    points.append(point("gradient sync and optimizer step", "optimizer", 0))
+        more = f"forward ({step.units(steady)} more{schedule})"
+        points.append(step.point(more, "steady", in_flight))
+        points.append(step.point(f"backward{schedule}", "steady", in_flight, True))
+    for k in range(in_flight - 1, -1, -1):
+        points.append(step.point(f"backward, {step.units(k)} left", "cool-down", k, k > 0))
+    points.append(step.point("gradient sync and optimizer step", "optimizer", 0))
+    return points
+
+
+def _training_notes(
+    step: _StepMemory, parallel: Parallelism, setup: TrainingSetup, total_chunks: Num, stage: Num
+) -> tuple[str, ...]:
+    """Where the peak is (the stage and the chunks in flight), and what the optimizer step and
+    the gradients' lifetime add to the step."""
+    in_flight = step.units(step.in_flight)
     where = (
-        f"Pipeline stage {t['stage']} of {parallel.pp}: {units(chunks_in_flight)} in flight"
-        f" of {total_chunks}"
+        f"Pipeline stage {stage} of {parallel.pp}: {in_flight} in flight of {total_chunks}"
         if parallel.pp > 1
-        else f"No pipeline: {units(chunks_in_flight)} in flight of {total_chunks} (each"
+        else f"No pipeline: {in_flight} in flight of {total_chunks} (each"
         " forward then its backward)"
     )
-    notes = (
+    return (
         f"{where}; memory peaks once all of them are held (at the first backward, "
         "which also holds the logits and any recomputed layer).",
         (
             "The optimizer steps each parameter inside the backward, as its gradient is ready,"
             " and frees the gradient: the backward holds one linear's gradient at a time (and"
             " a tied embedding's); the last point has no step left."
-            if in_backward
+            if step.in_backward
             else "No transient beyond the memory model's terms is added at the optimizer step"
             " (fused optimizers update in place)."
         ),
@@ -169,7 +238,7 @@ def training_timeline(
                 "by the backward as it frees activations: none during the forward, all of them "
                 "at the optimizer step; the peak holds what they add beyond the activations."
             ]
-            if per_step
+            if step.per_step
             else []
         ),
         *(
@@ -178,11 +247,12 @@ def training_timeline(
                 " backward reduce-scatters them: shown at that size all step, the size the peak"
                 " holds (before the first backward they are smaller, after the sync a shard)."
             ]
-            if setup.no_sync_accumulation and total_chunks > vp and parallel.zero_stage >= 2
+            if setup.no_sync_accumulation
+            and total_chunks > parallel.vp
+            and parallel.zero_stage >= 2
             else []
         ),
     )
-    return Timeline(tuple(points), float(accelerator.memory_bytes), notes)
 
 
 def inference_timeline(

@@ -79,7 +79,7 @@ from estimator.layout.parallel import Parallelism
 from estimator.spec.precision import Precision
 from estimator.spec.speculative import Speculative
 
-__all__ = ["HEAD_NODE", "LaunchCommands", "launch_commands"]
+__all__ = ["HEAD_NODE", "EngineSettings", "LaunchCommands", "launch_commands"]
 
 ON_THE_FLY = {"fp8"}  # weight formats the engines quantize a 16-bit checkpoint to at load time
 HEAD_PATH = "/path/to/{}-head"  # an EAGLE head is a checkpoint of its own, trained for the model
@@ -111,153 +111,73 @@ class LaunchCommands:
     sglang_nodes: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class EngineSettings:
+    """One scheduler's settings as the commands pass them: ``max_model_len`` (a sequence's
+    tokens), ``max_seqs`` and ``token_budget`` (a step's sequences and tokens; with attention
+    data parallel, one DP group's), ``prefix_caching`` (on where the plan counts on
+    prefix-cache hits), and ``engine``'s own KV memory fraction and tokens a block
+    (``kv_fraction``, ``kv_block``: each engine means its own fraction, so only ``engine``'s
+    command takes them and the others keep their defaults)."""
+
+    max_model_len: int
+    max_seqs: int
+    token_budget: int
+    prefix_caching: bool = False
+    engine: str = "vllm"
+    kv_fraction: float | None = None
+    kv_block: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Shared:
+    """What more than one engine's command reads besides the plan: whether the weights are
+    quantized at load time (``--quantization fp8``), the speculative flags (vLLM, SGLang,
+    TensorRT-LLM's YAML), the planned pipeline split as the partition variables take it ("":
+    the engines' own) and each engine family's KV memory fraction and block size (None: its
+    default)."""
+
+    quantize: bool
+    speculative: tuple[str, str, str]
+    layers: str
+    kv: dict[str, tuple[float | None, int | None]]
+
+
 def launch_commands(
     model: str,
     parallel: Parallelism,
     precision: Precision,
+    settings: EngineSettings,
     *,
-    max_model_len: int,
-    max_seqs: int,
-    token_budget: int,
     speculative: Speculative | None = None,
     draft_id: str | None = None,
-    prefix_caching: bool = False,
-    engine: str = "vllm",
-    kv_fraction: float | None = None,
-    kv_block: int | None = None,
     gpus_per_node: int | None = None,
     checkpoint_quantization: str | None = None,
 ) -> LaunchCommands:
-    """The three engines' commands for one replica of ``model`` (a Hugging Face id or a path);
-    ``speculative`` with the draft model's id or path (``draft_id``), and ``prefix_caching``
-    on where the plan counts on prefix-cache hits. ``max_seqs`` and ``token_budget`` are one
-    scheduler's: with attention data parallel, one DP group's. ``kv_fraction`` and
-    ``kv_block``, a deployment's KV memory fraction and tokens a block, are ``engine``'s (each
-    engine means its own fraction): its command takes them, the others keep their defaults.
-    ``gpus_per_node``: a node's GPUs (the cluster's); a replica over more GPUs than that gets
-    one command per node (None: one node holds it). ``checkpoint_quantization``: how the
-    checkpoint at ``model`` ships its weights (``ModelSpec.checkpoint_quantization``), served as
-    it is."""
-    from estimator.serving.load import ENGINES  # numpy: off the training estimate's imports
-
-    tp, pp, ep, dp = parallel.tp, parallel.pp, parallel.ep, parallel.dp
-    weights, kv = precision.weights, precision.kv_cache
+    """The three engines' commands for one replica of ``model`` (a Hugging Face id or a path)
+    with one scheduler's ``settings``; ``speculative`` with the draft model's id or path
+    (``draft_id``). ``gpus_per_node``: a node's GPUs (the cluster's); a replica over more GPUs
+    than that gets one command per node (None: one node holds it). ``checkpoint_quantization``:
+    how the checkpoint at ``model`` ships its weights (``ModelSpec.checkpoint_quantization``),
+    served as it is."""
     notes: list[str] = []
-    spec_vllm, spec_sglang, spec_trtllm = _speculative_flags(speculative, draft_id, notes)
-    quant_vllm = quant_sglang = ""
-    if checkpoint_quantization:
-        notes.extend(_checkpoint_notes(checkpoint_quantization, precision))
-    elif weights in ON_THE_FLY:
-        quant_vllm, quant_sglang = " --quantization fp8", " --quantization fp8"
-        notes.append(
-            "--quantization fp8 quantizes a 16-bit checkpoint at load time; leave it out for a"
-            " checkpoint that ships FP8 weights (the engines read its quantization_config)."
-        )
-    elif weights not in ("bf16", "fp16", "fp32"):
-        notes.append(
-            f"{weights} weights need a checkpoint quantized ahead of time (ModelOpt NVFP4, AWQ,"
-            " GPTQ ...): point the commands at it; no flag quantizes to it at load time."
-        )
-    kv_vllm = " --kv-cache-dtype fp8" if kv == "fp8" else ""
-    kv_sglang = " --kv-cache-dtype fp8_e4m3" if kv == "fp8" else ""
-    family = "vllm" if engine.startswith("vllm") else engine
-    mine = {family: (kv_fraction, kv_block)}
-    vllm_fraction, vllm_block = mine.get("vllm", (None, None))
-    sglang_fraction, sglang_block = mine.get("sglang", (None, None))
-    trtllm_fraction, trtllm_block = mine.get("trtllm", (None, None))
-    if kv_fraction is not None or kv_block is not None:
-        notes.append(
-            f"The KV memory fraction and block size as set are {family}'s (each engine means its"
-            " own fraction); the other commands keep their engines' defaults."
-        )
-    vllm_parallel = (
-        f"--tensor-parallel-size {tp}"
-        + (f" --pipeline-parallel-size {pp}" if pp > 1 else "")
-        + (f" --data-parallel-size {dp}" if dp > 1 else "")
-        + (" --enable-expert-parallel" if ep > 1 else "")
+    shared = _shared(
+        parallel, precision, settings, speculative, draft_id, checkpoint_quantization, notes
     )
-    vllm_rest = (
-        f" --max-model-len {max_model_len} --max-num-seqs {max_seqs}"
-        + f" --max-num-batched-tokens {token_budget}{quant_vllm}{kv_vllm}"
-        + f" --gpu-memory-utilization {vllm_fraction or ENGINES['vllm'].fraction(tp * dp):g}"
-        + (f" --block-size {vllm_block}" if vllm_block else "")
-        + (" --enable-prefix-caching" if prefix_caching else "")
-        + spec_vllm
-    )
-    split = parallel.stage_layers
-    vllm_env = sglang_env = ""
-    if pp > 1 and split is not None:  # the planned split, as each engine's variable takes it
-        layers = ",".join(map(str, split))
-        vllm_env, sglang_env = (
-            f"VLLM_PP_LAYER_PARTITION={layers} ",
-            f"SGLANG_PP_LAYER_PARTITION={layers} ",
-        )
-        notes.append(
-            f"The planned pipeline split ({layers} layers a stage) is set by"
-            " VLLM_PP_LAYER_PARTITION (vllm/distributed/utils.py, get_pp_indices) and"
-            " SGLANG_PP_LAYER_PARTITION; TensorRT-LLM splits as torch.tensor_split does"
-            " (tensorrt_llm/mapping.py, pp_layers), its first stages taking the extra layers."
-        )
-    sglang = (
-        f"{sglang_env}python -m sglang.launch_server --model-path {model} --tp-size {tp * dp}"
-        + (f" --pp-size {pp}" if pp > 1 else "")
-        + (f" --dp-size {dp} --enable-dp-attention" if dp > 1 else "")
-        + (f" --ep-size {ep}" if ep > 1 else "")
-        + f" --context-length {max_model_len} --max-running-requests {max_seqs * dp}"
-        + f" --chunked-prefill-size {token_budget * dp}{quant_sglang}{kv_sglang}"
-        + (f" --mem-fraction-static {sglang_fraction:g}" if sglang_fraction else "")
-        + (f" --page-size {sglang_block}" if sglang_block else "")
-        + spec_sglang
-    )
-    if dp > 1:
-        notes.append(
-            f"SGLang: newer releases spell --dp-size {dp} --enable-dp-attention as"
-            f" --attn-dp-size {dp} (0.5.23 still takes both); the command keeps the spelling every"
-            " release takes."
-        )
-    if dp > 1 and ep != dp * tp:
-        notes.append(
-            f"vLLM: --enable-expert-parallel spreads the experts over all {dp * tp} GPUs of the"
-            f" DP x TP ranks; it has no flag for the plan's ep = {ep}."
-        )
-    if dp > 1 and tp > 1:
-        notes.append(
-            "TensorRT-LLM: enable_attention_dp runs attention without TP on every rank; it has"
-            f" no flag for the plan's {tp}-GPU attention groups."
-        )
-    if pp > 1:
-        notes.append(
-            f"SGLang: --pp-size ({pp} pipeline stages) is a newer server argument (0.5.23 has"
-            " it); on a release without it, serve the replica with tensor parallelism."
-        )
-    cache = (
-        ("  dtype: fp8\\n" if kv == "fp8" else "")
-        + ("  enable_block_reuse: true\\n" if prefix_caching else "")
-        + (f"  tokens_per_block: {trtllm_block}\\n" if trtllm_block else "")
-    )
-    extra = ("kv_cache_config:\\n" + cache if cache else "") + spec_trtllm
-    if dp > 1:
-        extra += "enable_attention_dp: true\\n"
-    trtllm = (
-        f"trtllm-serve serve {model} --backend pytorch --tp_size {tp * dp} --pp_size {pp}"
-        + (f" --ep_size {ep}" if ep > 1 else "")
-        + f" --max_batch_size {max_seqs} --max_num_tokens {token_budget}"
-        + f" --max_seq_len {max_model_len}"
-        + " --kv_cache_free_gpu_memory_fraction"
-        + f" {trtllm_fraction or ENGINES['trtllm'].fraction(tp * dp):g}"
-        + (" --extra_llm_api_options extra.yaml" if extra else "")
-    )
+    head, rest = _vllm_parts(model, parallel, precision, settings, shared)
+    sglang = _sglang_command(model, parallel, precision, settings, shared)
+    notes.extend(_layout_notes(parallel))
+    trtllm, extra = _trtllm_command(model, parallel, precision, settings, shared)
     gpus = parallel.num_gpus
     per_node = gpus_per_node or gpus
     nodes = -(-gpus // per_node)
     vllm_nodes: tuple[str, ...]
     sglang_nodes: tuple[str, ...]
     if nodes == 1:
-        vllm = f"{vllm_env}vllm serve {model} {vllm_parallel}{vllm_rest}"
+        vllm = head + rest
         vllm_nodes, sglang_nodes = (vllm,), (sglang,)
     else:
-        head = f"{vllm_env}vllm serve {model} {vllm_parallel}"
-        vllm_nodes = _vllm_nodes(head, vllm_rest, parallel, per_node, notes)
+        vllm_nodes = _vllm_nodes(head, rest, parallel, per_node, notes)
         sglang_nodes = tuple(
             sglang + f" --nnodes {nodes} --node-rank {r}"
             f" --dist-init-addr {HEAD_NODE}:{SGLANG_DIST_PORT}"
@@ -272,6 +192,188 @@ def launch_commands(
     if extra:
         trtllm = f"printf '{extra}' > extra.yaml && " + trtllm
     return LaunchCommands(vllm, sglang, trtllm, tuple(notes), nodes, vllm_nodes, sglang_nodes)
+
+
+def _shared(
+    parallel: Parallelism,
+    precision: Precision,
+    settings: EngineSettings,
+    speculative: Speculative | None,
+    draft_id: str | None,
+    checkpoint_quantization: str | None,
+    notes: list[str],
+) -> _Shared:
+    """The flags more than one engine takes (``_Shared``), with their notes in ``notes``: the
+    speculative flags', the weight format's, the KV settings' owner, the pipeline split's."""
+    spec = _speculative_flags(speculative, draft_id, notes)
+    quantize = _quantizes_at_load(precision, checkpoint_quantization, notes)
+    family = "vllm" if settings.engine.startswith("vllm") else settings.engine
+    if settings.kv_fraction is not None or settings.kv_block is not None:
+        notes.append(
+            f"The KV memory fraction and block size as set are {family}'s (each engine means its"
+            " own fraction); the other commands keep their engines' defaults."
+        )
+    layers = ""
+    split = parallel.stage_layers
+    if parallel.pp > 1 and split is not None:  # the planned split, as each engine's variable
+        layers = ",".join(map(str, split))
+        notes.append(
+            f"The planned pipeline split ({layers} layers a stage) is set by"
+            " VLLM_PP_LAYER_PARTITION (vllm/distributed/utils.py, get_pp_indices) and"
+            " SGLANG_PP_LAYER_PARTITION; TensorRT-LLM splits as torch.tensor_split does"
+            " (tensorrt_llm/mapping.py, pp_layers), its first stages taking the extra layers."
+        )
+    kv = {family: (settings.kv_fraction, settings.kv_block)}
+    return _Shared(quantize, spec, layers, kv)
+
+
+def _quantizes_at_load(
+    precision: Precision, checkpoint_quantization: str | None, notes: list[str]
+) -> bool:
+    """Whether vLLM and SGLang take ``--quantization fp8`` (a 16-bit checkpoint quantized at
+    load time: ``ON_THE_FLY``), with what the weight format asks of the checkpoint in
+    ``notes``; a checkpoint quantized ahead of time is served as it is (``_checkpoint_notes``)."""
+    weights = precision.weights
+    if checkpoint_quantization:
+        notes.extend(_checkpoint_notes(checkpoint_quantization, precision))
+        return False
+    if weights in ON_THE_FLY:
+        notes.append(
+            "--quantization fp8 quantizes a 16-bit checkpoint at load time; leave it out for a"
+            " checkpoint that ships FP8 weights (the engines read its quantization_config)."
+        )
+        return True
+    if weights not in ("bf16", "fp16", "fp32"):
+        notes.append(
+            f"{weights} weights need a checkpoint quantized ahead of time (ModelOpt NVFP4, AWQ,"
+            " GPTQ ...): point the commands at it; no flag quantizes to it at load time."
+        )
+    return False
+
+
+def _vllm_parts(
+    model: str,
+    parallel: Parallelism,
+    precision: Precision,
+    settings: EngineSettings,
+    shared: _Shared,
+) -> tuple[str, str]:
+    """vLLM's ``vllm serve`` engine arguments, as (the program, the model and the parallel
+    flags; the limits, formats and features), which the multi-node forms put their flags
+    between (``_vllm_nodes``)."""
+    from estimator.serving.load import ENGINES  # numpy: off the training estimate's imports
+
+    tp, pp, ep, dp = parallel.tp, parallel.pp, parallel.ep, parallel.dp
+    fraction, block = shared.kv.get("vllm", (None, None))
+    env = f"VLLM_PP_LAYER_PARTITION={shared.layers} " if shared.layers else ""
+    head = (
+        f"{env}vllm serve {model} --tensor-parallel-size {tp}"
+        + (f" --pipeline-parallel-size {pp}" if pp > 1 else "")
+        + (f" --data-parallel-size {dp}" if dp > 1 else "")
+        + (" --enable-expert-parallel" if ep > 1 else "")
+    )
+    rest = (
+        f" --max-model-len {settings.max_model_len} --max-num-seqs {settings.max_seqs}"
+        + f" --max-num-batched-tokens {settings.token_budget}"
+        + (" --quantization fp8" if shared.quantize else "")
+        + (" --kv-cache-dtype fp8" if precision.kv_cache == "fp8" else "")
+        + f" --gpu-memory-utilization {fraction or ENGINES['vllm'].fraction(tp * dp):g}"
+        + (f" --block-size {block}" if block else "")
+        + (" --enable-prefix-caching" if settings.prefix_caching else "")
+        + shared.speculative[0]
+    )
+    return head, rest
+
+
+def _sglang_command(
+    model: str,
+    parallel: Parallelism,
+    precision: Precision,
+    settings: EngineSettings,
+    shared: _Shared,
+) -> str:
+    """SGLang's ``sglang.launch_server`` on one node: ``--tp-size`` the replica's GPUs, its
+    request cap and chunk size the replica's (it divides them over the DP ranks)."""
+    tp, pp, ep, dp = parallel.tp, parallel.pp, parallel.ep, parallel.dp
+    fraction, block = shared.kv.get("sglang", (None, None))
+    env = f"SGLANG_PP_LAYER_PARTITION={shared.layers} " if shared.layers else ""
+    return (
+        f"{env}python -m sglang.launch_server --model-path {model} --tp-size {tp * dp}"
+        + (f" --pp-size {pp}" if pp > 1 else "")
+        + (f" --dp-size {dp} --enable-dp-attention" if dp > 1 else "")
+        + (f" --ep-size {ep}" if ep > 1 else "")
+        + f" --context-length {settings.max_model_len}"
+        + f" --max-running-requests {settings.max_seqs * dp}"
+        + f" --chunked-prefill-size {settings.token_budget * dp}"
+        + (" --quantization fp8" if shared.quantize else "")
+        + (" --kv-cache-dtype fp8_e4m3" if precision.kv_cache == "fp8" else "")
+        + (f" --mem-fraction-static {fraction:g}" if fraction else "")
+        + (f" --page-size {block}" if block else "")
+        + shared.speculative[1]
+    )
+
+
+def _layout_notes(parallel: Parallelism) -> list[str]:
+    """What the engines' flags cannot say of a layout with attention data parallel or
+    pipeline stages."""
+    tp, pp, ep, dp = parallel.tp, parallel.pp, parallel.ep, parallel.dp
+    out = []
+    if dp > 1:
+        out.append(
+            f"SGLang: newer releases spell --dp-size {dp} --enable-dp-attention as"
+            f" --attn-dp-size {dp} (0.5.23 still takes both); the command keeps the spelling every"
+            " release takes."
+        )
+    if dp > 1 and ep != dp * tp:
+        out.append(
+            f"vLLM: --enable-expert-parallel spreads the experts over all {dp * tp} GPUs of the"
+            f" DP x TP ranks; it has no flag for the plan's ep = {ep}."
+        )
+    if dp > 1 and tp > 1:
+        out.append(
+            "TensorRT-LLM: enable_attention_dp runs attention without TP on every rank; it has"
+            f" no flag for the plan's {tp}-GPU attention groups."
+        )
+    if pp > 1:
+        out.append(
+            f"SGLang: --pp-size ({pp} pipeline stages) is a newer server argument (0.5.23 has"
+            " it); on a release without it, serve the replica with tensor parallelism."
+        )
+    return out
+
+
+def _trtllm_command(
+    model: str,
+    parallel: Parallelism,
+    precision: Precision,
+    settings: EngineSettings,
+    shared: _Shared,
+) -> tuple[str, str]:
+    """TensorRT-LLM's ``trtllm-serve serve`` on one MPI world, and the lines of its
+    ``--extra_llm_api_options`` YAML (the KV-cache config, speculative config and attention
+    data parallel; "": none)."""
+    from estimator.serving.load import ENGINES  # numpy: off the training estimate's imports
+
+    tp, pp, ep, dp = parallel.tp, parallel.pp, parallel.ep, parallel.dp
+    fraction, block = shared.kv.get("trtllm", (None, None))
+    cache = (
+        ("  dtype: fp8\\n" if precision.kv_cache == "fp8" else "")
+        + ("  enable_block_reuse: true\\n" if settings.prefix_caching else "")
+        + (f"  tokens_per_block: {block}\\n" if block else "")
+    )
+    extra = ("kv_cache_config:\\n" + cache if cache else "") + shared.speculative[2]
+    if dp > 1:
+        extra += "enable_attention_dp: true\\n"
+    command = (
+        f"trtllm-serve serve {model} --backend pytorch --tp_size {tp * dp} --pp_size {pp}"
+        + (f" --ep_size {ep}" if ep > 1 else "")
+        + f" --max_batch_size {settings.max_seqs} --max_num_tokens {settings.token_budget}"
+        + f" --max_seq_len {settings.max_model_len}"
+        + " --kv_cache_free_gpu_memory_fraction"
+        + f" {fraction or ENGINES['trtllm'].fraction(tp * dp):g}"
+        + (" --extra_llm_api_options extra.yaml" if extra else "")
+    )
+    return command, extra
 
 
 def _checkpoint_notes(shipped: str, precision: Precision) -> list[str]:

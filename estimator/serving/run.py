@@ -38,7 +38,7 @@ import numpy as np
 from estimator.errors import SpecError
 from estimator.serving.engine_step import StepTime
 
-__all__ = ["MAX_PROMPTS", "MAX_STEPS", "RunResult", "simulate_run"]
+__all__ = ["MAX_PROMPTS", "MAX_STEPS", "RunResult", "RunScheduler", "simulate_run"]
 
 MAX_PROMPTS = 20_000  # requests a run may issue
 MAX_STEPS = 2_000_000  # engine steps a run may take (a bound on the simulation, never reached
@@ -82,109 +82,55 @@ class RunResult:
         return self.num_prompts / self.duration_s
 
 
+@dataclass(frozen=True, slots=True)
+class RunScheduler:
+    """The replica's scheduler as a run sees it: a token ``budget`` per step, at most ``slots``
+    requests holding a slot, and per decoding sequence the tokens a step runs (``queries``:
+    ``k + 1`` when it verifies ``k`` drafts) and emits (``acceptance_length``)."""
+
+    budget: int
+    slots: int
+    acceptance_length: float = 1.0
+    queries: int = 1
+
+
+# (decoding, prompt tokens, steps, running, waiting for a slot) of a stretch of steps
+Segment = tuple[int, int, int, int, int]
+
+
 def simulate_run(
     step_s: StepTime,
+    scheduler: RunScheduler,
     *,
     prompts: tuple[float, ...],
     outputs: tuple[float, ...],
     concurrency: int,
     num_prompts: int,
-    budget: int,
-    slots: int,
-    acceptance_length: float = 1.0,
-    queries: int = 1,
 ) -> RunResult:
-    """Run ``num_prompts`` requests through ``concurrency`` clients on a replica of ``slots``
-    request slots and a token ``budget`` per step; ``prompts`` and ``outputs``: the bins of the
-    computed prompt tokens and the output lengths (one each: fixed lengths)."""
+    """Run ``num_prompts`` requests through ``concurrency`` clients on a replica of
+    ``scheduler.slots`` request slots and a token ``scheduler.budget`` per step; ``prompts`` and
+    ``outputs``: the bins of the computed prompt tokens and the output lengths (one each: fixed
+    lengths). The schedule is counted in steps (``_schedule``), then timed (``_segment_clock``)."""
     if not 1 <= num_prompts <= MAX_PROMPTS:
         raise SpecError("num_prompts", f"must be between 1 and {MAX_PROMPTS:,}", num_prompts)
-    if slots < 1:
-        raise SpecError("num_prompts", "the KV cache holds no sequence of this length", slots)
+    if scheduler.slots < 1:
+        raise SpecError(
+            "num_prompts", "the KV cache holds no sequence of this length", scheduler.slots
+        )
     n_in, n_out = len(prompts), len(outputs)
     isl = [max(round(prompts[i % n_in]), 1) for i in range(num_prompts)]
     osl = [max(round(outputs[OUTPUT_STRIDE * i % n_out]), 1) for i in range(num_prompts)]
     # steps each request decodes after its first token (speculative steps emit several)
-    dec = [math.ceil((o - 1) / acceptance_length) if o > 1 else 0 for o in osl]
-    arrival = [0] * num_prompts  # the step a request arrives before (it is sent at its start)
-    first = [0] * num_prompts  # the step that emits its first token (its last: + dec)
-    waiting: deque[int] = deque(range(min(concurrency, num_prompts)))
-    issued = len(waiting)
-    prefilling: deque[list[int]] = deque()  # [request, prompt tokens left], admitted
-    ends: list[tuple[int, int]] = []  # (finish step, request) of the decoding requests
-    decoding = running = done = 0
-    # (decoding, prompt tokens, steps, running, waiting for a slot) of each stretch of steps
-    segments: list[tuple[int, int, int, int, int]] = []
-    k = 0  # the next step
-
-    def finished(step: int) -> None:
-        """Requests whose last token came out of ``step`` leave; their clients send the next."""
-        nonlocal decoding, running, done, issued
-        while ends and ends[0][0] == step:
-            _, r = heapq.heappop(ends)
-            decoding -= dec[r] > 0
-            running -= 1
-            done += 1
-            if issued < num_prompts:
-                arrival[issued] = step + 1
-                waiting.append(issued)
-                issued += 1
-
-    while done < num_prompts:
-        while waiting and running < slots:  # admission, first come first served
-            r = waiting.popleft()
-            prefilling.append([r, isl[r]])
-            running += 1
-        if prefilling:  # one step: the decodes first, the prompts' chunks in what is left
-            free = budget - queries * decoding
-            tokens = 0
-            started: list[int] = []
-            while prefilling and free > 0:
-                entry = prefilling[0]
-                take = min(entry[1], free)
-                entry[1] -= take
-                free -= take
-                tokens += take
-                if entry[1] == 0:
-                    prefilling.popleft()
-                    started.append(entry[0])
-            segments.append((decoding, tokens, 1, running, len(waiting)))
-            for r in started:  # first token out of this step; decodes from the next
-                first[r] = k
-                if dec[r]:
-                    heapq.heappush(ends, (k + dec[r], r))
-                    decoding += 1
-                else:
-                    heapq.heappush(ends, (k, r))
-            finished(k)
-            k += 1
-        else:  # decodes only, until the next request finishes
-            step, _ = ends[0]
-            segments.append((decoding, 0, step - k + 1, running, len(waiting)))
-            finished(step)
-            k = step + 1
-        if k > MAX_STEPS:
-            raise SpecError("num_prompts", f"the run takes over {MAX_STEPS:,} engine steps", k)
+    accepted = scheduler.acceptance_length
+    dec = [math.ceil((o - 1) / accepted) if o > 1 else 0 for o in osl]
+    segments, arrival, first = _schedule(isl, dec, concurrency, scheduler)
     seg = np.array(segments, dtype=float)
     d, _, n, held, queue = seg.T
-    pairs, index = np.unique(seg[:, :2], axis=0, return_inverse=True)
-    per_pair = np.asarray(step_s(pairs[:, 0], pairs[:, 1]), dtype=float).reshape(-1)
-    times = per_pair[index.reshape(-1)]
-    ends_at = np.cumsum(n).astype(np.int64) - 1  # the last step of each segment
+    times, ends_at, clock = _segment_clock(step_s, seg)
     span = n * times  # seconds of each segment
-    clock = np.cumsum(span)  # seconds at the end of each segment
-
-    def end_of(steps: np.ndarray) -> np.ndarray:
-        """Seconds at the end of each of ``steps`` (-1: the run's start, 0 s)."""
-        i = np.searchsorted(ends_at, steps)
-        j = np.minimum(i, len(ends_at) - 1)
-        before = np.where(j > 0, clock[np.maximum(j - 1, 0)], 0.0)
-        start = np.where(j > 0, ends_at[np.maximum(j - 1, 0)] + 1, 0)
-        return np.where(steps < 0, 0.0, before + (steps - start + 1) * times[j])
-
-    sent = end_of(np.array(arrival) - 1)
-    first_s = end_of(np.array(first))
-    last_s = end_of(np.array(first) + np.array(dec))
+    sent = _end_of(np.array(arrival) - 1, ends_at, clock, times)
+    first_s = _end_of(np.array(first), ends_at, clock, times)
+    last_s = _end_of(np.array(first) + np.array(dec), ends_at, clock, times)
     decoded = np.array([o - 1 for o in osl], dtype=float)
     has_tpot = decoded > 0
     total = float(clock[-1])
@@ -202,3 +148,106 @@ def simulate_run(
         mean_step_s=total / float(n.sum()),
         has_tpot=has_tpot,
     )
+
+
+def _schedule(
+    isl: list[int], dec: list[int], concurrency: int, scheduler: RunScheduler
+) -> tuple[list[Segment], list[int], list[int]]:
+    """The closed loop counted in steps, on the module docstring's scheduler rules: each
+    stretch of steps (``Segment``: a step with prompt chunks alone, a stretch of decodes only
+    in one go), and for each request the step it arrives before (it is sent at that step's
+    start) and the step that emits its first token (its last: + ``dec``). ``isl``: each
+    request's prompt tokens; ``dec``: the steps it decodes after its first token."""
+    num_prompts = len(isl)
+    arrival = [0] * num_prompts
+    first = [0] * num_prompts
+    waiting: deque[int] = deque(range(min(concurrency, num_prompts)))
+    issued = len(waiting)
+    prefilling: deque[list[int]] = deque()  # [request, prompt tokens left], admitted
+    ends: list[tuple[int, int]] = []  # (finish step, request) of the decoding requests
+    decoding = running = done = 0
+    segments: list[Segment] = []
+    k = 0  # the next step
+
+    def finished(step: int) -> None:
+        """Requests whose last token came out of ``step`` leave; their clients send the next."""
+        nonlocal decoding, running, done, issued
+        while ends and ends[0][0] == step:
+            _, r = heapq.heappop(ends)
+            decoding -= dec[r] > 0
+            running -= 1
+            done += 1
+            if issued < num_prompts:
+                arrival[issued] = step + 1
+                waiting.append(issued)
+                issued += 1
+
+    while done < num_prompts:
+        while waiting and running < scheduler.slots:  # admission, first come first served
+            r = waiting.popleft()
+            prefilling.append([r, isl[r]])
+            running += 1
+        if prefilling:  # one step: the decodes first, the prompts' chunks in what is left
+            free = scheduler.budget - scheduler.queries * decoding
+            tokens, started = _prompt_chunks(prefilling, free)
+            segments.append((decoding, tokens, 1, running, len(waiting)))
+            for r in started:  # first token out of this step; decodes from the next
+                first[r] = k
+                if dec[r]:
+                    heapq.heappush(ends, (k + dec[r], r))
+                    decoding += 1
+                else:
+                    heapq.heappush(ends, (k, r))
+            finished(k)
+            k += 1
+        else:  # decodes only, until the next request finishes
+            step, _ = ends[0]
+            segments.append((decoding, 0, step - k + 1, running, len(waiting)))
+            finished(step)
+            k = step + 1
+        if k > MAX_STEPS:
+            raise SpecError("num_prompts", f"the run takes over {MAX_STEPS:,} engine steps", k)
+    return segments, arrival, first
+
+
+def _prompt_chunks(prefilling: deque[list[int]], free: int) -> tuple[int, list[int]]:
+    """One step's prompt chunks in the ``free`` tokens the decodes leave of the budget, first
+    come first served (chunked prefill): the prompt tokens it runs and the requests whose last
+    prompt tokens it runs, taken off ``prefilling`` (``[request, prompt tokens left]``)."""
+    tokens = 0
+    started: list[int] = []
+    while prefilling and free > 0:
+        entry = prefilling[0]
+        take = min(entry[1], free)
+        entry[1] -= take
+        free -= take
+        tokens += take
+        if entry[1] == 0:
+            prefilling.popleft()
+            started.append(entry[0])
+    return tokens, started
+
+
+def _segment_clock(step_s: StepTime, seg: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The schedule timed: the step time of each segment (one call of ``step_s`` for every
+    distinct ``(decoding, prompt tokens)`` step), each segment's last step and the seconds at
+    its end."""
+    pairs, index = np.unique(seg[:, :2], axis=0, return_inverse=True)
+    per_pair = np.asarray(step_s(pairs[:, 0], pairs[:, 1]), dtype=float).reshape(-1)
+    times = per_pair[index.reshape(-1)]
+    n = seg[:, 2]
+    ends_at = np.cumsum(n).astype(np.int64) - 1  # the last step of each segment
+    clock = np.cumsum(n * times)  # seconds at the end of each segment
+    return times, ends_at, clock
+
+
+def _end_of(
+    steps: np.ndarray, ends_at: np.ndarray, clock: np.ndarray, times: np.ndarray
+) -> np.ndarray:
+    """Seconds at the end of each of ``steps`` (-1: the run's start, 0 s), on the segments'
+    clock (``_segment_clock``)."""
+    i = np.searchsorted(ends_at, steps)
+    j = np.minimum(i, len(ends_at) - 1)
+    before = np.where(j > 0, clock[np.maximum(j - 1, 0)], 0.0)
+    start = np.where(j > 0, ends_at[np.maximum(j - 1, 0)] + 1, 0)
+    return np.where(steps < 0, 0.0, before + (steps - start + 1) * times[j])

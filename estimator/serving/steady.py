@@ -38,7 +38,7 @@ from estimator.serving.load import (
     steady_state_steps,
     sum_quantiles,
 )
-from estimator.serving.run import simulate_run
+from estimator.serving.run import RunScheduler, simulate_run
 
 __all__ = [
     "MAX_REQUEST_RATE",
@@ -440,14 +440,11 @@ def finite_run(
     w = s.workload
     run = simulate_run(
         s.step_s,
+        RunScheduler(s.budget, s.slots, acceptance_length=s.accepted, queries=s.queries),
         prompts=w.own_new,
         outputs=(w.mean_output,) if w.lengths is None else w.lengths.output_lens,
         concurrency=s.clients,
         num_prompts=num_prompts,
-        budget=s.budget,
-        slots=s.slots,
-        acceptance_length=s.accepted,
-        queries=s.queries,
     )
     ttft_q = np.quantile(run.ttft_s, TTFT_QUANTILES)
     e2e_run = np.quantile(run.e2e_s, TTFT_QUANTILES)

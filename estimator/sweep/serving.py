@@ -261,6 +261,53 @@ def sweep_serving(
     (accelerators x tp x pp x precision), so this loops over layouts (``estimate_load``) rather
     than evaluating arrays. ``progress(done, total)`` is called after each layout."""
     space = space or ServingSearch()
+    size = _checked_size(model, workload, space, max_layouts)
+    specs = tuple(map(accelerator_spec, space.accelerators))
+    for acc in specs:  # a network no cluster has is refused before any layout
+        workload.cluster(acc)
+    # Disaggregated: each layout also as a pool, with its pairs, and on the aggregated front.
+    total = size * (4 if workload.disaggregated else 1)
+    done = 0
+
+    def tick() -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(done, total)
+
+    groups = list(itertools.product(specs, space.precision))
+    pools = []
+    if workload.disaggregated:  # first: a target no fleet meets is refused before the sweep
+        pools = disagg.pools(model, workload, groups, itertools.product(space.tp, space.pp), tick)
+    rows = _layout_rows(model, workload, space, groups, tick)
+    rows.sort(key=lambda r: _row_order(r, workload.objective))
+    counts = {"evaluated": len(rows), "ok": sum(r["ok"] for r in rows)}
+    for r in rows:
+        if not r["ok"]:
+            counts[f"refused_{r['field']}"] = counts.get(f"refused_{r['field']}", 0) + 1
+    served = [r for r in rows if r["ok"]]
+    pareto = cheapest_front(served, "usd_per_1m_output_tokens", "output_tokens_per_s_per_gpu")
+    notes = list(model.notes) + ([space.note] if space.note else [])
+    if any(r.get("usd_per_1m_output_tokens") is None for r in served):
+        notes.append("Accelerators without a catalog price have no cost until one is given.")
+    comparison = None
+    if workload.disaggregated:
+        comparison = disagg.compare(
+            workload, pools, rows, model, lambda acc: price_of(acc, workload.prices), tick
+        )
+    widen = None if served else widen_hint(counts, space, model)
+    return ServingSweep(
+        tuple(rows), counts, tuple(pareto), tuple(notes), model.exact, comparison, widen
+    )
+
+
+def _checked_size(
+    model: ModelSpec, workload: ServingWorkload, space: ServingSearch, max_layouts: int
+) -> int:
+    """The layouts ``space`` holds (at most ``max_layouts``, else ``SweepTooLarge``), once the
+    space and the workload are checked: expert and attention data parallelism on a
+    mixture-of-experts model only, a fleet rate costed per output token, disaggregated
+    planning's rate and fixed lengths, the engine's limits; a refusal before any layout."""
     eps = 1 if space.ep is None else len(space.ep)
     widths = {
         "accelerators": len(space.accelerators),
@@ -295,24 +342,20 @@ def sweep_serving(
             "dataset", "disaggregated planning takes fixed input_len / output_len", None
         )
     workload.scheduler()  # a bad engine limit is refused before any layout
+    return size
+
+
+def _layout_rows(
+    model: ModelSpec,
+    workload: ServingWorkload,
+    space: ServingSearch,
+    groups: list[tuple[Accelerator, str]],
+    tick: Callable[[], None],
+) -> list[dict[str, Any]]:
+    """Each layout's row (``_serving_row``) over the ``(accelerator, precision)`` ``groups``
+    and the space's tp x pp x dp x ep, ``tick`` after each; a layout out of the space's bounds
+    (``ServingSearch.tried``) is counted, not evaluated."""
     rows = []
-    specs = tuple(map(accelerator_spec, space.accelerators))
-    for acc in specs:  # a network no cluster has is refused before any layout
-        workload.cluster(acc)
-    # Disaggregated: each layout also as a pool, with its pairs, and on the aggregated front.
-    total = size * (4 if workload.disaggregated else 1)
-    done = 0
-
-    def tick() -> None:
-        nonlocal done
-        done += 1
-        if progress is not None:
-            progress(done, total)
-
-    groups = list(itertools.product(specs, space.precision))
-    pools = []
-    if workload.disaggregated:  # first: a target no fleet meets is refused before the sweep
-        pools = disagg.pools(model, workload, groups, itertools.product(space.tp, space.pp), tick)
     for (acc, prec), tp, pp, dp in itertools.product(groups, space.tp, space.pp, space.dp):
         if not space.tried(tp, pp, dp):
             for _ in space.eps(model, tp, dp):
@@ -323,33 +366,17 @@ def sweep_serving(
                 _serving_row(model, acc, prec, Parallelism(tp=tp, pp=pp, dp=dp, ep=ep), workload)
             )
             tick()
+    return rows
 
-    def key(r: dict[str, Any]) -> tuple[int, float, float]:
-        cost = r.get(ORDER[workload.objective])
-        return (
-            0 if r["ok"] else 1,
-            math.inf if cost is None else cost,
-            -r.get("output_tokens_per_s", 0.0),
-        )
 
-    rows.sort(key=key)
-    counts = {"evaluated": len(rows), "ok": sum(r["ok"] for r in rows)}
-    for r in rows:
-        if not r["ok"]:
-            counts[f"refused_{r['field']}"] = counts.get(f"refused_{r['field']}", 0) + 1
-    served = [r for r in rows if r["ok"]]
-    pareto = cheapest_front(served, "usd_per_1m_output_tokens", "output_tokens_per_s_per_gpu")
-    notes = list(model.notes) + ([space.note] if space.note else [])
-    if any(r.get("usd_per_1m_output_tokens") is None for r in served):
-        notes.append("Accelerators without a catalog price have no cost until one is given.")
-    comparison = None
-    if workload.disaggregated:
-        comparison = disagg.compare(
-            workload, pools, rows, model, lambda acc: price_of(acc, workload.prices), tick
-        )
-    widen = None if served else widen_hint(counts, space, model)
-    return ServingSweep(
-        tuple(rows), counts, tuple(pareto), tuple(notes), model.exact, comparison, widen
+def _row_order(r: dict[str, Any], objective: str) -> tuple[int, float, float]:
+    """A row's place in the answer: served first, by the objective's figure (``ORDER``; none:
+    last), then by output tokens/s, fastest first."""
+    cost = r.get(ORDER[objective])
+    return (
+        0 if r["ok"] else 1,
+        math.inf if cost is None else cost,
+        -r.get("output_tokens_per_s", 0.0),
     )
 
 
