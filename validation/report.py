@@ -48,6 +48,7 @@ from estimator.timing.kernels import (
 )
 from estimator.timing.layer import flash_backward_time
 from estimator.timing.training import TimingOptions, TrainingEstimate, estimate_training
+from estimator.xp import Num
 from validation.calibrate import HEAD_DIM_BACKENDS, LENT
 
 if TYPE_CHECKING:
@@ -154,7 +155,7 @@ def lent_kernel_rows() -> list[Row]:
     prof = kernel_profile(acc.id)
     out: list[Row] = []
 
-    def row(op: str, label: str, measured_ms: float, predicted_s: float) -> None:
+    def row(op: str, label: str, measured_ms: float, predicted_s: Num) -> None:
         out.append(
             Row(
                 kind="kernel",
@@ -202,7 +203,7 @@ def lent_kernel_rows() -> list[Row]:
     return out
 
 
-def _kernel(op: str, r: dict[str, str], acc: str, predicted_s: float, label: str) -> Row:
+def _kernel(op: str, r: dict[str, str], acc: str, predicted_s: Num, label: str) -> Row:
     return Row(
         kind="kernel",
         group=op,

@@ -325,7 +325,8 @@ def _tables(model: ModelSpec) -> tuple[dict[str, int], tuple[CoreTerm | None, ..
 def forward_flops(model: ModelSpec, seq_len: Num, batch: Num = 1) -> ForwardFlops:
     tokens = seq_len * batch
     per_token, attention = _tables(model)
-    core = core_causal = 0
+    core: Num = 0
+    core_causal: Num = 0
     for term in attention:
         if term is not None:
             core = core + term.layers * core_square_flops(term, seq_len)
@@ -459,7 +460,7 @@ def training_flops(
     ``TrainingSetup.mtp_layers``), in the forward, twice in the backward and, under full
     recompute, their layers' forward again (Megatron-Core checkpoints the MTP layer too)."""
     per_token, attention = _tables(model)
-    core_causal = 0
+    core_causal: Num = 0
     for term in attention:
         if term is not None:
             core_causal = core_causal + term.layers * core_pairs_flops(term, seq_len)

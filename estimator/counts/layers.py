@@ -44,6 +44,7 @@ from estimator.spec.architecture import LayerKind, Linear
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
 from estimator.timing.collectives import tp_message_bytes
+from estimator.xp import Num
 
 __all__ = ["LayerTable", "ModuleRow", "layer_table"]
 
@@ -273,7 +274,7 @@ def _vocab_rows(
     activations' format; the head a row of its own where it is untied or on another stage
     (its parameters counted once, in the embedding, when tied)."""
     vocab = padded_vocab(model, p.tp)
-    rows = vocab // p.tp
+    rows = int(vocab // p.tp)
     emb_params = model.vocab_size * model.embed_dim
     embedding = ModuleRow(
         "embed_tokens", "embedding", "vocab", (model.vocab_size, model.embed_dim),
@@ -299,7 +300,7 @@ def _model_bytes(
     o_bytes = DTYPES[precision.activations].bytes
     trained = adapters(model, setup.finetune).trainable_params  # every parameter, in full
     state_bytes = optimizer_state_bytes_per_param(model, setup.optimizer, precision)
-    weights = total * w_bytes
+    weights: Num = total * w_bytes
     if setup.finetune.method == "qlora":  # NF4 for the linears bitsandbytes quantizes only
         linear = sum(
             n * place_layer(placement, 1, 1, 1)[0]
@@ -307,7 +308,7 @@ def _model_bytes(
         )
         weights = linear * w_bytes + (total - linear) * o_bytes
     return {
-        "weights_bytes": weights,
+        "weights_bytes": float(weights),
         "gradients_bytes": trained * precision.bytes("gradients"),
         "master_weights_bytes": trained * precision.bytes("master_weights"),
         "optimizer_states_bytes": trained * state_bytes,

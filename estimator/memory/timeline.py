@@ -200,7 +200,7 @@ def _step_points(step: _StepMemory, total_chunks: Num, pp: int) -> list[MemoryPo
     points.append(step.point(f"backward {unit} 1", "first backward", in_flight, True))
     steady = total_chunks - in_flight
     if steady > 0:
-        more = f"forward ({step.units(steady)} more{schedule})"
+        more = f"forward ({step.units(int(steady))} more{schedule})"
         points.append(step.point(more, "steady", in_flight))
         points.append(step.point(f"backward{schedule}", "steady", in_flight, True))
     for k in range(in_flight - 1, -1, -1):

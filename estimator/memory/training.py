@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from estimator.counts.flops import Recompute
 from estimator.finetune import FULL, FineTune, adapters
@@ -435,7 +435,7 @@ def training_memory(
     """Per-GPU memory of a training step on the most-loaded GPU, with its breakdown."""
     validate_training(model, parallel, setup)
     s, terms, stage = _heaviest_stage(model, parallel, setup, precision, accelerator.fp8_any_layout)
-    values = {  # the TrainingMemory fields
+    values: dict[str, Any] = {  # the TrainingMemory fields
         "terms_bytes": _floats(terms),
         "capacity_bytes": float(accelerator.memory_bytes),
         "stage": stage,
@@ -447,7 +447,7 @@ def training_memory(
         "host_weights_bytes": 0.0,
         "host_activations_bytes": 0.0,
         "host_capacity_bytes": 0.0,
-        "notes": _training_notes(model, parallel, setup, stage),
+        "notes": _training_notes(model, parallel, setup, int(stage)),
     }
     if s.loss_reuse_bytes > 0:
         values["notes"] += (
@@ -471,7 +471,7 @@ def _floats(terms: dict[str, Num]) -> dict[str, float]:
     (the caller hands it over), a converted copy otherwise. The check runs in C (a set of the
     values' types), a third of what converting every value costs."""
     if set(map(type, terms.values())) == {float}:
-        return terms
+        return cast("dict[str, float]", terms)
     return dict(zip(terms, map(float, terms.values()), strict=True))
 
 

@@ -51,7 +51,7 @@ from estimator.offload import Offload
 from estimator.records import from_fields
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
-from estimator.xp import Num, maximum, minimum, where
+from estimator.xp import Num, maximum, minimum, numpy, where
 
 if TYPE_CHECKING:
     from estimator.memory.training import TrainingSetup
@@ -196,7 +196,7 @@ def candidate_stages(
         return tuple(range(pp))
     if len(model.kinds) == 1:
         return (0, pp - 1)
-    return tuple(minimum(s, pp - 1) for s in range(int(pp.max())))
+    return tuple(minimum(s, pp - 1) for s in range(int(numpy().max(pp))))
 
 
 def layout_of(
@@ -298,15 +298,15 @@ def _zero_sharding(
     shard_states = (zero_stage >= 1) | parallel.distributed_optimizer
     dense_others, expert_others = dense_shards - 1, expert_shards - 1  # the ranks but this one
     grads_div = 1 + shard_grads * dense_others
-    dense_grads_div = grads_div if fsdp_pp is False else where(fsdp_pp, 1, grads_div)
+    dense_grads_div: Num = grads_div if fsdp_pp is False else where(fsdp_pp, 1, grads_div)
     # Gradient accumulation without the reduction (FSDP1's no_sync, FSDP2's
     # set_requires_gradient_sync(False)): the gradients of every micro-batch but the last stay
     # unsharded ("FSDP will accumulate the full model gradients (instead of gradient shards)
     # until the eventual sync", torch FullyShardedDataParallel.no_sync), so the last backward
     # starts with the stage's whole gradients on each rank.
     unsynced = setup.no_sync_accumulation and shard_grads & (microbatches > 1)
-    expert_grads_div = 1 + shard_grads * expert_others
-    adapter_grads_div = grads_div
+    expert_grads_div: Num = 1 + shard_grads * expert_others
+    adapter_grads_div: Num = grads_div
     if unsynced is not False:
         dense_grads_div = where(unsynced, 1, dense_grads_div)
         expert_grads_div = where(unsynced, 1, expert_grads_div)
@@ -532,7 +532,7 @@ def _stage(layout: Layout, stage: Num, stack: Stack) -> Stage:
     )
     flight = in_flight_microbatches(layout.pp, layout.vp, stage, layout.microbatches)
     logits = last * layout.head_activation_bytes * (1 + layout.mtp_layers)
-    host = 0.0
+    host: Num = 0.0
     if layout.offload.activations:
         saved = flight * microbatch + stack.recomputed_layer_bytes
         host = _offloaded_activations(layout.offload, stack, saved)
@@ -579,7 +579,8 @@ def _stack_terms(
     """The decoder layers a stage holds (``counts`` of each kind), summed: ``Stack``'s sums
     (linear weights, other parameters, expert weights, expert other, the largest layer's
     parameters, activation bytes per micro-batch, the recomputed layer's full activations)."""
-    lw = other = ew = eo = largest = per_mb = peak_layer = 0
+    zero: Num = 0
+    lw = other = ew = eo = largest = per_mb = peak_layer = zero
     for k, n in enumerate(counts):
         lw_k, other_k, ew_k, eo_k, total_k = layers[k]
         lw, other = lw + n * lw_k, other + n * other_k

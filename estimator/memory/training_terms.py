@@ -330,7 +330,8 @@ def host_terms(s: Stage) -> dict[str, Num]:
     parameter offload), the saved activations beyond what the GPU keeps."""
     layout = s.layout
     offload = layout.offload
-    host_optimizer = host_weights = 0.0
+    host_optimizer: Num = 0.0
+    host_weights: Num = 0.0
     if offload.optimizer:
         held = s.optimizer_params
         master, states = held * layout.bytes_per_param.master_weights, held * layout.state_bytes

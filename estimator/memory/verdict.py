@@ -49,6 +49,8 @@ def fit_index(
     are the named overheads) against ``capacity``, all in one unit; ``likely``: the peak's
     likely range, where measurements give one. Plain numbers for one plan, arrays for a sweep's
     layouts (one rule for both)."""
+    fits: Num
+    out: Num
     if likely is None:
         fits, out = total <= capacity, total - overheads > capacity
     else:

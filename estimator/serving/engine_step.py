@@ -39,6 +39,7 @@ from estimator.memory.inference import InferenceSetup
 from estimator.serving.load import decode_steps
 from estimator.serving.speculative import draft_prefill, draft_step
 from estimator.serving.steps import (
+    KindTimes,
     decode_kinds,
     head_time,
     pipeline,
@@ -156,7 +157,7 @@ def engine_step_time(
         d = np.maximum(level / p.pp, MIN_DECODING)  # per micro-batch
         tok = np.asarray(prompt_tokens, dtype=float) / p.pp
         frac = tok / new
-        kinds = []
+        kinds: list[KindTimes] = []
         rows = d if q == 1 else q * d  # decoding tokens in the step
         # the other busy groups' tokens, at the steady state's mean for this decoding level
         routed = None if p.dp == 1 else others * (rows + d * flow)

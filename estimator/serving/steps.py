@@ -161,7 +161,7 @@ def prefill_kinds(
             continue
         new = layer_time(c, k, prompt - cached, batch, new_run)
         term = terms[k]
-        share = 0.0
+        share: Num = 0.0
         if term is not None:  # the new queries' share of the whole prompt's causal work
             share = 1 - core_pairs_flops(term, cached) / core_pairs_flops(term, prompt)
         out.append(

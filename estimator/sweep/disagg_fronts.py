@@ -79,7 +79,7 @@ def pair_front(
     fixed = kv.exposed_s + link_wait(dc.rate, kv.receive_s) + FIRST_TOKEN_STEPS * dc.tpot_s
     live = np.isfinite(fixed)  # the receiving link below its capacity
     budget = np.where(live, (math.inf if ttft is None else ttft) - np.where(live, fixed, 0), -1)
-    most = highest_rate(pc.rate, sending, budget)
+    most = np.asarray(highest_rate(pc.rate, sending, budget))
     levels = np.flatnonzero((most > 0) & live)
     per_request = pc.layout.num_gpus / most[levels] + dc.layout.num_gpus / dc.rate[levels]
     return PairPoints(

@@ -224,7 +224,8 @@ def evaluate(
     c = Context.of(model, acc, p, precision, block.options.cluster)
     stages = candidate_stages(model, p.pp, p.stage_layers)
     t = training_time_terms(c, setup, held, stages, block.options)
-    rates = _rates(model, block, workload, setup, t["step_s"], n)
+    step_s = np.asarray(t["step_s"])
+    rates = _rates(model, block, workload, setup, step_s, n)
     out = _columns(block, p.dp, mem, t, rates, split)
     if workload.tokens is not None:
         run = energy_of(block.facility_w_per_gpu, n, rates.tokens_per_s, rates.time_to_train_s)
@@ -234,7 +235,7 @@ def evaluate(
             "cost_usd": rates.cost_usd,
             "mwh": run.mwh,
         }
-        out |= _effective(model, block, workload, setup, n, t["step_s"], rates)
+        out |= _effective(model, block, workload, setup, n, step_s, rates)
     out["headroom_bytes"] = out["capacity_bytes"] - out["memory_bytes"]
     out["fits"] = out["memory_bytes"] <= out["capacity_bytes"]
     out["fit"] = fit_codes(mem, out["capacity_bytes"], n, block, workload, peak_range)
@@ -256,7 +257,7 @@ def _effective(
     gpus: np.ndarray,
     step_s: np.ndarray,
     rates: Rates,
-) -> dict[str, np.ndarray]:
+) -> dict[str, Any]:
     """The run as it goes (``timing.effective``): each layout's effective time fraction with
     interruptions, restarts and checkpoints, its wall-clock and its cost with the hot spares;
     deadlines and budgets are judged on these. A run that never finishes: fraction 0, inf."""
@@ -264,15 +265,17 @@ def _effective(
     link = host_of(block.accelerator.id, workload.offload).link_bytes_per_s / 1e9
     state = checkpoint_of(model, block.precision, setup)
     fraction = effective_fraction(gpus, state, link, r, step_s)
+    ideal = rates.time_to_train_s
+    assert ideal is not None  # a sweep with a token count (the caller's condition)
     with np.errstate(divide="ignore"):
-        wall = np.where(fraction > 0, rates.time_to_train_s / np.maximum(fraction, 1e-300), np.inf)
+        wall = np.where(fraction > 0, ideal / np.maximum(fraction, 1e-300), np.inf)
     cost = rates.cost_usd
     return {
         "effective_time_fraction": fraction,
         "effective_time_to_train_s": wall,
         "effective_cost_usd": None
         if cost is None
-        else cost / rates.time_to_train_s * wall * (gpus + r.spare_gpus) / gpus,
+        else cost / ideal * wall * (gpus + r.spare_gpus) / gpus,
     }
 
 

@@ -94,15 +94,15 @@ def layout_rules(
     rule = "zero_stage={v} with dp*cp = 1 shards nothing (same as zero_stage=0)"
     rules.append(("layout.zero_stage", (zero > 0) & (dp * cp == 1), rule, zero))
     # Rules about the model alone are one bool for every layout: broadcast them.
-    shape = tp.shape
+    shape = np.shape(tp)
     return [(f, np.broadcast_to(b, shape), r, np.broadcast_to(v, shape)) for f, b, r, v in rules]
 
 
 def first_broken(rules: list[Violation]) -> np.ndarray:
     """Each layout's first broken rule (an index into ``rules``), -1 where it breaks none."""
-    out = np.full(rules[0][1].shape, -1)
+    out = np.full(np.shape(rules[0][1]), -1)
     for i, (_, broken, _, _) in enumerate(rules):
-        out[(out < 0) & broken] = i
+        out[(out < 0) & np.asarray(broken)] = i
     return out
 
 

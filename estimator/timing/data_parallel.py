@@ -77,7 +77,7 @@ def zero3_exposed(
     model, acc, prof, p, precision = c.model, c.acc, c.prof, c.p, c.precision
     m = setup.microbatches(p.dp)
     if p.stage_layers is None:
-        layers_on_stage = model.num_layers / p.pp
+        layers_on_stage: Num = model.num_layers / p.pp
     else:  # the slowest stage's layers (per layout, in a sweep)
         sizes = [sum(stage_kind_counts(model, p.pp, p.vp, r, p.stage_layers)) for r in range(p.pp)]
         layers_on_stage = take(sizes, stage)

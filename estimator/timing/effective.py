@@ -165,9 +165,11 @@ def _cadence(
     write = state_bytes / (r.storage_gb_per_s_per_gpu * 1e9 * gpus)
     blocking = state_bytes / gpus / (host_link_gb_per_s * 1e9) if r.async_checkpoint else write
     floor = maximum(write, step_s) if r.async_checkpoint else step_s
-    interval = r.checkpoint_interval_s
-    if interval is None:
-        interval = maximum(optimal_interval_s(blocking, mtbf, r.restart_s), floor)
+    interval: Num = (
+        r.checkpoint_interval_s
+        if r.checkpoint_interval_s is not None
+        else maximum(optimal_interval_s(blocking, mtbf, r.restart_s), floor)
+    )
     return mtbf, write, blocking, interval, r.restart_s + (interval + blocking) / 2, floor
 
 
@@ -197,8 +199,8 @@ def effective_run(
     share to the host over ``host_link_gb_per_s`` when saves are asynchronous. Checkpoints are
     taken between steps of ``step_s``: at most one a step."""
     r = reliability
-    mtbf, write, blocking, interval, lost, floor = _cadence(
-        gpus, state_bytes, host_link_gb_per_s, r, step_s
+    mtbf, write, blocking, interval, lost, floor = (
+        float(v) for v in _cadence(gpus, state_bytes, host_link_gb_per_s, r, step_s)
     )
     why = "as stated"
     if r.checkpoint_interval_s is None:

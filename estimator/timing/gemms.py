@@ -127,7 +127,7 @@ def linear_gemm_time(
             model, model.kinds.index(kind), p.tp, p.ep, p.expert_tp, gemm_b, act_b, w_b
         )
         t = gemm_time(acc, prof, per_row * tokens, row_bytes * tokens + fixed, precision.compute)
-        total = t.sum(axis=0)  # zeros for a layer of experts only
+        total = numpy().sum(t, axis=0)  # zeros for a layer of experts only
     for linear, (m_rows, k, n, count, _) in zip(
         kind.linears,
         linear_gemms(kind, p.tp, p.ep, p.expert_tp, tokens, expert_load, expert_tokens),

@@ -450,7 +450,7 @@ def mixer_time(
     prof: KernelProfile,
     tp: Num,
     precision: Precision,
-    seq_len: int,
+    seq_len: Num,
     micro_batch: Num,
     compute: str,
 ) -> Num:

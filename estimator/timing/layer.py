@@ -165,7 +165,7 @@ class _Attention:
 
 
 def layer_time(
-    c: Context, kind_index: int, seq_len: int, micro_batch: int, run: LayerRun = PLAIN_RUN
+    c: Context, kind_index: int, seq_len: Num, micro_batch: Num, run: LayerRun = PLAIN_RUN
 ) -> LayerTime:
     """Forward time of one layer of kind ``kind_index`` for one micro-batch on one rank (and
     the backward time of its attention, whose ratio to the forward depends on the kernel), the
@@ -206,7 +206,7 @@ def layer_time(
 
 
 def _attention(
-    c: Context, kind_index: int, seq_len: int, micro_batch: int, run: LayerRun
+    c: Context, kind_index: int, seq_len: Num, micro_batch: Num, run: LayerRun
 ) -> _Attention:
     """The attention core's forward and backward on one rank: heads split by TP, queries by
     CP; flash attention over the causal pairs (backward ``flash_backward_time``), or the
@@ -390,8 +390,8 @@ def _eager_attention_time(
     prof: KernelProfile,
     a: AttentionCore,
     heads: Num,
-    micro_batch: int,
-    seq_len: int,
+    micro_batch: Num,
+    seq_len: Num,
     precision: Precision,
     compute: str,
 ) -> Num:

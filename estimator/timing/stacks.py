@@ -26,7 +26,7 @@ from typing import Literal
 
 from estimator.errors import SpecError
 from estimator.timing.kernels import AttentionKernel
-from estimator.xp import Num, logical_and
+from estimator.xp import Num, logical_and, where
 
 __all__ = [
     "AUTO_PRECEDENCE",
@@ -331,7 +331,8 @@ def auto_takes(name: str, tp: Num, pp: Num, cp: Num, ep: Num, vp: Num, zero: Num
     if name == "deepspeed":
         return logical_and(dp_only, zero == 2)
     if name == DEFAULT_STACK:
-        return ~logical_and(dp_only, zero >= 2)
+        # not (a where, not ``~``: ``~True`` is -2 on a plain bool, which reads as true)
+        return where(logical_and(dp_only, zero >= 2), False, True)
     return logical_and(dp_only, zero < 0)  # every entry False: auto picks no other stack
 
 
