@@ -349,9 +349,8 @@ def drafter_bytes(
     if model.moe is not None:  # as the target's experts (``serving.steps.serving_layout``)
         etp = parallel.etp or max(parallel.dp * tp // parallel.ep, 1)
     counts = [n * one.modules for n in one.counts]
-    linear: Num = 0.0
-    expert: Num = 0.0
-    other: Num = 0.0
+    zero: Num = 0.0
+    linear = expert = other = zero
     for kind, n in zip(model.kinds, counts, strict=True):
         if n:
             lw, o, ew, eo, _ = layer_params(model, kind, tp, parallel.ep, etp)
