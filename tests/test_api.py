@@ -376,7 +376,7 @@ BAD: list[tuple[str, Any, int, str]] = [
         "/training/estimate",
         {"model": "llama-3-8b", "accelerator": "a100-sxm-80gb", "precision": "fp8"},
         422,
-        "precision",
+        "precision.gemm_inputs",  # the support matrix: Ampere has no fp8 tensor cores
     ),
     (
         "/training/estimate",

@@ -59,6 +59,7 @@ from estimator.spec.accelerator import Accelerator
 from estimator.spec.cluster import Cluster, cluster_of
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import Precision
+from estimator.spec.support import check_support
 from estimator.timing.kernels import KernelProfile, kernel_profile
 from estimator.timing.measured import serving_profile, step_grid_notes
 from estimator.timing.rates import SECONDS_PER_HOUR
@@ -396,14 +397,19 @@ def _engine_name(engine: str | EnginePreset | None) -> str | None:
 
 
 def _check_limits(
-    max_batch_size: int, ttft_target_s: float | None, tpot_target_s: float | None
+    max_batch_size: int,
+    ttft_target_s: float | None,
+    tpot_target_s: float | None,
+    price_usd_per_gpu_hour: float | None,
 ) -> None:
-    """Refuse a batch limit under one and a latency target not above zero."""
+    """Refuse a batch limit under one, a latency target not above zero and a negative price."""
     if max_batch_size < 1:
         raise SpecError("max_batch_size", "must be >= 1", max_batch_size)
     for name, target in (("ttft_target_s", ttft_target_s), ("tpot_target_s", tpot_target_s)):
         if target is not None and target <= 0:
             raise SpecError(name, "must be > 0", target)
+    if price_usd_per_gpu_hour is not None and price_usd_per_gpu_hour < 0:
+        raise SpecError("price_usd_per_gpu_hour", "must be >= 0", price_usd_per_gpu_hour)
 
 
 def estimate_inference(
@@ -430,8 +436,9 @@ def estimate_inference(
     (``estimate_load``), throughput and cost at it; with a ``request_rate``, the replicas that
     rate needs (``fleet_need``), each planned at its rate within the targets over ``1 +
     rate_headroom``."""
+    check_support(accelerator, precision, _engine_name(engine))
     memory = inference_memory(model, accelerator, parallel, setup, precision)
-    _check_limits(max_batch_size, ttft_target_s, tpot_target_s)
+    _check_limits(max_batch_size, ttft_target_s, tpot_target_s, price_usd_per_gpu_hour)
     prof = _kernels(accelerator, engine, kernels, engine is not None or request_rate is not None)
     domain = cluster or cluster_of(accelerator)
     p = serving_layout(model, parallel)
@@ -444,8 +451,6 @@ def estimate_inference(
     out_tps, pre_s, dec_s = times.throughput(conc)
     in_tps = out_tps * setup.input_len / max(setup.output_len, 1)
     prefill_share = pre_s / (pre_s + dec_s) if pre_s + dec_s else 0.0
-    if price_usd_per_gpu_hour is not None and price_usd_per_gpu_hour < 0:
-        raise SpecError("price_usd_per_gpu_hour", "must be >= 0", price_usd_per_gpu_hour)
     speculation = prefix = None
     if spec is not None and times.step is not None:
         speculation = speculation_effect(spec, times.step, times, memory, conc)
@@ -512,6 +517,7 @@ def estimate_load(
     scheduler is solved on its share of the load (``steady.group_scheduler``) and timed by its
     engine step (``engine_step.engine_step_time``, the other busy groups' tokens routed too)."""
     replica_preset = engine_preset(engine)
+    check_support(accelerator, precision, replica_preset.name)
     if request_rate is not None and not 0 < request_rate <= MAX_REQUEST_RATE:
         raise SpecError("request_rate", "must be > 0 and <= 1,000,000 requests/s", request_rate)
     layout = serving_layout(model, parallel)

@@ -152,6 +152,9 @@ PRESETS: dict[str, Precision] = {
         # Serving formats: quantized weights, bf16 activations.
         replace(_BF16, name="fp8-serving", weights="fp8", gemm_inputs="fp8", kv_cache="fp8"),
         replace(_BF16, name="nvfp4-serving", weights="nvfp4", gemm_inputs="nvfp4", kv_cache="fp8"),
+        # OCP MXFP4 weights and GEMMs (E8M0 scale per 32), as MI355X (CDNA4) and Blackwell run
+        # them natively (``spec.support``: NVFP4 has no matrix path on CDNA4)
+        replace(_BF16, name="mxfp4-serving", weights="mxfp4", gemm_inputs="mxfp4", kv_cache="fp8"),
         replace(_BF16, name="int8-wo", weights="int8-wo"),
         replace(_BF16, name="int4-wo", weights="int4-wo"),
         # gpt-oss as OpenAI ships it: MXFP4 routed experts, bf16 everything else.

@@ -64,6 +64,7 @@ from estimator.spec.accelerator import Accelerator
 from estimator.spec.cluster import Cluster
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import Precision
+from estimator.spec.support import check_support
 from estimator.terms import STEP
 from estimator.timing.data_parallel import (
     Held,
@@ -411,6 +412,7 @@ def estimate_training(
     ``measured_step_s`` or ``measured_mfu`` from the user's own runs calibrates the plan: the
     result keeps the model's figures and adds the calibrated ones under ``calibrated``.
     """
+    check_support(accelerator, precision, training=True)
     memory = training_memory(model, accelerator, parallel, setup, precision)
     time = training_time(model, accelerator, parallel, setup, precision, memory, options)
     gbs = setup.global_batch_size or setup.micro_batch_size * parallel.dp
