@@ -37,6 +37,7 @@ from estimator import (
     get_precision,
     model_from_config,
 )
+from estimator.context import Context
 from estimator.counts.layers import LayerTable, layer_table
 from estimator.counts.tree import ModuleNode, module_tree
 from estimator.energy import Ownership, PowerSetup, require_power
@@ -45,6 +46,7 @@ from estimator.finetune import ALL_LINEAR, DEFAULT_RANK, FineTune
 from estimator.layout.parallel import layout_violations, validate_layout
 from estimator.layout.pipeline import (
     PipelineSplit,
+    SplitSettings,
     check_layout_mtp,
     model_split,
     serving_stage_layers,
@@ -65,7 +67,12 @@ from estimator.timing.stacks import (
     stack_refusal,
     sweep_stacks,
 )
-from estimator.timing.training import TimingOptions, TrainingEstimate, estimate_training
+from estimator.timing.training import (
+    TimingOptions,
+    TrainingEstimate,
+    calibrate,
+    estimate_training,
+)
 from estimator.timing.zero3_note import zero3_hidden_note
 
 # The request models come with the caller's request, and the serving and sweep engines (and
@@ -264,10 +271,12 @@ def _model_rules_first(model: ModelSpec, lay: Any) -> None:
     ``num_gpus``."""
     from estimator.layout.parallel import layout_violations
 
+    sizes = Parallelism(
+        tp=lay.tp, pp=lay.pp, dp=1, cp=lay.cp, ep=lay.ep, etp=lay.etp or lay.tp, vp=lay.vp
+    )
     for field, broken, rule, value in layout_violations(
-        model, tp=lay.tp, pp=lay.pp, dp=1, cp=lay.cp, ep=lay.ep, etp=lay.etp or lay.tp,
-        vp=lay.vp, training=True, pipeline_rule=False,
-    ):  # fmt: skip
+        model, sizes, training=True, pipeline_rule=False
+    ):
         if broken and field in ("layout.tp", "layout.ep", "layout.etp"):
             raise SpecError(field, rule.format(v=value), value)
 
@@ -336,17 +345,14 @@ def training_plan(req: TrainingRequest) -> TrainingPlan:
     except SpecError:
         _model_rules_first(model, lay)  # tp=3 on 64 GPUs: the heads rule is the reason
         raise
-    split = model_split(
-        model,
-        lay.pp,
-        lay.vp,
-        lay.pipeline_split,
+    settings = SplitSettings(
         first_stage_layers=lay.first_stage_layers,
         last_stage_layers=lay.last_stage_layers,
         embedding_in_split=lay.embedding_in_split,
         loss_in_split=lay.loss_in_split,
         layout=lay.pipeline_layout,
     )
+    split = model_split(model, lay.pp, lay.vp, lay.pipeline_split, settings)
     check_layout_mtp(split, req.mtp_layers)
     parallel = Parallelism(
         tp=lay.tp,
@@ -420,11 +426,14 @@ def training_plan(req: TrainingRequest) -> TrainingPlan:
 
 
 def _estimate(plan: TrainingPlan, req: TrainingRequest) -> TrainingEstimate:
-    e = estimate_training(
-        *plan.specs,
-        tokens=req.tokens,
-        price_usd_per_gpu_hour=plan.price_usd_per_gpu_hour,
-        options=plan.options,
+    e = calibrate(
+        estimate_training(
+            *plan.specs,
+            tokens=req.tokens,
+            price_usd_per_gpu_hour=plan.price_usd_per_gpu_hour,
+            options=plan.options,
+        ),
+        plan.accelerator,
         measured_step_s=req.measured_step_s,
         measured_mfu=req.measured_mfu,
     )
@@ -459,14 +468,9 @@ def _ranks(plan: TrainingPlan, req: TrainingRequest) -> RankLayout:
 def _comms(
     plan: TrainingPlan, req: TrainingRequest, memory: TrainingMemory | None = None
 ) -> CommPlan:
-    return communication_plan(
-        *plan.specs,
-        cluster=plan.cluster,
-        tp_comm_overlap=plan.options.tp_comm_overlap,
-        memory=memory,
-        moe_dispatcher=plan.options.moe_dispatcher,
-        ep_comm_overlap=plan.options.ep_comm_overlap,
-    )
+    model, accelerator, p, setup, precision = plan.specs
+    c = Context.of(model, accelerator, p, precision, plan.cluster)
+    return communication_plan(c, setup, plan.options, memory)
 
 
 def _layers(plan: TrainingPlan, memory: TrainingMemory | None = None) -> LayerTable:
@@ -1207,8 +1211,7 @@ def all_refusals(req: BaseModel, first: SpecError) -> list[SpecError]:
         per_replica = lay.tp * lay.pp * (lay.cp if training else 1)  # type: ignore[union-attr]
         if model is not None:
             dp = max((req.num_gpus or per_replica) // per_replica, 1) if training else 1
-            for field, broken, rule, value in layout_violations(
-                model,
+            sizes = Parallelism(
                 tp=lay.tp,
                 pp=lay.pp,
                 dp=dp,
@@ -1216,9 +1219,9 @@ def all_refusals(req: BaseModel, first: SpecError) -> list[SpecError]:
                 ep=lay.ep,
                 etp=getattr(lay, "etp", None) or lay.tp,
                 vp=getattr(lay, "vp", 1),
-                training=training,
                 stage_layers=_serving_split_given(lay),
-            ):
+            )
+            for field, broken, rule, value in layout_violations(model, sizes, training=training):
                 if broken:
                     out.append(SpecError(field, rule.format(v=value), value))
         if training and req.num_gpus is not None and req.num_gpus % per_replica:

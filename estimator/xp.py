@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
 
 __all__ = [
     "Num",
@@ -24,9 +27,11 @@ __all__ = [
     "where",
 ]
 
-# A Python int/float or a numpy array of them. Typed as Any: numpy's stubs and Python's numeric
-# tower do not compose under mypy, and these values only ever meet + - * / // and the helpers here.
-Num: TypeAlias = Any
+# A Python number or a numpy array of them (one per layout of a sweep block). ``float`` takes
+# ``int`` and ``bool`` by mypy's numeric promotion; a comparison of arrays is an array (of bools),
+# hence ``NDArray[Any]``. A formula that needs a plain number (a record's float field, an index)
+# says so with ``float()`` / ``int()``, which checks the scalar path under strict mypy.
+Num: TypeAlias = "float | NDArray[Any]"
 
 
 # Exact types of plain Python numbers: a call whose arguments are all of these takes the scalar
@@ -67,7 +72,8 @@ def where(cond: Num, a: Num, b: Num) -> Num:
     if type(cond) is bool:  # one choice for every layout: pick the operand whole
         return a if cond else b
     if is_array(cond, a, b):
-        return numpy().where(cond, a, b)
+        chosen: Num = numpy().where(cond, a, b)
+        return chosen
     return a if cond else b
 
 
@@ -86,5 +92,7 @@ def take(table: Sequence[int] | Any, index: Num) -> Num:
     """``table[index]`` for an int index or an integer index array."""
     if type(index) is not int and is_array(index):
         np = numpy()
-        return np.take(np.asarray(table), index)
-    return table[index]
+        taken: Num = np.take(np.asarray(table), index)
+        return taken
+    entry: Num = table[int(index)]  # an int index (an array goes the numpy way above)
+    return entry

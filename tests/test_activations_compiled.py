@@ -32,6 +32,7 @@ from estimator import (
 from estimator.counts.flops import op_recomputed_flops_per_token, training_flops
 from estimator.finetune import FULL
 from estimator.memory.activation_bytes import (
+    ActivationShard,
     head_activation_bytes,
     layer_activation_bytes,
     layer_regions,
@@ -76,13 +77,8 @@ def _estimated(model_type: str, convention: str) -> float:
             model,
             model.kinds[0],
             get_precision("bf16"),
-            tokens=BATCH * SEQ,
-            keys=SEQ,
-            tp=1,
-            sp=False,
-            etp=1,
+            ActivationShard(tokens=BATCH * SEQ, keys=SEQ, tp=1, sp=False, etp=1, recompute="none"),
             flash=True,
-            recompute="none",
             convention=convention,
         )
     )

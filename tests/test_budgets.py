@@ -16,15 +16,8 @@ FUNCTION_PARAMS = 8
 
 # (module, function) -> (lines, parameters) as of the budget's start (2026-12-01)
 FUNCTIONS: dict[tuple[str, str], tuple[int, int]] = {
-    ("estimator/counts/tree.py", "_layer_node"): (75, 9),
-    ("estimator/layout/parallel.py", "layout_violations"): (72, 11),
     ("estimator/layout/parallel.py", "__init__"): (31, 11),
-    ("estimator/layout/pipeline.py", "pipeline_split"): (42, 10),
-    ("estimator/layout/pipeline.py", "model_split"): (36, 9),
-    ("estimator/layout/sharding.py", "stage_params"): (41, 10),
-    ("estimator/memory/activation_bytes.py", "layer_activation_bytes"): (27, 12),
     ("estimator/memory/training.py", "__init__"): (47, 19),
-    ("estimator/serving/disagg.py", "kv_transfer"): (50, 11),
     # 14: the kernel curves it reads (``kernels``: fitted, or the measured tables' opt-in)
     ("estimator/serving/estimate.py", "estimate_inference"): (80, 14),
     ("estimator/serving/estimate.py", "estimate_load"): (42, 11),
@@ -32,13 +25,6 @@ FUNCTIONS: dict[tuple[str, str], tuple[int, int]] = {
     ("estimator/spec/families/ssm.py", "mamba2_mixer"): (49, 14),
     ("estimator/spec/families/ssm.py", "recurrent_core"): (29, 9),
     ("estimator/sweep/training.py", "sweep_training"): (60, 10),
-    # 10: its callers' keyword options (cluster, overlaps, memory, dispatcher); 32 lines since
-    # the split into one function per dimension (2026-12-02, was 222)
-    ("estimator/timing/comms.py", "communication_plan"): (32, 10),
-    ("estimator/timing/stage_time.py", "offload_time"): (29, 9),
-    # 87: the support matrix's check at its start (``spec.support.check_support``, issue 43
-    # item 3)
-    ("estimator/timing/training.py", "estimate_training"): (87, 10),
 }
 MODULES: dict[str, int] = {}  # every core module is within MODULE_LINES
 

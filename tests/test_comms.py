@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 from app.cli.commands import main
 from app.main import app
 from estimator import Parallelism, TrainingSetup, get_accelerator, get_model, get_precision
+from estimator.context import Context
 from estimator.timing.collectives import wire_factor
 from estimator.timing.comms import communication_plan
 from estimator.timing.training import estimate_training
@@ -23,7 +24,7 @@ MIB = 2**20
 
 def _both(model: str, p: Parallelism, setup: TrainingSetup):  # type: ignore[no-untyped-def]
     m = get_model(model)
-    plan = communication_plan(m, H100, p, setup, BF16)
+    plan = communication_plan(Context.of(m, H100, p, BF16), setup)
     est = estimate_training(m, H100, p, setup, BF16)
     return plan, est
 

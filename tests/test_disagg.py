@@ -27,6 +27,7 @@ from estimator import (
     get_model,
     get_precision,
 )
+from estimator.context import Context
 from estimator.serving.disagg import (
     Link,
     PoolReplica,
@@ -39,7 +40,8 @@ from estimator.serving.disagg import (
 )
 from estimator.serving.estimate import estimate_inference, estimate_load
 from estimator.serving.load import ENGINES
-from estimator.spec.cluster import cluster_of
+from estimator.spec.accelerator import Accelerator
+from estimator.spec.cluster import Cluster, cluster_of
 from estimator.sweep import disagg
 from estimator.sweep.disagg import DisaggComparison
 from estimator.sweep.serving import ServingSearch, ServingWorkload, sweep_serving
@@ -52,6 +54,12 @@ VLLM = ENGINES["vllm"]
 NET = cluster_of(H100)
 SPACE = ServingSearch(accelerators=("h100-sxm-80gb",), precision=("fp8-serving",))
 client = TestClient(app)
+
+
+def ctx(layout: Parallelism, acc: Accelerator = H100, net: Cluster = NET) -> Context:
+    """Llama-3.1-70B FP8 under ``layout`` on ``acc`` over ``net``: a pool's side of a
+    transfer."""
+    return Context.of(LLAMA, acc, layout, FP8, net)
 
 
 def pool(layout: Parallelism, isl: int = 8192) -> PoolReplica:
@@ -100,7 +108,7 @@ def test_transfer_time_over_nvlink_and_over_the_scale_out_network() -> None:
         ("scale-out", 50e9, prof.scale_out),
     )
     for link, bw, fit in links:
-        kv = kv_transfer(LLAMA, H100, FP8, tp4, tp4, 8192, 0.5, NET, link=link)
+        kv = kv_transfer(ctx(tp4), ctx(tp4), 8192, 0.5, link=link)
         expected = (
             fit.latency_s + fit.latency_per_doubling_s + shard / (bw * fit.bandwidth_fraction)
         )
@@ -112,7 +120,7 @@ def test_transfer_time_over_nvlink_and_over_the_scale_out_network() -> None:
         rel=0.01,
     )
     # The slower side sets the time: a TP-2 prefill GPU sends twice a TP-4 decode GPU's share.
-    mixed = kv_transfer(LLAMA, H100, FP8, Parallelism(tp=2), tp4, 8192, 0.5, NET, link="scale-out")
+    mixed = kv_transfer(ctx(Parallelism(tp=2)), ctx(tp4), 8192, 0.5, link="scale-out")
     assert mixed.send_bytes_per_gpu == 2 * mixed.receive_bytes_per_gpu
     assert mixed.time_s == mixed.send_s > mixed.receive_s
 
@@ -124,15 +132,13 @@ def test_pools_on_two_accelerators_send_and_receive_at_their_own_nics() -> None:
     assert cluster_of(gb300).scale_out_bytes_per_s == 2 * NET.scale_out_bytes_per_s
     tp4 = Parallelism(tp=4)
     theirs = (gb300, cluster_of(gb300))
-    kv = kv_transfer(LLAMA, H100, FP8, tp4, tp4, 8192, 0.5, NET, link="scale-out", receiver=theirs)
-    h100 = kv_transfer(LLAMA, H100, FP8, tp4, tp4, 8192, 0.5, NET, link="scale-out")
-    blackwell = kv_transfer(
-        LLAMA, gb300, FP8, tp4, tp4, 8192, 0.5, theirs[1], link="scale-out"
-    )  # fmt: skip
+    kv = kv_transfer(ctx(tp4), ctx(tp4, *theirs), 8192, 0.5, link="scale-out")
+    h100 = kv_transfer(ctx(tp4), ctx(tp4), 8192, 0.5, link="scale-out")
+    blackwell = kv_transfer(ctx(tp4, *theirs), ctx(tp4, *theirs), 8192, 0.5, link="scale-out")
     assert kv.send_s == h100.send_s and kv.receive_s == blackwell.receive_s
     assert kv.receive_s < kv.send_s == kv.time_s
     with pytest.raises(SpecError) as err:
-        kv_transfer(LLAMA, H100, FP8, tp4, tp4, 8192, 0.5, NET, link="nvlink", receiver=theirs)
+        kv_transfer(ctx(tp4), ctx(tp4, *theirs), 8192, 0.5, link="nvlink")
     assert err.value.field == "kv_link"
 
 
@@ -142,9 +148,7 @@ def test_layerwise_overlap_hides_the_transfer_behind_the_prefill() -> None:
     tp4 = Parallelism(tp=4)
 
     def exposed(prefill_s: float) -> tuple[float, float]:
-        kv = kv_transfer(
-            LLAMA, H100, FP8, tp4, tp4, 8192, prefill_s, NET, link="scale-out", overlap="layerwise"
-        )
+        kv = kv_transfer(ctx(tp4), ctx(tp4), 8192, prefill_s, link="scale-out", overlap="layerwise")
         return kv.exposed_s, kv.time_s
 
     hidden, whole = exposed(1.0)
@@ -152,7 +156,7 @@ def test_layerwise_overlap_hides_the_transfer_behind_the_prefill() -> None:
     short, whole = exposed(0.004)
     assert short == pytest.approx(whole - 0.004 * (1 - 1 / 80))
     with pytest.raises(SpecError, match="kv_overlap"):
-        kv_transfer(LLAMA, H100, FP8, tp4, tp4, 8192, 1.0, NET, link="nvlink", overlap="x")  # type: ignore[arg-type]
+        kv_transfer(ctx(tp4), ctx(tp4), 8192, 1.0, link="nvlink", overlap="x")  # type: ignore[arg-type]
 
 
 def test_a_link_is_an_md1_queue_that_caps_the_pool_at_its_capacity() -> None:
@@ -171,7 +175,7 @@ def test_a_link_is_an_md1_queue_that_caps_the_pool_at_its_capacity() -> None:
         [(4, 1)],
     )
     pc, dc = pools[0].prefill[0], pools[0].decode[0]
-    kv = kv_transfer(LLAMA, H100, FP8, layout, layout, 8192, pc.lone_s, NET, link="scale-out")
+    kv = kv_transfer(ctx(layout), ctx(layout), 8192, pc.lone_s, link="scale-out")
     slow = replace(kv, receive_s=1.0)  # one request a second at most
     workload = ServingWorkload(8192, 1024, request_rate=10, disaggregated=True)
     both, price = (pools[0], pools[0]), lambda _: 3.0
@@ -278,7 +282,7 @@ def test_each_pool_is_at_its_fewest_replicas() -> None:
     ok = curve.rate[curve.tpot_s <= tpot]
     assert rate / (best["decode_replicas"] - 1) > ok[-1]
     prefill = prefill_curve(pool(pre))
-    kv = kv_transfer(LLAMA, H100, FP8, pre, dec, 8192, prefill.lone_s, NET, link="scale-out")
+    kv = kv_transfer(ctx(pre), ctx(dec), 8192, prefill.lone_s, link="scale-out")
     receiving = float(link_wait(best["decode_rate_per_replica"], kv.receive_s))
     budget = ttft - kv.exposed_s - receiving - best["ttft_first_token_s"]
     fewer = rate / (best["prefill_replicas"] - 1)

@@ -19,6 +19,7 @@ from estimator import (
     get_precision,
     training_memory,
 )
+from estimator.context import Context
 from estimator.errors import SpecError
 from estimator.memory.training import in_flight_microbatches
 from estimator.timing.comms import communication_plan
@@ -64,7 +65,8 @@ def test_the_communication_plan_says_it_is_overlapped() -> None:
     p, setup = Parallelism(dp=8, ep=8), TrainingSetup(4096, 1, 64)
     memory = training_memory(QWEN, H100, p, setup, FP8)
     for overlap, says in ((False, "exposed"), (True, "ep_comm_overlap")):
-        plan = communication_plan(QWEN, H100, p, setup, FP8, memory=memory, ep_comm_overlap=overlap)
+        options = TimingOptions(ep_comm_overlap=overlap)
+        plan = communication_plan(Context.of(QWEN, H100, p, FP8), setup, options, memory)
         (ep,) = [e for e in plan.events if e.dimension == "ep"]
         assert says in ep.overlap
 

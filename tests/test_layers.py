@@ -22,7 +22,7 @@ from estimator import (
 )
 from estimator.counts.layers import layer_table
 from estimator.layout.sharding import layer_params
-from estimator.memory.activation_bytes import layer_activation_bytes
+from estimator.memory.activation_bytes import ActivationShard, layer_activation_bytes
 
 H100 = get_accelerator("h100-sxm-80gb")
 
@@ -51,10 +51,8 @@ def test_rows_sum_to_the_estimate(name: str, p: Parallelism, recompute: str, pre
     for kind, rows, n in zip(model.kinds, table.layers, model.kind_counts, strict=True):
         placed = layer_params(model, kind, p.tp, p.ep, p.expert_tp)
         assert rows.params_per_gpu == pytest.approx(float(placed.total), rel=1e-12)
-        saved = layer_activation_bytes(
-            model, kind, precision, tokens=4096, keys=4096, tp=p.tp, sp=sp,
-            etp=p.expert_tp, flash=True, recompute=recompute,
-        )  # fmt: skip
+        shard = ActivationShard(4096, 4096, p.tp, sp, p.expert_tp, recompute)
+        saved = layer_activation_bytes(model, kind, precision, shard, flash=True)
         assert rows.activation_bytes == pytest.approx(float(saved), rel=1e-12)
         unsharded += n * sum(m.params for m in rows.modules)
     head = table.head.params if table.head is not None else 0

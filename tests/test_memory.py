@@ -20,7 +20,11 @@ from estimator import (
     model_from_config,
     training_memory,
 )
-from estimator.memory.activation_bytes import embedding_activation_bytes, layer_activation_bytes
+from estimator.memory.activation_bytes import (
+    ActivationShard,
+    embedding_activation_bytes,
+    layer_activation_bytes,
+)
 from estimator.memory.training import training_memory_terms
 from estimator.terms import TRAINING_MEMORY
 
@@ -49,13 +53,8 @@ def _layer_bytes(
             GPT3,
             GPT3.kinds[0],
             BF16,
-            tokens=s * b,
-            keys=s,
-            tp=tp,
-            sp=sp,
-            etp=1,
+            ActivationShard(tokens=s * b, keys=s, tp=tp, sp=sp, etp=1, recompute=recompute),
             flash=flash,
-            recompute=recompute,
         )
     )
 

@@ -25,7 +25,7 @@ from estimator import (
     training_flops,
 )
 from estimator.finetune import FineTune
-from estimator.layout.pipeline import check_layout_mtp, model_split
+from estimator.layout.pipeline import SplitSettings, check_layout_mtp, model_split
 from estimator.memory.training import training_memory_terms
 from estimator.sweep.training import TrainingSearch, TrainingWorkload, sweep_training
 from estimator.timing.training import estimate_training
@@ -147,7 +147,7 @@ def test_a_layouts_mtp_layers_are_the_plans() -> None:
     """Megatron-Core's layout string may place the MTP depths (m) on its last stage; a plan
     must then train that many, and m elsewhere is refused."""
     v3 = get_model("deepseek-v3")
-    split = model_split(v3, 16, 1, "layout", layout="Et*4|(t*4|)*14tmL")
+    split = model_split(v3, 16, 1, "layout", SplitSettings(layout="Et*4|(t*4|)*14tmL"))
     assert split is not None and split.mtp_layers == 1
     assert split.stage_layers == (4,) * 15 + (1,)
     check_layout_mtp(split, 1)
@@ -155,7 +155,7 @@ def test_a_layouts_mtp_layers_are_the_plans() -> None:
         check_layout_mtp(split, 0)
     assert err.value.field == "mtp_layers" and "set mtp_layers to 1" in err.value.rule
     with pytest.raises(SpecError) as err:
-        model_split(v3, 16, 1, "layout", layout="Et*4m|(t*4|)*14tL")
+        model_split(v3, 16, 1, "layout", SplitSettings(layout="Et*4m|(t*4|)*14tL"))
     assert err.value.field == "layout.pipeline_layout" and "last stage" in err.value.rule
 
 

@@ -26,7 +26,8 @@ def test_layout_passes_agrees_with_the_rules(model_id: str) -> None:
     disagree, accepted = [], 0
     for values in itertools.product(*SIZES.values()):
         layout = dict(zip(SIZES, values, strict=True))
-        broken = any(b for _, b, _, _ in layout_violations(model, **layout, training=True))
+        rules = layout_violations(model, Parallelism(**layout), training=True)
+        broken = any(b for _, b, _, _ in rules)
         passes = layout_passes(model, **layout)
         accepted += passes
         if passes == broken:

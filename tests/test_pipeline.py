@@ -17,7 +17,7 @@ from estimator import (
     get_model,
     get_precision,
 )
-from estimator.layout.pipeline import model_split, parse_layout, pipeline_split
+from estimator.layout.pipeline import SplitSettings, model_split, parse_layout, pipeline_split
 from estimator.layout.sharding import stage_kind_counts
 from estimator.timing.training import estimate_training
 
@@ -49,9 +49,11 @@ def test_megatron_rules_refuse_what_megatron_refuses() -> None:
     with pytest.raises(SpecError, match="divisible"):
         pipeline_split(80, 3, 1, "even")
     with pytest.raises(SpecError, match="middle stages"):
-        pipeline_split(61, 4, 1, "first_last", first_stage_layers=11)
+        pipeline_split(61, 4, 1, "first_last", SplitSettings(first_stage_layers=11))
     with pytest.raises(SpecError, match="vp=4"):
-        pipeline_split(61, 4, 4, "first_last", first_stage_layers=13, last_stage_layers=16)
+        pipeline_split(
+            61, 4, 4, "first_last", SplitSettings(first_stage_layers=13, last_stage_layers=16)
+        )
     with pytest.raises(SpecError, match="exceed the 61 layers"):
         pipeline_split(61, 32, 2)  # 64 virtual stages for 63 items
 
@@ -63,27 +65,32 @@ def test_auto_falls_back_to_a_balanced_layout() -> None:
     assert split.rule == "layout" and sum(split.stage_layers) == 61
     assert max(split.stage_layers) - min(split.stage_layers) <= 2  # E and L take a slot each
     text = split.description.rsplit(": ", 1)[1]
-    assert pipeline_split(61, 4, 4, "layout", layout=text).stage_layers == split.stage_layers
+    assert (
+        pipeline_split(61, 4, 4, "layout", SplitSettings(layout=text)).stage_layers
+        == split.stage_layers
+    )
 
 
 def test_explicit_first_and_last_stage_layers() -> None:
-    split = pipeline_split(126, 8, 1, "first_last", first_stage_layers=14)
+    split = pipeline_split(126, 8, 1, "first_last", SplitSettings(first_stage_layers=14))
     assert split.stage_layers == (14, *([16] * 7))
-    split = pipeline_split(64, 4, 2, "first_last", first_stage_layers=8, last_stage_layers=8)
+    split = pipeline_split(
+        64, 4, 2, "first_last", SplitSettings(first_stage_layers=8, last_stage_layers=8)
+    )
     # per rank 8, 24, 24, 8; two chunks each, in virtual-stage order (chunk-major)
     assert split.stage_layers == (4, 12, 12, 4, 4, 12, 12, 4)
 
 
 def test_layout_string_as_megatron_parses_it() -> None:
     assert parse_layout("Et|(tt|)*2,L") == ["Et", "tt", "tt", "L"]
-    split = pipeline_split(61, 16, 2, "layout", layout="Et|(tt|)*30,L")
+    split = pipeline_split(61, 16, 2, "layout", SplitSettings(layout="Et|(tt|)*30,L"))
     assert split.stage_layers == (1, *([2] * 30), 0)
     with pytest.raises(SpecError, match="places 62 decoder layers"):
-        pipeline_split(61, 16, 2, "layout", layout="Et|(tt|)*30,tL")
+        pipeline_split(61, 16, 2, "layout", SplitSettings(layout="Et|(tt|)*30,tL"))
     with pytest.raises(SpecError, match="multiple of pp"):
-        pipeline_split(61, 3, 1, "layout", layout="Et|(tt|)*30,L")
+        pipeline_split(61, 3, 1, "layout", SplitSettings(layout="Et|(tt|)*30,L"))
     with pytest.raises(SpecError, match="unknown layer characters"):
-        pipeline_split(2, 1, 2, "layout", layout="Ex|tL")
+        pipeline_split(2, 1, 2, "layout", SplitSettings(layout="Ex|tL"))
 
 
 def test_deepspeed_partitions() -> None:

@@ -128,7 +128,7 @@ def test_a_recomputed_moe_layer_runs_again_in_the_backward() -> None:
     calls = {
         m: next(
             e.calls_per_microbatch
-            for e in communication_plan(QWEN, H100, P, _setup(m), BF16).events
+            for e in communication_plan(Context.of(QWEN, H100, P, BF16), _setup(m)).events
             if e.dimension == "ep"
         )
         for m in (("moe_act",), ("moe",))

@@ -252,7 +252,7 @@ def test_no_serving_layout_rule_names_a_training_field(model_id: str) -> None:
         for pp in (1, 2, 3, 5, 7, model.num_layers + 1):
             for ep in (1, 2, 8):
                 layout = {"tp": tp, "pp": pp, "dp": 1, "cp": 1, "ep": ep, "etp": tp, "vp": 1}
-                rules = layout_violations(model, **layout, training=False)
+                rules = layout_violations(model, Parallelism(**layout), training=False)
                 for field, broken, rule, _ in rules:
                     if broken:
                         assert not TRAINING_ONLY.search(f"{field} {rule}"), (layout, rule)

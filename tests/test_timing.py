@@ -30,7 +30,7 @@ from estimator.spec.cluster import cluster_of
 from estimator.timing.eager_ops import EagerExpertOps, expert_eager_ops
 from estimator.timing.kernels import collective_time, gemm_time, kernel_profile
 from estimator.timing.layer import LayerRun, layer_time, training_attention_format
-from estimator.timing.training import TimingOptions, estimate_training
+from estimator.timing.training import TimingOptions, calibrate, estimate_training
 
 ROOT = Path(__file__).resolve().parents[1]
 H100 = get_accelerator("h100-sxm-80gb")
@@ -97,22 +97,20 @@ def test_recompute_costs_time_and_raises_hfu_over_mfu() -> None:
 def test_cost_time_to_train_and_user_calibration() -> None:
     layout = Parallelism(tp=8, pp=1, dp=8, sequence_parallel=True, zero_stage=1)
     setup = TrainingSetup(4096, global_batch_size=256)
-    est = estimate_training(
-        get_model("llama-3-8b"),
-        H100,
-        layout,
-        setup,
-        BF16,
-        tokens=1e12,
-        price_usd_per_gpu_hour=2.0,
-        measured_mfu=0.4,
+    plain = estimate_training(
+        get_model("llama-3-8b"), H100, layout, setup, BF16, tokens=1e12, price_usd_per_gpu_hour=2.0
     )
+    assert plain.calibrated is None and calibrate(plain, H100).calibrated is None
+    est = calibrate(plain, H100, measured_mfu=0.4)
     assert est.time_to_train_s == pytest.approx(1e12 / est.tokens_per_s)
     assert est.gpu_hours == pytest.approx(est.time_to_train_s * 64 / 3600)  # type: ignore[operator]
     assert est.cost_usd == pytest.approx(est.gpu_hours * 2.0)  # type: ignore[operator]
     assert est.calibrated is not None and est.calibrated["mfu"] == pytest.approx(0.4)
+    assert est.calibrated["step_s"] == pytest.approx(est.time.step_s * est.mfu / 0.4)
     with pytest.raises(SpecError, match="measured_mfu"):
-        estimate_training(get_model("llama-3-8b"), H100, layout, setup, BF16, measured_mfu=1.5)
+        calibrate(est, H100, measured_mfu=1.5)
+    with pytest.raises(SpecError, match="measured_step_s"):
+        calibrate(est, H100, measured_step_s=0.0)
 
 
 def test_tp_comm_overlap_hides_tp_traffic() -> None:

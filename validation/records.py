@@ -55,7 +55,7 @@ from estimator import (
 )
 from estimator.counts.flops import Recompute, training_flops
 from estimator.finetune import FULL, FineTune
-from estimator.layout.pipeline import check_layout_mtp, model_split
+from estimator.layout.pipeline import SplitSettings, check_layout_mtp, model_split
 from estimator.memory.activations import RECOMPUTE_MODULES
 from estimator.offload import NO_OFFLOAD, Offload
 from estimator.spec.precision import Precision
@@ -976,7 +976,7 @@ def _nemo_case(r: Record, ident: str) -> TrainingCase:
     pipeline = _DEEPSEEK_V3_LAYOUTS.get((pp, vp)) if mtp and name.startswith("DeepSeekV3") else None
     try:
         split = (
-            model_split(model, pp, vp, "layout", layout=pipeline)
+            model_split(model, pp, vp, "layout", SplitSettings(layout=pipeline))
             if pipeline
             else model_split(model, pp, vp)
         )
@@ -1438,7 +1438,7 @@ def _moe_recipe_case(r: Record, ident: str) -> TrainingCase:
     mtp = _int(args.get("mtp_num_layers") or 0, "MTP layers", 0)
     try:
         split = (
-            model_split(model, pp, vp, "layout", layout=layout)
+            model_split(model, pp, vp, "layout", SplitSettings(layout=layout))
             if layout
             else (model_split(model, pp, vp))
         )

@@ -30,6 +30,7 @@ from estimator.spec.architecture import LayerKind
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
 from estimator.timing.kernels import (
+    KernelProfile,
     attention_prefill_time,
     gemm_time,
     kernel_profile,
@@ -75,18 +76,29 @@ class ModuleNode:
         return out
 
 
-def _layer_node(
-    model: ModelSpec,
-    kind: LayerKind,
-    count: int,
-    acc: Accelerator,
-    precision: Precision,
-    tokens: int,
-    seq_len: int,
-    batch: int,
-    causal: bool,
-) -> ModuleNode:
-    prof = kernel_profile(acc.id)
+@dataclass(frozen=True, slots=True)
+class _Forward:
+    """The forward the tree times: ``model`` on ``acc`` (its kernel profile ``prof``) in
+    ``precision``, ``batch x seq_len`` tokens, the attention core causal or square."""
+
+    model: ModelSpec
+    acc: Accelerator
+    prof: KernelProfile
+    precision: Precision
+    seq_len: int
+    batch: int
+    causal: bool
+
+    @property
+    def tokens(self) -> int:
+        return self.seq_len * self.batch
+
+
+def _layer_node(f: _Forward, kind: LayerKind, count: int) -> ModuleNode:
+    """The ``count`` layers of ``kind``: their linears (grouped under their parent module),
+    attention or mixer core, extras, norms and residual-stream mixing, summed over the layers."""
+    model, acc, prof, precision = f.model, f.acc, f.prof, f.precision
+    tokens, seq_len, batch, causal = f.tokens, f.seq_len, f.batch, f.causal
     compute = precision.compute
     w_b, a_b = DTYPES[precision.weights].bytes, DTYPES[precision.activations].bytes
     node = ModuleNode(f"layers [{kind.name}]", repeat=count)
@@ -163,6 +175,7 @@ def module_tree(
 ) -> ModuleNode:
     """The module tree of one forward of ``batch x seq_len`` tokens on one GPU."""
     prof = kernel_profile(accelerator.id)
+    forward = _Forward(model, accelerator, prof, precision, seq_len, batch, causal)
     a_b = DTYPES[precision.activations].bytes
     tokens = seq_len * batch
     root = ModuleNode(model.id or "model")
@@ -177,9 +190,7 @@ def module_tree(
         proj.params = m.params
         proj.flops = tokens * m.forward_flops_per_token()
     for kind, n in zip(model.kinds, model.kind_counts, strict=True):
-        root.add(
-            _layer_node(model, kind, n, accelerator, precision, tokens, seq_len, batch, causal)
-        )
+        root.add(_layer_node(forward, kind, n))
     if model.hyper_streams:
         streams = root.add(ModuleNode("hc_head"))
         streams.params = model.stream_head_params

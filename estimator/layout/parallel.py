@@ -103,22 +103,13 @@ Violation = tuple[str, Num, str, Num]
 
 
 def layout_violations(
-    model: ModelSpec,
-    *,
-    tp: Num,
-    pp: Num,
-    dp: Num,
-    cp: Num,
-    ep: Num,
-    etp: Num,
-    vp: Num,
-    training: bool,
-    stage_layers: tuple[int, ...] | None = None,
-    pipeline_rule: bool = True,
+    model: ModelSpec, p: Parallelism, *, training: bool, pipeline_rule: bool = True
 ) -> list[Violation]:
     """Every framework rule a layout must satisfy, as ``Violation`` tuples. The single estimate
     raises on the first broken rule, the sweep keeps the masks (and, when asked, the reason of
-    each refused layout).
+    each refused layout): ``p``'s sizes may be arrays, one entry per layout (its
+    ``stage_layers`` one split for all); ``pipeline_rule`` False leaves the pipeline split's
+    rule to the caller.
 
     Training follows Megatron-LM: TP divides attention heads, KV heads (query groups) and every
     MLP width; PP x VP divides the layers; EP divides the experts. Serving engines (vLLM,
@@ -128,6 +119,8 @@ def layout_violations(
     only a serving layout's fields (tp, pp, ep, stage_layers): its experts' split, over
     ``dp tp / ep`` ranks, is ``inference_memory``'s to check.
     """
+    tp, pp, dp, cp, ep, etp, vp = p.tp, p.pp, p.dp, p.cp, p.ep, p.expert_tp, p.vp
+    stage_layers = p.stage_layers
     out: list[Violation] = []
     sizes = {"tp": tp, "etp": etp, "ep": ep}
     rules = _static_rules(model, training)
@@ -276,21 +269,9 @@ def validate_layout(model: ModelSpec, p: Parallelism, *, training: bool) -> None
         and layout_passes(model, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vp=vp)
     ):
         return
-    rules = layout_violations(
-        model,
-        tp=tp,
-        pp=pp,
-        dp=dp,
-        cp=cp,
-        ep=ep,
-        etp=etp,
-        vp=vp,
-        training=training,
-        stage_layers=split,
-    )
-    for field, broken, rule, value in rules:
+    for field, broken, rule, bad in layout_violations(model, p, training=training):
         if broken:
-            raise SpecError(field, rule.format(v=value), value)
+            raise SpecError(field, rule.format(v=bad), bad)
 
 
 def layout_passes(

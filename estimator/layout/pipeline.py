@@ -59,6 +59,7 @@ __all__ = [
     "PipelineSplit",
     "ServingSplitRule",
     "Split",
+    "SplitSettings",
     "check_layout_mtp",
     "check_serving_stage_layers",
     "check_stage_count",
@@ -99,35 +100,53 @@ class PipelineSplit:
         return len(set(self.stage_layers)) == 1
 
 
+@dataclass(frozen=True, slots=True)
+class SplitSettings:
+    """The settings a split rule reads (Megatron-Core's flags): ``first_stage_layers`` and
+    ``last_stage_layers`` the first and last rank's layers (``first_last``,
+    ``--decoder-first/last-pipeline-num-layers``); ``embedding_in_split`` and ``loss_in_split``
+    whether the embedding and the loss count as a layer (``embedding_loss``,
+    ``--account-for-embedding/loss-in-pipeline-split``); ``layout`` the layout string
+    (``layout``, ``--pipeline-model-parallel-layout``). The other rules read none."""
+
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
+    embedding_in_split: bool = True
+    loss_in_split: bool = True
+    layout: str | None = None
+
+
+_DEFAULT_SETTINGS = SplitSettings()
+
+
 def pipeline_split(
     layers: int,
     pp: int,
     vp: int = 1,
     split: Split = "auto",
+    settings: SplitSettings = _DEFAULT_SETTINGS,
     *,
-    first_stage_layers: int | None = None,
-    last_stage_layers: int | None = None,
-    embedding_in_split: bool = True,
-    loss_in_split: bool = True,
-    layout: str | None = None,
     layer_weights: Sequence[int] | None = None,
 ) -> PipelineSplit:
-    """The decoder layers of each virtual stage under ``split`` (see the module docstring).
-    ``layer_weights`` (``parameters`` only): the embedding's, each decoder layer's and the
-    head's parameters, in order. Refusals name the field and the framework's rule."""
+    """The decoder layers of each virtual stage under ``split`` and its ``settings`` (see the
+    module docstring). ``layer_weights`` (``parameters`` only): the embedding's, each decoder
+    layer's and the head's parameters, in order. Refusals name the field and the framework's
+    rule."""
     if pp < 1 or vp < 1:
         raise SpecError("layout.pp", "pp and vp must be >= 1", pp)
     check_stage_count(layers, pp, vp)
     if split == "layout":
-        if not layout:
+        if not settings.layout:
             raise SpecError("layout.pipeline_layout", "is required with pipeline_split=layout")
-        return _from_layout(layout, layers, pp, vp)
+        return _from_layout(settings.layout, layers, pp, vp)
     if split in ("uniform", "parameters"):
         return _deepspeed(layers, pp, vp, split, layer_weights)
     if split == "first_last":
-        return _first_last(layers, pp, vp, first_stage_layers, last_stage_layers)
+        first, last = settings.first_stage_layers, settings.last_stage_layers
+        return _first_last(layers, pp, vp, first, last)
     if split == "embedding_loss":
-        return _embedding_loss(layers, pp, vp, embedding_in_split, loss_in_split)
+        e, loss = settings.embedding_in_split, settings.loss_in_split
+        return _embedding_loss(layers, pp, vp, e, loss)
     if split == "even":
         return _embedding_loss(layers, pp, vp, False, False)
     errors = []
@@ -436,12 +455,7 @@ def model_split(
     pp: int,
     vp: int = 1,
     split: Split = "auto",
-    *,
-    first_stage_layers: int | None = None,
-    last_stage_layers: int | None = None,
-    embedding_in_split: bool = True,
-    loss_in_split: bool = True,
-    layout: str | None = None,
+    settings: SplitSettings = _DEFAULT_SETTINGS,
 ) -> PipelineSplit | None:
     """``pipeline_split`` of a model's layers; None where every stage gets ``L / (pp vp)``
     layers (the layout's ``stage_layers`` is then left at None, the even split). A split of one
@@ -454,18 +468,7 @@ def model_split(
         first = model.token_embedding_params + model.position_embedding_params
         last = model.output_head_params + embedding_extras(model)[1]
         weights = [first, *per_layer, last]
-    found = pipeline_split(
-        model.num_layers,
-        pp,
-        vp,
-        split,
-        first_stage_layers=first_stage_layers,
-        last_stage_layers=last_stage_layers,
-        embedding_in_split=embedding_in_split,
-        loss_in_split=loss_in_split,
-        layout=layout,
-        layer_weights=weights,
-    )
+    found = pipeline_split(model.num_layers, pp, vp, split, settings, layer_weights=weights)
     return None if found.rule == "even" else found
 
 

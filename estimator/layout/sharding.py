@@ -20,7 +20,7 @@ from typing import NamedTuple
 from estimator.memo import per_model
 from estimator.spec.architecture import LayerKind
 from estimator.spec.model import ModelSpec
-from estimator.xp import Num, ceil_div, maximum, take, where
+from estimator.xp import Num, ceil_div, maximum, numpy, take, where
 
 __all__ = [
     "VOCAB_PAD_MULTIPLE",
@@ -133,9 +133,11 @@ def layer_params(
 def place_layer(placement: Placement, tp: Num, ep: Num, etp: Num) -> tuple[Num, Num, Num, Num, Num]:
     """``layer_params`` of a kind's ``placements`` entry, as a plain tuple in ``LayerParams``
     order (the memory estimate's inner step: no named-tuple construction)."""
-    split, lw, other, experts = placement
+    split, whole_lw, whole_other, experts = placement
+    lw: Num = whole_lw
+    other: Num = whole_other
     for units, w, o in split:
-        held = units // tp
+        held: Num = units // tp
         if type(held) is not int or held < 1:  # at least one unit (KV heads replicate)
             held = maximum(held, 1)
         frac = held / units
@@ -208,10 +210,10 @@ def stage_kind_counts(
     counts: list[Num] = []
     for prefix in model.kind_prefix_counts:
         total: Num = 0
-        for j in range(vp if one else int(vp.max()) if hasattr(vp, "max") else int(vp)):
+        for j in range(int(vp) if one else int(numpy().max(vp))):
             first = (j * pp + stage) * chunk
             if one:
-                total += prefix[first + chunk] - prefix[first]
+                total += prefix[int(first + chunk)] - prefix[int(first)]
                 continue
             # Layouts with fewer virtual stages than j take nothing from chunk j.
             first = where(j < vp, first, 0)
@@ -336,19 +338,15 @@ def stage_params(
     etp: Num,
     stage: Num,
     *,
-    layers: Sequence[LayerParams] | None = None,
     counts: Sequence[Num] | None = None,
-    vocab_rows: Num | None = None,
 ) -> StageParams:
-    """Parameters on pipeline rank ``stage``. ``layers`` (``layer_params`` of each kind),
-    ``counts`` (``stage_kind_counts``) and ``vocab_rows`` (padded vocabulary rows per TP rank)
-    may be passed in when the caller already has them."""
+    """Parameters on pipeline rank ``stage``. ``counts`` (``stage_kind_counts``) may be passed
+    in when the caller already has them."""
     if counts is None:
         counts = stage_kind_counts(model, pp, vp, stage)
-    if layers is None:
-        layers = [layer_params(model, kind, tp, ep, etp) for kind in model.kinds]
-    lw = other = ew = eo = 0
-    largest: Num = 0
+    layers = [layer_params(model, kind, tp, ep, etp) for kind in model.kinds]
+    zero: Num = 0
+    lw = other = ew = eo = largest = zero
     for (lw_k, other_k, ew_k, eo_k, total_k), n in zip(layers, counts, strict=True):
         lw, other = lw + n * lw_k, other + n * other_k
         ew, eo = ew + n * ew_k, eo + n * eo_k
@@ -357,8 +355,7 @@ def stage_params(
                 largest = maximum(largest, total_k)
         else:
             largest = maximum(largest, where(n > 0, total_k, 0))
-    if vocab_rows is None:
-        vocab_rows = padded_vocab(model, tp) // tp
+    vocab_rows = padded_vocab(model, tp) // tp
     first_extra, last_extra = embedding_extras(model)
     first = stage == 0
     last = stage == pp - 1

@@ -15,6 +15,7 @@ PyTorch-module conventions as measured in the tests.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cache
 
 from estimator.memo import per_model
@@ -40,6 +41,7 @@ from estimator.spec.precision import DTYPES, Precision
 from estimator.xp import Num, where
 
 __all__ = [
+    "ActivationShard",
     "embedding_activation_bytes",
     "head_activation_bytes",
     "hf_checkpoint_shared_bytes",
@@ -71,32 +73,36 @@ def _fmt_table(activations: str, gemm_inputs: str) -> dict[str, float]:
     }
 
 
+@dataclass(frozen=True, slots=True)
+class ActivationShard:
+    """What of one micro-batch's activations one GPU keeps: ``tokens`` on it (``s * b / cp``),
+    ``keys`` each query attends over in the score matrices (``s``, eager attention only), the
+    layout's ``tp``, sequence parallelism ``sp`` and expert TP ``etp`` (ints, or a sweep's
+    arrays), and the ``recompute`` policy."""
+
+    tokens: Num
+    keys: Num
+    tp: Num
+    sp: Num
+    etp: Num
+    recompute: str
+
+
 def layer_activation_bytes(
     model: ModelSpec,
     kind: LayerKind,
     precision: Precision,
+    shard: ActivationShard,
     *,
-    tokens: Num,
-    keys: Num,
-    tp: Num,
-    sp: Num,
-    etp: Num,
     flash: bool,
-    recompute: str,
     convention: str = "megatron",
-    scales: dict[Region, Num] | None = None,
 ) -> Num:
-    """Bytes one layer keeps for one micro-batch on one GPU.
-
-    ``tokens`` is the number of tokens on this GPU (``s * b / cp``), ``keys`` the number of keys
-    each query attends over in the score matrices (``s``, eager attention only). Full recompute
-    keeps only the layer input; selective recompute drops the score matrices. ``scales`` are the
-    ``region_scales`` of the same layout and policy when the caller has them already.
-    """
-    if recompute == "full":
+    """Bytes one layer keeps for one micro-batch on one GPU, as ``shard`` splits them. Full
+    recompute keeps only the layer input; selective recompute drops the score matrices."""
+    tokens, tp, sp = shard.tokens, shard.tp, shard.sp
+    if shard.recompute == "full":
         return recomputed_layer_input_bytes(model, precision, tokens, tp, sp)
-    if scales is None:
-        scales = region_scales(keys=keys, tp=tp, sp=sp, etp=etp, recompute=recompute)
+    scales = region_scales(keys=shard.keys, tp=tp, sp=sp, etp=shard.etp, recompute=shard.recompute)
     return saved_bytes(_region_bytes(model, kind, flash, convention, precision), scales, tokens)
 
 

@@ -18,9 +18,9 @@ fleet size on the same accelerator and engine is planned with them.
   (``feasibility.check_measured``): an impossible one is refused, naming prefix-cache hits as
   the likely cause.
 
-The training planner's calibration (``timing.training``'s ``measured_step_s``) is one scale on
-the step; serving has two phases with different bottlenecks (prefill compute, decode memory
-bandwidth), so it gets one per phase.
+The training planner's calibration (``timing.training.calibrate``: a measured step) is one
+scale on the step; serving has two phases with different bottlenecks (prefill compute, decode
+memory bandwidth), so it gets one per phase.
 """
 
 from __future__ import annotations

@@ -56,6 +56,7 @@ from typing import Literal
 
 import numpy as np
 
+from estimator.context import Context
 from estimator.errors import SpecError
 from estimator.layout.parallel import Parallelism
 from estimator.layout.sharding import distinct_stages
@@ -72,7 +73,7 @@ from estimator.spec.accelerator import Accelerator
 from estimator.spec.cluster import Cluster
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import Precision
-from estimator.timing.kernels import collective_time, kernel_profile
+from estimator.timing.kernels import collective_time
 from estimator.xp import Num
 
 __all__ = [
@@ -148,39 +149,37 @@ class KvTransfer:
 
 
 def kv_transfer(
-    model: ModelSpec,
-    accelerator: Accelerator,
-    precision: Precision,
-    prefill: Parallelism,
-    decode: Parallelism,
+    prefill: Context,
+    decode: Context,
     isl: int,
     prefill_s: float,
-    cluster: Cluster,
     *,
     link: Link,
     overlap: Overlap = "none",
-    receiver: tuple[Accelerator, Cluster] | None = None,
 ) -> KvTransfer:
-    """The transfer of a prompt of ``isl`` tokens prefilled in ``prefill_s`` seconds: each GPU
-    sends (receives) its shard over its own link, in parallel with the others; ``layerwise``
-    overlaps it with the prefill, one layer's share behind the compute. ``accelerator`` and
-    ``cluster`` are the prefill pool's; ``receiver`` the decode pool's where it runs on another
-    accelerator (then over the scale-out network, each side at its own NIC)."""
+    """The transfer of a prompt of ``isl`` tokens prefilled in ``prefill_s`` seconds, from the
+    prefill pool (``prefill``: the model and formats, the pool's accelerator, layout and
+    network) to the decode pool (``decode``: the same model and formats under the decode
+    layout, on the same accelerator, ``prefill.with_layout``, or on another, then over the
+    scale-out network, each side at its own NIC): each GPU sends (receives) its shard over its
+    own link, in parallel with the others; ``layerwise`` overlaps it with the prefill, one
+    layer's share behind the compute."""
     if overlap not in OVERLAPS:
         raise SpecError("kv_overlap", f"must be one of {', '.join(OVERLAPS)}", overlap)
-    if receiver is not None and link == "nvlink":
+    if decode.acc.id != prefill.acc.id and link == "nvlink":
         raise SpecError("kv_link", "pools on two accelerators share no NVLink domain", link)
 
-    def seconds(payload: float, acc: Accelerator, net: Cluster) -> float:
+    def seconds(payload: float, side: Context) -> float:
         # Two ranks in one scale-up domain (stride 1), or in two (stride: the domain's size).
+        net = side.domain
         stride = 1 if link == "nvlink" else net.scale_up_domain
-        prof = kernel_profile(acc.id)
-        return float(collective_time(acc, prof, "send_recv", payload, 2, stride, net))
+        return float(collective_time(side.acc, side.prof, "send_recv", payload, 2, stride, net))
 
-    send = kv_bytes_per_gpu(model, precision, isl, prefill)
-    receive = kv_bytes_per_gpu(model, precision, isl, decode)
-    send_s = seconds(send, accelerator, cluster)
-    receive_s = seconds(receive, *(receiver or (accelerator, cluster)))
+    model, precision = prefill.model, prefill.precision
+    send = kv_bytes_per_gpu(model, precision, isl, prefill.p)
+    receive = kv_bytes_per_gpu(model, precision, isl, decode.p)
+    send_s = seconds(send, prefill)
+    receive_s = seconds(receive, decode)
     time_s = max(send_s, receive_s)
     exposed = time_s
     if overlap == "layerwise":  # layer l's KV leaves as layer l + 1 computes
@@ -323,4 +322,5 @@ def highest_rate(rate: np.ndarray, latency: np.ndarray, budget: Num) -> Num:
         return np.zeros_like(np.asarray(budget, dtype=float))
     xs = np.maximum.accumulate(latency[finite])
     ys = rate[finite]
-    return np.interp(budget, xs, ys, left=0.0, right=float(ys[-1]))
+    rates: Num = np.interp(budget, xs, ys, left=0.0, right=float(ys[-1]))
+    return rates

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from estimator.context import Context
 from estimator.errors import SpecError
 from estimator.layout.parallel import Parallelism
 from estimator.serving.disagg import (
@@ -257,17 +258,21 @@ def _pair(
     the fleet fits one scale-up domain, else over the scale-out network."""
     gp, gd = pools
     cluster = workload.cluster(gp.accelerator)
-    receiver = None if gd is gp else (gd.accelerator, workload.cluster(gd.accelerator))
+    precision = get_precision(gp.precision)
+    sender = Context.of(model, gp.accelerator, pc.layout, precision, cluster)
+    one_pool = gd is gp
+    receiver = sender.with_layout(dc.layout)
+    if not one_pool:  # the decode pool's own accelerator and network
+        decode_net = workload.cluster(gd.accelerator)
+        receiver = Context.of(model, gd.accelerator, dc.layout, precision, decode_net)
 
     def over(link: Link) -> tuple[dict[str, Any] | str, float, KvTransfer]:
         kv = kv_transfer(
-            model, gp.accelerator, get_precision(gp.precision), pc.layout, dc.layout,
-            workload.input_len, pc.lone_s, cluster, link=link, overlap=workload.kv_overlap,
-            receiver=receiver,
-        )  # fmt: skip
+            sender, receiver, workload.input_len, pc.lone_s, link=link, overlap=workload.kv_overlap
+        )
         return (*_fleet(workload, pools, pc, dc, kv, prices, rate), kv)
 
-    if receiver is None and _gpus(pc.layout) + _gpus(dc.layout) <= cluster.scale_up_domain:
+    if one_pool and _gpus(pc.layout) + _gpus(dc.layout) <= cluster.scale_up_domain:
         plan, reach, kv = over("nvlink")
         if not isinstance(plan, str) and plan["fleet_gpus"] <= cluster.scale_up_domain:
             return plan, reach, kv

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from estimator.errors import SpecError
-from estimator.layout.parallel import Violation, layout_violations
+from estimator.layout.parallel import Parallelism, Violation, layout_violations
 from estimator.layout.pipeline import PipelineSplit, model_split
 from estimator.memo import per_model
 from estimator.spec.model import ModelSpec
@@ -65,19 +65,11 @@ def layout_rules(
         f"pp*vp={{v}} virtual stages exceed the {model.num_layers} layers plus the embedding and"
         " the loss"
     )
+    # The layouts as one of arrays (etp: tp, Megatron-Core's default).
+    sizes: dict[str, Any] = {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "vp": vp}
+    layouts = Parallelism(**sizes, dp=np.maximum(dp, 1))
     rules += [
-        *layout_violations(
-            model,
-            tp=tp,
-            pp=pp,
-            dp=np.maximum(dp, 1),
-            cp=cp,
-            ep=ep,
-            etp=tp,
-            vp=vp,
-            training=True,
-            pipeline_rule=False,
-        ),
+        *layout_violations(model, layouts, training=True, pipeline_rule=False),
         ("layout.pp", ~splittable, rule, pp * vp),
         (
             "workload.global_batch_size",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from estimator.finetune import linear_weight_bytes
 from estimator.layout.parallel import Parallelism
@@ -16,12 +17,16 @@ from estimator.layout.sharding import stage_kind_counts, with_mtp
 from estimator.memory.activations import DEFAULT_RECOMPUTE_MODULES
 from estimator.memory.training import TrainingMemory, TrainingSetup, training_memory
 from estimator.spec.accelerator import Accelerator
-from estimator.spec.cluster import Cluster, cluster_of
+from estimator.spec.cluster import Cluster
 from estimator.spec.model import ModelSpec
 from estimator.spec.precision import DTYPES, Precision
 from estimator.timing import collectives as rules
-from estimator.timing.kernels import Collective, KernelProfile, collective_time, kernel_profile
+from estimator.timing.kernels import Collective, KernelProfile, collective_time
 from estimator.xp import Num
+
+if TYPE_CHECKING:
+    from estimator.context import Context
+    from estimator.timing.training import TimingOptions
 
 __all__ = ["CommEvent", "CommPlan", "communication_plan"]
 
@@ -75,37 +80,35 @@ class CommPlan:
 
 
 def communication_plan(
-    model: ModelSpec,
-    accelerator: Accelerator,
-    p: Parallelism,
+    c: Context,
     setup: TrainingSetup,
-    precision: Precision,
-    *,
-    cluster: Cluster | None = None,
-    tp_comm_overlap: bool = False,
+    options: TimingOptions | None = None,
     memory: TrainingMemory | None = None,
-    moe_dispatcher: str = "flex",
-    ep_comm_overlap: bool = False,
 ) -> CommPlan:
     """Every collective one iteration runs on the most-loaded GPU (stage 0 for the layer
     counts), with message sizes, call counts, group spans and times, dimension by dimension:
-    TP, CP, EP, PP, then DP / ZeRO. ``memory`` is the plan's ``training_memory`` when the
-    caller already has it; ``moe_dispatcher`` the stack's (``flex``: a token crosses to another
-    scale-up domain once, ``collectives.domain_dedup``)."""
+    TP, CP, EP, PP, then DP / ZeRO, over the context's network (``c.domain``). Of the stack's
+    ``options`` (default: the default stack's) it reads the TP and EP overlaps and the MoE
+    dispatcher (``flex``: a token crosses to another scale-up domain once,
+    ``collectives.domain_dedup``). ``memory`` is the plan's ``training_memory`` when the caller
+    already has it."""
+    from estimator.timing.training import TimingOptions  # timing.training imports this module
+
+    options = options or TimingOptions()
+    model, accelerator, p, precision = c.model, c.acc, c.p, c.precision
     if memory is None:  # the plan's memory estimate, unless the caller has it already
         memory = training_memory(model, accelerator, p, setup, precision)
-    prof = kernel_profile(accelerator.id)
-    domain = cluster or cluster_of(accelerator)
+    domain = c.domain
     s = _stage(model, p, setup, precision, memory)
     calls = (
-        *_tp_calls(s, tp_comm_overlap),
+        *_tp_calls(s, options.tp_comm_overlap),
         *_cp_calls(s),
-        *_ep_calls(s, domain.scale_up_domain, moe_dispatcher, ep_comm_overlap),
+        *_ep_calls(s, domain.scale_up_domain, options.moe_dispatcher, options.ep_comm_overlap),
         *_pp_calls(s),
         *_dp_calls(s),
     )
-    events = tuple(_event(call, s, accelerator, prof, domain) for call in calls)
-    return CommPlan(events, s.microbatches, p.num_gpus)
+    events = tuple(_event(call, s, accelerator, c.prof, domain) for call in calls)
+    return CommPlan(events, int(s.microbatches), p.num_gpus)
 
 
 def _event(
@@ -124,8 +127,8 @@ def _event(
         call.message_shape,
         size,
         nodes_spanned(size, stride, domain.gpus_per_node),
-        call.calls_per_microbatch,
-        call.calls_per_iteration,
+        float(call.calls_per_microbatch),
+        float(call.calls_per_iteration),
         float(t),
         call.overlap,
     )
@@ -144,7 +147,7 @@ class _Stage:
     setup: TrainingSetup
     precision: Precision
     memory: TrainingMemory
-    microbatches: int
+    microbatches: Num
     tokens: float
     counts: tuple[Num, ...]
     layers: int
@@ -163,11 +166,11 @@ class _Call:
     dimension: str
     collective: Collective
     when: str
-    message_bytes: float
+    message_bytes: Num
     message_shape: tuple[int, ...]
     group: str
-    calls_per_microbatch: float
-    calls_per_iteration: float
+    calls_per_microbatch: Num
+    calls_per_iteration: Num
     overlap: str
     far_share: float = 1.0
 

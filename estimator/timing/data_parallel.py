@@ -157,10 +157,7 @@ def optimizer_step(
     optimizer = memory_time(acc, prof, sharded * per_param, 4)
     offload: Num = 0.0
     if setup.offload.any:
-        offload = offload_time(
-            setup, acc.id, worst, setup.microbatches(c.p.dp), sharded, grad_b, w_b,
-            held.host_weights_bytes, held.host_activations_bytes,
-        )  # fmt: skip
+        offload = offload_time(c, setup, held, worst, sharded)
         if setup.offload.optimizer:
             optimizer = 0.0  # the CPU's step, in offload_time
     return optimizer, offload

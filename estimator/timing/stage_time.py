@@ -33,6 +33,7 @@ from estimator.timing.tp_overlap import overlapped_tp
 from estimator.xp import Num, logical_and, maximum, where
 
 if TYPE_CHECKING:
+    from estimator.timing.data_parallel import Held
     from estimator.timing.training import TimingOptions
 
 __all__ = ["dense_collective", "offload_time", "stage_times"]
@@ -213,22 +214,20 @@ def _pp_comm(c: Context, setup: TrainingSetup) -> Num:
 
 
 def offload_time(
-    setup: TrainingSetup,
-    accelerator_id: str,
-    worst: dict[str, Num],
-    m: Num,
-    sharded: Num,
-    grad_b: float,
-    w_b: float,
-    host_weights: Num,
-    host_activations: Num,
+    c: Context, setup: TrainingSetup, held: Held, worst: dict[str, Num], sharded: Num
 ) -> Num:
     """Exposed seconds of CPU offload per step (``estimator.offload``): the optimizer's
-    gradient / weight transfers and CPU step after the backward; weight fetches and activation
-    round trips behind each micro-batch's compute, exposed where the link is slower."""
+    gradient / weight transfers and CPU step after the backward (``sharded``: the parameters
+    this GPU's optimizer steps); the ``held`` weight fetches and activation round trips behind
+    each micro-batch's compute (the slowest stage's, ``worst``), exposed where the link is
+    slower."""
     off = setup.offload
-    host = host_of(accelerator_id, off)
+    host = host_of(c.acc.id, off)
     link = host.link_bytes_per_s
+    m = setup.microbatches(c.p.dp)
+    grad_b = c.precision.bytes("gradients")
+    w_b = DTYPES[c.precision.weights].bytes
+    host_weights, host_activations = held.host_weights_bytes, held.host_activations_bytes
     out: Num = 0.0
     if off.optimizer:  # both directions at once: the larger of the two, then the CPU step
         transfer = maximum(sharded * grad_b, sharded * w_b) / link

@@ -46,7 +46,7 @@ run in (fp8 recipes against the fp8 peak).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from estimator.context import Context
@@ -95,6 +95,7 @@ __all__ = [
     "TimingOptions",
     "TrainingEstimate",
     "TrainingTime",
+    "calibrate",
     "ep_overlap_runs",
     "estimate_training",
     "training_time",
@@ -403,14 +404,11 @@ def estimate_training(
     tokens: float | None = None,
     price_usd_per_gpu_hour: float | None = None,
     options: TimingOptions | None = None,
-    measured_step_s: float | None = None,
-    measured_mfu: float | None = None,
 ) -> TrainingEstimate:
     """Memory, step time, throughput, MFU/HFU and cost of a training plan.
 
     ``tokens`` (to train) gives the time to train, GPU-hours and, with a price, the cost. A
-    ``measured_step_s`` or ``measured_mfu`` from the user's own runs calibrates the plan: the
-    result keeps the model's figures and adds the calibrated ones under ``calibrated``.
+    step time or MFU measured on the user's own runs calibrates the result (``calibrate``).
     """
     check_support(accelerator, precision, training=True)
     memory = training_memory(model, accelerator, parallel, setup, precision)
@@ -445,38 +443,58 @@ def estimate_training(
         tokens=tokens,
     )
     notes = plan_notes(model, accelerator, parallel, setup, precision, options, memory, flops)
-    calibrated = None
-    if measured_step_s is not None or measured_mfu is not None:
-        if measured_step_s is not None and measured_step_s <= 0:
-            raise SpecError("measured_step_s", "must be > 0", measured_step_s)
-        if measured_mfu is not None and not 0 < measured_mfu <= 1:
-            raise SpecError("measured_mfu", "must be in (0, 1]", measured_mfu)
-        cal_step = measured_step_s or flops.model / (measured_mfu * gpus * peak)  # type: ignore[operator]
-        calibrated = {
-            "step_s": cal_step,
-            "tokens_per_s": tokens_per_step / cal_step,
-            "mfu": flops.model / (cal_step * gpus * peak),
-            "scale": cal_step / step,
-        }
     return TrainingEstimate(
         memory=memory,
         time=time,
         tokens_per_step=tokens_per_step,
-        tokens_per_s=rates.tokens_per_s,
-        tokens_per_s_per_gpu=rates.tokens_per_s_per_gpu,
+        tokens_per_s=float(rates.tokens_per_s),
+        tokens_per_s_per_gpu=float(rates.tokens_per_s_per_gpu),
         model_flops_per_step=float(flops.model),
         hardware_flops_per_step=float(flops.hardware),
         model_tflops_per_gpu=float(flops.model) / step / gpus / 1e12,
-        mfu=rates.mfu,
-        hfu=rates.hfu,
+        mfu=float(rates.mfu),
+        hfu=float(rates.hfu),
         peak_format=peak_format,
         num_gpus=gpus,
         tokens=tokens,
-        time_to_train_s=rates.time_to_train_s,
-        gpu_hours=rates.gpu_hours,
+        time_to_train_s=_scalar(rates.time_to_train_s),
+        gpu_hours=_scalar(rates.gpu_hours),
         price_usd_per_gpu_hour=price_usd_per_gpu_hour,
-        cost_usd=rates.cost_usd,
-        usd_per_1m_tokens=rates.usd_per_1m_tokens,
-        calibrated=calibrated,
+        cost_usd=_scalar(rates.cost_usd),
+        usd_per_1m_tokens=_scalar(rates.usd_per_1m_tokens),
         notes=tuple(notes),
     )
+
+
+def _scalar(value: Num | None) -> float | None:
+    """One plan's rate as a float (None where there is none)."""
+    return None if value is None else float(value)
+
+
+def calibrate(
+    estimate: TrainingEstimate,
+    accelerator: Accelerator,
+    *,
+    measured_step_s: float | None = None,
+    measured_mfu: float | None = None,
+) -> TrainingEstimate:
+    """``estimate`` calibrated on the user's own runs: a ``measured_step_s`` (or the step a
+    ``measured_mfu`` implies, against the dense peak of the estimate's ``peak_format``) gives
+    the calibrated step time, throughput, MFU and its ``scale`` over the model's step, under
+    ``calibrated``; the model's own figures are kept. Neither given: ``estimate`` as it is."""
+    if measured_step_s is None and measured_mfu is None:
+        return estimate
+    if measured_step_s is not None and measured_step_s <= 0:
+        raise SpecError("measured_step_s", "must be > 0", measured_step_s)
+    if measured_mfu is not None and not 0 < measured_mfu <= 1:
+        raise SpecError("measured_mfu", "must be in (0, 1]", measured_mfu)
+    gpus, flops = estimate.num_gpus, estimate.model_flops_per_step
+    peak = accelerator.peak(estimate.peak_format)
+    cal_step = measured_step_s or flops / (measured_mfu * gpus * peak)  # type: ignore[operator]
+    calibrated = {
+        "step_s": cal_step,
+        "tokens_per_s": estimate.tokens_per_step / cal_step,
+        "mfu": flops / (cal_step * gpus * peak),
+        "scale": cal_step / estimate.time.step_s,
+    }
+    return replace(estimate, calibrated=calibrated)

@@ -12,6 +12,7 @@ collectives the communication plan (``timing.comms``) lists.
 
 from __future__ import annotations
 
+from estimator.context import Context
 from estimator.layout.parallel import Parallelism
 from estimator.memory.training import TrainingMemory, TrainingSetup
 from estimator.spec.accelerator import Accelerator
@@ -38,8 +39,8 @@ def zero3_hidden_note(
     exposed_s, forward_s, backward_s = time
     if parallel.zero_stage < 3 or exposed_s > 0:
         return None
-    plan = communication_plan(model, accelerator, parallel, setup, precision, cluster=cluster,
-                              memory=memory)  # fmt: skip
+    c = Context.of(model, accelerator, parallel, precision, cluster)
+    plan = communication_plan(c, setup, memory=memory)
     events = [e for e in plan.events if e.dimension == "zero3"]
     if not events:
         return None
