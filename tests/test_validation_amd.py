@@ -3,8 +3,9 @@
 
 Every record carries its source and the configuration it ran; the throughputs are consistent
 with what each record says it read. The achieved median APE per kind is pinned as a ceiling (a
-point above validation/amd.py's output), so a change that drifts is seen; the vendor constant is
-checked on rows whose answer is known.
+point above validation/amd.py's output), so a change that drifts is seen; the vendor constants in
+use (estimator/timing/vendor.py) are checked to be a fresh fit, and the fit on rows whose answer
+is known.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from estimator.timing import vendor
 from validation import amd, report
 from validation.report import Row
 
@@ -86,25 +88,48 @@ def test_every_record_is_compared(section: dict[str, Any]) -> None:
 
 def test_median_ape_per_kind_does_not_rise(section: dict[str, Any]) -> None:
     kinds = _summary(section, "AMD by kind")
-    # amd.py: training 30.2% (MI300X 46.7%: its 21-layer recompute not modelled; MI325X 20.8%,
-    # MI355X 9.4%), serving 35.3% (MI300X 51.2%, MI325X 31.5%); both over-predicted
-    assert kinds["training"]["median_ape"] <= 0.31
-    assert kinds["serving"]["median_ape"] <= 0.36
-    assert kinds["training"]["median_signed"] > 0 and kinds["serving"]["median_signed"] > 0
+    # amd.py with timing.vendor's CDNA 3 factors: training 7.5% (30.2% without), serving 3.5%
+    # (35.3% without); per part training MI300X 2.2% (46.7%), MI325X 15.9% (20.8%), MI355X 9.4%
+    # (no factor: CDNA 4 has 6 runs), serving MI300X 11.7% (51.2%), MI325X 2.8% (31.5%)
+    assert kinds["training"]["median_ape"] <= 0.08
+    assert kinds["serving"]["median_ape"] <= 0.04
+    assert abs(kinds["serving"]["median_signed"]) < 0.01  # its one group is all fitted
     by_acc = _summary(section, "AMD by kind and accelerator")
-    assert by_acc["training / mi355x"]["median_ape"] <= 0.10
-    assert by_acc["serving / mi325x"]["median_ape"] <= 0.32
+    ceilings = {
+        "training / mi300x": 0.03,
+        "training / mi325x": 0.17,
+        "training / mi355x": 0.10,
+        "serving / mi300x": 0.125,
+        "serving / mi325x": 0.03,
+    }
+    for name, ceiling in ceilings.items():
+        assert by_acc[name]["median_ape"] <= ceiling, name
+    # MI355X is left unscaled: still over-predicted as the kernel model stands
+    assert by_acc["training / mi355x"]["median_signed"] > 0
 
 
 def test_vendor_constant_reported_with_its_leave_one_source_out_error(
     section: dict[str, Any],
 ) -> None:
-    constants = {c.kind: c for c in section["vendor constants"]}
-    assert set(constants) == set(amd.KINDS)
+    constants = {(c.kind, c.generation): c for c in section["vendor constants"]}
+    assert set(constants) == {("training", "cdna3"), ("serving", "cdna3")}
     for c in constants.values():
-        assert 0 < c.factor < 1  # every kind is over-predicted: the constant scales down
-        assert c.sources >= 10
+        assert c.factor > 1  # the borrowed H100 curves are fast on CDNA 3: time scales up
+        assert c.n >= vendor.MIN_GROUP_RUNS and c.sources >= 10
         assert c.median_ape <= c.loso_median_ape <= c.loso_p90_ape
+        assert c.median_ape < c.unscaled_median_ape
+
+
+def test_constants_in_use_are_a_fresh_fit(section: dict[str, Any]) -> None:
+    """timing.vendor's constants are what amd.py fits now (to the third decimal), with the
+    group size, sources and held-out error their notes quote."""
+    tables = {"training": vendor.TRAINING_COMPUTE_SCALE, "serving": vendor.SERVING_STEP_SCALE}
+    for c in section["vendor constants"]:
+        used = tables[c.kind][("amd", c.generation)]
+        assert used.scale == c.adopted
+        assert round(c.factor, 3) == pytest.approx(used.scale, abs=1e-9), c.kind
+        assert (used.n, used.sources) == (c.n, c.sources), c.kind
+        assert round(c.loso_median_ape, 3) == pytest.approx(used.loso_median_ape), c.kind
 
 
 def _row(ident: str, measured: float, predicted: float) -> Row:
@@ -112,14 +137,19 @@ def _row(ident: str, measured: float, predicted: float) -> Row:
 
 
 def test_vendor_constant_on_known_rows() -> None:
-    # measured / predicted: 0.5, 0.5 (source a), 1.0 (source b): median 0.5; without a the
-    # factor is 1.0 (a's rows then err by +100%), without b it is 0.5 (b errs by -50%)
+    # predicted / measured: 2, 2 (source a), 1 (source b): the time factor is their median, 2;
+    # without a it is 1 (a's rows then err by +100%), without b it is 2 (b errs by -50%)
     rows = [_row("a1", 1, 2), _row("a2", 2, 4), _row("b1", 3, 3)]
     c = amd.vendor_constant(rows, "serving", {"a1": "a", "a2": "a", "b1": "b"})
-    assert c.factor == pytest.approx(0.5)
+    assert c.factor == pytest.approx(2.0)
     assert c.median_ape == pytest.approx(0.0)
+    assert c.unscaled_median_ape == pytest.approx(1.0)
     assert c.loso_median_ape == pytest.approx(1.0)
     assert c.loso_p90_ape == pytest.approx(1.0)
+    # rows already carrying a factor of 2: the fit on top of it says 2 again
+    exact = [_row("a1", 1, 1), _row("b1", 1, 1)]
+    c = amd.vendor_constant(exact, "serving", {"a1": "a", "b1": "b"}, adopted=2.0)
+    assert c.factor == pytest.approx(2.0) and c.unscaled_median_ape == pytest.approx(1.0)
     with pytest.raises(ValueError):
         amd.vendor_constant(rows, "serving", dict.fromkeys(("a1", "a2", "b1"), "a"))
 
@@ -136,6 +166,7 @@ def test_report_carries_the_amd_section(section: dict[str, Any]) -> None:
     assert stored["summary"] == section["summary"]
     assert len(stored["rows"]) == len(section["rows"])
     assert {c["kind"] for c in stored["vendor constants"]} == set(amd.KINDS)
+    assert all(c["generation"] == "cdna3" for c in stored["vendor constants"])
     lines = amd.render(section)
     assert any("AMD Instinct" in line for line in lines)
     assert report.amd_section()["summary"] == section["summary"]

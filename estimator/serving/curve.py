@@ -56,6 +56,7 @@ from estimator.serving.steps import (
 from estimator.spec.precision import DTYPES
 from estimator.spec.speculative import Speculative
 from estimator.timing.kernels import collective_time
+from estimator.timing.vendor import serving_scale
 from estimator.xp import Num
 
 __all__ = [
@@ -130,7 +131,15 @@ def _prefill_stages(
     if spec is not None:
         drafted = draft_prefill(r, spec, prompt, own, cached, kinds)
         out = [{k: v + drafted[k] for k, v in out[0].items()}]
-    return out
+    scale = _step_scale(r)
+    return out if scale == 1.0 else [{k: scale * v for k, v in t.items()} for t in out]
+
+
+def _step_scale(r: Context) -> float:
+    """The vendor's serving step factor on the plan's accelerator (``timing.vendor``), 1.0
+    where it has none."""
+    vendor = serving_scale(r.acc)
+    return 1.0 if vendor is None else vendor.scale
 
 
 def _group_batch(p: Parallelism, batch: Num, tokens: Num) -> tuple[Num, Num | None]:
@@ -220,7 +229,11 @@ def batch_times(r: Context, setup: InferenceSetup, sizes: list[int]) -> BatchTim
     plain_kinds = decode_kinds(
         r, per_mb, context, expert_load=setup.moe_imbalance, expert_batch=routed
     )
-    plain = pipeline(stage_times(plain_kinds, stages, head_time(r, per_mb)), pp)
+    head, scale = head_time(r, per_mb), _step_scale(r)
+    if scale != 1.0:  # the vendor's fitted factor on every decode part (prefill's: above)
+        plain_kinds = [(a * scale, b * scale, c * scale, d * scale) for a, b, c, d in plain_kinds]
+        head = head * scale
+    plain = pipeline(stage_times(plain_kinds, stages, head), pp)
     step = None
     if spec is None:
         decode = per_size(plain, len(sizes))

@@ -63,6 +63,7 @@ from estimator.spec.support import check_support
 from estimator.timing.kernels import KernelProfile, kernel_profile
 from estimator.timing.measured import serving_profile, step_grid_notes
 from estimator.timing.rates import SECONDS_PER_HOUR
+from estimator.timing.vendor import serving_notes, serving_scale
 
 __all__ = [
     "DEFAULT_MAX_BATCH",
@@ -458,6 +459,7 @@ def estimate_inference(
         prefix = prefix_cache_effect(replica, setup, times)
     under_load = engine is not None or request_rate is not None
     notes = _plan_notes(model, setup, memory, prof, p.dp, speculation, under_load)
+    notes += serving_notes(accelerator, under_load)  # the vendor's fitted factor (timing.vendor)
     notes += step_grid_notes(model, prof, p, max(setup.input_len, cap)) if prof.gemm_curves else []
     load = fleet = capacity_tps = None
     best_concurrency = best.concurrency if best else None
@@ -531,7 +533,10 @@ def estimate_load(
         model, accelerator, parallel, setup, precision, mixed=preset.mixed,
         cluster=cluster or cluster_of(accelerator), busy_groups=busy,
     )  # fmt: skip
-    step_s = scaled_step(step_s, preset.step_scales)  # a deployment's calibration, if any
+    vendor = serving_scale(accelerator)  # the vendor's fitted step factor (timing.vendor)
+    k = 1.0 if vendor is None else vendor.scale
+    prefill_scale, decode_scale = preset.step_scales  # a deployment's calibration, if any
+    step_s = scaled_step(step_s, (k * prefill_scale, k * decode_scale))
     scheduler = group_scheduler(setup, layout, preset, busy, memory, step_s, request_rate)
     steady = steady_state(scheduler, ttft_target_s, tpot_target_s)
     if setup.num_prompts is None:

@@ -30,6 +30,7 @@ from estimator.timing import collectives as rules
 from estimator.timing.kernels import KernelProfile, collective_time, gemm_time, memory_time
 from estimator.timing.layer import LayerTime
 from estimator.timing.tp_overlap import overlapped_tp
+from estimator.timing.vendor import training_scale
 from estimator.xp import Num, logical_and, maximum, where
 
 if TYPE_CHECKING:
@@ -80,6 +81,9 @@ def stage_times(
         host = moe_layers * options.moe_host_s
     fwd, bwd, rec = _ends(c, setup, stage, fwd, bwd, rec)
     scale = options.scale_for(c.acc.generation)
+    vendor = training_scale(c.acc)  # the vendor's fitted factor (timing.vendor), if any
+    if vendor is not None:
+        scale = scale * vendor.scale
     if scale != 1.0:
         fwd, bwd, rec = fwd * scale, bwd * scale, rec * scale
     return {

@@ -18,6 +18,7 @@ from estimator.spec.precision import DTYPES, Precision
 from estimator.timing.eager_ops import eager_expert_kinds, expert_eager_ops
 from estimator.timing.kernels import kernel_profile
 from estimator.timing.stacks import DEFAULT_STACK, MOE_EAGER_HOST_S, STACK_NOTES, stack_profile
+from estimator.timing.vendor import training_notes
 
 if TYPE_CHECKING:
     from estimator.timing.training import TimingOptions
@@ -151,6 +152,7 @@ def plan_notes(
     notes = list(memory.notes) + list(kernel_profile(accelerator.id).notes)
     stack = options.stack if options else DEFAULT_STACK
     notes.append(STACK_NOTES.get(stack) or stack_profile(stack).note())  # unknown: refused
+    notes += training_notes(accelerator)  # the vendor's fitted factor (timing.vendor)
     if options is not None and options.tp_comm_overlap and parallel.tp > 1:
         notes.append(
             "TP communication overlapped with the GEMMs as Transformer Engine's userbuffers run it"
