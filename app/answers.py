@@ -12,7 +12,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
-from app.accuracy import layout_style, plan_accuracy, rate_headroom_note, time_range
 from app.calibration import calibration_dict
 from app.energy import energy_answer, token_prices_answer
 from app.hub.refs import is_hub_ref
@@ -40,6 +39,13 @@ from app.schemas.catalog import (
 )
 from app.store import catalog as team
 from estimator import PRESETS, ModelSpec, count_params, model_entry, model_ids
+from estimator.accuracy import (
+    Plan,
+    layout_style,
+    plan_accuracy,
+    rate_headroom_note,
+    time_range,
+)
 from estimator.counts.layers import LayerTable, ModuleRow
 from estimator.counts.tree import ModuleNode, top_modules
 from estimator.finetune import FineTune, adapters
@@ -268,23 +274,20 @@ def needs_fit_suggestions(out: Mapping[str, Any]) -> bool:
 
 
 def training_accuracy(plan: TrainingPlan, e: TrainingEstimate) -> dict[str, Any]:
-    """How right the planner was on published training runs like this plan (app/accuracy.py),
+    """How right the planner was on published training runs like this plan (estimator.accuracy),
     and the ranges of its throughput and step time that implies."""
     p = plan.parallel
-    out = plan_accuracy(
-        accelerator=plan.accelerator.id,
-        generation=plan.accelerator.generation,
-        family=plan.model.model_type,
-        model_class=plan.model.model_class,
-        stack=plan.options.stack,
-        gpus=e.num_gpus,
-        headline={
-            "tokens_per_s_per_gpu": e.tokens_per_s_per_gpu,
-            "peak_memory": e.memory.total_bytes / GIB,
-        },
-        vendor=plan.accelerator.vendor,
-        style=layout_style(tp=p.tp, pp=p.pp, cp=p.cp, ep=p.ep),
-    )
+    acc, model = plan.accelerator, plan.model
+    matched = Plan(
+        accelerator=acc.id, generation=acc.generation, vendor=acc.vendor,
+        family=model.model_type, model_class=model.model_class, stack=plan.options.stack,
+        gpus=e.num_gpus, style=layout_style(tp=p.tp, pp=p.pp, cp=p.cp, ep=p.ep),
+    )  # fmt: skip
+    headline = {
+        "tokens_per_s_per_gpu": e.tokens_per_s_per_gpu,
+        "peak_memory": e.memory.total_bytes / GIB,
+    }
+    out = plan_accuracy(matched, headline)
     step = time_range(e.time.step_s, out["metrics"][0])
     out["step_s_range"] = list(step) if step else None
     return out
@@ -296,20 +299,18 @@ def serving_accuracy(
     """How right the planner was on published serving runs like this plan: its throughput
     against offline max-throughput runs, its TTFT and TPOT (``latency_dict``'s, at the plan's
     load) against runs under load."""
-    return plan_accuracy(
-        accelerator=plan.accelerator.id,
-        generation=plan.accelerator.generation,
-        family=plan.model.model_type,
-        model_class=plan.model.model_class,
-        stack=req.engine,
+    acc, model = plan.accelerator, plan.model
+    matched = Plan(
+        accelerator=acc.id, generation=acc.generation, vendor=acc.vendor,
+        family=model.model_type, model_class=model.model_class, stack=req.engine,
         gpus=e.num_gpus,
-        headline={
-            "output_tokens_per_s": e.output_tokens_per_s,
-            "ttft": latency["ttft_s"],
-            "tpot": latency["tpot_s"],
-        },
-        vendor=plan.accelerator.vendor,
-    )
+    )  # fmt: skip
+    headline = {
+        "output_tokens_per_s": e.output_tokens_per_s,
+        "ttft": latency["ttft_s"],
+        "tpot": latency["tpot_s"],
+    }
+    return plan_accuracy(matched, headline)
 
 
 def offload_dict(off: Offload, m: TrainingMemory) -> dict[str, Any]:
@@ -876,7 +877,7 @@ def _fleet_fields(sweep: ServingSweep, req: ServingSweepRequest) -> dict[str, An
 
 def _rate_notes(req: ServingSweepRequest) -> list[str]:
     """With a request rate: how optimistic the rate within the targets has been on published
-    runs (app/accuracy.py)."""
+    runs (estimator.accuracy)."""
     if req.request_rate is None:
         return []
     note = rate_headroom_note(req.engine)

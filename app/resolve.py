@@ -726,8 +726,8 @@ def run_inference(req: InferenceRequest) -> tuple[InferencePlan, InferenceEstima
 
 def inference_headroom(req: InferenceRequest) -> tuple[float, str]:
     """The rate headroom a single plan's replica count is given: the planner's measured
-    optimism on the engine's published runs (``accuracy.rate_headroom``)."""
-    from app.accuracy import rate_headroom
+    optimism on the engine's published runs (``estimator.accuracy.rate_headroom``)."""
+    from estimator.accuracy import rate_headroom
 
     return rate_headroom(req.engine) if req.request_rate is not None else (0.0, "")
 
@@ -867,8 +867,9 @@ def _prices(
 
 
 def _tie_band() -> float:
-    """The measured tie band (``app.accuracy.tie_band``; imported here: it reads the report)."""
-    from app.accuracy import tie_band
+    """The measured tie band (``estimator.accuracy.tie_band``; imported here: it reads the
+    measured records)."""
+    from estimator.accuracy import tie_band
 
     return tie_band()[0]
 
@@ -1011,10 +1012,11 @@ def _request_field(engine_field: str) -> str:
 
 def sweep_headroom(req: ServingSweepRequest) -> tuple[float, str]:
     """The rate headroom a fleet is counted with, and where it comes from: the request's, or
-    the planner's measured optimism on the engine's published runs (``accuracy.rate_headroom``)."""
+    the planner's measured optimism on the engine's published runs
+    (``estimator.accuracy.rate_headroom``)."""
     if req.rate_headroom is not None:
         return req.rate_headroom, "the request's"
-    from app.accuracy import rate_headroom
+    from estimator.accuracy import rate_headroom
 
     return rate_headroom(req.engine)
 
@@ -1125,9 +1127,10 @@ def peak_factors(
     model: ModelSpec, acc: Accelerator, stack: str, gpus: int
 ) -> tuple[float, float] | None:
     """The likely range of a training plan's peak memory as factors of the planner's figure,
-    where published measurements of its stack near it give one (``accuracy.peak_memory_factors``,
-    the range a single plan's fit verdict takes): the sweep's and the fit suggestions' verdicts."""
-    from app.accuracy import peak_memory_factors
+    where published measurements of its stack near it give one
+    (``estimator.accuracy.peak_memory_factors``, the range a single plan's fit verdict takes):
+    the sweep's and the fit suggestions' verdicts."""
+    from estimator.accuracy import peak_memory_factors
 
     return peak_memory_factors(
         accelerator=acc.id, generation=acc.generation, family=model.model_type,

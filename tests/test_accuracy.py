@@ -1,12 +1,15 @@
-"""How right the planner was on published runs like a plan (app/accuracy.py): the records read
-from the shipped validation report, the nearest-record lookup, the predicted range, the
-``accuracy`` block of every estimate, the ``/accuracy`` page and its JSON twin."""
+"""How right the planner was on published runs like a plan (``estimator.accuracy``, the page in
+app/accuracy.py): the records read from the core's catalog, a fresh export of the shipped
+validation report, the nearest-record lookup, the predicted range, the ``accuracy`` block of
+every estimate, the ``/accuracy`` page and its JSON twin."""
 
 from __future__ import annotations
 
 import json
 import statistics
 from dataclasses import replace
+from datetime import date
+from importlib import resources
 from typing import Any
 
 import numpy as np
@@ -14,11 +17,14 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app import accuracy
-from app.accuracy import Plan, Record, nearest, plan_accuracy, records, report_view, source_url
+from app.accuracy import report_view
 from app.main import app
 from app.schemas.common import AccuracyOut
 from app.schemas.inference import InferenceEstimateOut
 from app.schemas.training import TrainingEstimateOut
+from estimator import accuracy as core
+from estimator import get_accelerator
+from estimator.accuracy import Plan, Record, nearest, plan_accuracy, records, source_url
 
 client = TestClient(app)
 
@@ -52,8 +58,37 @@ def test_source_links() -> None:
     assert source_url("aiconfigurator_core/systems/data/a100_sxm/gemm_perf.parquet") is None
 
 
+def test_the_shipped_catalog_is_a_fresh_export_of_the_shipped_report() -> None:
+    """``estimator/catalog/accuracy.json`` is what ``validation.report --write`` exports from
+    ``validation/report.json`` as shipped, to the byte: it cannot drift from the report."""
+    from validation import export
+
+    text = (resources.files("estimator") / "catalog" / "accuracy.json").read_text("utf-8")
+    shipped = json.loads(text)
+    report = json.loads((resources.files("validation") / "report.json").read_text("utf-8"))
+    date.fromisoformat(shipped["generated"])
+    assert shipped == export.accuracy_catalog(report, shipped["generated"])
+    assert text == export.dumps(shipped)
+    assert "validation/report.py" in shipped["source"] and shipped["about"]
+    assert all(list(r) == list(export.FIELDS) for r in shipped["records"])
+
+
+def test_the_export_keeps_only_what_the_search_reads() -> None:
+    """A section or a row key the report gains for its own pages (the AMD and other-stack
+    sections, a new statistic) does not reach the catalog; a changed measurement does."""
+    from validation import export
+
+    report = json.loads((resources.files("validation") / "report.json").read_text("utf-8"))
+    before = export.accuracy_catalog(report, "2026-01-01")
+    grown = {**report, "amd": {"rows": [1]}, "platforms": [], "stacks_measured": {"rows": []}}
+    grown["rows"] = [{**r, "note": "new"} for r in report["rows"]]
+    assert export.accuracy_catalog(grown, "2026-01-01") == before
+    grown["rows"][0] = {**report["rows"][0], "measured": report["rows"][0]["measured"] * 2}
+    assert export.accuracy_catalog(grown, "2026-01-01") != before
+
+
 def test_records_are_the_shipped_report() -> None:
-    stored = json.loads((accuracy.resources.files("validation") / "report.json").read_text())
+    stored = json.loads((resources.files("validation") / "report.json").read_text())
     found = records()
     measured_peaks = [r for r in stored["memory"]["rows"] if r["measured_gib"] is not None]
     assert len(found) == len(stored["rows"]) + len(stored["load"]["rows"]) + len(measured_peaks)
@@ -123,15 +158,8 @@ def test_nearest_ranks_by_hardware_family_stack_and_scale() -> None:
 
 def _llama_on_h100(stack: str, gpus: int, metric: str, value: float) -> dict[str, Any]:
     """The accuracy of one headline number of a Llama plan on H100s."""
-    out = plan_accuracy(
-        accelerator="h100-sxm-80gb",
-        generation="hopper",
-        family="llama",
-        model_class="dense",
-        stack=stack,
-        gpus=gpus,
-        headline={metric: value},
-    )
+    plan = Plan("h100-sxm-80gb", "hopper", "llama", "dense", stack, gpus, "nvidia")
+    out = plan_accuracy(plan, {metric: value})
     metric_out: dict[str, Any] = out["metrics"][0]
     return metric_out
 
@@ -140,9 +168,9 @@ def test_peak_memory_accuracy_reads_the_plans_own_stack_only() -> None:
     """Memory depends on what a framework keeps: the torchtitan / torchtune measurements bound
     an FSDP2 plan's peak and say nothing of a Megatron-Core one's."""
     fsdp2 = _llama_on_h100("fsdp2", 8, "peak_memory", 70.0)
-    assert fsdp2["n"] >= accuracy.MIN_RANGE and fsdp2["unit"] == "GiB per GPU"
+    assert fsdp2["n"] >= core.MIN_RANGE and fsdp2["unit"] == "GiB per GPU"
     ids = {r["id"] for r in fsdp2["records"]}
-    stored = json.loads((accuracy.resources.files("validation") / "report.json").read_text())
+    stored = json.loads((resources.files("validation") / "report.json").read_text())
     stacks = {r["id"]: r["stack"] for r in stored["memory"]["rows"]}
     assert all(stacks[i] == "fsdp2" for i in ids)
     errors = sorted(r["error"] for r in fsdp2["records"])
@@ -157,7 +185,7 @@ def test_peak_memory_accuracy_reads_the_plans_own_stack_only() -> None:
 def test_predicted_range_follows_the_records_errors() -> None:
     m = _llama_on_h100("megatron-core", 64, "tokens_per_s_per_gpu", 1000.0)
     errors = np.array([x["error"] for x in m["records"]])
-    assert m["n"] == len(errors) == accuracy.LIMIT
+    assert m["n"] == len(errors) == core.LIMIT
     # recomputed independently: numpy's percentiles, statistics' median
     assert m["median_ape"] == pytest.approx(statistics.median(np.abs(errors)))
     # quantiles as the validation report takes them: the nearest rank (numpy's "nearest")
@@ -172,11 +200,11 @@ def test_predicted_range_follows_the_records_errors() -> None:
     # the nearest records of a Llama plan on H100 under Megatron-Core are exactly that
     assert all(x["accelerator"] == "h100-sxm-80gb" for x in m["records"])
     assert all(x["stack"] == "megatron-core" for x in m["records"])
-    assert m["summary"].startswith(f"On {accuracy.LIMIT} similar published runs")
+    assert m["summary"].startswith(f"On {core.LIMIT} similar published runs")
 
 
 def _family_errors(family: str, kind: str = "training") -> np.ndarray:
-    shipped = json.loads((accuracy.resources.files("validation") / "report.json").read_text())
+    shipped = json.loads((resources.files("validation") / "report.json").read_text())
     return np.array(
         [
             r["predicted"] / r["measured"] - 1
@@ -190,15 +218,9 @@ def _blackwell_moe_plan(
     accelerator: str, family: str, stack: str, gpus: int, metric: str
 ) -> dict[str, Any]:
     """The accuracy of a Blackwell MoE plan whose ``metric`` reads 20,000."""
-    out = plan_accuracy(
-        accelerator=accelerator,
-        generation="blackwell",
-        family=family,
-        model_class="moe",
-        stack=stack,
-        gpus=gpus,
-        headline={metric: 20000.0},
-    )
+    vendor = get_accelerator(accelerator).vendor
+    plan = Plan(accelerator, "blackwell", family, "moe", stack, gpus, vendor)
+    out = plan_accuracy(plan, {metric: 20000.0})
     metrics: dict[str, Any] = out["metrics"][0]
     return metrics
 
@@ -211,7 +233,7 @@ def test_a_family_known_to_lean_gives_the_range() -> None:
     nearest records' range, its family's error given beside it."""
     m = _blackwell_moe_plan("b200", "llama4_text", "trtllm", 8, "output_tokens_per_s")
     errors = _family_errors("llama4_text", "serving")
-    assert len(errors) >= accuracy.MIN_RANGE and np.median(errors) > accuracy.FAMILY_BIAS
+    assert len(errors) >= core.MIN_RANGE and np.median(errors) > core.FAMILY_BIAS
     assert m["family"]["n"] == len(errors)
     assert m["family"]["median_signed"] == pytest.approx(statistics.median(errors))
     assert m["range_from"] == "family"
@@ -225,10 +247,10 @@ def test_a_family_known_to_lean_gives_the_range() -> None:
     assert "llama4_text family's own" in m["summary"] and "known bias" in m["summary"]
     oss = _blackwell_moe_plan("gb200", "gpt_oss", "megatron-core", 64, "tokens_per_s_per_gpu")
     oss_errors = _family_errors("gpt_oss")
-    assert abs(np.median(oss_errors)) <= accuracy.FAMILY_BIAS
+    assert abs(np.median(oss_errors)) <= core.FAMILY_BIAS
     assert oss["family"]["median_signed"] == pytest.approx(statistics.median(oss_errors))
     assert oss["range_from"] == "nearest" and "known bias" not in oss["summary"]
-    lo, hi = accuracy.time_range(2.0, oss)  # type: ignore[misc]
+    lo, hi = core.time_range(2.0, oss)  # type: ignore[misc]
     assert (lo, hi) == pytest.approx(
         (2.0 * 20000 / oss["range_high"], 2.0 * 20000 / oss["range_low"])
     )
@@ -283,7 +305,7 @@ def test_a_serving_sweep_at_a_rate_says_how_optimistic_its_rate_has_been() -> No
     """The rate within the targets is the report's slo_rate metric: the note carries its n,
     median and 90th-percentile signed error over all MLPerf server runs and over the engine's,
     read from the shipped report (so it cannot drift from it); without a rate, no note."""
-    report = json.loads((accuracy.resources.files("validation") / "report.json").read_text())
+    report = json.loads((resources.files("validation") / "report.json").read_text())
     slo = [r for r in report["load"]["rows"] if r["metric"] == "slo_rate"]
     errors = sorted(r["predicted"] / r["measured"] - 1 for r in slo)
     trtllm = [r["predicted"] / r["measured"] - 1 for r in slo if r["engine"] == "trtllm"]
@@ -367,7 +389,7 @@ def test_planner_pages_show_the_range() -> None:
 
 def test_the_page_and_the_report_agree() -> None:
     # the same records, the same medians and p90s as validation/report.json's summaries
-    stored = json.loads((accuracy.resources.files("validation") / "report.json").read_text())
+    stored = json.loads((resources.files("validation") / "report.json").read_text())
     (training,) = report_view({"kind": "training"})["summary"]
     (theirs,) = [s for s in stored["summary"]["by kind"] if s["name"] == "training"]
     assert training["n"] == theirs["n"]

@@ -1,4 +1,4 @@
-"""The accuracy block knows the hardware and the layout (app/accuracy.py): a plan's nearest
+"""The accuracy block knows the hardware and the layout (``estimator.accuracy``): a plan's nearest
 published runs are read from its accelerator, else its generation, else its vendor, else any,
 and from its layout style first (training throughput); the block says at which level it matched
 and what its records do not share, and where they are all on other vendors' accelerators its
@@ -17,11 +17,10 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app import accuracy
-from app.accuracy import MIN_MATCH, Plan, Record, cross_vendor, layout_style, records, select
 from app.main import app
 from app.schemas.common import AccuracyOut
-from estimator import get_accelerator
+from estimator import accuracy, get_accelerator
+from estimator.accuracy import MIN_MATCH, Plan, Record, cross_vendor, layout_style, records, select
 
 client = TestClient(app)
 

@@ -208,10 +208,10 @@ def test_training_sweep_equals_core_and_pages() -> None:
     second = post("/training/sweep", {**SWEEP, "page_size": 7, "page": 2}).json()
     assert second["rows"][0]["usd_per_1m_tokens"] >= costs[-1]
     # the first recommendation is the cheapest, or a tie within the measured band of it
-    # (``app.accuracy.tie_band``), ranked first among the ties by the tie-breakers
+    # (``estimator.accuracy.tie_band``), ranked first among the ties by the tie-breakers
     top = first["recommendations"][0]
     if top["tie"]:
-        from app.accuracy import tie_band
+        from estimator.accuracy import tie_band
 
         assert costs[0] <= top["row"]["usd_per_1m_tokens"] <= costs[0] * (1 + tie_band()[0])
     else:

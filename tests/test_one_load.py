@@ -13,8 +13,8 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 from fastapi.testclient import TestClient
 
-from app.accuracy import MIN_GROUP, rate_headroom, records, summary
 from app.main import app
+from estimator.accuracy import MIN_GROUP, rate_headroom, records, summary
 from estimator.catalog import get_accelerator, get_model
 from estimator.layout.parallel import Parallelism
 from estimator.memory.inference import InferenceSetup

@@ -1,5 +1,5 @@
 """Ties called ties: the band within which the planner cannot tell two layouts apart, measured
-on the validation report's training runs (``app.accuracy.tie_band``)."""
+on the validation report's training runs (``estimator.accuracy.tie_band``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from app.accuracy import tie_band
+from estimator.accuracy import tie_band
 
 REPORT = Path(__file__).resolve().parents[1] / "validation" / "report.json"
 

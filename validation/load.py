@@ -125,7 +125,7 @@ class LoadRow:
     regime: str
     measured: float
     predicted: float
-    # What the accuracy lookup (app/accuracy.py) matches a plan on, and where the record is from
+    # What the accuracy lookup (estimator.accuracy) matches a plan on, and where the record is from
     accelerator: str = ""
     family: str = ""
     model: str = ""

@@ -162,7 +162,7 @@ class MemoryRow:
     total_gib: float  # the planner's total, overheads included
     capacity_gib: float
     fits: bool  # the planner's call
-    # What the accuracy lookup (app/accuracy.py) matches a plan on, and where the record is from
+    # What the accuracy lookup (estimator.accuracy) matches a plan on, and where the record is from
     model: str = ""
     family: str = ""  # the model's model_type
     model_class: str = ""  # dense, moe or hybrid

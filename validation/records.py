@@ -112,7 +112,7 @@ class TrainingCase:
 
 
 # The layout degrees a report row carries (``layout_of``): what the accuracy lookup
-# (app/accuracy.py) reads a record's layout style from, dp-only, tp/pp or expert-parallel.
+# (estimator.accuracy) reads a record's layout style from, dp-only, tp/pp or expert-parallel.
 LAYOUT_FIELDS = ("tp", "pp", "cp", "ep", "dp", "zero_stage")
 
 

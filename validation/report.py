@@ -3,11 +3,12 @@
 ``python -m validation.report`` (or ``llm-planner validate``) evaluates the estimator on every
 usable record of ``validation/data`` and prints, per group, accelerator and model family, the
 median and p90 absolute percentage error; ``--write`` also stores ``validation/report.md`` and
-``validation/report.json``. Error = ``predicted / measured - 1``. Nothing is fitted on single
-records: the kernel constants come from ``calibrate.py`` (kernel tables only) and the
-framework behaviours are the software stack profile of each record's framework
-(``estimator.timing.stacks``; ``records.py`` names it): one compute factor per stack is fitted
-on that stack's whole group (``fit_stacks.py``), never per record. Peak memory per GPU
+``validation/report.json``, and exports the measured records the planner's accuracy search reads
+to ``estimator/catalog/accuracy.json`` (``export.py``). Error = ``predicted / measured - 1``.
+Nothing is fitted on single records: the kernel constants come from ``calibrate.py`` (kernel
+tables only) and the framework behaviours are the software stack profile of each record's
+framework (``estimator.timing.stacks``; ``records.py`` names it): one compute factor per stack
+is fitted on that stack's whole group (``fit_stacks.py``), never per record. Peak memory per GPU
 (``memory.py``) is reported in its own section: the measured statistic against the part of the
 estimate it counts, and whether the planner's ``fits`` matches what happened. Published runs
 of the non-Megatron stacks (DeepSpeed ZeRO, PyTorch FSDP1 outside llm-foundry) are their own
@@ -49,6 +50,7 @@ from estimator.timing.kernels import (
 from estimator.timing.layer import flash_backward_time
 from estimator.timing.training import TimingOptions, TrainingEstimate, estimate_training
 from estimator.xp import Num
+from validation import export
 from validation.calibrate import HEAD_DIM_BACKENDS, LENT
 
 if TYPE_CHECKING:
@@ -73,7 +75,7 @@ class Row:
     measured: float
     predicted: float
     unit: str
-    # What the accuracy lookup (app/accuracy.py) matches a plan on, and where the record is from
+    # What the accuracy lookup (estimator.accuracy) matches a plan on, and where the record is from
     model: str = ""
     model_class: str = ""  # dense, moe or hybrid (ModelSpec.model_class)
     stack: str = ""  # the software stack profile (training) or the engine (serving)
@@ -811,7 +813,11 @@ def to_json(report: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="llm-planner validate", description=__doc__)
-    parser.add_argument("--write", action="store_true", help="write report.md and report.json")
+    parser.add_argument(
+        "--write",
+        action="store_true",
+        help="write report.md, report.json and the core's estimator/catalog/accuracy.json",
+    )
     parser.add_argument("--details", action="store_true", help="list every record")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args(argv)
@@ -822,9 +828,11 @@ def main(argv: list[str] | None = None) -> int:
         print(render(report, args.details), end="")
     if args.write:
         (ROOT / "validation" / "report.md").write_text(render(report, True), encoding="utf-8")
+        stored = to_json(report)
         (ROOT / "validation" / "report.json").write_text(
-            json.dumps(to_json(report), indent=1) + "\n", encoding="utf-8"
+            json.dumps(stored, indent=1) + "\n", encoding="utf-8"
         )
+        export.write(stored)
     return 0
 
 

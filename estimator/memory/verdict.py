@@ -5,7 +5,7 @@ and a plan within that error of the capacity may go either way. ``fit_verdict`` 
 "tight" or "does_not_fit", with a sentence:
 
 - where the caller has a likely range of the peak (the planner's error on similar published
-  peak-memory measurements of the plan's stack, ``app/accuracy.py``), the range decides:
+  peak-memory measurements of the plan's stack, ``estimator.accuracy``), the range decides:
   "fits" where even its top is within capacity, "does_not_fit" where even its bottom is over,
   "tight" where it straddles the capacity;
 - elsewhere the named overheads do, which are estimates, not measurements (allocator

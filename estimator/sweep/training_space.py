@@ -117,7 +117,7 @@ class TrainingWorkload:
     power: PowerSetup = field(default_factory=PowerSetup)  # energy's (``estimator.energy``)
     reliability: Reliability = field(default_factory=Reliability)  # ``timing.effective``
     # Layouts whose objective is within this share of the best are ties (the app passes the
-    # validation's measured band, ``app.accuracy.tie_band``); 0: no ties called.
+    # validation's measured band, ``estimator.accuracy.tie_band``); 0: no ties called.
     tie_band: float = 0.0
 
 
