@@ -69,13 +69,13 @@ def syncs_of(c: Context, setup: TrainingSetup, held: Held) -> list[Sync]:
 
 
 def zero3_exposed(
-    c: Context, setup: TrainingSetup, syncs: list[Sync], worst: dict[str, Num], stage: Num
+    c: Context, setup: TrainingSetup, syncs: list[Sync], worst: dict[str, Num], stage: Num, m: Num
 ) -> Num:
     """ZeRO-3's exposed traffic: per layer and micro-batch, gather the weights for the forward
     and for the backward and reduce-scatter the gradients; prefetch hides each behind the
-    layer's compute (FSDP's no_sync: the last micro-batch alone reduce-scatters)."""
+    layer's compute (FSDP's no_sync: the last micro-batch alone reduce-scatters); ``m``: the
+    step's micro-batches."""
     model, acc, prof, p, precision = c.model, c.acc, c.prof, c.p, c.precision
-    m = setup.microbatches(p.dp)
     if p.stage_layers is None:
         layers_on_stage: Num = model.num_layers / p.pp
     else:  # the slowest stage's layers (per layout, in a sweep)
@@ -140,7 +140,7 @@ def dp_exposed(c: Context, options: TimingOptions, syncs: list[Sync], worst: dic
 
 
 def optimizer_step(
-    c: Context, setup: TrainingSetup, held: Held, syncs: list[Sync], worst: dict[str, Num]
+    c: Context, setup: TrainingSetup, held: Held, syncs: list[Sync], worst: dict[str, Num], m: Num
 ) -> tuple[Num, Num]:
     """The optimizer step (memory-bound over the sharded states: read the gradients,
     read/write the master weights and states, write the model weights) and CPU offload's
@@ -157,7 +157,7 @@ def optimizer_step(
     optimizer = memory_time(acc, prof, sharded * per_param, 4)
     offload: Num = 0.0
     if setup.offload.any:
-        offload = offload_time(c, setup, held, worst, sharded)
+        offload = offload_time(c, setup, held, worst, sharded, m)
         if setup.offload.optimizer:
             optimizer = 0.0  # the CPU's step, in offload_time
     return optimizer, offload

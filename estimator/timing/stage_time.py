@@ -218,17 +218,16 @@ def _pp_comm(c: Context, setup: TrainingSetup) -> Num:
 
 
 def offload_time(
-    c: Context, setup: TrainingSetup, held: Held, worst: dict[str, Num], sharded: Num
+    c: Context, setup: TrainingSetup, held: Held, worst: dict[str, Num], sharded: Num, m: Num
 ) -> Num:
     """Exposed seconds of CPU offload per step (``estimator.offload``): the optimizer's
     gradient / weight transfers and CPU step after the backward (``sharded``: the parameters
     this GPU's optimizer steps); the ``held`` weight fetches and activation round trips behind
-    each micro-batch's compute (the slowest stage's, ``worst``), exposed where the link is
-    slower."""
+    each of the ``m`` micro-batches' compute (the slowest stage's, ``worst``), exposed where the
+    link is slower."""
     off = setup.offload
     host = host_of(c.acc.id, off)
     link = host.link_bytes_per_s
-    m = setup.microbatches(c.p.dp)
     grad_b = c.precision.bytes("gradients")
     w_b = DTYPES[c.precision.weights].bytes
     host_weights, host_activations = held.host_weights_bytes, held.host_activations_bytes

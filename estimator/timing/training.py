@@ -228,15 +228,15 @@ def training_time_terms(
     zero3: Num = 0.0
     dp_comm: Num = 0.0
     if type(zero) is not int or zero >= 3:
-        zero3 = where(zero >= 3, zero3_exposed(c, setup, syncs, worst, stage), 0.0)
+        zero3 = where(zero >= 3, zero3_exposed(c, setup, syncs, worst, stage, m), 0.0)
     if type(zero) is not int or zero < 3:
         dp_comm = where(zero < 3, dp_exposed(c, options, syncs, worst), 0.0)
-    optimizer, offload = optimizer_step(c, setup, held, syncs, worst)
+    optimizer, offload = optimizer_step(c, setup, held, syncs, worst, m)
     out = {
         "compute": m * (worst["forward"] + worst["backward"] + worst["recompute"]),
         "bubble": bubble,
         "tp_comm": m * worst["tp_comm"],
-        "ep_comm": _ep_comm(c, setup, options, worst, stage),
+        "ep_comm": _ep_comm(c, setup, options, worst, stage, m),
         "cp_comm": m * worst["cp_comm"],
         "pp_comm": m * worst["pp_comm"],
         "dp_comm": dp_comm,
@@ -298,15 +298,20 @@ def _slowest_stage(
 
 
 def _ep_comm(
-    c: Context, setup: TrainingSetup, options: TimingOptions, worst: dict[str, Num], stage: Num
+    c: Context,
+    setup: TrainingSetup,
+    options: TimingOptions,
+    worst: dict[str, Num],
+    stage: Num,
+    m: Num,
 ) -> Num:
     """The step's exposed EP all-to-all. With Megatron-Core's EP all-to-all overlap
     (--overlap-moe-expert-parallel-comm) the forward of one micro-batch and the backward of
     another run as one merged pass, each one's all-to-all behind the other's compute; the
     warm-up forwards and the cool-down backwards, a pipeline rank's in-flight count (one
-    without a pipeline), have no partner and keep theirs exposed."""
+    without a pipeline), have no partner and keep theirs exposed (``m``: the step's
+    micro-batches)."""
     p = c.p
-    m = setup.microbatches(p.dp)
     ep_comm = m * worst["ep_comm"]
     if not options.ep_comm_overlap:
         return ep_comm
