@@ -49,6 +49,10 @@ from estimator.accuracy import (
 from estimator.counts.layers import LayerTable, ModuleRow
 from estimator.counts.tree import ModuleNode, top_modules
 from estimator.finetune import FineTune, adapters
+from estimator.inputs.accelerator import GIB
+from estimator.inputs.cluster import Cluster
+from estimator.inputs.lengths import LengthDistribution
+from estimator.inputs.precision import DTYPES
 from estimator.layout.parallel import Parallelism
 from estimator.layout.ranks import RankLayout, gpu_name
 from estimator.layout.sharding import serving_layer_split
@@ -57,10 +61,6 @@ from estimator.memory.training import TrainingMemory
 from estimator.memory.verdict import training_fit
 from estimator.offload import Offload
 from estimator.serving.launch import EngineSettings, launch_commands
-from estimator.spec.accelerator import GIB
-from estimator.spec.cluster import Cluster
-from estimator.spec.lengths import LengthDistribution
-from estimator.spec.precision import DTYPES
 from estimator.timing.comms import CommPlan
 from estimator.timing.stacks import AUTO_STACK, stack_choice, stack_profile
 from estimator.timing.training import BREAKDOWN, TimingOptions, TrainingEstimate

@@ -21,7 +21,7 @@ from estimator.energy import (
     tco,
     token_prices,
 )
-from estimator.spec.accelerator import Accelerator
+from estimator.inputs.accelerator import Accelerator
 
 if TYPE_CHECKING:
     from estimator.serving.estimate import InferenceEstimate

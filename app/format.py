@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from estimator.spec.accelerator import GIB
+from estimator.inputs.accelerator import GIB
 
 __all__ = [
     "MISSING",

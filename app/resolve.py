@@ -43,6 +43,8 @@ from estimator.counts.tree import ModuleNode, module_tree
 from estimator.energy import Ownership, PowerSetup, require_power
 from estimator.errors import SpecError, UnknownIdError
 from estimator.finetune import ALL_LINEAR, DEFAULT_RANK, FineTune
+from estimator.inputs.accelerator import GIB
+from estimator.inputs.cluster import Cluster, cluster_of
 from estimator.layout.parallel import layout_violations, validate_layout
 from estimator.layout.pipeline import (
     PipelineSplit,
@@ -55,8 +57,6 @@ from estimator.layout.ranks import RankLayout, rank_layout
 from estimator.memory.timeline import Timeline, inference_timeline, training_timeline
 from estimator.memory.training import TrainingMemory
 from estimator.offload import Offload
-from estimator.spec.accelerator import GIB
-from estimator.spec.cluster import Cluster, cluster_of
 from estimator.timing.comms import CommPlan, communication_plan
 from estimator.timing.effective import Reliability
 from estimator.timing.stacks import (
@@ -84,10 +84,10 @@ if TYPE_CHECKING:
     from app.schemas.inference import InferenceRequest
     from app.schemas.sweep import ServingSweepRequest, TrainingSweepRequest
     from app.schemas.training import FineTuneFields, OffloadFields, TrainingRequest
+    from estimator.inputs.lengths import LengthDistribution
+    from estimator.inputs.speculative import Speculative
     from estimator.serving.estimate import InferenceEstimate
     from estimator.serving.load import EnginePreset, LoadPoint
-    from estimator.spec.lengths import LengthDistribution
-    from estimator.spec.speculative import Speculative
     from estimator.sweep.serving import ServingSweep
     from estimator.sweep.training import TrainingSweep
 
@@ -565,7 +565,7 @@ def speculative_of(req: InferenceRequest) -> Speculative | None:
     companions are then refused rather than ignored; with one, ``num_speculative_tokens`` and
     ``acceptance_length`` are required, and ``draft_model`` with ``draft`` only (a catalog or
     team model)."""
-    from estimator.spec.speculative import Speculative
+    from estimator.inputs.speculative import Speculative
 
     method = req.speculative_method
     if method is None:
@@ -597,7 +597,7 @@ def speculative_of(req: InferenceRequest) -> Speculative | None:
 def lengths_of(req: InferenceRequest | ServingSweepRequest) -> LengthDistribution | None:
     """The request's dataset length distribution (None: fixed input_len / output_len); a
     dataset sets the lengths, so it comes without them."""
-    from estimator.spec.lengths import LENGTH_PRESETS
+    from estimator.inputs.lengths import LENGTH_PRESETS
 
     if req.dataset is None:
         return None
@@ -613,7 +613,7 @@ def lengths_of(req: InferenceRequest | ServingSweepRequest) -> LengthDistributio
 
 def plan_lengths(plan: InferencePlan) -> LengthDistribution:
     """The lengths a plan assumed: its dataset's distribution, or its fixed lengths."""
-    from estimator.spec.lengths import fixed_lengths
+    from estimator.inputs.lengths import fixed_lengths
 
     setup = plan.setup
     return setup.lengths or fixed_lengths(setup.input_len, setup.output_len)

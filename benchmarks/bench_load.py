@@ -10,7 +10,7 @@ precision over the default TP x PP space at a request rate, without and with ``d
 (the baseline measured in the same run), and the disaggregated search alone (the prefill and
 decode pools of every layout, every pair's fleet and both fronts), for Llama-3.1-70B FP8 on H100
 (8,192 / 1,024 tokens, 10 requests/s, TTFT p99 2 s, TPOT 50 ms).
-Then one load point with the ShareGPT length distribution (``estimator.spec.lengths``)
+Then one load point with the ShareGPT length distribution (``estimator.inputs.lengths``)
 against the fixed-length one, and a finite run of 400 requests at 32 in flight
 (``num_prompts``, ``estimator.serving.run``) against the steady-state point.
 
@@ -25,8 +25,8 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from estimator import InferenceSetup, Parallelism, get_accelerator, get_model, get_precision
+from estimator.inputs.lengths import LENGTH_PRESETS
 from estimator.serving.estimate import estimate_inference, estimate_load
-from estimator.spec.lengths import LENGTH_PRESETS
 from estimator.sweep import disagg
 from estimator.sweep.serving import ServingSearch, ServingWorkload, default_search, sweep_serving
 from estimator.sweep.training import accelerator_spec, price_of

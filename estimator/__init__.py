@@ -18,6 +18,10 @@ from estimator.catalog import (
 from estimator.counts.flops import ForwardFlops, TrainingFlops, forward_flops, training_flops
 from estimator.counts.params import ParamCounts, count_params
 from estimator.errors import SpecError, UnknownIdError
+from estimator.inputs.accelerator import GIB, Accelerator
+from estimator.inputs.config import model_from_config, supported_model_types, used_config
+from estimator.inputs.model import ModelSpec
+from estimator.inputs.precision import PRESETS, Precision, get_precision
 from estimator.layout.parallel import Parallelism
 from estimator.memory.inference import (
     InferenceMemory,
@@ -26,10 +30,6 @@ from estimator.memory.inference import (
     kv_cache_bytes_per_token,
 )
 from estimator.memory.training import TrainingMemory, TrainingSetup, training_memory
-from estimator.spec.accelerator import GIB, Accelerator
-from estimator.spec.config import model_from_config, supported_model_types, used_config
-from estimator.spec.model import ModelSpec
-from estimator.spec.precision import PRESETS, Precision, get_precision
 
 __version__ = "0.1.0"
 

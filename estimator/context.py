@@ -15,11 +15,11 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # annotations only: the context imports nothing at run time
+    from estimator.inputs.accelerator import Accelerator
+    from estimator.inputs.cluster import Cluster
+    from estimator.inputs.model import ModelSpec
+    from estimator.inputs.precision import Precision
     from estimator.layout.parallel import Parallelism
-    from estimator.spec.accelerator import Accelerator
-    from estimator.spec.cluster import Cluster
-    from estimator.spec.model import ModelSpec
-    from estimator.spec.precision import Precision
     from estimator.timing.kernels import KernelProfile
 
 __all__ = ["Context"]
@@ -53,7 +53,7 @@ class Context:
     ) -> Context:
         """The context with the accelerator's own kernel profile and cluster where none is
         given."""
-        from estimator.spec.cluster import cluster_of
+        from estimator.inputs.cluster import cluster_of
         from estimator.timing.kernels import kernel_profile
 
         return cls(

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from estimator.catalog.files import load
 from estimator.errors import SpecError
-from estimator.spec.accelerator import Accelerator
+from estimator.inputs.accelerator import Accelerator
 
 if TYPE_CHECKING:  # numbers or numpy arrays; numpy is not imported by a single estimate
     from estimator.xp import Num

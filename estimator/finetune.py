@@ -49,11 +49,11 @@ from typing import Literal
 
 from estimator.counts.params import count_params
 from estimator.errors import SpecError
+from estimator.inputs.architecture import LayerKind, Linear
+from estimator.inputs.model import ModelSpec
+from estimator.inputs.precision import DTYPES, DType, Precision
 from estimator.layout.sharding import Placement, rank_share
 from estimator.memo import per_model
-from estimator.spec.architecture import LayerKind, Linear
-from estimator.spec.model import ModelSpec
-from estimator.spec.precision import DTYPES, DType, Precision
 from estimator.xp import Num, maximum
 
 __all__ = [

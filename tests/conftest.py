@@ -22,7 +22,7 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from estimator.spec.model import ModelSpec
+from estimator.inputs.model import ModelSpec
 
 DATA = Path(__file__).parent / "data"
 

@@ -11,7 +11,7 @@ import pytest
 from estimator import accelerator_entry, accelerator_ids, get_accelerator
 from estimator.catalog import price
 from estimator.catalog.files import load
-from estimator.spec.accelerator import GIB
+from estimator.inputs.accelerator import GIB
 from estimator.timing.kernels import kernel_profile
 
 NEW = (

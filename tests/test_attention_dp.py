@@ -14,12 +14,12 @@ from app.main import app
 from estimator import Parallelism, count_params, get_accelerator, get_model, get_precision
 from estimator.context import Context
 from estimator.errors import SpecError
+from estimator.inputs.cluster import cluster_of
 from estimator.layout.ranks import group_shapes
 from estimator.memory.inference import InferenceSetup, inference_memory
 from estimator.serving.estimate import estimate_inference, estimate_load
 from estimator.serving.launch import EngineSettings, launch_commands
 from estimator.serving.steps import decode_kinds, expert_exchange, serving_layout
-from estimator.spec.cluster import cluster_of
 from estimator.sweep.serving import ServingSearch, ServingWorkload, sweep_serving
 from estimator.timing.kernels import collective_time, kernel_profile
 

@@ -16,9 +16,9 @@ from estimator import (
     get_model,
     get_precision,
 )
+from estimator.inputs.lengths import LENGTH_PRESETS
 from estimator.serving.estimate import estimate_load
 from estimator.serving.run import RunScheduler, simulate_run
-from estimator.spec.lengths import LENGTH_PRESETS
 
 
 def _one_second(decoding: object, prompt_tokens: object) -> np.ndarray:

@@ -21,9 +21,9 @@ FUNCTIONS: dict[tuple[str, str], tuple[int, int]] = {
     # 14: the kernel curves it reads (``kernels``: fitted, or the measured tables' opt-in)
     ("estimator/serving/estimate.py", "estimate_inference"): (80, 14),
     ("estimator/serving/estimate.py", "estimate_load"): (42, 11),
-    ("estimator/spec/families/decoder.py", "decoder"): (52, 11),
-    ("estimator/spec/families/ssm.py", "mamba2_mixer"): (49, 14),
-    ("estimator/spec/families/ssm.py", "recurrent_core"): (29, 9),
+    ("estimator/inputs/families/decoder.py", "decoder"): (52, 11),
+    ("estimator/inputs/families/ssm.py", "mamba2_mixer"): (49, 14),
+    ("estimator/inputs/families/ssm.py", "recurrent_core"): (29, 9),
     ("estimator/sweep/training.py", "sweep_training"): (60, 10),
 }
 MODULES: dict[str, int] = {}  # every core module is within MODULE_LINES

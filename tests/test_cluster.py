@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from estimator import SpecError, get_accelerator
-from estimator.spec.cluster import DEFAULT_SCALE_OUT_BYTES_PER_S, cluster_of
+from estimator.inputs.cluster import DEFAULT_SCALE_OUT_BYTES_PER_S, cluster_of
 from estimator.timing.kernels import collective_time, kernel_profile
 
 API = "/api/v1"

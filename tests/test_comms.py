@@ -78,7 +78,7 @@ def test_experts_synchronize_over_the_expert_data_parallel_ranks() -> None:
     hierarchy's 1/8 share crossing the NICs), the experts' over the 8 GPUs that hold the same
     experts, one per node, so their whole gradient crosses a NIC. The plan lists both and the
     step charges exactly them (2 micro-batches: the last backward hides what it can)."""
-    from estimator.spec.cluster import cluster_of
+    from estimator.inputs.cluster import cluster_of
     from estimator.timing.kernels import collective_time, kernel_profile
 
     p = Parallelism(tp=1, dp=64, ep=8, zero_stage=1)
@@ -126,7 +126,7 @@ def test_an_all_to_all_across_domains_sends_its_remote_share_whole() -> None:
     1/k share as a reduction's hierarchy has. A domain-deduplicating dispatcher (DeepEP,
     HybridEP) sends a top-4 token once to each other domain holding one of its experts:
     8 (1 - (7/8)^4) / 4 of the copies."""
-    from estimator.spec.cluster import cluster_of
+    from estimator.inputs.cluster import cluster_of
     from estimator.timing.collectives import domain_dedup
     from estimator.timing.kernels import collective_time, kernel_profile
 

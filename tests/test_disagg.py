@@ -28,6 +28,8 @@ from estimator import (
     get_precision,
 )
 from estimator.context import Context
+from estimator.inputs.accelerator import Accelerator
+from estimator.inputs.cluster import Cluster, cluster_of
 from estimator.serving.disagg import (
     Link,
     PoolReplica,
@@ -40,8 +42,6 @@ from estimator.serving.disagg import (
 )
 from estimator.serving.estimate import estimate_inference, estimate_load
 from estimator.serving.load import ENGINES
-from estimator.spec.accelerator import Accelerator
-from estimator.spec.cluster import Cluster, cluster_of
 from estimator.sweep import disagg
 from estimator.sweep.disagg import DisaggComparison
 from estimator.sweep.serving import ServingSearch, ServingWorkload, sweep_serving

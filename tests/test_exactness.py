@@ -11,8 +11,8 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from estimator import SpecError, get_model, model_entry, model_from_config, model_ids
-from estimator.spec.config import supported_model_types
-from estimator.spec.families import EXACT
+from estimator.inputs.config import supported_model_types
+from estimator.inputs.families import EXACT
 from tests.conftest import load_data
 
 API = "/api/v1"

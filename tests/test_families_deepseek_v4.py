@@ -20,8 +20,8 @@ from estimator import (
     model_from_config,
 )
 from estimator.counts.flops import compressed_pairs
+from estimator.inputs.config import used_config
 from estimator.memory.inference import kv_cache_bytes_per_sequence
-from estimator.spec.config import used_config
 from tests.conftest import by_name
 
 FP32_KV = get_precision({"kv_cache": "fp32"})

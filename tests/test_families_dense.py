@@ -17,8 +17,8 @@ from estimator import (
     model_entry,
     model_from_config,
 )
+from estimator.inputs.config import WRAPPED_NOTE
 from estimator.memory.inference import kv_cache_bytes_per_sequence
-from estimator.spec.config import WRAPPED_NOTE
 
 FP32_KV = get_precision({"kv_cache": "fp32"})
 DROP = object()  # a variant's value that removes the key from the base config

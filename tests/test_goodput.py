@@ -12,9 +12,9 @@ from fastapi.testclient import TestClient
 from app.cli.commands import main
 from app.main import app
 from estimator import InferenceSetup, Parallelism, get_accelerator, get_model, get_precision
+from estimator.inputs.lengths import LENGTH_PRESETS
 from estimator.serving.estimate import estimate_load
 from estimator.serving.load import exceed_probability
-from estimator.spec.lengths import LENGTH_PRESETS
 
 H100 = get_accelerator("h100-sxm-80gb")
 LLAMA = get_model("llama-3.1-70b")

@@ -17,10 +17,10 @@ from app.answers import launch_dict
 from app.resolve import run_inference
 from app.schemas.inference import InferenceRequest
 from estimator.catalog import get_model
+from estimator.inputs.config import model_from_config
+from estimator.inputs.precision import get_precision
 from estimator.layout.parallel import Parallelism
 from estimator.serving.launch import HEAD_NODE, EngineSettings, LaunchCommands, launch_commands
-from estimator.spec.config import model_from_config
-from estimator.spec.precision import get_precision
 
 # vllm 0.33.0 (PyPI wheel): vllm/engine/arg_utils.py, EngineArgs.add_cli_args
 # (parallel_group: --distributed-executor-backend, --pipeline-parallel-size, --master-addr,

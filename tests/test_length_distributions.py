@@ -22,15 +22,15 @@ from estimator import (
     get_model,
     get_precision,
 )
-from estimator.serving.estimate import estimate_load
-from estimator.serving.load import LoadPoint, prefill_wait
-from estimator.spec.lengths import (
+from estimator.inputs.lengths import (
     LENGTH_PRESETS,
     MLPERF_PRESETS,
     LengthDistribution,
     fixed_lengths,
     truncated_exponential,
 )
+from estimator.serving.estimate import estimate_load
+from estimator.serving.load import LoadPoint, prefill_wait
 from validation.load import DATA, LoadCase, Skip, cases, lengths_of, rows, summary
 from validation.records import Refused
 

@@ -13,8 +13,8 @@ from fastapi.testclient import TestClient
 from app.main import app
 from estimator import Parallelism, TrainingSetup, get_accelerator, get_model, get_precision
 from estimator.context import Context
-from estimator.spec.cluster import cluster_of
-from estimator.spec.precision import DTYPES
+from estimator.inputs.cluster import cluster_of
+from estimator.inputs.precision import DTYPES
 from estimator.timing import collectives as rules
 from estimator.timing.kernels import copy_time, kernel_profile
 from estimator.timing.layer import LayerRun, layer_time, training_attention_format

@@ -27,10 +27,10 @@ from estimator import (
     terms,
     training_memory,
 )
+from estimator.inputs.accelerator import GIB
 from estimator.memory import training_terms
 from estimator.memory.training import FRAGMENTATION_FRACTION, most_loaded_terms
 from estimator.memory.training_stage import Stage
-from estimator.spec.accelerator import GIB
 from estimator.sweep.training import TrainingSearch, TrainingWorkload, sweep_training
 from estimator.timing.training import estimate_training
 from tests.test_sweep import _single

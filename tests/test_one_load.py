@@ -16,10 +16,10 @@ from fastapi.testclient import TestClient
 from app.main import app
 from estimator.accuracy import MIN_GROUP, rate_headroom, records, summary
 from estimator.catalog import get_accelerator, get_model
+from estimator.inputs.precision import get_precision
 from estimator.layout.parallel import Parallelism
 from estimator.memory.inference import InferenceSetup
 from estimator.serving.estimate import estimate_inference, estimate_load, fleet_replicas
-from estimator.spec.precision import get_precision
 from estimator.sweep.serving import (
     WIDE_MAX_GPUS,
     ServingSearch,

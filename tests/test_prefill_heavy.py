@@ -20,6 +20,7 @@ from estimator import (
     get_precision,
 )
 from estimator.counts.flops import forward_flops
+from estimator.inputs.lengths import LENGTH_PRESETS
 from estimator.serving.engine_step import engine_step_time
 from estimator.serving.estimate import estimate_inference, estimate_load
 from estimator.serving.feasibility import (
@@ -31,7 +32,6 @@ from estimator.serving.feasibility import (
     request_flops,
     require_feasible,
 )
-from estimator.spec.lengths import LENGTH_PRESETS
 from validation.feasibility import (
     PREFILL_HEAVY_RATIO,
     load_checks,

@@ -22,10 +22,10 @@ from estimator import (
     training_memory,
 )
 from estimator.context import Context
+from estimator.inputs.cluster import cluster_of
+from estimator.inputs.precision import DTYPES
 from estimator.memory.activation_bytes import item_bytes
 from estimator.memory.activations import layer_items, recomputed_items
-from estimator.spec.cluster import cluster_of
-from estimator.spec.precision import DTYPES
 from estimator.sweep.training import TrainingSearch, TrainingWorkload, sweep_training
 from estimator.timing.kernels import kernel_profile, memory_time
 from estimator.timing.layer import LayerRun, layer_time, training_attention_format

@@ -134,7 +134,7 @@ def test_the_network_stated_serves_every_layout_on_that_cluster() -> None:
     """The serving sweep takes the cluster's network as a plan does (issue 21, item 2): a TP
     group wider than the stated scale-up domain reduces over the stated scale-out network, and
     each row is the steady state on that cluster, which its planner link keeps."""
-    from estimator.spec.cluster import cluster_of
+    from estimator.inputs.cluster import cluster_of
 
     space = ServingSearch(accelerators=("h100-sxm-80gb",), tp=(4, 8), pp=(1,), precision=(PREC,))
     net = {"scale_up_domain": 4, "scale_out_gbit_per_s": 100.0}

@@ -21,6 +21,7 @@ from estimator import (
     get_precision,
     model_entry,
 )
+from estimator.inputs.lengths import LENGTH_PRESETS
 from estimator.memory.inference import inference_memory
 from estimator.serving.estimate import estimate_inference, estimate_load
 from estimator.serving.load import (
@@ -30,7 +31,6 @@ from estimator.serving.load import (
     residual_step,
     solve_decoding,
 )
-from estimator.spec.lengths import LENGTH_PRESETS
 from validation import report
 from validation.load import OVERLOADED, LoadCase, Skip, cases, overloaded, rows, summary
 

@@ -28,6 +28,7 @@ from app.resolve import inference_plan
 from app.schemas.inference import InferenceRequest
 from estimator import get_accelerator, get_model
 from estimator.errors import SpecError
+from estimator.inputs.precision import get_precision
 from estimator.layout.parallel import Parallelism, layout_violations, validate_layout
 from estimator.layout.pipeline import (
     SERVING_SPLITS,
@@ -40,7 +41,6 @@ from estimator.layout.pipeline import (
 from estimator.layout.sharding import distinct_stages, serving_layer_split
 from estimator.memory.inference import InferenceSetup, inference_memory
 from estimator.serving.estimate import estimate_inference
-from estimator.spec.precision import get_precision
 from estimator.sweep.serving import ServingSearch, ServingWorkload, sweep_serving
 
 client = TestClient(app)

@@ -26,10 +26,10 @@ from estimator import (
     get_precision,
     inference_memory,
 )
+from estimator.inputs.speculative import Speculative, mtp_modules
 from estimator.memory.inference import drafter_bytes
 from estimator.serving.estimate import estimate_inference, estimate_load
 from estimator.serving.load import budget_cap
-from estimator.spec.speculative import Speculative, mtp_modules
 
 client = TestClient(app)
 H100 = get_accelerator("h100-sxm-80gb")

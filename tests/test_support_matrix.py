@@ -1,4 +1,4 @@
-"""The format x accelerator x engine support matrix (``estimator.spec.support``): each refusal
+"""The format x accelerator x engine support matrix (``estimator.inputs.support``): each refusal
 and acceptance below is a row of ``catalog/support.json`` read from the vendor's or the engine's
 own documentation (the row's source), checked through the core and the REST API."""
 
@@ -12,12 +12,8 @@ from fastapi.testclient import TestClient
 from app.main import app
 from estimator.catalog import accelerator_entry, accelerator_ids, get_accelerator, get_model
 from estimator.errors import SpecError
-from estimator.layout.parallel import Parallelism
-from estimator.memory.inference import InferenceSetup
-from estimator.serving.estimate import estimate_inference, estimate_load
-from estimator.serving.load import ENGINES
-from estimator.spec.precision import DTYPES, get_precision
-from estimator.spec.support import (
+from estimator.inputs.precision import DTYPES, get_precision
+from estimator.inputs.support import (
     ENGINE_SCOPES,
     ROLES,
     SCOPES,
@@ -25,6 +21,10 @@ from estimator.spec.support import (
     support_row,
     support_rows,
 )
+from estimator.layout.parallel import Parallelism
+from estimator.memory.inference import InferenceSetup
+from estimator.serving.estimate import estimate_inference, estimate_load
+from estimator.serving.load import ENGINES
 
 MXFP4_SERVING = {"weights": "mxfp4", "gemm_inputs": "mxfp4", "kv_cache": "fp8"}
 MXFP8_SERVING = {"weights": "mxfp8", "gemm_inputs": "mxfp8"}

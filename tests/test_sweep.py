@@ -332,7 +332,7 @@ def test_serving_sweep_tries_expert_parallel_degrees() -> None:
 def test_the_network_stated_times_every_layout_as_a_plan_on_that_cluster() -> None:
     """Issue 21, item 2 in the sweep: the scale-up domain, scale-out bandwidth and
     oversubscription a sweep states time each layout as a single plan on that cluster does."""
-    from estimator.spec.cluster import cluster_of
+    from estimator.inputs.cluster import cluster_of
 
     model = get_model("llama-3-70b")
     space = TrainingSearch(

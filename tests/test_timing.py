@@ -18,6 +18,7 @@ from estimator import (
     get_precision,
 )
 from estimator.context import Context
+from estimator.inputs.cluster import cluster_of
 from estimator.layout.sharding import (
     StageShape,
     distinct_stages,
@@ -26,7 +27,6 @@ from estimator.layout.sharding import (
 )
 from estimator.serving.estimate import estimate_inference
 from estimator.serving.steps import decode_kinds, pipeline, stage_times
-from estimator.spec.cluster import cluster_of
 from estimator.timing.eager_ops import EagerExpertOps, expert_eager_ops
 from estimator.timing.kernels import collective_time, gemm_time, kernel_profile
 from estimator.timing.layer import LayerRun, layer_time, training_attention_format

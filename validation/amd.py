@@ -46,9 +46,9 @@ from estimator import (
     model_from_config,
 )
 from estimator.finetune import FineTune
+from estimator.inputs.lengths import LENGTH_PRESETS
+from estimator.inputs.model import ModelSpec
 from estimator.serving.estimate import DEFAULT_MAX_BATCH, estimate_inference
-from estimator.spec.lengths import LENGTH_PRESETS
-from estimator.spec.model import ModelSpec
 from estimator.timing.vendor import SERVING_STEP_SCALE, TRAINING_COMPUTE_SCALE
 from validation.records import Refused, Skip, TrainingCase, layout_of
 from validation.report import Row, case_estimate, summarize
@@ -80,7 +80,7 @@ _MODELS = {
     "mistralai/Mixtral-8x7B-Instruct-v0.1": "mixtral-8x7b",
 }
 # The MLPerf Inference task a record's length_distribution starts with -> its length preset
-# (estimator.spec.lengths: the official dataset's prompt mean, the reference output mean)
+# (estimator.inputs.lengths: the official dataset's prompt mean, the reference output mean)
 _TASK_LENGTHS = {
     "mlperf llama2-70b task": "mlperf-llama2-70b",
     "mlperf mixtral-8x7b task": "mlperf-mixtral-8x7b",

@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from estimator import get_accelerator
-from estimator.spec.precision import DTYPES
+from estimator.inputs.precision import DTYPES
 from estimator.timing.measured import TABLES, version_key
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from estimator import InferenceSetup, get_accelerator, get_model, get_precision
+from estimator.inputs.lengths import LENGTH_PRESETS
 from estimator.serving.feasibility import ComputeRate, Measured, check_measured
-from estimator.spec.lengths import LENGTH_PRESETS
 from validation.load import LoadCase, Skip, cases
 
 __all__ = [

@@ -7,7 +7,7 @@ the record publishes (TTFT and TPOT as the mean, or as the median where only the
 published, compared with the model's mean and p50; ITL where no TPOT is given; output
 tokens/s of the replica). Fixed-length records are compared as they are; ShareGPT records drawn
 with the bench clients' default sampling through the ``sharegpt`` length preset
-(``estimator.spec.lengths``), MLPerf Inference Server / Interactive runs through their task's
+(``estimator.inputs.lengths``), MLPerf Inference Server / Interactive runs through their task's
 ``mlperf-*`` preset; other datasets are skipped. A record of several identical replicas is one
 replica at its share of the rate. Where the model predicts an overloaded replica (capacity
 below the offered rate: TTFT without bound) its TTFT is left out of the errors and listed by
@@ -38,10 +38,10 @@ from estimator import (
     get_model,
     get_precision,
 )
+from estimator.inputs.lengths import LENGTH_PRESETS
+from estimator.inputs.model import ModelSpec
 from estimator.serving.estimate import estimate_load, rate_within_targets
 from estimator.serving.load import LoadPoint, engine_preset
-from estimator.spec.lengths import LENGTH_PRESETS
-from estimator.spec.model import ModelSpec
 from validation.records import Refused, Skip
 
 __all__ = [
@@ -93,7 +93,7 @@ class LoadCase:
     engine: str
     input_len: int
     output_len: int
-    lengths: str  # "fixed", or a preset of estimator.spec.lengths
+    lengths: str  # "fixed", or a preset of estimator.inputs.lengths
     concurrency: int | None
     request_rate: float | None  # of one replica
     num_prompts: int | None  # a closed loop's finite run (serving.run), as the record ran it

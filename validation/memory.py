@@ -62,8 +62,8 @@ from estimator import (
 )
 from estimator.counts.flops import Recompute
 from estimator.finetune import FULL, FineTune, adapters, base_weight_bytes
+from estimator.inputs.precision import DTYPES
 from estimator.offload import NO_OFFLOAD, Offload
-from estimator.spec.precision import DTYPES
 from validation.records import layout_of
 
 __all__ = [

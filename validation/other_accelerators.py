@@ -31,7 +31,7 @@ How a record becomes a plan (each assumption is listed per record in ``notes``):
   the ZeRO-3 LoRA run on optimum-habana gets).
 - **Serving**: one replica of ``tp`` chips at the published batch or concurrency (cut to the
   planner's KV-cache limit, flagged), fixed lengths where the benchmark fixes them, else the
-  dataset's mean lengths (``estimator.spec.lengths``).
+  dataset's mean lengths (``estimator.inputs.lengths``).
 
 The per-vendor constant: one compute factor per vendor (``VENDOR_FACTOR_GRID``), multiplying the
 stack profile's own, fitted on that vendor's compared training records (minimum median APE);
@@ -68,11 +68,11 @@ from estimator import (
 )
 from estimator.counts.flops import Recompute
 from estimator.finetune import FULL, FineTune
+from estimator.inputs.lengths import LENGTH_PRESETS
+from estimator.inputs.precision import Precision
 from estimator.memory.training_checks import check_recompute_modules
 from estimator.memory.verdict import training_fit
 from estimator.serving.estimate import DEFAULT_MAX_BATCH, estimate_inference
-from estimator.spec.lengths import LENGTH_PRESETS
-from estimator.spec.precision import Precision
 from estimator.timing.training import TimingOptions, TrainingEstimate, estimate_training
 
 __all__ = [

@@ -55,10 +55,10 @@ from estimator import (
 )
 from estimator.counts.flops import Recompute, training_flops
 from estimator.finetune import FULL, FineTune
+from estimator.inputs.precision import Precision
 from estimator.layout.pipeline import SplitSettings, check_layout_mtp, model_split
 from estimator.memory.activations import RECOMPUTE_MODULES
 from estimator.offload import NO_OFFLOAD, Offload
-from estimator.spec.precision import Precision
 
 __all__ = [
     "DATA",

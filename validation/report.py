@@ -35,10 +35,10 @@ from estimator import (
     get_accelerator,
     get_precision,
 )
+from estimator.inputs.cluster import cluster_of
+from estimator.inputs.model import ModelSpec
 from estimator.memory.verdict import FIT_VERDICTS, training_fit
 from estimator.serving.estimate import DEFAULT_MAX_BATCH, estimate_inference
-from estimator.spec.cluster import cluster_of
-from estimator.spec.model import ModelSpec
 from estimator.timing.gemms import gemm_coefficients
 from estimator.timing.kernels import (
     attention_decode_time,

@@ -32,10 +32,10 @@ from typing import Any
 from estimator import Parallelism, get_model
 from estimator.counts.flops import Recompute
 from estimator.errors import UnknownIdError
+from estimator.inputs.config import model_from_config
+from estimator.inputs.model import ModelSpec
 from estimator.memory.training import TrainingSetup
 from estimator.offload import Offload
-from estimator.spec.config import model_from_config
-from estimator.spec.model import ModelSpec
 from estimator.timing.stacks import STACKS
 from validation.fit_stacks import _source_file, fit_scale, leave_one_out, loso_errors
 from validation.memory import Statistic, compared_bytes

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from app import format as fmt
-from estimator.spec.accelerator import GIB
+from estimator.inputs.accelerator import GIB
 
 __all__ = [
     "flat_csv",

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from estimator.spec.config import checkpoint_quantization
+from estimator.inputs.config import checkpoint_quantization
 
 __all__ = ["Quantization", "quantization_of"]
 

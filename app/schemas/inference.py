@@ -35,7 +35,7 @@ from app.schemas.training import (
     LAYOUT_TP,
     MODEL_FORM,
 )
-from estimator.spec.speculative import Method
+from estimator.inputs.speculative import Method
 from estimator.terms import INFERENCE_MEMORY, LATENCY
 
 __all__ = [
@@ -59,7 +59,7 @@ PROMPT = form("Prompt tokens", "Workload", "1024")
 OUTPUT = form("Output tokens", "Workload", "256")
 
 
-# The length presets of estimator.spec.lengths (a test keeps the two lists equal).
+# The length presets of estimator.inputs.lengths (a test keeps the two lists equal).
 Dataset = Literal[
     "sharegpt",
     "mlperf-llama2-70b",
@@ -481,7 +481,7 @@ class FleetNeedOut(BaseModel):
 
 
 class LengthsOut(BaseModel):
-    """The request lengths the answer assumed (``estimator.spec.lengths``)."""
+    """The request lengths the answer assumed (``estimator.inputs.lengths``)."""
 
     name: str = Field(description="fixed, or a dataset preset")
     label: str

@@ -37,7 +37,7 @@ from app.store.catalog import TeamCatalog
 from app.store.plans import PLAN_USES, Base, Plan
 from estimator import Accelerator, ModelSpec, model_from_config
 from estimator.errors import SpecError
-from estimator.spec.accelerator import accelerator_from_entry
+from estimator.inputs.accelerator import accelerator_from_entry
 
 __all__ = [
     "TeamAcceleratorRow",

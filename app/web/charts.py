@@ -16,7 +16,7 @@ import numpy as np
 
 from app.format import disagg_layout as _dis_text
 from estimator import terms
-from estimator.spec.accelerator import GIB
+from estimator.inputs.accelerator import GIB
 
 __all__ = [
     "COLORS",

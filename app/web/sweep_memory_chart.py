@@ -16,7 +16,7 @@ from app.web.charts import (
     _sweep_labels,
     _thin,
 )
-from estimator.spec.accelerator import GIB
+from estimator.inputs.accelerator import GIB
 
 __all__ = ["sweep_memory_figure"]
 

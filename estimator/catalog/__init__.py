@@ -11,9 +11,9 @@ from typing import Any, NamedTuple
 
 from estimator.catalog.files import load, model_files
 from estimator.errors import UnknownIdError
-from estimator.spec.accelerator import Accelerator, accelerator_from_entry
-from estimator.spec.config import model_from_config
-from estimator.spec.model import ModelSpec
+from estimator.inputs.accelerator import Accelerator, accelerator_from_entry
+from estimator.inputs.config import model_from_config
+from estimator.inputs.model import ModelSpec
 
 __all__ = [
     "Price",

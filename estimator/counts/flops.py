@@ -34,17 +34,17 @@ from dataclasses import dataclass
 from typing import Literal, NamedTuple, get_args
 
 from estimator.finetune import FULL, FineTune, adapters
-from estimator.memo import per_model
-from estimator.memory.activations import op_policy, recomputed_linears
-from estimator.records import from_fields
-from estimator.spec.architecture import (
+from estimator.inputs.architecture import (
     AttentionCore,
     Component,
     Compressor,
     LayerKind,
     RecurrentCore,
 )
-from estimator.spec.model import ModelSpec
+from estimator.inputs.model import ModelSpec
+from estimator.memo import per_model
+from estimator.memory.activations import op_policy, recomputed_linears
+from estimator.records import from_fields
 from estimator.xp import Num, minimum
 
 __all__ = [

@@ -17,6 +17,10 @@ from dataclasses import dataclass, replace
 
 from estimator.counts.params import count_params
 from estimator.finetune import adapters, linear_weight_bytes
+from estimator.inputs.accelerator import Accelerator
+from estimator.inputs.architecture import LayerKind, Linear
+from estimator.inputs.model import ModelSpec
+from estimator.inputs.precision import DTYPES, Precision
 from estimator.layout.parallel import Parallelism
 from estimator.layout.sharding import (
     padded_vocab,
@@ -39,10 +43,6 @@ from estimator.memory.training import (
     optimizer_state_bytes_per_param,
     training_memory,
 )
-from estimator.spec.accelerator import Accelerator
-from estimator.spec.architecture import LayerKind, Linear
-from estimator.spec.model import ModelSpec
-from estimator.spec.precision import DTYPES, Precision
 from estimator.timing.collectives import tp_message_bytes
 from estimator.xp import Num
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import get_args
 
+from estimator.inputs.architecture import Component
+from estimator.inputs.model import ModelSpec
 from estimator.memo import per_model
-from estimator.spec.architecture import Component
-from estimator.spec.model import ModelSpec
 
 __all__ = ["ParamCounts", "count_params"]
 

@@ -25,10 +25,10 @@ from estimator.counts.flops import (
     core_term,
     mixer_flops,
 )
-from estimator.spec.accelerator import Accelerator
-from estimator.spec.architecture import LayerKind
-from estimator.spec.model import ModelSpec
-from estimator.spec.precision import DTYPES, Precision
+from estimator.inputs.accelerator import Accelerator
+from estimator.inputs.architecture import LayerKind
+from estimator.inputs.model import ModelSpec
+from estimator.inputs.precision import DTYPES, Precision
 from estimator.timing.kernels import (
     KernelProfile,
     attention_prefill_time,

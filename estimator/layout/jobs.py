@@ -43,9 +43,9 @@ import json
 import math
 from dataclasses import dataclass
 
+from estimator.inputs.model import ModelSpec
+from estimator.inputs.precision import Precision
 from estimator.layout.parallel import Parallelism
-from estimator.spec.model import ModelSpec
-from estimator.spec.precision import Precision
 
 __all__ = ["STACK_VERSIONS", "JobConfig", "JobPlan", "training_jobs"]
 

@@ -13,8 +13,8 @@ from math import gcd
 from typing import Literal
 
 from estimator.errors import SpecError
+from estimator.inputs.model import ModelSpec
 from estimator.memo import per_model
-from estimator.spec.model import ModelSpec
 from estimator.xp import Num, logical_and, maximum
 
 __all__ = ["Parallelism", "Violation", "layout_passes", "layout_violations", "validate_layout"]

@@ -50,8 +50,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from estimator.errors import SpecError
+from estimator.inputs.model import ModelSpec
 from estimator.layout.sharding import embedding_extras
-from estimator.spec.model import ModelSpec
 
 __all__ = [
     "SERVING_SPLITS",

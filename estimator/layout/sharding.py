@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from estimator.inputs.architecture import LayerKind
+from estimator.inputs.model import ModelSpec
 from estimator.memo import per_model
-from estimator.spec.architecture import LayerKind
-from estimator.spec.model import ModelSpec
 from estimator.xp import Num, ceil_div, maximum, numpy, take, where
 
 __all__ = [

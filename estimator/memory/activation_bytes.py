@@ -18,6 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 
+from estimator.inputs.architecture import LayerKind
+from estimator.inputs.model import ModelSpec
+from estimator.inputs.precision import DTYPES, Precision
 from estimator.memo import per_model
 from estimator.memory.activations import (
     HF_STYLE,
@@ -35,9 +38,6 @@ from estimator.memory.activations import (
     op_saved_items,
     recomputed_items,
 )
-from estimator.spec.architecture import LayerKind
-from estimator.spec.model import ModelSpec
-from estimator.spec.precision import DTYPES, Precision
 from estimator.xp import Num, where
 
 __all__ = [

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Literal
 
-from estimator.spec.architecture import AttentionCore, LayerKind, Linear, RecurrentCore
-from estimator.spec.model import ModelSpec
+from estimator.inputs.architecture import AttentionCore, LayerKind, Linear, RecurrentCore
+from estimator.inputs.model import ModelSpec
 
 __all__ = [
     "DEFAULT_RECOMPUTE_MODULES",

@@ -42,6 +42,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from estimator.errors import SpecError
+from estimator.inputs.accelerator import GIB, Accelerator
+from estimator.inputs.architecture import Compressor
+from estimator.inputs.lengths import LengthDistribution
+from estimator.inputs.model import ModelSpec
+from estimator.inputs.precision import DTYPES, PRESETS, Precision
+from estimator.inputs.speculative import Speculative, draft_pass, validate_speculative
 from estimator.layout.parallel import Parallelism, validate_layout
 from estimator.layout.sharding import (
     distinct_stages,
@@ -51,12 +57,6 @@ from estimator.layout.sharding import (
     stage_kind_counts,
     stage_params,
 )
-from estimator.spec.accelerator import GIB, Accelerator
-from estimator.spec.architecture import Compressor
-from estimator.spec.lengths import LengthDistribution
-from estimator.spec.model import ModelSpec
-from estimator.spec.precision import DTYPES, PRESETS, Precision
-from estimator.spec.speculative import Speculative, draft_pass, validate_speculative
 from estimator.terms import INFERENCE_MEMORY
 from estimator.xp import Num, maximum, minimum
 
@@ -85,7 +85,7 @@ class InferenceSetup:
     ``prefill_chunk`` is the number of prompt tokens processed in one forward (chunked prefill);
     by default one whole prompt. ``speculative``: speculative decoding (None: none).
     ``prefix_cache_hit_rate``: the fraction of each prompt's tokens found in the prefix cache
-    (computed: the rest). ``lengths``: a length distribution (``estimator.spec.lengths``) the
+    (computed: the rest). ``lengths``: a length distribution (``estimator.inputs.lengths``) the
     load model reads (None: every request ``input_len`` / ``output_len``); ``input_len`` and
     ``output_len`` are then its rounded means, which the memory model and a lone request use.
     ``moe_imbalance`` (>= 1, mixture-of-experts models): the routed tokens the busiest

@@ -20,6 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from estimator.inputs.accelerator import Accelerator
+from estimator.inputs.model import ModelSpec
+from estimator.inputs.precision import Precision
 from estimator.layout.parallel import Parallelism
 from estimator.memory.inference import InferenceSetup, inference_memory
 from estimator.memory.training import (
@@ -29,9 +32,6 @@ from estimator.memory.training import (
     most_loaded_terms,
     validate_training,
 )
-from estimator.spec.accelerator import Accelerator
-from estimator.spec.model import ModelSpec
-from estimator.spec.precision import Precision
 from estimator.xp import Num
 
 __all__ = ["MemoryPoint", "Timeline", "inference_timeline", "training_timeline"]

@@ -18,6 +18,9 @@ from typing import Any, cast
 
 from estimator.counts.flops import Recompute
 from estimator.finetune import FULL, FineTune, adapters
+from estimator.inputs.accelerator import GIB, Accelerator
+from estimator.inputs.model import ModelSpec
+from estimator.inputs.precision import Precision
 from estimator.layout.parallel import Parallelism
 from estimator.layout.sharding import padded_vocab
 from estimator.memory.activations import (
@@ -59,9 +62,6 @@ from estimator.memory.training_terms import (
 )
 from estimator.offload import NO_OFFLOAD, Host, Offload, host_of
 from estimator.records import from_fields
-from estimator.spec.accelerator import GIB, Accelerator
-from estimator.spec.model import ModelSpec
-from estimator.spec.precision import Precision
 from estimator.xp import Num, ceil_div, is_array, numpy
 
 __all__ = [

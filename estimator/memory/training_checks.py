@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, get_args
 from estimator.counts.flops import Recompute
 from estimator.errors import SpecError
 from estimator.finetune import FineTune
+from estimator.inputs.model import ModelSpec
 from estimator.layout.parallel import Parallelism, validate_layout
 from estimator.memory.activations import (
     HF_CONVENTION_FAMILIES,
@@ -21,7 +22,6 @@ from estimator.memory.activations import (
     is_moe,
 )
 from estimator.memory.training_tables import OPTIMIZERS
-from estimator.spec.model import ModelSpec
 
 if TYPE_CHECKING:
     from estimator.memory.training import TrainingSetup

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from estimator.finetune import FULL, dequant_buffer_elems
+from estimator.inputs.model import ModelSpec
+from estimator.inputs.precision import DTYPES, Precision
 from estimator.layout.parallel import Parallelism
 from estimator.layout.sharding import (
     largest_linear,
@@ -49,8 +51,6 @@ from estimator.memory.training_tables import (
 from estimator.memory.training_tables import placed_layers as _placed_layers
 from estimator.offload import Offload
 from estimator.records import from_fields
-from estimator.spec.model import ModelSpec
-from estimator.spec.precision import DTYPES, Precision
 from estimator.xp import Num, maximum, minimum, numpy, where
 
 if TYPE_CHECKING:

@@ -22,6 +22,8 @@ from estimator.finetune import (
     linear_weight_bytes,
 )
 from estimator.finetune import check_precision as check_finetune_precision
+from estimator.inputs.model import ModelSpec
+from estimator.inputs.precision import DTYPES, Precision, trained_weight_bytes
 from estimator.layout.sharding import (
     Placement,
     embedding_extras,
@@ -31,8 +33,6 @@ from estimator.layout.sharding import (
 from estimator.memo import per_model
 from estimator.memory.activation_bytes import layer_regions
 from estimator.memory.activations import HF_STYLE, Region
-from estimator.spec.model import ModelSpec
-from estimator.spec.precision import DTYPES, Precision, trained_weight_bytes
 from estimator.xp import Num
 
 __all__ = [

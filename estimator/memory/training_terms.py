@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterator, Mapping
 from functools import reduce
 from operator import add
 
+from estimator.inputs.accelerator import GIB
 from estimator.memory.training_stage import Stage
-from estimator.spec.accelerator import GIB
 from estimator.xp import Num, maximum, minimum, where
 
 __all__ = [

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-from estimator.spec.accelerator import GIB
+from estimator.inputs.accelerator import GIB
 from estimator.xp import Num, logical_and, where
 
 # The share of a GPU's memory a feasible layout leaves free by default (the training sweep's

@@ -33,12 +33,12 @@ from typing import Any
 import numpy as np
 
 from estimator.errors import SpecError
+from estimator.inputs.accelerator import Accelerator
+from estimator.inputs.model import ModelSpec
+from estimator.inputs.precision import Precision
 from estimator.memory.inference import InferenceSetup
 from estimator.serving.feasibility import InfeasibleMeasurement, Measured, check_measured
 from estimator.serving.load import EnginePreset, LoadPoint
-from estimator.spec.accelerator import Accelerator
-from estimator.spec.model import ModelSpec
-from estimator.spec.precision import Precision
 
 __all__ = [
     "SCALE_BOUNDS",

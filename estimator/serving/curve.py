@@ -34,6 +34,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from estimator.context import Context
+from estimator.inputs.precision import DTYPES
+from estimator.inputs.speculative import Speculative
 from estimator.layout.parallel import Parallelism
 from estimator.layout.ranks import group_shapes
 from estimator.layout.sharding import StageShape, distinct_stages
@@ -53,8 +55,6 @@ from estimator.serving.steps import (
     stage_times,
     through_stages,
 )
-from estimator.spec.precision import DTYPES
-from estimator.spec.speculative import Speculative
 from estimator.timing.kernels import collective_time
 from estimator.timing.vendor import serving_scale
 from estimator.xp import Num

@@ -58,6 +58,10 @@ import numpy as np
 
 from estimator.context import Context
 from estimator.errors import SpecError
+from estimator.inputs.accelerator import Accelerator
+from estimator.inputs.cluster import Cluster
+from estimator.inputs.model import ModelSpec
+from estimator.inputs.precision import Precision
 from estimator.layout.parallel import Parallelism
 from estimator.layout.sharding import distinct_stages
 from estimator.memory.inference import (
@@ -69,10 +73,6 @@ from estimator.memory.inference import (
 )
 from estimator.serving.engine_step import StepTime, engine_step_time
 from estimator.serving.load import EnginePreset, md1_wait, quantile_wait
-from estimator.spec.accelerator import Accelerator
-from estimator.spec.cluster import Cluster
-from estimator.spec.model import ModelSpec
-from estimator.spec.precision import Precision
 from estimator.timing.kernels import collective_time
 from estimator.xp import Num
 

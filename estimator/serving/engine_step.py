@@ -33,6 +33,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from estimator.context import Context
+from estimator.inputs.accelerator import Accelerator
+from estimator.inputs.cluster import Cluster
+from estimator.inputs.lengths import LengthDistribution
+from estimator.inputs.model import ModelSpec
+from estimator.inputs.precision import Precision
 from estimator.layout.parallel import Parallelism
 from estimator.layout.sharding import distinct_stages
 from estimator.memory.inference import InferenceSetup
@@ -47,11 +52,6 @@ from estimator.serving.steps import (
     serving_layout,
     stage_times,
 )
-from estimator.spec.accelerator import Accelerator
-from estimator.spec.cluster import Cluster
-from estimator.spec.lengths import LengthDistribution
-from estimator.spec.model import ModelSpec
-from estimator.spec.precision import Precision
 from estimator.timing.gemms import linear_gemm_time
 from estimator.xp import Num
 

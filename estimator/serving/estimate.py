@@ -23,6 +23,11 @@ from typing import NamedTuple
 
 from estimator.context import Context
 from estimator.errors import SpecError
+from estimator.inputs.accelerator import Accelerator
+from estimator.inputs.cluster import Cluster, cluster_of
+from estimator.inputs.model import ModelSpec
+from estimator.inputs.precision import Precision
+from estimator.inputs.support import check_support
 from estimator.layout.parallel import Parallelism
 from estimator.memory.inference import InferenceMemory, InferenceSetup, inference_memory
 from estimator.serving.calibration import Calibration
@@ -55,11 +60,6 @@ from estimator.serving.targets import (
     meets_targets,
     rate_within_targets,
 )
-from estimator.spec.accelerator import Accelerator
-from estimator.spec.cluster import Cluster, cluster_of
-from estimator.spec.model import ModelSpec
-from estimator.spec.precision import Precision
-from estimator.spec.support import check_support
 from estimator.timing.kernels import KernelProfile, kernel_profile
 from estimator.timing.measured import serving_profile, step_grid_notes
 from estimator.timing.rates import SECONDS_PER_HOUR

@@ -40,11 +40,11 @@ import numpy as np
 
 from estimator.counts.flops import forward_flops
 from estimator.errors import SpecError
+from estimator.inputs.accelerator import Accelerator
+from estimator.inputs.lengths import LengthDistribution, fixed_lengths
+from estimator.inputs.model import ModelSpec
+from estimator.inputs.precision import Precision
 from estimator.memory.inference import InferenceSetup
-from estimator.spec.accelerator import Accelerator
-from estimator.spec.lengths import LengthDistribution, fixed_lengths
-from estimator.spec.model import ModelSpec
-from estimator.spec.precision import Precision
 from estimator.xp import Num
 
 __all__ = [

@@ -75,9 +75,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from estimator.inputs.precision import Precision
+from estimator.inputs.speculative import Speculative
 from estimator.layout.parallel import Parallelism
-from estimator.spec.precision import Precision
-from estimator.spec.speculative import Speculative
 
 __all__ = ["HEAD_NODE", "EngineSettings", "LaunchCommands", "launch_commands"]
 

@@ -48,7 +48,7 @@ times them after:
   ``OSL - 1`` above reads ``(OSL - 1) / tau`` and the budget left to prompts is ``B - (k + 1) D``.
 - **Prefix caching**: ``ISL`` is the prompt tokens a request computes (its cached prefix is
   not scheduled: vLLM counts it in ``num_computed_tokens``); the caller passes that.
-- **Length distributions** (``estimator.spec.lengths``; fixed lengths are a distribution of
+- **Length distributions** (``estimator.inputs.lengths``; fixed lengths are a distribution of
   one point and give the same numbers): flow balance, prompt tokens per step and throughput
   take the means (``ISL`` = ``E[ISL]``, ``OSL - 1`` = ``E[OSL] - 1``: every request of a
   preset decodes at least 3 tokens); the prefill queue's wait is M/G/1's, the M/D/1 wait times
@@ -342,7 +342,7 @@ class LoadPoint:
     requests_per_s: float
     output_tokens_per_s: float
     capacity_requests_per_s: float  # at the most sequences the budget, cap and KV cache allow
-    lengths: str = "fixed"  # the workload's length distribution (estimator.spec.lengths)
+    lengths: str = "fixed"  # the workload's length distribution (estimator.inputs.lengths)
     # TPOT over requests: the steady state's is the same for every request (its mean); a
     # finite run's (``num_prompts``, ``serving.run``) differs by when a request ran
     tpot_p50_s: float = math.nan

@@ -26,6 +26,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from estimator.context import Context
+from estimator.inputs.model import ModelSpec
+from estimator.inputs.precision import DTYPES
+from estimator.inputs.speculative import Speculative, draft_pass
 from estimator.layout.parallel import Parallelism
 from estimator.layout.sharding import distinct_stages
 from estimator.serving.steps import (
@@ -38,9 +41,6 @@ from estimator.serving.steps import (
     serving_layout,
     stage_times,
 )
-from estimator.spec.model import ModelSpec
-from estimator.spec.precision import DTYPES
-from estimator.spec.speculative import Speculative, draft_pass
 from estimator.timing.gemms import gemm_coefficients
 from estimator.timing.kernels import gemm_time
 from estimator.xp import Num

@@ -46,13 +46,13 @@ import numpy as np
 
 from estimator.context import Context
 from estimator.counts.flops import attention_terms, core_pairs_flops
+from estimator.inputs.accelerator import Accelerator
+from estimator.inputs.model import ModelSpec
+from estimator.inputs.precision import DTYPES, Precision
 from estimator.layout.parallel import Parallelism
 from estimator.layout.ranks import group_shapes
 from estimator.layout.sharding import StageShape, padded_vocab
 from estimator.memory.inference import cached_elems
-from estimator.spec.accelerator import Accelerator
-from estimator.spec.model import ModelSpec
-from estimator.spec.precision import DTYPES, Precision
 from estimator.timing.gemms import gemm_coefficients, linear_gemm_time, weight_read_bytes
 from estimator.timing.kernels import (
     attention_decode_time,

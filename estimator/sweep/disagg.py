@@ -40,6 +40,9 @@ import numpy as np
 
 from estimator.context import Context
 from estimator.errors import SpecError
+from estimator.inputs.accelerator import Accelerator
+from estimator.inputs.model import ModelSpec
+from estimator.inputs.precision import get_precision
 from estimator.layout.parallel import Parallelism
 from estimator.serving.disagg import (
     FIRST_TOKEN_STEPS,
@@ -54,9 +57,6 @@ from estimator.serving.disagg import (
     link_wait,
     prefill_curve,
 )
-from estimator.spec.accelerator import Accelerator
-from estimator.spec.model import ModelSpec
-from estimator.spec.precision import get_precision
 from estimator.sweep.disagg_fronts import (
     PairPoints,
     aggregated_front,

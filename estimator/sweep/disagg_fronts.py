@@ -17,6 +17,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from estimator.inputs.accelerator import Accelerator
+from estimator.inputs.model import ModelSpec
+from estimator.inputs.precision import get_precision
 from estimator.layout.parallel import Parallelism
 from estimator.memory.inference import InferenceSetup, inference_memory
 from estimator.serving.disagg import (
@@ -29,9 +32,6 @@ from estimator.serving.disagg import (
 )
 from estimator.serving.estimate import estimate_load
 from estimator.serving.load import EnginePreset, LoadPoint
-from estimator.spec.accelerator import Accelerator
-from estimator.spec.model import ModelSpec
-from estimator.spec.precision import get_precision
 from estimator.sweep.pareto import front
 
 if TYPE_CHECKING:

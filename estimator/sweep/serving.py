@@ -16,6 +16,11 @@ from typing import Any
 
 from estimator.energy import PowerSetup, energy_of, token_prices
 from estimator.errors import SpecError
+from estimator.inputs.accelerator import GIB, Accelerator
+from estimator.inputs.cluster import Cluster, cluster_of
+from estimator.inputs.lengths import LengthDistribution
+from estimator.inputs.model import ModelSpec
+from estimator.inputs.precision import Precision, get_precision
 from estimator.layout.parallel import Parallelism
 from estimator.layout.pipeline import serving_stage_layers
 from estimator.memory.inference import InferenceMemory, InferenceSetup, inference_memory
@@ -28,11 +33,6 @@ from estimator.serving.estimate import (
     rate_within_targets,
 )
 from estimator.serving.load import EnginePreset, LoadPoint, engine_preset
-from estimator.spec.accelerator import GIB, Accelerator
-from estimator.spec.cluster import Cluster, cluster_of
-from estimator.spec.lengths import LengthDistribution
-from estimator.spec.model import ModelSpec
-from estimator.spec.precision import Precision, get_precision
 from estimator.sweep import disagg
 from estimator.sweep.pareto import cheapest_front
 from estimator.sweep.training import (

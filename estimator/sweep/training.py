@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from estimator.inputs.model import ModelSpec
 from estimator.layout.parallel import Violation
-from estimator.spec.model import ModelSpec
 from estimator.sweep.pareto import front
 from estimator.sweep.training_eval import COLUMNS as COLUMNS
 from estimator.sweep.training_eval import ROW_MEMORY as ROW_MEMORY

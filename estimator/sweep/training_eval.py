@@ -17,6 +17,10 @@ import numpy as np
 from estimator.context import Context
 from estimator.counts.flops import Recompute, training_flops
 from estimator.energy import energy_of
+from estimator.inputs.accelerator import GIB, Accelerator
+from estimator.inputs.cluster import cluster_of
+from estimator.inputs.model import ModelSpec
+from estimator.inputs.precision import Precision, get_precision
 from estimator.layout.parallel import Parallelism
 from estimator.layout.pipeline import SPLITS, PipelineSplit
 from estimator.memory.training import (
@@ -29,10 +33,6 @@ from estimator.memory.training import (
 )
 from estimator.memory.verdict import fit_index
 from estimator.offload import host_of
-from estimator.spec.accelerator import GIB, Accelerator
-from estimator.spec.cluster import cluster_of
-from estimator.spec.model import ModelSpec
-from estimator.spec.precision import Precision, get_precision
 from estimator.sweep.training_grid import refusal
 from estimator.sweep.training_space import (
     AXES,

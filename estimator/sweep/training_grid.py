@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 
 from estimator.errors import SpecError
+from estimator.inputs.model import ModelSpec
 from estimator.layout.parallel import Parallelism, Violation, layout_violations
 from estimator.layout.pipeline import PipelineSplit, model_split
 from estimator.memo import per_model
-from estimator.spec.model import ModelSpec
 from estimator.sweep.training_space import AXES, TrainingWorkload
 
 __all__ = [

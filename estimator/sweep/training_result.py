@@ -14,11 +14,11 @@ import numpy as np
 
 from estimator.catalog import accelerator_ids, get_accelerator
 from estimator.finetune import adapters
+from estimator.inputs.accelerator import GIB
+from estimator.inputs.model import ModelSpec
 from estimator.layout.pipeline import SPLITS
 from estimator.memory.training import RECOMPUTE_POLICIES
 from estimator.memory.verdict import FIT_VERDICTS
-from estimator.spec.accelerator import GIB
-from estimator.spec.model import ModelSpec
 from estimator.sweep.training_eval import ROW_MEMORY
 from estimator.sweep.training_space import AXES, TrainingWorkload, facility_w_of, price_of
 from estimator.terms import TRAINING_MEMORY

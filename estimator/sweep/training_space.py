@@ -15,6 +15,9 @@ from estimator.counts.flops import Recompute
 from estimator.energy import NoPowerFigure, PowerSetup, power_per_gpu
 from estimator.errors import SpecError
 from estimator.finetune import FULL, FineTune, adapters, check_precision
+from estimator.inputs.accelerator import Accelerator
+from estimator.inputs.model import ModelSpec
+from estimator.inputs.precision import get_precision
 from estimator.layout.parallel import Violation
 from estimator.memory.training import (
     OPTIMIZERS,
@@ -28,9 +31,6 @@ from estimator.memory.training import (
 )
 from estimator.memory.verdict import MIN_HEADROOM
 from estimator.offload import NO_OFFLOAD, Offload
-from estimator.spec.accelerator import Accelerator
-from estimator.spec.model import ModelSpec
-from estimator.spec.precision import get_precision
 from estimator.timing.effective import Reliability
 from estimator.timing.stacks import RUNS, auto_takes, runs_layout
 from estimator.timing.training import TimingOptions, check_ep_comm_overlap_stack

@@ -30,12 +30,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from estimator.counts.flops import module_recomputed_share
+from estimator.inputs.architecture import LayerKind
+from estimator.inputs.model import ModelSpec
+from estimator.inputs.precision import DTYPES, Precision
 from estimator.layout.parallel import Parallelism
 from estimator.memo import per_model
 from estimator.memory.activations import is_mla, is_moe
-from estimator.spec.architecture import LayerKind
-from estimator.spec.model import ModelSpec
-from estimator.spec.precision import DTYPES, Precision
 from estimator.timing.kernels import Collective
 from estimator.xp import Num, maximum, minimum, where
 

@@ -11,15 +11,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from estimator.finetune import linear_weight_bytes
+from estimator.inputs.accelerator import Accelerator
+from estimator.inputs.cluster import Cluster
+from estimator.inputs.model import ModelSpec
+from estimator.inputs.precision import DTYPES, Precision
 from estimator.layout.parallel import Parallelism
 from estimator.layout.ranks import group_shapes, nodes_spanned
 from estimator.layout.sharding import stage_kind_counts, with_mtp
 from estimator.memory.activations import DEFAULT_RECOMPUTE_MODULES
 from estimator.memory.training import TrainingMemory, TrainingSetup, training_memory
-from estimator.spec.accelerator import Accelerator
-from estimator.spec.cluster import Cluster
-from estimator.spec.model import ModelSpec
-from estimator.spec.precision import DTYPES, Precision
 from estimator.timing import collectives as rules
 from estimator.timing.kernels import Collective, KernelProfile, collective_time
 from estimator.xp import Num

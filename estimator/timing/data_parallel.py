@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from estimator.finetune import linear_weight_bytes
+from estimator.inputs.precision import DTYPES
 from estimator.layout.ranks import group_shapes
 from estimator.layout.sharding import stage_kind_counts
 from estimator.memory.training import TrainingSetup
-from estimator.spec.precision import DTYPES
 from estimator.timing import collectives as rules
 from estimator.timing.kernels import collective_time, memory_time
 from estimator.timing.stage_time import dense_collective, offload_time

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from estimator.inputs.accelerator import Accelerator
+from estimator.inputs.architecture import LayerKind
+from estimator.inputs.model import ModelSpec
 from estimator.layout.parallel import Parallelism
 from estimator.memo import per_model
-from estimator.spec.accelerator import Accelerator
-from estimator.spec.architecture import LayerKind
-from estimator.spec.model import ModelSpec
 from estimator.timing.kernels import KernelProfile, copy_time
 from estimator.xp import Num, maximum
 

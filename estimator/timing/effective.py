@@ -54,9 +54,9 @@ from estimator.timing.rates import SECONDS_PER_HOUR
 from estimator.xp import Num, maximum, minimum, where
 
 if TYPE_CHECKING:
+    from estimator.inputs.model import ModelSpec
+    from estimator.inputs.precision import Precision
     from estimator.memory.training import TrainingSetup
-    from estimator.spec.model import ModelSpec
-    from estimator.spec.precision import Precision
 
 __all__ = [
     "INTERRUPTIONS_PER_GPU_HOUR",

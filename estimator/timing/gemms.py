@@ -26,11 +26,11 @@ from estimator.finetune import (
     linear_weight_bytes,
     quantized_modules,
 )
+from estimator.inputs.architecture import LayerKind
+from estimator.inputs.model import ModelSpec
+from estimator.inputs.precision import DTYPES, Precision
 from estimator.layout.sharding import place_layer, placements
 from estimator.memo import per_model
-from estimator.spec.architecture import LayerKind
-from estimator.spec.model import ModelSpec
-from estimator.spec.precision import DTYPES, Precision
 from estimator.timing.kernels import curve_time, gemm_time, memory_time
 from estimator.xp import Num, is_array, maximum, numpy
 

@@ -40,10 +40,10 @@ from typing import Any, Literal, TypeVar
 
 from estimator.catalog.files import load
 from estimator.counts.flops import mixer_flops
-from estimator.spec.accelerator import Accelerator
-from estimator.spec.architecture import RecurrentCore
-from estimator.spec.cluster import Cluster
-from estimator.spec.precision import DTYPES, Precision
+from estimator.inputs.accelerator import Accelerator
+from estimator.inputs.architecture import RecurrentCore
+from estimator.inputs.cluster import Cluster
+from estimator.inputs.precision import DTYPES, Precision
 from estimator.xp import Num, maximum, minimum, where
 
 __all__ = [

@@ -38,12 +38,12 @@ from dataclasses import dataclass
 
 from estimator.context import Context
 from estimator.counts.flops import attended_keys, attention_terms, core_pairs_flops
+from estimator.inputs.accelerator import Accelerator
+from estimator.inputs.architecture import AttentionCore, LayerKind
+from estimator.inputs.model import ModelSpec
+from estimator.inputs.precision import DTYPES, Precision
 from estimator.layout.ranks import group_shapes
 from estimator.memo import per_model
-from estimator.spec.accelerator import Accelerator
-from estimator.spec.architecture import AttentionCore, LayerKind
-from estimator.spec.model import ModelSpec
-from estimator.spec.precision import DTYPES, Precision
 from estimator.timing import collectives as rules
 from estimator.timing.eager_ops import eager_expert_kinds, expert_eager_ops, unfused_rope_time
 from estimator.timing.gemms import linear_gemm_time, linear_gemms

@@ -28,8 +28,8 @@ from functools import cache
 from typing import Any
 
 from estimator.catalog.files import load
+from estimator.inputs.model import ModelSpec
 from estimator.layout.parallel import Parallelism
-from estimator.spec.model import ModelSpec
 from estimator.timing.gemms import linear_gemms
 from estimator.timing.kernels import AttentionCurve, GemmCurve, KernelProfile, kernel_profile
 

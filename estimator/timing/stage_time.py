@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING
 
 from estimator.context import Context
 from estimator.counts.flops import op_recomputed_share
+from estimator.inputs.accelerator import Accelerator
+from estimator.inputs.cluster import Cluster
+from estimator.inputs.precision import DTYPES
 from estimator.layout.ranks import group_shapes
 from estimator.layout.sharding import padded_vocab, stage_kind_counts, with_mtp
 from estimator.memory.activations import DEFAULT_RECOMPUTE_MODULES
 from estimator.memory.training import TrainingSetup
 from estimator.offload import CPU_ADAM_BYTES_PER_PARAM, host_of
-from estimator.spec.accelerator import Accelerator
-from estimator.spec.cluster import Cluster
-from estimator.spec.precision import DTYPES
 from estimator.timing import collectives as rules
 from estimator.timing.kernels import KernelProfile, collective_time, gemm_time, memory_time
 from estimator.timing.layer import LayerTime

@@ -33,9 +33,9 @@ the TP communication it pays for.
 
 from __future__ import annotations
 
+from estimator.inputs.accelerator import Accelerator
+from estimator.inputs.model import ModelSpec
 from estimator.memo import per_model
-from estimator.spec.accelerator import Accelerator
-from estimator.spec.model import ModelSpec
 from estimator.xp import Num, maximum, where
 
 __all__ = ["SMS_BY_GENERATION", "overlapped_tp"]

@@ -52,6 +52,11 @@ from typing import Any, Literal
 from estimator.context import Context
 from estimator.counts.flops import training_flops
 from estimator.errors import SpecError
+from estimator.inputs.accelerator import Accelerator
+from estimator.inputs.cluster import Cluster
+from estimator.inputs.model import ModelSpec
+from estimator.inputs.precision import Precision
+from estimator.inputs.support import check_support
 from estimator.layout.parallel import Parallelism
 from estimator.memory.training import (
     TrainingMemory,
@@ -60,11 +65,6 @@ from estimator.memory.training import (
     in_flight_microbatches,
     training_memory,
 )
-from estimator.spec.accelerator import Accelerator
-from estimator.spec.cluster import Cluster
-from estimator.spec.model import ModelSpec
-from estimator.spec.precision import Precision
-from estimator.spec.support import check_support
 from estimator.terms import STEP
 from estimator.timing.data_parallel import (
     Held,

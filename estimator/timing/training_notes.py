@@ -9,12 +9,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from estimator.counts.flops import TrainingFlops, training_flops
+from estimator.inputs.accelerator import Accelerator
+from estimator.inputs.cluster import cluster_of
+from estimator.inputs.model import ModelSpec
+from estimator.inputs.precision import DTYPES, Precision
 from estimator.layout.parallel import Parallelism
 from estimator.memory.training import TrainingMemory, TrainingSetup
-from estimator.spec.accelerator import Accelerator
-from estimator.spec.cluster import cluster_of
-from estimator.spec.model import ModelSpec
-from estimator.spec.precision import DTYPES, Precision
 from estimator.timing.eager_ops import eager_expert_kinds, expert_eager_ops
 from estimator.timing.kernels import kernel_profile
 from estimator.timing.stacks import DEFAULT_STACK, MOE_EAGER_HOST_S, STACK_NOTES, stack_profile

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from estimator.spec.accelerator import Accelerator
+from estimator.inputs.accelerator import Accelerator
 
 __all__ = [
     "MIN_GROUP_RUNS",

@@ -13,12 +13,12 @@ collectives the communication plan (``timing.comms``) lists.
 from __future__ import annotations
 
 from estimator.context import Context
+from estimator.inputs.accelerator import Accelerator
+from estimator.inputs.cluster import Cluster
+from estimator.inputs.model import ModelSpec
+from estimator.inputs.precision import Precision
 from estimator.layout.parallel import Parallelism
 from estimator.memory.training import TrainingMemory, TrainingSetup
-from estimator.spec.accelerator import Accelerator
-from estimator.spec.cluster import Cluster
-from estimator.spec.model import ModelSpec
-from estimator.spec.precision import Precision
 from estimator.timing.comms import communication_plan
 
 __all__ = ["zero3_hidden_note"]
